@@ -1,0 +1,213 @@
+#include "client/agent.h"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "client/process_executor.h"
+#include "client/replay_executor.h"
+#include "core/status_macros.h"
+#include "client/rpc_client.h"
+
+namespace infrarsi::client {
+namespace {
+
+bool Retryable(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
+}
+
+// Reports steps to the server; any refusal stops the trial.
+class RpcProgressSink : public ProgressSink {
+ public:
+  RpcProgressSink(v1::AgentService::Stub* stub, const v1::TrialAssignment& t)
+      : stub_(stub), trial_(t) {}
+  bool OnSteps(const std::vector<v1::StepMetrics>& steps) override {
+    v1::ReportProgressRequest req;
+    req.set_trial_id(trial_.trial_id());
+    req.set_lease_token(trial_.lease_token());
+    for (const auto& s : steps) *req.add_steps() = s;
+    v1::ReportProgressResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    const absl::Status st = FromGrpcStatus(stub_->ReportProgress(&ctx, req, &resp));
+    if (st.ok()) return !resp.cancelled();
+    // An unreachable server may come back: keep running, the lease allows it.
+    if (Retryable(st)) return true;
+    spdlog::warn("trial {}: progress refused ({}); stopping it", trial_.trial_id(), st.ToString());
+    return false;
+  }
+
+ private:
+  v1::AgentService::Stub* stub_;
+  const v1::TrialAssignment& trial_;
+};
+
+std::string DefaultHost() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+}  // namespace
+
+Agent::Agent(const Options& options) : options_(options) {}
+Agent::~Agent() = default;
+
+absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const Options& options) {
+  if (options.server.empty()) return absl::InvalidArgumentError("server: required");
+  if (options.gpu_model.empty()) return absl::InvalidArgumentError("gpu_model: required");
+  if (options.gpu_count < 0) return absl::InvalidArgumentError("gpu_count: must be >= 0");
+  if (options.executors.empty()) return absl::InvalidArgumentError("executors: at least one");
+  std::unique_ptr<Agent> a(new Agent(options));
+  if (a->options_.host.empty()) a->options_.host = DefaultHost();
+  if (a->options_.scratch_root.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    a->options_.scratch_root = absl::StrCat(tmp ? tmp : "/tmp", "/infrarsi-agent-", getpid());
+  }
+  auto channel = grpc::CreateChannel(options.server, grpc::InsecureChannelCredentials());
+  a->stub_ = v1::AgentService::NewStub(channel);
+  a->replay_ = std::make_unique<ReplayExecutor>();
+  ProcessExecutor::Options po;
+  po.scratch_root = a->options_.scratch_root;
+  a->process_ = std::make_unique<ProcessExecutor>(po);
+  return a;
+}
+
+std::string Agent::agent_id() const {
+  std::lock_guard<std::mutex> lock(id_mu_);
+  return agent_id_;
+}
+
+void Agent::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+}
+
+absl::Status Agent::Register() {
+  v1::RegisterAgentRequest req;
+  req.set_host(options_.host);
+  req.set_gpu_model(options_.gpu_model);
+  req.set_gpu_count(options_.gpu_count);
+  req.set_memory_per_gpu_gib(options_.memory_per_gpu_gib);
+  for (const auto& e : options_.executors) req.add_executors(e);
+  req.set_agent_id(agent_id());
+  while (!stop_.HasBeenNotified()) {
+    v1::RegisterAgentResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    const absl::Status st = FromGrpcStatus(stub_->RegisterAgent(&ctx, req, &resp));
+    if (st.ok()) {
+      std::lock_guard<std::mutex> lock(id_mu_);
+      agent_id_ = resp.agent_id();
+      spdlog::info("registered as {} ({} x{}, executors: {})", agent_id_, options_.gpu_model,
+                   options_.gpu_count, req.executors_size());
+      return absl::OkStatus();
+    }
+    if (!Retryable(st)) return st;
+    stop_.WaitForNotificationWithTimeout(absl::Milliseconds(500));
+  }
+  return absl::CancelledError("agent stopped");
+}
+
+Executor* Agent::ExecutorFor(const v1::TrialAssignment& trial) {
+  switch (trial.executor().kind_case()) {
+    case v1::ExecutorSpec::kReplay: return replay_.get();
+    case v1::ExecutorSpec::kProcess: return process_.get();
+    default: return nullptr;
+  }
+}
+
+absl::Status Agent::RunTrial(const v1::TrialAssignment& trial) {
+  spdlog::info("trial {} (session {}, attempt {}): starting", trial.trial_id(),
+               trial.session_id(), trial.attempt());
+  RpcProgressSink sink(stub_.get(), trial);
+  v1::TrialOutcome outcome;
+  Executor* ex = ExecutorFor(trial);
+  if (ex == nullptr) {
+    outcome.set_status("failed");
+    outcome.set_error("agent: no executor for this trial");
+  } else {
+    auto result = ex->Run(trial, &sink);
+    if (result.ok()) {
+      outcome = *std::move(result);
+    } else {
+      outcome.set_status("failed");
+      outcome.set_error(absl::StrCat("executor: ", result.status().message()));
+    }
+  }
+  v1::CompleteTrialRequest req;
+  req.set_trial_id(trial.trial_id());
+  req.set_lease_token(trial.lease_token());
+  *req.mutable_outcome() = outcome;
+  // Retry through a server restart: a repeated completion is harmless.
+  const absl::Time give_up = absl::Now() + options_.retry_window;
+  while (true) {
+    v1::CompleteTrialResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    const absl::Status st = FromGrpcStatus(stub_->CompleteTrial(&ctx, req, &resp));
+    if (st.ok()) {
+      spdlog::info("trial {}: {}{}", trial.trial_id(), outcome.status(),
+                   resp.duplicate() ? " (already recorded)" : "");
+      ++trials_completed_;
+      return absl::OkStatus();
+    }
+    if (!Retryable(st) || absl::Now() > give_up) {
+      spdlog::warn("trial {}: completion refused: {}", trial.trial_id(), st.ToString());
+      return st;
+    }
+    absl::SleepFor(absl::Milliseconds(300));
+  }
+}
+
+absl::Status Agent::RunLoop() {
+  RETURN_IF_ERROR(Register());
+  std::thread heartbeat([this] {
+    while (!stop_.WaitForNotificationWithTimeout(absl::Seconds(5))) {
+      v1::HeartbeatRequest req;
+      req.set_agent_id(agent_id());
+      v1::HeartbeatResponse resp;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      (void)stub_->Heartbeat(&ctx, req, &resp);
+    }
+  });
+  absl::Status result = absl::OkStatus();
+  while (!stop_.HasBeenNotified()) {
+    if (options_.max_trials > 0 && trials_completed_ >= options_.max_trials) break;
+    v1::LeaseTrialRequest req;
+    req.set_agent_id(agent_id());
+    req.set_wait_ms(absl::ToInt64Milliseconds(options_.lease_wait));
+    v1::LeaseTrialResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     absl::ToChronoMilliseconds(options_.lease_wait + absl::Seconds(10)));
+    const absl::Status st = FromGrpcStatus(stub_->LeaseTrial(&ctx, req, &resp));
+    if (absl::IsNotFound(st)) {
+      // The server forgot us (a fresh database): register again.
+      if (absl::Status r = Register(); !r.ok()) {
+        result = r;
+        break;
+      }
+      continue;
+    }
+    if (!st.ok()) {
+      if (!Retryable(st)) {
+        result = st;
+        break;
+      }
+      stop_.WaitForNotificationWithTimeout(absl::Milliseconds(300));
+      continue;
+    }
+    if (!resp.has_trial()) continue;
+    (void)RunTrial(resp.trial());  // a refused completion is logged; carry on
+  }
+  Stop();
+  heartbeat.join();
+  return absl::IsCancelled(result) ? absl::OkStatus() : result;
+}
+
+}  // namespace infrarsi::client

@@ -1,0 +1,72 @@
+// The node agent: registers its hardware, leases trials, runs them with an
+// executor and reports progress and outcomes. It holds no state the server
+// cannot rebuild: if the server restarts, the agent retries and carries on;
+// if the agent dies, its lease expires and the trial runs elsewhere.
+#ifndef INFRARSI_CLIENT_AGENT_H_
+#define INFRARSI_CLIENT_AGENT_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "client/executor.h"
+#include "infrarsi/v1/infrarsi.grpc.pb.h"
+
+namespace infrarsi::client {
+
+class Agent {
+ public:
+  struct Options {
+    // HOST:PORT of infrarsi-server. Required.
+    std::string server;
+    // What the agent registers; a CPU host can stand in for a GPU model.
+    std::string host;  // default: gethostname()
+    std::string gpu_model = "cpu";
+    int gpu_count = 1;
+    double memory_per_gpu_gib = 0;
+    std::vector<std::string> executors = {"replay", "process"};
+    // Folder for the process executor's scratch files. Default: $TMPDIR.
+    std::string scratch_root;
+    // Long-poll wait per LeaseTrial call.
+    absl::Duration lease_wait = absl::Seconds(5);
+    // How long to keep retrying an unreachable server before giving up on a
+    // call (RunLoop keeps going; this bounds one completion's retries).
+    absl::Duration retry_window = absl::Seconds(120);
+    // Stop after this many trials (0: never). Useful in tests and batch jobs.
+    int max_trials = 0;
+  };
+
+  static absl::StatusOr<std::unique_ptr<Agent>> Create(const Options& options);
+  ~Agent();
+
+  // Runs until Stop() (or max_trials). Thread: call from one thread.
+  absl::Status RunLoop();
+  // Asks RunLoop to return after the current trial. Thread-safe.
+  void Stop();
+
+  std::string agent_id() const;
+  int trials_completed() const { return trials_completed_.load(); }
+
+ private:
+  explicit Agent(const Options& options);
+  absl::Status Register();
+  absl::Status RunTrial(const v1::TrialAssignment& trial);
+  Executor* ExecutorFor(const v1::TrialAssignment& trial);
+
+  Options options_;
+  std::unique_ptr<v1::AgentService::Stub> stub_;
+  std::unique_ptr<Executor> replay_;
+  std::unique_ptr<Executor> process_;
+  mutable std::mutex id_mu_;
+  std::string agent_id_;
+  absl::Notification stop_;
+  std::atomic<int> trials_completed_{0};
+};
+
+}  // namespace infrarsi::client
+
+#endif  // INFRARSI_CLIENT_AGENT_H_

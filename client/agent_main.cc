@@ -1,0 +1,101 @@
+// infrarsi-agent: runs on a GPU host, leases trials from infrarsi-server.
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "client/agent.h"
+
+namespace {
+
+// Best effort: the first GPU's name and memory from nvidia-smi, if present.
+void DetectGpu(infrarsi::client::Agent::Options& o) {
+  FILE* p = popen("nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits 2>/dev/null", "r");
+  if (p == nullptr) return;
+  char buf[512];
+  int count = 0;
+  std::string first;
+  while (fgets(buf, sizeof(buf), p)) {
+    if (count++ == 0) first = buf;
+  }
+  pclose(p);
+  if (count == 0) return;
+  std::vector<std::string> parts = absl::StrSplit(first, ',');
+  if (parts.size() < 2) return;
+  std::string name(absl::StripAsciiWhitespace(parts[0]));
+  // "NVIDIA H200" -> "H200": the catalog name specs use.
+  if (name.rfind("NVIDIA ", 0) == 0) name = name.substr(7);
+  double mib = 0;
+  if (absl::SimpleAtod(absl::StripAsciiWhitespace(parts[1]), &mib)) o.memory_per_gpu_gib = mib / 1024.0;
+  o.gpu_model = name;
+  o.gpu_count = count;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"infrarsi-agent: leases trials from infrarsi-server and runs them "
+               "(executors: replay of measured outcomes, process for real training)."};
+  infrarsi::client::Agent::Options o;
+  o.server = "127.0.0.1:7420";
+  DetectGpu(o);
+  std::string executors = "replay,process";
+  double lease_wait_s = 5;
+  std::string log_level = "info";
+  app.add_option("--server", o.server, "infrarsi-server HOST:PORT")->capture_default_str();
+  app.add_option("--host", o.host, "host name to register (default: this host's name)");
+  app.add_option("--gpu-model", o.gpu_model,
+                 "GPU model to register (default: detected with nvidia-smi, else cpu); a CPU "
+                 "host may stand in for a GPU model, e.g. for replay")
+      ->capture_default_str();
+  app.add_option("--gpu-count", o.gpu_count, "GPUs on this host")->capture_default_str();
+  app.add_option("--gpu-mem-gib", o.memory_per_gpu_gib, "memory per GPU, GiB")
+      ->capture_default_str();
+  app.add_option("--executors", executors, "comma-separated: replay, process")
+      ->capture_default_str();
+  app.add_option("--scratch", o.scratch_root, "folder for per-trial scratch files");
+  app.add_option("--lease-wait-s", lease_wait_s, "long-poll wait per lease request")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 30.0));
+  app.add_option("--max-trials", o.max_trials, "exit after this many trials (0: never)")
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  o.executors = absl::StrSplit(executors, ',', absl::SkipEmpty());
+  o.lease_wait = absl::Seconds(lease_wait_s);
+
+  spdlog::set_default_logger(spdlog::stderr_color_mt("infrarsi-agent"));
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  auto agent = infrarsi::client::Agent::Create(o);
+  if (!agent.ok()) {
+    spdlog::error("{}", agent.status().ToString());
+    return 1;
+  }
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    spdlog::info("signal {}: stopping after the current trial", sig);
+    (*agent)->Stop();
+  });
+  waiter.detach();
+  const absl::Status st = (*agent)->RunLoop();
+  if (!st.ok()) {
+    spdlog::error("{}", st.ToString());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,237 @@
+// infrarsi: the command line for cluster teams. Flags are parsed here only.
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "client/demo.h"
+#include "client/report_format.h"
+#include "client/rpc_client.h"
+
+namespace {
+
+using infrarsi::client::RpcClient;
+namespace v1 = infrarsi::v1;
+
+int Fail(const absl::Status& st) {
+  std::cerr << "error: " << st.message() << " [" << absl::StatusCodeToString(st.code())
+            << "]\n";
+  return 1;
+}
+
+// Follows a Doctor or Run stage to its end, printing each finished trial.
+absl::StatusOr<v1::SessionSummary> Follow(RpcClient& c, const std::string& id, v1::Stage stage,
+                                          double timeout_s) {
+  return c.WatchWhile(id, stage, absl::Seconds(timeout_s), [](const v1::SessionEvent& ev) {
+    if (ev.kind() != "trial_finished") return;
+    const auto& t = ev.trial();
+    const auto& s = ev.session();
+    std::cerr << absl::StrFormat(
+        "  %-6s trial %-4d %-7s %-10s done %d/%d  best %.4f s (%.2fx)  %s\n", t.purpose(),
+        t.id(), t.status(),
+        t.status() == "ok" ? absl::StrFormat("%.4fs", t.step_time_s()) : std::string("-"),
+        s.trials_done(), s.trials_planned(), s.best_step_time_s(), s.best_speedup(),
+        infrarsi::client::FormatConfig(t.config()));
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "infrarsi: submit and follow InfraRSI tuning sessions (init, doctor, run, report, "
+      "apply), query the experience bank, or run the self-contained demo."};
+  app.require_subcommand(1);
+  RpcClient::Options co;
+  double wait_s = 3600;
+  app.add_option("--server", co.server, "infrarsi-server HOST:PORT")->capture_default_str();
+  app.add_option("--wait-s", wait_s, "how long doctor/run wait for their stage to finish")
+      ->capture_default_str();
+
+  // session create
+  auto* session = app.add_subcommand("session", "manage sessions");
+  session->require_subcommand(1);
+  std::string spec_path;
+  auto* create = session->add_subcommand(
+      "create", "init: validate SPEC.yaml, lock its contract; prints the new session id");
+  create->add_option("spec", spec_path, "session spec (YAML)")->required();
+
+  std::string id;
+  int repeats = 0;
+  auto* doctor = app.add_subcommand("doctor", "run the baseline repeatedly: median and noise");
+  doctor->add_option("id", id, "session id")->required();
+  doctor->add_option("--repeats", repeats, "baseline runs (0: the spec's doctor.repeats)");
+
+  int max_trials = 0;
+  auto* run = app.add_subcommand("run", "search the knob space; shows progress");
+  run->add_option("id", id, "session id")->required();
+  run->add_option("--max-trials", max_trials, "trial budget (0: the spec's budget.max_trials)");
+
+  bool json = false;
+  auto* report = app.add_subcommand("report", "baseline, best setting, every trial, costs");
+  report->add_option("id", id, "session id")->required();
+  report->add_flag("--json", json, "stable JSON output");
+
+  std::string repo, branch;
+  bool dry_run = false;
+  auto* apply = app.add_subcommand(
+      "apply", "commit the promoted setting to a new branch of a git repository");
+  apply->add_option("id", id, "session id")->required();
+  apply->add_option("--repo", repo, "path of the target git repository (on the server host)")
+      ->required();
+  apply->add_option("--branch", branch, "new branch to create")->required();
+  apply->add_flag("--dry-run", dry_run, "show the commit without making it");
+
+  auto* cancel = app.add_subcommand("cancel", "cancel a session and its queued trials");
+  cancel->add_option("id", id, "session id")->required();
+
+  auto* status = app.add_subcommand("status", "one session's summary");
+  status->add_option("id", id, "session id")->required();
+  status->add_flag("--json", json, "JSON output");
+
+  auto* sessions = app.add_subcommand("sessions", "list sessions");
+  sessions->add_flag("--json", json, "JSON output");
+
+  auto* bank = app.add_subcommand("bank", "the experience bank");
+  bank->require_subcommand(1);
+  v1::QueryExperienceRequest bq;
+  std::string gpu, workload, bstatus, page_token;
+  std::vector<std::string> knobs;
+  int page_size = 50;
+  auto* query = bank->add_subcommand("query", "finished trials of every session");
+  query->add_option("--gpu", gpu, "GPU model (case-insensitive)");
+  query->add_option("--workload", workload, "workload signature, e.g. gpt-354m/gb16/seq2048");
+  query->add_option("--knob", knobs, "KNOB=VALUE the setting must have (repeatable)");
+  query->add_option("--status", bstatus, "ok, oom, failed, timeout");
+  query->add_option("--page-size", page_size, "entries per page (max 1000)")
+      ->capture_default_str();
+  query->add_option("--page-token", page_token, "from a previous page");
+  query->add_flag("--json", json, "JSON output");
+
+  infrarsi::client::DemoOptions demo_opts;
+  auto* demo = app.add_subcommand(
+      "demo", "embedded server + 2 replay agents on the measured H200 landscape, all five "
+              "stages, nothing to set up");
+  demo->add_option("--workdir", demo_opts.workdir, "keep everything in this folder");
+  demo->add_flag("--keep", demo_opts.keep, "keep the temporary work folder");
+  demo->add_option("--agents", demo_opts.agents, "replay agents")->capture_default_str()
+      ->check(CLI::Range(1, 16));
+  demo->add_option("--max-trials", demo_opts.max_trials, "trial budget (0: the spec's)");
+
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::warn);
+
+  if (*demo) {
+    const absl::Status st = infrarsi::client::RunDemo(demo_opts, std::cout);
+    return st.ok() ? 0 : Fail(st);
+  }
+
+  auto client_or = RpcClient::Create(co);
+  if (!client_or.ok()) return Fail(client_or.status());
+  RpcClient& c = **client_or;
+
+  if (*create) {
+    auto s = c.InitFromFile(spec_path);
+    if (!s.ok()) return Fail(s.status());
+    std::cout << s->session_id() << "\n";
+    return 0;
+  }
+  if (*doctor) {
+    v1::DoctorRequest r;
+    r.set_session_id(id);
+    r.set_repeats(repeats);
+    if (auto s = c.Doctor(r); !s.ok()) return Fail(s.status());
+    auto s = Follow(c, id, v1::STAGE_DOCTORING, wait_s);
+    if (!s.ok()) return Fail(s.status());
+    if (s->stage() != v1::STAGE_DOCTORED) {
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat("doctor ended in stage ", s->stage_name(), ": ", s->error())));
+    }
+    std::cout << absl::StrFormat("baseline %.4f s/step, CV %.2f%%\n", s->baseline_step_time_s(),
+                                 100 * s->baseline_cv());
+    return 0;
+  }
+  if (*run) {
+    v1::RunRequest r;
+    r.set_session_id(id);
+    r.set_max_trials(max_trials);
+    if (auto s = c.Run(r); !s.ok()) return Fail(s.status());
+    auto s = Follow(c, id, v1::STAGE_RUNNING, wait_s);
+    if (!s.ok()) return Fail(s.status());
+    std::cout << absl::StrFormat("%s: %d trials, best %.4f s/step, speedup %.3fx  %s\n",
+                                 s->stage_name(), s->trials_done(), s->best_step_time_s(),
+                                 s->best_speedup(),
+                                 infrarsi::client::FormatConfig(s->best_config()));
+    return 0;
+  }
+  if (*report) {
+    auto r = c.Report(id);
+    if (!r.ok()) return Fail(r.status());
+    std::cout << (json ? infrarsi::client::ToJson(*r) : infrarsi::client::FormatReport(*r));
+    if (json) std::cout << "\n";
+    return 0;
+  }
+  if (*apply) {
+    v1::ApplyRequest r;
+    r.set_session_id(id);
+    r.set_repo_path(repo);
+    r.set_branch(branch);
+    r.set_dry_run(dry_run);
+    auto a = c.Apply(r);
+    if (!a.ok()) return Fail(a.status());
+    if (a->dry_run()) {
+      std::cout << "dry run: would commit on top of " << a->base_commit() << " as new branch "
+                << a->branch() << "\n";
+    } else {
+      std::cout << "committed " << a->commit() << " on new branch " << a->branch() << "\n";
+    }
+    for (const auto& f : a->files()) std::cout << "  + " << f << "\n";
+    std::cout << "\n" << a->message();
+    return 0;
+  }
+  if (*cancel) {
+    auto s = c.Cancel(id);
+    if (!s.ok()) return Fail(s.status());
+    std::cout << infrarsi::client::FormatSummary(*s) << "\n";
+    return 0;
+  }
+  if (*status) {
+    auto s = c.GetSession(id);
+    if (!s.ok()) return Fail(s.status());
+    std::cout << (json ? infrarsi::client::ToJson(*s) + "\n"
+                       : infrarsi::client::FormatSummary(*s) + "\n");
+    return 0;
+  }
+  if (*sessions) {
+    auto l = c.ListSessions();
+    if (!l.ok()) return Fail(l.status());
+    if (json) {
+      std::cout << infrarsi::client::ToJson(*l) << "\n";
+    } else {
+      for (const auto& s : l->sessions()) std::cout << infrarsi::client::FormatSummary(s) << "\n";
+    }
+    return 0;
+  }
+  if (*query) {
+    bq.set_gpu_model(gpu);
+    bq.set_workload_signature(workload);
+    bq.set_status(bstatus);
+    bq.set_page_size(page_size);
+    bq.set_page_token(page_token);
+    for (const std::string& kv : knobs) {
+      std::vector<std::string> parts = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+      if (parts.size() != 2 || parts[0].empty()) {
+        return Fail(absl::InvalidArgumentError(
+            absl::StrCat("--knob: expected KNOB=VALUE, got '", kv, "'")));
+      }
+      (*bq.mutable_knobs())[parts[0]] = parts[1];
+    }
+    auto r = c.QueryExperience(bq);
+    if (!r.ok()) return Fail(r.status());
+    std::cout << (json ? infrarsi::client::ToJson(*r) + "\n" : infrarsi::client::FormatBank(*r));
+    return 0;
+  }
+  return 0;
+}

@@ -1,0 +1,206 @@
+#include "client/process_executor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "client/metrics_line.h"
+#include "core/spec.h"
+
+extern char** environ;
+
+namespace infrarsi::client {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ReadTail(const std::string& path, size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<size_t>(in.tellg());
+  const size_t start = size > max_bytes ? size - max_bytes : 0;
+  in.seekg(static_cast<std::streamoff>(start));
+  std::string out(size - start, '\0');
+  in.read(out.data(), static_cast<std::streamsize>(out.size()));
+  return out;
+}
+
+bool LooksLikeOom(const std::string& stderr_text) {
+  const std::string lower = absl::AsciiStrToLower(stderr_text);
+  return absl::StrContains(lower, "out of memory") || absl::StrContains(lower, "outofmemoryerror");
+}
+
+// Reads complete lines appended to a file since the last call.
+class LineTailer {
+ public:
+  explicit LineTailer(std::string path) : path_(std::move(path)) {}
+  std::vector<std::string> NewLines() {
+    std::vector<std::string> lines;
+    std::ifstream in(path_, std::ios::binary);
+    if (!in) return lines;
+    in.seekg(static_cast<std::streamoff>(offset_));
+    std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    size_t start = 0;
+    while (true) {
+      const size_t nl = chunk.find('\n', start);
+      if (nl == std::string::npos) break;
+      std::string line = chunk.substr(start, nl - start);
+      if (!absl::StripAsciiWhitespace(line).empty()) lines.push_back(std::move(line));
+      start = nl + 1;
+    }
+    offset_ += start;  // an unfinished last line is read next time
+    return lines;
+  }
+
+ private:
+  std::string path_;
+  size_t offset_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment& trial,
+                                                      ProgressSink* sink) {
+  const v1::ProcessSpec& spec = trial.executor().process();
+  if (spec.argv().empty()) return absl::InvalidArgumentError("process: empty command");
+  Config config(trial.config().begin(), trial.config().end());
+  std::vector<std::string> argv;
+  for (const std::string& a : spec.argv()) argv.push_back(SubstituteKnobs(a, config));
+
+  const fs::path scratch = fs::path(options_.scratch_root) /
+                           absl::StrCat("trial-", trial.trial_id(), "-", trial.attempt());
+  std::error_code ec;
+  fs::remove_all(scratch, ec);
+  fs::create_directories(scratch, ec);
+  if (ec) return absl::InternalError(absl::StrCat("process: scratch dir ", scratch.string(), ": ", ec.message()));
+  const std::string metrics_path = (scratch / "metrics.jsonl").string();
+  const std::string stdout_path = (scratch / "stdout.log").string();
+  const std::string stderr_path = (scratch / "stderr.log").string();
+  { std::ofstream touch(metrics_path); }
+
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) {
+    if (!absl::StartsWith(*e, "INFRARSI_")) env_strings.emplace_back(*e);
+  }
+  env_strings.push_back("INFRARSI_METRICS=" + metrics_path);
+  env_strings.push_back(absl::StrCat("INFRARSI_TRIAL_ID=", trial.trial_id()));
+  env_strings.push_back("INFRARSI_SESSION_ID=" + trial.session_id());
+  for (const auto& [k, v] : config) {
+    env_strings.push_back(absl::StrCat("INFRARSI_KNOB_", absl::AsciiStrToUpper(k), "=", v));
+  }
+  std::vector<char*> cargv, cenv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  for (auto& e : env_strings) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+
+  const absl::Time start = absl::Now();
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("process: fork: ", std::strerror(errno)));
+  if (pid == 0) {
+    // Child: own process group, cwd, redirected output, then exec (no shell).
+    setpgid(0, 0);
+    const int out = open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int devnull = open("/dev/null", O_RDONLY);
+    if (out >= 0) dup2(out, 1);
+    if (err >= 0) dup2(err, 2);
+    if (devnull >= 0) dup2(devnull, 0);
+    if (!spec.workdir().empty() && chdir(spec.workdir().c_str()) != 0) {
+      dprintf(2, "infrarsi: cannot enter workdir %s: %s\n", spec.workdir().c_str(), std::strerror(errno));
+      _exit(126);
+    }
+    execvpe(cargv[0], cargv.data(), cenv.data());
+    dprintf(2, "infrarsi: cannot run %s: %s\n", cargv[0], std::strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also from the parent, to win the race with kill()
+
+  LineTailer tailer(metrics_path);
+  v1::TrialOutcome outcome;
+  bool oom_event = false, timed_out = false, stopped = false;
+  std::string bad_line;
+  const absl::Duration timeout = absl::Seconds(spec.timeout_s() > 0 ? spec.timeout_s() : 600);
+  const absl::Duration keepalive = absl::Milliseconds(std::max<int64_t>(trial.lease_timeout_ms() / 3, 200));
+  absl::Time last_report = start;
+  int wstatus = 0;
+  bool exited = false;
+
+  auto drain = [&](bool final) {
+    std::vector<v1::StepMetrics> steps;
+    for (const std::string& line : tailer.NewLines()) {
+      auto parsed = ParseMetricsLine(line);
+      if (!parsed.ok()) {
+        if (bad_line.empty()) bad_line = std::string(parsed.status().message());
+        continue;
+      }
+      if (parsed->oom) {
+        oom_event = true;
+      } else {
+        steps.push_back(parsed->step);
+      }
+    }
+    const bool due = absl::Now() - last_report >= keepalive;
+    if (!steps.empty() || (due && !final)) {
+      last_report = absl::Now();
+      if (!sink->OnSteps(steps)) stopped = true;
+    }
+  };
+
+  while (!exited) {
+    const pid_t r = waitpid(pid, &wstatus, WNOHANG);
+    if (r == pid) {
+      exited = true;
+      break;
+    }
+    drain(false);
+    if (stopped || absl::Now() - start > timeout) {
+      timed_out = !stopped;
+      kill(-pid, SIGKILL);
+      waitpid(pid, &wstatus, 0);
+      exited = true;
+      break;
+    }
+    absl::SleepFor(options_.poll_interval);
+  }
+  // Kill any grandchildren the process left behind in its group.
+  kill(-pid, SIGKILL);
+  drain(true);
+  outcome.set_wall_s(absl::ToDoubleSeconds(absl::Now() - start));
+  const std::string err_tail = ReadTail(stderr_path, 2000);
+
+  if (stopped) {
+    outcome.set_status("failed");
+    outcome.set_error("stopped: lease lost or session cancelled");
+  } else if (timed_out) {
+    outcome.set_status("timeout");
+    outcome.set_error(absl::StrCat("killed after the ", spec.timeout_s(), " s timeout"));
+  } else if (oom_event || LooksLikeOom(err_tail)) {
+    outcome.set_status("oom");
+    outcome.set_error("out of memory");
+  } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) {
+    outcome.set_status("ok");
+    if (!bad_line.empty()) outcome.set_note(bad_line);
+  } else {
+    outcome.set_status("failed");
+    const std::string how = WIFEXITED(wstatus)
+                                ? absl::StrCat("exit code ", WEXITSTATUS(wstatus))
+                                : absl::StrCat("killed by signal ", WTERMSIG(wstatus));
+    outcome.set_error(absl::StrCat(how, ": ", err_tail.substr(err_tail.size() > 500 ? err_tail.size() - 500 : 0)));
+  }
+  fs::remove_all(scratch, ec);
+  return outcome;
+}
+
+}  // namespace infrarsi::client

@@ -1,0 +1,108 @@
+#include "client/replay_executor.h"
+
+#include <cmath>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/status_macros.h"
+
+namespace infrarsi::client {
+
+absl::StatusOr<std::shared_ptr<const Landscape>> ReplayExecutor::Get(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = cache_.find(path);
+  if (it != cache_.end()) return it->second;
+  ASSIGN_OR_RETURN(Landscape l, Landscape::Load(path));
+  auto shared = std::make_shared<const Landscape>(std::move(l));
+  cache_[path] = shared;
+  return shared;
+}
+
+absl::StatusOr<v1::TrialOutcome> ReplayExecutor::Run(const v1::TrialAssignment& trial,
+                                                     ProgressSink* sink) {
+  const v1::ReplaySpec& spec = trial.executor().replay();
+  ASSIGN_OR_RETURN(std::shared_ptr<const Landscape> land, Get(spec.landscape_path()));
+  std::map<std::string, std::string> config(trial.config().begin(), trial.config().end());
+  v1::TrialOutcome out;
+  const LandscapeTrial* t = land->FindGrid(config);
+  if (t == nullptr) {
+    out.set_status("failed");
+    out.set_error(absl::StrCat("replay: setting ",
+                               absl::StrJoin(config, ",", absl::PairFormatter("=")),
+                               " was not measured in ", spec.landscape_path()));
+    return out;
+  }
+  std::vector<std::string> notes = {
+      absl::StrFormat("replay of measured %s outcome; launch noise %.2f%%", land->gpu,
+                      100.0 * land->launch_cv)};
+  if (spec.noise_pct() > 0) {
+    notes.push_back(absl::StrFormat("added noise %.2f%%", spec.noise_pct()));
+  }
+  const bool emulated_oom = spec.capacity_gib() > 0 && t->status == "ok" &&
+                            t->peak_reserved_gib > spec.capacity_gib();
+  if (spec.capacity_gib() > 0) {
+    notes.push_back(absl::StrFormat("emulated capacity %.1f GiB", spec.capacity_gib()));
+  }
+  if (t->status == "oom" || emulated_oom) {
+    out.set_status("oom");
+    // A measured OOM only knows what was allocated when it failed.
+    out.set_peak_mem_gib(emulated_oom ? t->peak_reserved_gib : t->peak_alloc_gib);
+    if (emulated_oom) {
+      // A real run fails at its first step: start-up plus one step is lost.
+      out.set_wall_s(land->import_and_init_s + (t->step_times_s.empty() ? 0 : t->step_times_s[0]));
+      out.set_error(absl::StrFormat("out of memory: peak reserved %.1f GiB > emulated %.1f GiB",
+                                    t->peak_reserved_gib, spec.capacity_gib()));
+    } else {
+      out.set_wall_s(t->wall_s);
+      out.set_error(t->error.empty() ? "out of memory (measured)" : t->error);
+    }
+    out.set_note(absl::StrJoin(notes, "; "));
+    return out;
+  }
+
+  std::mt19937_64 rng(spec.seed());
+  std::normal_distribution<double> normal(0.0, 1.0);
+  const double sd = std::sqrt(land->launch_cv * land->launch_cv +
+                              std::pow(spec.noise_pct() / 100.0, 2));
+  // One factor per launch: a fresh process is uniformly slower or faster.
+  const double factor = std::max(0.5, 1.0 + sd * normal(rng));
+
+  std::vector<v1::StepMetrics> steps;
+  const int warm = land->warmup_steps;
+  for (int i = 0; i < warm && i < static_cast<int>(t->losses.size()); ++i) {
+    v1::StepMetrics m;
+    m.set_step(i);
+    m.set_loss(t->losses[static_cast<size_t>(i)]);
+    m.set_tokens(land->tokens_per_step);
+    m.set_peak_mem_gib(t->peak_reserved_gib);
+    m.set_warmup(true);
+    steps.push_back(m);
+  }
+  for (size_t i = 0; i < t->step_times_s.size(); ++i) {
+    v1::StepMetrics m;
+    const size_t step = static_cast<size_t>(warm) + i;
+    m.set_step(static_cast<int64_t>(step));
+    m.set_loss(step < t->losses.size() ? t->losses[step] : std::nan(""));
+    m.set_tokens(land->tokens_per_step);
+    m.set_step_time_s(t->step_times_s[i] * factor);
+    m.set_peak_mem_gib(t->peak_reserved_gib);
+    if (i < t->phases.size()) {
+      for (const auto& [name, secs] : t->phases[i]) (*m.mutable_phases())[name] = secs * factor;
+    }
+    steps.push_back(m);
+  }
+  if (!sink->OnSteps(steps)) {
+    out.set_status("failed");
+    out.set_error("stopped: lease lost or session cancelled");
+    return out;
+  }
+  out.set_status("ok");
+  out.set_wall_s(t->wall_s);
+  out.set_peak_mem_gib(t->peak_reserved_gib);
+  out.set_note(absl::StrJoin(notes, "; "));
+  return out;
+}
+
+}  // namespace infrarsi::client

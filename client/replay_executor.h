@@ -1,0 +1,32 @@
+// Replays measured outcomes from a landscape file instead of training.
+// Honest by construction: the measured step times, memory, losses and OOMs
+// are reported as measured, with between-launch noise sampled from the
+// landscape's own launch repeats; any extra noise or emulated capacity is
+// stated in the outcome's note.
+#ifndef INFRARSI_CLIENT_REPLAY_EXECUTOR_H_
+#define INFRARSI_CLIENT_REPLAY_EXECUTOR_H_
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "client/executor.h"
+#include "client/landscape.h"
+
+namespace infrarsi::client {
+
+// Thread-safe; landscapes are loaded once per path and cached.
+class ReplayExecutor : public Executor {
+ public:
+  absl::StatusOr<v1::TrialOutcome> Run(const v1::TrialAssignment& trial,
+                                       ProgressSink* sink) override;
+
+ private:
+  absl::StatusOr<std::shared_ptr<const Landscape>> Get(const std::string& path);
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const Landscape>> cache_;
+};
+
+}  // namespace infrarsi::client
+
+#endif  // INFRARSI_CLIENT_REPLAY_EXECUTOR_H_

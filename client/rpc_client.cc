@@ -1,0 +1,121 @@
+#include "client/rpc_client.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace infrarsi::client {
+
+absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Create(const Options& options) {
+  if (options.server.empty()) return absl::InvalidArgumentError("server: required");
+  std::unique_ptr<RpcClient> c(new RpcClient(options));
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  auto channel =
+      grpc::CreateCustomChannel(options.server, grpc::InsecureChannelCredentials(), args);
+  c->sessions_ = v1::SessionService::NewStub(channel);
+  c->bank_ = v1::BankService::NewStub(channel);
+  return c;
+}
+
+void RpcClient::Prepare(grpc::ClientContext* ctx) const {
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    absl::ToChronoMilliseconds(options_.call_timeout));
+}
+
+#define INFRARSI_UNARY(Method, Stub, Req, Resp)            \
+  Resp resp;                                              \
+  grpc::ClientContext ctx;                                \
+  Prepare(&ctx);                                          \
+  absl::Status st = FromGrpcStatus(Stub->Method(&ctx, Req, &resp)); \
+  if (!st.ok()) return st;                                \
+  return resp
+
+absl::StatusOr<v1::SessionSummary> RpcClient::InitFromFile(const std::string& spec_path) {
+  std::ifstream in(spec_path);
+  if (!in) return absl::NotFoundError(absl::StrCat("spec: cannot read ", spec_path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  v1::InitRequest req;
+  req.set_spec_yaml(ss.str());
+  std::error_code ec;
+  const auto abs = std::filesystem::absolute(spec_path, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("spec: bad path ", spec_path));
+  req.set_spec_dir(abs.parent_path().lexically_normal().string());
+  return Init(req);
+}
+
+absl::StatusOr<v1::SessionSummary> RpcClient::Init(const v1::InitRequest& req) {
+  INFRARSI_UNARY(Init, sessions_, req, v1::SessionSummary);
+}
+absl::StatusOr<v1::SessionSummary> RpcClient::Doctor(const v1::DoctorRequest& req) {
+  INFRARSI_UNARY(Doctor, sessions_, req, v1::SessionSummary);
+}
+absl::StatusOr<v1::SessionSummary> RpcClient::Run(const v1::RunRequest& req) {
+  INFRARSI_UNARY(Run, sessions_, req, v1::SessionSummary);
+}
+absl::StatusOr<v1::SessionReport> RpcClient::Report(const std::string& session_id) {
+  v1::ReportRequest req;
+  req.set_session_id(session_id);
+  INFRARSI_UNARY(Report, sessions_, req, v1::SessionReport);
+}
+absl::StatusOr<v1::ApplyResponse> RpcClient::Apply(const v1::ApplyRequest& req) {
+  INFRARSI_UNARY(Apply, sessions_, req, v1::ApplyResponse);
+}
+absl::StatusOr<v1::SessionSummary> RpcClient::GetSession(const std::string& session_id) {
+  v1::GetSessionRequest req;
+  req.set_session_id(session_id);
+  INFRARSI_UNARY(GetSession, sessions_, req, v1::SessionSummary);
+}
+absl::StatusOr<v1::ListSessionsResponse> RpcClient::ListSessions() {
+  v1::ListSessionsRequest req;
+  INFRARSI_UNARY(ListSessions, sessions_, req, v1::ListSessionsResponse);
+}
+absl::StatusOr<v1::SessionSummary> RpcClient::Cancel(const std::string& session_id) {
+  v1::CancelSessionRequest req;
+  req.set_session_id(session_id);
+  INFRARSI_UNARY(CancelSession, sessions_, req, v1::SessionSummary);
+}
+absl::StatusOr<v1::QueryExperienceResponse> RpcClient::QueryExperience(
+    const v1::QueryExperienceRequest& req) {
+  INFRARSI_UNARY(QueryExperience, bank_, req, v1::QueryExperienceResponse);
+}
+#undef INFRARSI_UNARY
+
+absl::StatusOr<v1::SessionSummary> RpcClient::WatchWhile(
+    const std::string& session_id, v1::Stage while_stage, absl::Duration timeout,
+    const std::function<void(const v1::SessionEvent&)>& on_event) {
+  const absl::Time deadline = absl::Now() + timeout;
+  v1::SessionSummary last;
+  // Reconnects if the stream breaks (e.g. the server restarted).
+  while (absl::Now() < deadline) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(deadline));
+    v1::WatchSessionRequest req;
+    req.set_session_id(session_id);
+    // Each (re)connection starts from a snapshot: the server may have
+    // restarted and numbered its events anew.
+    req.set_after_seq(0);
+    auto reader = sessions_->WatchSession(&ctx, req);
+    v1::SessionEvent ev;
+    while (reader->Read(&ev)) {
+      last = ev.session();
+      on_event(ev);
+      if (ev.session().stage() != while_stage) {
+        ctx.TryCancel();
+        reader->Finish();
+        return last;
+      }
+    }
+    const absl::Status st = FromGrpcStatus(reader->Finish());
+    if (!st.ok() && !absl::IsUnavailable(st) && !absl::IsCancelled(st)) return st;
+    if (!st.ok()) absl::SleepFor(absl::Milliseconds(300));  // server restarting
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("session ", session_id, " still in stage ", last.stage_name(),
+                   " after waiting ", absl::FormatDuration(timeout)));
+}
+
+}  // namespace infrarsi::client

@@ -1,0 +1,65 @@
+// A typed client for the SessionService and BankService, used by the CLI,
+// the demo and tests. Every call returns absl::Status[Or]; gRPC errors keep
+// their canonical code and message.
+#ifndef INFRARSI_CLIENT_RPC_CLIENT_H_
+#define INFRARSI_CLIENT_RPC_CLIENT_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "infrarsi/v1/infrarsi.grpc.pb.h"
+
+namespace infrarsi::client {
+
+// gRPC status -> absl::Status, same code and message.
+inline absl::Status FromGrpcStatus(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+// Thread-safe (stubs are).
+class RpcClient {
+ public:
+  struct Options {
+    std::string server = "127.0.0.1:7420";  // HOST:PORT
+    absl::Duration call_timeout = absl::Seconds(30);
+  };
+  static absl::StatusOr<std::unique_ptr<RpcClient>> Create(const Options& options);
+
+  // Reads the spec file and submits it with its folder for relative paths.
+  absl::StatusOr<v1::SessionSummary> InitFromFile(const std::string& spec_path);
+  absl::StatusOr<v1::SessionSummary> Init(const v1::InitRequest& req);
+  absl::StatusOr<v1::SessionSummary> Doctor(const v1::DoctorRequest& req);
+  absl::StatusOr<v1::SessionSummary> Run(const v1::RunRequest& req);
+  absl::StatusOr<v1::SessionReport> Report(const std::string& session_id);
+  absl::StatusOr<v1::ApplyResponse> Apply(const v1::ApplyRequest& req);
+  absl::StatusOr<v1::SessionSummary> GetSession(const std::string& session_id);
+  absl::StatusOr<v1::ListSessionsResponse> ListSessions();
+  absl::StatusOr<v1::SessionSummary> Cancel(const std::string& session_id);
+  absl::StatusOr<v1::QueryExperienceResponse> QueryExperience(
+      const v1::QueryExperienceRequest& req);
+
+  // Streams the session's events to `on_event` until it returns false, the
+  // session leaves `while_stage`, or `timeout` passes (DEADLINE_EXCEEDED).
+  // Returns the last summary seen.
+  absl::StatusOr<v1::SessionSummary> WatchWhile(
+      const std::string& session_id, v1::Stage while_stage, absl::Duration timeout,
+      const std::function<void(const v1::SessionEvent&)>& on_event);
+
+ private:
+  explicit RpcClient(const Options& o) : options_(o) {}
+  void Prepare(grpc::ClientContext* ctx) const;
+
+  Options options_;
+  std::unique_ptr<v1::SessionService::Stub> sessions_;
+  std::unique_ptr<v1::BankService::Stub> bank_;
+};
+
+}  // namespace infrarsi::client
+
+#endif  // INFRARSI_CLIENT_RPC_CLIENT_H_

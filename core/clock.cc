@@ -1,0 +1,16 @@
+#include "core/clock.h"
+
+namespace infrarsi {
+namespace {
+class RealClock : public Clock {
+ public:
+  absl::Time Now() override { return absl::Now(); }
+};
+}  // namespace
+
+Clock* Clock::Real() {
+  static RealClock* clock = new RealClock();
+  return clock;
+}
+
+}  // namespace infrarsi

@@ -1,0 +1,48 @@
+#include "core/optimizer.h"
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+namespace infrarsi {
+
+Config ConfigAt(const SessionSpec& spec, int64_t index) {
+  Config c;
+  for (auto it = spec.knobs.rbegin(); it != spec.knobs.rend(); ++it) {
+    const int64_t radix = static_cast<int64_t>(it->values.size());
+    c[it->name] = it->values[static_cast<size_t>(index % radix)];
+    index /= radix;
+  }
+  return c;
+}
+
+std::vector<Config> RandomOptimizer::Propose(const SessionSpec& spec,
+                                             const std::vector<Observation>& history, int n,
+                                             uint64_t seed) {
+  std::set<std::string> seen;
+  for (const Observation& o : history) seen.insert(ConfigKey(o.config));
+  std::mt19937_64 rng(seed);
+  std::vector<Config> out;
+  const int64_t size = spec.SpaceSize();
+  const int64_t untried = size - static_cast<int64_t>(seen.size());
+  if (n <= 0 || untried <= 0) return out;
+  if (size <= 100000 && untried <= 4 * n) {
+    // Few left: enumerate them all rather than rejection-sample.
+    std::vector<Config> rest;
+    for (int64_t i = 0; i < size; ++i) {
+      Config c = ConfigAt(spec, i);
+      if (!seen.count(ConfigKey(c))) rest.push_back(std::move(c));
+    }
+    std::shuffle(rest.begin(), rest.end(), rng);
+    if (rest.size() > static_cast<size_t>(n)) rest.resize(static_cast<size_t>(n));
+    return rest;
+  }
+  std::uniform_int_distribution<int64_t> pick(0, size - 1);
+  for (int attempts = 0; static_cast<int>(out.size()) < n && attempts < 100 * n; ++attempts) {
+    Config c = ConfigAt(spec, pick(rng));
+    if (seen.insert(ConfigKey(c)).second) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace infrarsi

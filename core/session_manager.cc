@@ -1,0 +1,1002 @@
+#include "core/session_manager.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/status_macros.h"
+#include "models/stats.h"
+
+namespace infrarsi {
+namespace {
+
+namespace ts = trial_status;
+
+constexpr size_t kMaxEventBacklog = 2000;
+constexpr int kMaxInFlightPerSession = 16;
+
+const std::pair<v1::Stage, const char*> kStageNames[] = {
+    {v1::STAGE_INITIALIZED, "initialized"}, {v1::STAGE_DOCTORING, "doctoring"},
+    {v1::STAGE_DOCTORED, "doctored"},       {v1::STAGE_RUNNING, "running"},
+    {v1::STAGE_SEARCHED, "searched"},       {v1::STAGE_APPLIED, "applied"},
+    {v1::STAGE_CANCELLED, "cancelled"},     {v1::STAGE_FAILED, "failed"},
+};
+
+bool IsInFlight(const std::string& status) {
+  return status == ts::kQueued || status == ts::kLeased || status == ts::kRunning;
+}
+bool IsLeased(const std::string& status) {
+  return status == ts::kLeased || status == ts::kRunning;
+}
+bool IsFailure(const std::string& status) {
+  return status == ts::kOom || status == ts::kFailed || status == ts::kTimeout;
+}
+bool IsTerminalStage(v1::Stage st) {
+  return st == v1::STAGE_APPLIED || st == v1::STAGE_CANCELLED || st == v1::STAGE_FAILED;
+}
+
+absl::Status StageError(const std::string& id, const std::string& stage, absl::string_view need) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("session_id: session ", id, " is in stage ", stage, "; ", need));
+}
+
+void CopyConfig(const Config& c, google::protobuf::Map<std::string, std::string>* out) {
+  out->clear();
+  for (const auto& [k, v] : c) (*out)[k] = v;
+}
+
+}  // namespace
+
+std::string StageName(v1::Stage stage) {
+  for (const auto& [st, name] : kStageNames) {
+    if (st == stage) return name;
+  }
+  return "unspecified";
+}
+
+v1::Stage StageFromName(const std::string& name) {
+  for (const auto& [st, n] : kStageNames) {
+    if (name == n) return st;
+  }
+  return v1::STAGE_UNSPECIFIED;
+}
+
+SessionManager::SessionManager(const Options& options) : options_(options) {
+  if (options_.optimizer) {
+    optimizer_ = options_.optimizer;
+  } else {
+    owned_optimizer_ = std::make_unique<RandomOptimizer>();
+    optimizer_ = owned_optimizer_.get();
+  }
+  rng_.seed(static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())) ^ 0x9e3779b97f4a7c15ULL);
+}
+
+absl::StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(const Options& options) {
+  if (options.storage == nullptr) return absl::InvalidArgumentError("storage: required");
+  if (options.clock == nullptr) return absl::InvalidArgumentError("clock: required");
+  if (options.lease_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("lease_timeout: must be positive");
+  }
+  if (options.max_attempts < 1) return absl::InvalidArgumentError("max_attempts: must be >= 1");
+  std::unique_ptr<SessionManager> m(new SessionManager(options));
+  RETURN_IF_ERROR(m->Load());
+  return m;
+}
+
+int64_t SessionManager::NowMs() const { return absl::ToUnixMillis(options_.clock->Now()); }
+
+std::string SessionManager::NewId(const std::string& prefix) {
+  return absl::StrFormat("%s-%012x", prefix, rng_() & 0xffffffffffffULL);
+}
+
+absl::Status SessionManager::Load() {
+  absl::MutexLock lock(&mu_);
+  // Sequence numbers start from the clock so a watcher that reconnects after
+  // a restart never waits for numbers the new process already used.
+  next_seq_ = std::max<int64_t>(1, absl::ToUnixMicros(options_.clock->Now()));
+  ASSIGN_OR_RETURN(auto agents, options_.storage->ListAgents());
+  for (auto& a : agents) agents_[a.id] = std::move(a);
+  ASSIGN_OR_RETURN(auto records, options_.storage->ListSessions());
+  for (auto& rec : records) {
+    SpecParseOptions po;
+    po.spec_dir = rec.spec_dir;
+    // Files may have moved since Init; the frozen spec is still the contract.
+    po.file_readable = [](const std::string&) { return true; };
+    auto spec = ParseSpec(rec.spec_yaml, po);
+    if (!spec.ok()) {
+      return absl::DataLossError(absl::StrCat("session ", rec.id,
+                                              ": stored spec no longer parses: ",
+                                              spec.status().message()));
+    }
+    auto s = std::make_unique<SessionState>();
+    s->rec = std::move(rec);
+    s->spec = *std::move(spec);
+    ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
+    for (const auto& t : trials) {
+      if (t.purpose != "search") continue;
+      ++s->search_total;
+      if (IsInFlight(t.status)) ++s->search_in_flight;
+      if (!IsInFlight(t.status) && t.status != ts::kCancelled) ++s->search_done;
+      if (t.status == ts::kOk && (s->best_trial_id == 0 || t.step_time_s < s->best_step_time_s)) {
+        s->best_trial_id = t.id;
+        s->best_step_time_s = t.step_time_s;
+        ASSIGN_OR_RETURN(s->best_config, DecodeConfigJson(t.config));
+      }
+    }
+    sessions_[s->rec.id] = std::move(s);
+  }
+  // Resume: a running session whose window is short (the server died
+  // between a completion and its follow-up) gets refilled.
+  for (auto& [id, s] : sessions_) {
+    const v1::Stage stage = StageFromName(s->rec.stage);
+    if (stage == v1::STAGE_RUNNING) {
+      RETURN_IF_ERROR(options_.storage->Transaction([&] { return FillWindowLocked(*s); }));
+    } else if (stage == v1::STAGE_DOCTORING) {
+      RETURN_IF_ERROR(options_.storage->Transaction([&] { return AdvanceDoctorLocked(*s); }));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SessionManager::SessionState*> SessionManager::FindLocked(const std::string& id) {
+  if (id.empty()) return absl::InvalidArgumentError("session_id: required");
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(absl::StrCat("session_id: no session '", id, "'"));
+  }
+  return it->second.get();
+}
+
+v1::SessionSummary SessionManager::SummaryLocked(const SessionState& s) const {
+  v1::SessionSummary out;
+  out.set_session_id(s.rec.id);
+  out.set_name(s.rec.name);
+  out.set_stage(StageFromName(s.rec.stage));
+  out.set_stage_name(s.rec.stage);
+  out.mutable_workload()->set_model(s.spec.model);
+  out.mutable_workload()->set_global_batch(s.spec.global_batch);
+  out.mutable_workload()->set_seq_len(s.spec.seq_len);
+  out.mutable_hardware()->set_gpu(s.spec.gpu);
+  out.mutable_hardware()->set_count(s.spec.gpu_count);
+  out.set_workload_signature(s.rec.workload_signature);
+  out.set_trials_done(s.search_done);
+  out.set_trials_planned(s.rec.max_trials);
+  out.set_baseline_step_time_s(s.rec.baseline_step_time_s);
+  out.set_baseline_cv(s.rec.baseline_cv);
+  const double base = s.rec.baseline_step_time_s;
+  if (s.best_trial_id != 0 && (base == 0 || s.best_step_time_s < base)) {
+    out.set_best_step_time_s(s.best_step_time_s);
+    CopyConfig(s.best_config, out.mutable_best_config());
+    if (base > 0) out.set_best_speedup(base / s.best_step_time_s);
+  } else if (base > 0) {
+    out.set_best_step_time_s(base);
+    CopyConfig(s.spec.baseline, out.mutable_best_config());
+    out.set_best_speedup(1.0);
+  }
+  out.set_contract_hash(s.rec.contract_hash);
+  out.set_created_unix_ms(s.rec.created_ms);
+  out.set_error(s.rec.error);
+  out.set_applied_commit(s.rec.applied_commit);
+  return out;
+}
+
+v1::TrialView SessionManager::ViewOf(const storage::TrialRecord& t) const {
+  v1::TrialView v;
+  v.set_id(t.id);
+  if (auto c = DecodeConfigJson(t.config); c.ok()) CopyConfig(*c, v.mutable_config());
+  v.set_status(t.status);
+  v.set_purpose(t.purpose);
+  v.set_step_time_s(t.step_time_s);
+  v.set_peak_mem_gib(t.peak_mem_gib);
+  v.set_agent(t.agent.empty() ? t.lease_agent : t.agent);
+  v.set_attempts(t.attempts);
+  v.set_cost_s(t.cost_s);
+  v.set_error(t.error);
+  v.set_note(t.note);
+  return v;
+}
+
+void SessionManager::EmitLocked(SessionState& s, const std::string& kind,
+                                const storage::TrialRecord* trial) {
+  v1::SessionEvent ev;
+  ev.set_seq(next_seq_++);
+  ev.set_kind(kind);
+  if (trial) *ev.mutable_trial() = ViewOf(*trial);
+  *ev.mutable_session() = SummaryLocked(s);
+  s.events.push_back(std::move(ev));
+  if (s.events.size() > kMaxEventBacklog) {
+    const size_t drop = s.events.size() - kMaxEventBacklog;
+    s.dropped_through_seq = s.events[drop - 1].seq();
+    s.events.erase(s.events.begin(), s.events.begin() + static_cast<std::ptrdiff_t>(drop));
+  }
+  events_cv_.SignalAll();
+}
+
+absl::Status SessionManager::SaveSessionLocked(SessionState& s, const std::string& stage) {
+  const std::string old = s.rec.stage;
+  s.rec.stage = stage;
+  s.rec.updated_ms = NowMs();
+  RETURN_IF_ERROR(options_.storage->UpdateSession(s.rec));
+  if (old != stage) EmitLocked(s, "stage_changed", nullptr);
+  return absl::OkStatus();
+}
+
+// ------------------------------------------------------------------ Init
+
+absl::StatusOr<v1::SessionSummary> SessionManager::Init(const v1::InitRequest& request) {
+  if (request.spec_yaml().empty()) return absl::InvalidArgumentError("spec_yaml: required");
+  SpecParseOptions po;
+  po.spec_dir = request.spec_dir();
+  po.file_readable = options_.file_readable;
+  ASSIGN_OR_RETURN(SessionSpec spec, ParseSpec(request.spec_yaml(), po));
+
+  absl::MutexLock lock(&mu_);
+  auto s = std::make_unique<SessionState>();
+  s->spec = std::move(spec);
+  storage::SessionRecord& rec = s->rec;
+  rec.id = NewId("ses");
+  rec.name = s->spec.name;
+  rec.spec_yaml = request.spec_yaml();
+  rec.spec_dir = request.spec_dir();
+  rec.stage = StageName(v1::STAGE_INITIALIZED);
+  // The contract: what no trial may change. Frozen here; nothing else in the
+  // API can edit it.
+  std::string contract = absl::StrCat(
+      "workload=", s->spec.WorkloadSignature(), "\nhardware=", s->spec.gpu, "x",
+      s->spec.gpu_count, "\nbaseline=", ConfigKey(s->spec.baseline), "\nexecutor=",
+      s->spec.ExecutorName(), "\nknobs=");
+  for (const Knob& k : s->spec.knobs) {
+    absl::StrAppend(&contract, k.name, ":", absl::StrJoin(k.values, "|"), ";");
+  }
+  rec.contract_hash = StableHash(contract);
+  rec.workload_signature = s->spec.WorkloadSignature();
+  rec.gpu_model = s->spec.gpu;
+  rec.created_ms = rec.updated_ms = NowMs();
+  rec.doctor_repeats = s->spec.doctor_repeats;
+  rec.max_trials = s->spec.max_trials;
+  RETURN_IF_ERROR(options_.storage->InsertSession(rec));
+  SessionState* raw = s.get();
+  sessions_[rec.id] = std::move(s);
+  EmitLocked(*raw, "stage_changed", nullptr);
+  return SummaryLocked(*raw);
+}
+
+// ------------------------------------------------------------------ Doctor
+
+absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorRequest& request) {
+  if (request.repeats() < 0 || request.repeats() > 100) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("repeats: must be in [0, 100], got ", request.repeats()));
+  }
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(SessionState * s, FindLocked(request.session_id()));
+  if (StageFromName(s->rec.stage) != v1::STAGE_INITIALIZED) {
+    return StageError(s->rec.id, s->rec.stage, "doctor runs once, right after init");
+  }
+  const int repeats = request.repeats() > 0 ? request.repeats() : s->spec.doctor_repeats;
+  const storage::SessionRecord saved = s->rec;
+  absl::Status st = options_.storage->Transaction([&]() -> absl::Status {
+    for (int i = 0; i < repeats; ++i) {
+      storage::TrialRecord t;
+      t.session_id = s->rec.id;
+      t.purpose = "doctor";
+      t.config = EncodeConfigJson(s->spec.baseline);
+      t.status = ts::kQueued;
+      t.created_ms = NowMs();
+      ASSIGN_OR_RETURN(t.id, options_.storage->InsertTrial(t));
+    }
+    s->rec.doctor_repeats = repeats;
+    return SaveSessionLocked(*s, StageName(v1::STAGE_DOCTORING));
+  });
+  if (!st.ok()) {
+    s->rec = saved;
+    return st;
+  }
+  work_cv_.SignalAll();
+  return SummaryLocked(*s);
+}
+
+absl::Status SessionManager::AdvanceDoctorLocked(SessionState& s) {
+  ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
+  std::vector<double> times;
+  std::map<std::string, int> statuses;
+  for (const auto& t : trials) {
+    if (t.purpose != "doctor") continue;
+    if (IsInFlight(t.status)) return absl::OkStatus();  // not done yet
+    ++statuses[t.status];
+    if (t.status == ts::kOk) times.push_back(t.step_time_s);
+  }
+  if (times.empty()) {
+    s.rec.error = absl::StrCat("doctor: no baseline run succeeded (",
+                               absl::StrJoin(statuses, ", ", absl::PairFormatter("=")), ")");
+    return SaveSessionLocked(s, StageName(v1::STAGE_FAILED));
+  }
+  s.rec.baseline_step_time_s = models::Median(times);
+  s.rec.baseline_cv = models::CoefficientOfVariation(times);
+  s.rec.baseline_runs = static_cast<int32_t>(times.size());
+  return SaveSessionLocked(s, StageName(v1::STAGE_DOCTORED));
+}
+
+// ------------------------------------------------------------------ Run
+
+absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& request) {
+  if (request.max_trials() < 0 || request.max_trials() > 100000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_trials: must be in [0, 100000], got ", request.max_trials()));
+  }
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(SessionState * s, FindLocked(request.session_id()));
+  if (StageFromName(s->rec.stage) != v1::STAGE_DOCTORED) {
+    return StageError(s->rec.id, s->rec.stage, "run needs a finished doctor (stage doctored)");
+  }
+  const storage::SessionRecord saved = s->rec;
+  const int saved_total = s->search_total, saved_flight = s->search_in_flight;
+  absl::Status st = options_.storage->Transaction([&]() -> absl::Status {
+    if (request.max_trials() > 0) s->rec.max_trials = request.max_trials();
+    RETURN_IF_ERROR(SaveSessionLocked(*s, StageName(v1::STAGE_RUNNING)));
+    return FillWindowLocked(*s);
+  });
+  if (!st.ok()) {
+    s->rec = saved;
+    s->search_total = saved_total;
+    s->search_in_flight = saved_flight;
+    return st;
+  }
+  work_cv_.SignalAll();
+  return SummaryLocked(*s);
+}
+
+bool SessionManager::AgentCanRunLocked(const storage::AgentRecord& a,
+                                       const SessionState& s) const {
+  if (!absl::EqualsIgnoreCase(a.gpu_model, s.spec.gpu)) return false;
+  if (a.gpu_count < s.spec.gpu_count) return false;
+  for (absl::string_view e : absl::StrSplit(a.executors, ',')) {
+    if (e == s.spec.ExecutorName()) return true;
+  }
+  return false;
+}
+
+int SessionManager::LiveAgentsForLocked(const SessionState& s) const {
+  const int64_t cutoff = NowMs() - absl::ToInt64Milliseconds(options_.agent_liveness);
+  int n = 0;
+  for (const auto& [id, a] : agents_) {
+    if (a.last_heartbeat_ms >= cutoff && AgentCanRunLocked(a, s)) ++n;
+  }
+  return n;
+}
+
+absl::Status SessionManager::FillWindowLocked(SessionState& s) {
+  if (StageFromName(s.rec.stage) != v1::STAGE_RUNNING) return absl::OkStatus();
+  // Keep one trial in flight per live agent: enough to use the cluster, few
+  // enough that every proposal sees nearly all results.
+  const int window = std::clamp(LiveAgentsForLocked(s), 1, kMaxInFlightPerSession);
+  const int budget_left = s.rec.max_trials - s.search_total;
+  const int want = std::min(window - s.search_in_flight, budget_left);
+  if (want > 0) {
+    ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
+    std::vector<Observation> history;
+    for (const auto& t : trials) {
+      Observation o;
+      ASSIGN_OR_RETURN(o.config, DecodeConfigJson(t.config));
+      o.status = t.status;
+      o.step_time_s = t.step_time_s;
+      o.peak_mem_gib = t.peak_mem_gib;
+      history.push_back(std::move(o));
+    }
+    // Seeded by the session and its progress: a restarted server proposes
+    // what the old one would have.
+    const uint64_t seed = s.spec.seed * 0x9e3779b97f4a7c15ULL + trials.size();
+    for (Config& c : optimizer_->Propose(s.spec, history, want, seed)) {
+      storage::TrialRecord t;
+      t.session_id = s.rec.id;
+      t.purpose = "search";
+      t.config = EncodeConfigJson(c);
+      t.status = ts::kQueued;
+      t.created_ms = NowMs();
+      ASSIGN_OR_RETURN(t.id, options_.storage->InsertTrial(t));
+      ++s.search_total;
+      ++s.search_in_flight;
+    }
+  }
+  if (s.search_in_flight == 0) return FinishRunLocked(s);
+  return absl::OkStatus();
+}
+
+absl::Status SessionManager::FinishRunLocked(SessionState& s) {
+  const double base = s.rec.baseline_step_time_s;
+  s.rec.best_trial_id =
+      (s.best_trial_id != 0 && s.best_step_time_s < base) ? s.best_trial_id : 0;
+  return SaveSessionLocked(s, StageName(v1::STAGE_SEARCHED));
+}
+
+// ------------------------------------------------------------------ agents
+
+absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
+    const v1::RegisterAgentRequest& r) {
+  if (r.host().empty()) return absl::InvalidArgumentError("host: required");
+  if (r.gpu_model().empty()) return absl::InvalidArgumentError("gpu_model: required");
+  if (r.gpu_count() < 0) return absl::InvalidArgumentError("gpu_count: must be >= 0");
+  if (r.memory_per_gpu_gib() < 0 || !std::isfinite(r.memory_per_gpu_gib())) {
+    return absl::InvalidArgumentError("memory_per_gpu_gib: must be a finite number >= 0");
+  }
+  if (r.executors().empty()) return absl::InvalidArgumentError("executors: at least one required");
+  for (const std::string& e : r.executors()) {
+    if (e != "replay" && e != "process") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("executors: unknown executor '", e, "' (known: replay, process)"));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  storage::AgentRecord a;
+  a.id = (!r.agent_id().empty() && agents_.count(r.agent_id())) ? r.agent_id() : NewId("agt");
+  a.host = r.host();
+  a.gpu_model = r.gpu_model();
+  a.gpu_count = r.gpu_count();
+  a.memory_per_gpu_gib = r.memory_per_gpu_gib();
+  a.executors = absl::StrJoin(r.executors(), ",");
+  a.registered_ms = a.last_heartbeat_ms = NowMs();
+  RETURN_IF_ERROR(options_.storage->PutAgent(a));
+  agents_[a.id] = a;
+  // A new agent widens running sessions' windows.
+  for (auto& [id, s] : sessions_) {
+    if (StageFromName(s->rec.stage) != v1::STAGE_RUNNING) continue;
+    RETURN_IF_ERROR(options_.storage->Transaction([&] { return FillWindowLocked(*s); }));
+  }
+  work_cv_.SignalAll();
+  v1::RegisterAgentResponse resp;
+  resp.set_agent_id(a.id);
+  resp.set_lease_timeout_ms(absl::ToInt64Milliseconds(options_.lease_timeout));
+  resp.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.lease_timeout / 3));
+  return resp;
+}
+
+absl::StatusOr<v1::HeartbeatResponse> SessionManager::Heartbeat(const v1::HeartbeatRequest& r) {
+  absl::MutexLock lock(&mu_);
+  auto it = agents_.find(r.agent_id());
+  if (it == agents_.end()) {
+    return absl::NotFoundError(absl::StrCat("agent_id: unknown agent '", r.agent_id(),
+                                            "'; register first"));
+  }
+  it->second.last_heartbeat_ms = NowMs();
+  RETURN_IF_ERROR(options_.storage->PutAgent(it->second));
+  v1::HeartbeatResponse resp;
+  resp.set_server_unix_ms(NowMs());
+  return resp;
+}
+
+absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
+    const std::string& agent_id) {
+  absl::MutexLock lock(&mu_);
+  auto ait = agents_.find(agent_id);
+  if (ait == agents_.end()) {
+    return absl::NotFoundError(absl::StrCat("agent_id: unknown agent '", agent_id,
+                                            "'; register first"));
+  }
+  storage::AgentRecord& agent = ait->second;
+  agent.last_heartbeat_ms = NowMs();
+  RETURN_IF_ERROR(ExpireLeasesLocked());
+  ASSIGN_OR_RETURN(auto queued, options_.storage->ListTrialsByStatus(ts::kQueued, 1000));
+  for (storage::TrialRecord& t : queued) {
+    auto sit = sessions_.find(t.session_id);
+    if (sit == sessions_.end()) continue;
+    SessionState& s = *sit->second;
+    const v1::Stage stage = StageFromName(s.rec.stage);
+    if (stage != v1::STAGE_DOCTORING && stage != v1::STAGE_RUNNING) continue;
+    if (!AgentCanRunLocked(agent, s)) continue;
+
+    t.status = ts::kLeased;
+    t.attempts += 1;
+    t.lease_agent = agent.id;
+    t.lease_token = absl::StrFormat("%016x%016x", rng_(), rng_());
+    t.lease_deadline_ms = NowMs() + absl::ToInt64Milliseconds(options_.lease_timeout);
+    RETURN_IF_ERROR(options_.storage->Transaction([&]() -> absl::Status {
+      RETURN_IF_ERROR(options_.storage->DeleteSteps(t.id));  // a fresh attempt
+      return options_.storage->UpdateTrial(t);
+    }));
+    EmitLocked(s, "trial_leased", &t);
+
+    v1::TrialAssignment a;
+    a.set_trial_id(t.id);
+    a.set_session_id(s.rec.id);
+    a.set_lease_token(t.lease_token);
+    ASSIGN_OR_RETURN(Config cfg, DecodeConfigJson(t.config));
+    CopyConfig(cfg, a.mutable_config());
+    a.set_lease_timeout_ms(absl::ToInt64Milliseconds(options_.lease_timeout));
+    a.set_attempt(t.attempts);
+    a.mutable_workload()->set_model(s.spec.model);
+    a.mutable_workload()->set_global_batch(s.spec.global_batch);
+    a.mutable_workload()->set_seq_len(s.spec.seq_len);
+    if (s.spec.executor_kind == SessionSpec::ExecutorKind::kReplay) {
+      v1::ReplaySpec* r = a.mutable_executor()->mutable_replay();
+      r->set_landscape_path(s.spec.replay.landscape);
+      r->set_capacity_gib(s.spec.replay.capacity_gib);
+      r->set_noise_pct(s.spec.replay.noise_pct);
+      // Repeatable per (session seed, trial, attempt).
+      r->set_seed(s.spec.seed * 1000003ULL + static_cast<uint64_t>(t.id) * 7919ULL +
+                  static_cast<uint64_t>(t.attempts));
+    } else {
+      v1::ProcessSpec* p = a.mutable_executor()->mutable_process();
+      for (const std::string& arg : s.spec.process.argv) p->add_argv(arg);
+      p->set_workdir(s.spec.process.workdir);
+      p->set_timeout_s(s.spec.process.timeout_s);
+    }
+    return std::optional<v1::TrialAssignment>(std::move(a));
+  }
+  return std::optional<v1::TrialAssignment>();
+}
+
+bool SessionManager::WaitForWork(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  if (shutdown_) return false;
+  work_cv_.WaitWithTimeout(&mu_, timeout);
+  return !shutdown_;
+}
+
+absl::StatusOr<SessionManager::SessionState*> SessionManager::RecordedSessionLocked(
+    const storage::TrialRecord& t) {
+  auto it = sessions_.find(t.session_id);
+  if (it == sessions_.end()) {
+    return absl::InternalError(absl::StrCat("trial ", t.id, " has no session"));
+  }
+  return it->second.get();
+}
+
+absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
+    const v1::ReportProgressRequest& r) {
+  absl::MutexLock lock(&mu_);
+  auto got = options_.storage->GetTrial(r.trial_id());
+  if (!got.ok()) return got.status();
+  storage::TrialRecord t = *std::move(got);
+  if (r.lease_token().empty() || r.lease_token() != t.lease_token) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("lease_token: not the current lease of trial ", t.id));
+  }
+  v1::ReportProgressResponse resp;
+  if (t.status == ts::kCancelled) {
+    resp.set_cancelled(true);
+    return resp;
+  }
+  if (!IsLeased(t.status)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("lease_token: trial ", t.id, " is ", t.status, ", not leased"));
+  }
+  auto ait = agents_.find(t.lease_agent);
+  if (ait != agents_.end()) ait->second.last_heartbeat_ms = NowMs();
+  t.status = ts::kRunning;
+  t.lease_deadline_ms = NowMs() + absl::ToInt64Milliseconds(options_.lease_timeout);
+  std::vector<storage::StepRecord> steps;
+  for (const v1::StepMetrics& m : r.steps()) {
+    storage::StepRecord sr;
+    sr.trial_id = t.id;
+    sr.step = m.step();
+    sr.loss = m.loss();
+    sr.tokens = m.tokens();
+    sr.step_time_s = m.step_time_s();
+    sr.peak_mem_gib = m.peak_mem_gib();
+    sr.warmup = m.warmup();
+    sr.phases = EncodeDoubleMapJson({m.phases().begin(), m.phases().end()});
+    steps.push_back(std::move(sr));
+  }
+  RETURN_IF_ERROR(options_.storage->Transaction([&]() -> absl::Status {
+    RETURN_IF_ERROR(options_.storage->PutSteps(steps));
+    return options_.storage->UpdateTrial(t);
+  }));
+  resp.set_lease_deadline_unix_ms(t.lease_deadline_ms);
+  return resp;
+}
+
+absl::StatusOr<v1::CompleteTrialResponse> SessionManager::CompleteTrial(
+    const v1::CompleteTrialRequest& r) {
+  const v1::TrialOutcome& o = r.outcome();
+  const std::string& status = o.status();
+  if (status != ts::kOk && status != ts::kOom && status != ts::kFailed &&
+      status != ts::kTimeout) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "outcome.status: must be one of ok, oom, failed, timeout; got '", status, "'"));
+  }
+  if (!(o.wall_s() >= 0) || !std::isfinite(o.wall_s())) {
+    return absl::InvalidArgumentError("outcome.wall_s: must be a finite number >= 0");
+  }
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(storage::TrialRecord t, options_.storage->GetTrial(r.trial_id()));
+  v1::CompleteTrialResponse resp;
+  const bool token_ok = !r.lease_token().empty() && r.lease_token() == t.lease_token;
+  if (!IsInFlight(t.status)) {
+    if (token_ok) {
+      // A retried completion (the reply was lost): harmless.
+      resp.set_accepted(t.status != ts::kCancelled);
+      resp.set_duplicate(t.status != ts::kCancelled);
+      return resp;
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat("lease_token: trial ", t.id, " is already ", t.status,
+                     " and this lease is not the one that finished it"));
+  }
+  if (!token_ok || !IsLeased(t.status)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("lease_token: stale or unknown lease for trial ", t.id));
+  }
+  ASSIGN_OR_RETURN(SessionState * s, RecordedSessionLocked(t));
+
+  std::vector<storage::StepRecord> new_steps;
+  for (const v1::StepMetrics& m : o.steps()) {
+    storage::StepRecord sr;
+    sr.trial_id = t.id;
+    sr.step = m.step();
+    sr.loss = m.loss();
+    sr.tokens = m.tokens();
+    sr.step_time_s = m.step_time_s();
+    sr.peak_mem_gib = m.peak_mem_gib();
+    sr.warmup = m.warmup();
+    sr.phases = EncodeDoubleMapJson({m.phases().begin(), m.phases().end()});
+    new_steps.push_back(std::move(sr));
+  }
+  const SessionState saved = *s;
+  absl::Status st = options_.storage->Transaction([&]() -> absl::Status {
+    RETURN_IF_ERROR(options_.storage->PutSteps(new_steps));
+    ASSIGN_OR_RETURN(auto steps, options_.storage->ListSteps(t.id));
+    // The step time that counts is computed here from the per-step records,
+    // never taken from an agent's summary.
+    std::vector<double> timed;
+    double peak = o.peak_mem_gib();
+    for (const auto& sr : steps) {
+      if (!sr.warmup) timed.push_back(sr.step_time_s);
+      peak = std::max(peak, sr.peak_mem_gib);
+    }
+    t.status = status;
+    t.error = o.error();
+    t.note = o.note();
+    t.peak_mem_gib = peak;
+    t.cost_s = o.wall_s();
+    t.agent = t.lease_agent;
+    t.finished_ms = NowMs();
+    if (status == ts::kOk) {
+      if (timed.empty()) {
+        t.status = ts::kFailed;
+        t.error = "no timed steps reported";
+      } else {
+        t.step_time_s = models::Median(timed);
+      }
+    }
+    return FinishTrialLocked(*s, t);
+  });
+  if (!st.ok()) {
+    std::vector<v1::SessionEvent> events = std::move(s->events);
+    *s = saved;
+    s->events = std::move(events);
+    return st;
+  }
+  resp.set_accepted(true);
+  return resp;
+}
+
+absl::Status SessionManager::FinishTrialLocked(SessionState& s, storage::TrialRecord& t) {
+  RETURN_IF_ERROR(options_.storage->UpdateTrial(t));
+  storage::BankRecord b;
+  b.session_id = s.rec.id;
+  b.trial_id = t.id;
+  b.workload_signature = s.rec.workload_signature;
+  b.gpu_model = s.spec.gpu;
+  b.gpu_count = s.spec.gpu_count;
+  b.config = t.config;
+  b.status = t.status;
+  b.step_time_s = t.step_time_s;
+  b.peak_mem_gib = t.peak_mem_gib;
+  b.cost_s = t.cost_s;
+  b.created_ms = NowMs();
+  RETURN_IF_ERROR(options_.storage->AddBankEntry(b).status());
+
+  const v1::Stage stage = StageFromName(s.rec.stage);
+  if (t.purpose == "doctor") {
+    EmitLocked(s, "trial_finished", &t);
+    if (stage == v1::STAGE_DOCTORING) return AdvanceDoctorLocked(s);
+    return absl::OkStatus();
+  }
+  --s.search_in_flight;
+  ++s.search_done;
+  if (t.status == ts::kOk && (s.best_trial_id == 0 || t.step_time_s < s.best_step_time_s)) {
+    s.best_trial_id = t.id;
+    s.best_step_time_s = t.step_time_s;
+    ASSIGN_OR_RETURN(s.best_config, DecodeConfigJson(t.config));
+  }
+  EmitLocked(s, "trial_finished", &t);  // after the counters: it carries them
+  if (stage == v1::STAGE_RUNNING) return FillWindowLocked(s);
+  return absl::OkStatus();
+}
+
+absl::Status SessionManager::ExpireLeases() {
+  absl::MutexLock lock(&mu_);
+  return ExpireLeasesLocked();
+}
+
+absl::Status SessionManager::ExpireLeasesLocked() {
+  const int64_t now = NowMs();
+  std::vector<storage::TrialRecord> expired;
+  for (const char* status : {ts::kLeased, ts::kRunning}) {
+    ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrialsByStatus(status, 100000));
+    for (auto& t : trials) {
+      if (t.lease_deadline_ms < now) expired.push_back(std::move(t));
+    }
+  }
+  for (storage::TrialRecord& t : expired) {
+    ASSIGN_OR_RETURN(SessionState * s, RecordedSessionLocked(t));
+    const std::string agent = t.lease_agent;
+    const SessionState saved = *s;
+    absl::Status st = options_.storage->Transaction([&]() -> absl::Status {
+      if (t.attempts >= options_.max_attempts) {
+        t.status = ts::kFailed;
+        t.error = absl::StrCat("lease expired ", t.attempts, " times (last agent ", agent,
+                               " stopped reporting)");
+        t.agent = agent;
+        t.finished_ms = now;
+        return FinishTrialLocked(*s, t);
+      }
+      // The token is kept so that a late completion from the dead lease is
+      // recognised and refused once the trial is leased again.
+      t.status = ts::kQueued;
+      t.note = absl::StrCat("lease of agent ", agent, " expired at attempt ", t.attempts,
+                            "; re-queued");
+      t.lease_deadline_ms = 0;
+      RETURN_IF_ERROR(options_.storage->UpdateTrial(t));
+      EmitLocked(*s, "trial_requeued", &t);
+      return absl::OkStatus();
+    });
+    if (!st.ok()) {
+      std::vector<v1::SessionEvent> events = std::move(s->events);
+      *s = saved;
+      s->events = std::move(events);
+      return st;
+    }
+  }
+  if (!expired.empty()) work_cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+// ------------------------------------------------------------------ read side
+
+absl::StatusOr<v1::SessionSummary> SessionManager::GetSession(const std::string& session_id) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(SessionState * s, FindLocked(session_id));
+  return SummaryLocked(*s);
+}
+
+absl::StatusOr<v1::ListSessionsResponse> SessionManager::ListSessions() {
+  absl::MutexLock lock(&mu_);
+  std::vector<const SessionState*> all;
+  for (const auto& [id, s] : sessions_) all.push_back(s.get());
+  std::sort(all.begin(), all.end(), [](const SessionState* a, const SessionState* b) {
+    return std::tie(a->rec.created_ms, a->rec.id) < std::tie(b->rec.created_ms, b->rec.id);
+  });
+  v1::ListSessionsResponse resp;
+  for (const SessionState* s : all) *resp.add_sessions() = SummaryLocked(*s);
+  return resp;
+}
+
+absl::StatusOr<v1::SessionSummary> SessionManager::Cancel(const std::string& session_id) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(SessionState * s, FindLocked(session_id));
+  if (IsTerminalStage(StageFromName(s->rec.stage))) {
+    return StageError(s->rec.id, s->rec.stage, "it has already ended");
+  }
+  ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
+  const storage::SessionRecord saved = s->rec;
+  absl::Status st = options_.storage->Transaction([&]() -> absl::Status {
+    for (auto& t : trials) {
+      if (!IsInFlight(t.status)) continue;
+      t.status = ts::kCancelled;
+      t.finished_ms = NowMs();
+      RETURN_IF_ERROR(options_.storage->UpdateTrial(t));
+    }
+    return SaveSessionLocked(*s, StageName(v1::STAGE_CANCELLED));
+  });
+  if (!st.ok()) {
+    s->rec = saved;
+    return st;
+  }
+  s->search_in_flight = 0;
+  return SummaryLocked(*s);
+}
+
+absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& session_id) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(SessionState * s, FindLocked(session_id));
+  ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
+  v1::SessionReport rep;
+  rep.set_session_id(s->rec.id);
+  rep.set_name(s->rec.name);
+  rep.set_stage(s->rec.stage);
+  const v1::SessionSummary sum = SummaryLocked(*s);
+  *rep.mutable_workload() = sum.workload();
+  *rep.mutable_hardware() = sum.hardware();
+  rep.set_contract_hash(s->rec.contract_hash);
+  rep.set_applied_commit(s->rec.applied_commit);
+
+  v1::SessionReport::Baseline* base = rep.mutable_baseline();
+  CopyConfig(s->spec.baseline, base->mutable_config());
+  base->set_step_time_s(s->rec.baseline_step_time_s);
+  base->set_cv(s->rec.baseline_cv);
+  base->set_runs(s->rec.baseline_runs);
+
+  v1::SessionReport::Best* best = rep.mutable_best();
+  *best->mutable_config() = sum.best_config();
+  best->set_step_time_s(sum.best_step_time_s());
+  best->set_speedup(sum.best_speedup());
+  if (s->best_trial_id != 0 && sum.best_speedup() > 1.0) best->set_trial_id(s->best_trial_id);
+
+  v1::SessionReport::FailedTrials* failed = rep.mutable_failed_trials();
+  double total = 0;
+  for (const auto& t : trials) {
+    *rep.add_trials() = ViewOf(t);
+    total += t.cost_s;
+    if (IsFailure(t.status)) {
+      failed->set_count(failed->count() + 1);
+      failed->set_cost_s(failed->cost_s() + t.cost_s);
+      (*failed->mutable_count_by_status())[t.status] += 1;
+      (*failed->mutable_cost_s_by_status())[t.status] += t.cost_s;
+    }
+  }
+  rep.set_total_cost_s(total);
+  return rep;
+}
+
+// ------------------------------------------------------------------ Apply
+
+absl::StatusOr<v1::ApplyResponse> SessionManager::Apply(const v1::ApplyRequest& request) {
+  if (request.repo_path().empty()) return absl::InvalidArgumentError("repo_path: required");
+  if (request.branch().empty()) return absl::InvalidArgumentError("branch: required");
+  if (options_.committer == nullptr) {
+    return absl::UnimplementedError("apply: this server has no committer configured");
+  }
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(SessionState * s, FindLocked(request.session_id()));
+  const v1::Stage stage = StageFromName(s->rec.stage);
+  if (stage == v1::STAGE_APPLIED) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "session_id: session ", s->rec.id, " was already applied as commit ",
+        s->rec.applied_commit));
+  }
+  if (stage != v1::STAGE_SEARCHED) {
+    return StageError(s->rec.id, s->rec.stage, "apply needs a finished run (stage searched)");
+  }
+  if (s->rec.best_trial_id == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "session_id: no setting beat the baseline in session ", s->rec.id,
+        "; nothing to apply"));
+  }
+  ASSIGN_OR_RETURN(storage::TrialRecord best, options_.storage->GetTrial(s->rec.best_trial_id));
+  ASSIGN_OR_RETURN(Config cfg, DecodeConfigJson(best.config));
+  const double speedup = s->rec.baseline_step_time_s / best.step_time_s;
+
+  const std::string path = absl::StrCat("infrarsi/", s->rec.name, ".launch.yaml");
+  std::string file = absl::StrCat(
+      "# Launch setting promoted by InfraRSI. Generated; edit the session, not this file.\n",
+      "session_id: ", s->rec.id, "\n", "workload: ", s->rec.workload_signature, "\n",
+      "hardware: ", s->spec.gpu, " x", s->spec.gpu_count, "\n",
+      absl::StrFormat("baseline_step_time_s: %.6f\nstep_time_s: %.6f\nspeedup: %.4f\n",
+                      s->rec.baseline_step_time_s, best.step_time_s, speedup),
+      "contract_hash: ", s->rec.contract_hash, "\n", "setting:\n");
+  for (const Knob& k : s->spec.knobs) absl::StrAppend(&file, "  ", k.name, ": ", cfg[k.name], "\n");
+
+  std::string message = absl::StrFormat(
+      "infrarsi: promote launch setting for %s (%.2fx)\n\n"
+      "Session: %s\nWorkload: %s on %s x%d\n"
+      "Baseline: %.4f s/step (median of %d runs, CV %.2f%%)\n"
+      "Promoted: %.4f s/step (trial %d), speedup %.3fx\n"
+      "Setting: %s\nContract: %s\nFiles: %s\n",
+      s->rec.name, speedup, s->rec.id, s->rec.workload_signature, s->spec.gpu,
+      s->spec.gpu_count, s->rec.baseline_step_time_s, s->rec.baseline_runs,
+      100.0 * s->rec.baseline_cv, best.step_time_s, best.id, speedup, ConfigKey(cfg),
+      s->rec.contract_hash, path);
+
+  CommitRequest cr;
+  cr.repo_path = request.repo_path();
+  cr.branch = request.branch();
+  cr.message = message;
+  cr.files.emplace_back(path, file);
+  cr.dry_run = request.dry_run();
+  ASSIGN_OR_RETURN(CommitResult result, options_.committer->Commit(cr));
+
+  v1::ApplyResponse resp;
+  resp.set_commit(result.commit);
+  resp.set_branch(request.branch());
+  resp.set_base_commit(result.base_commit);
+  resp.set_message(message);
+  resp.add_files(path);
+  resp.set_dry_run(request.dry_run());
+  if (!request.dry_run()) {
+    const storage::SessionRecord saved = s->rec;
+    s->rec.applied_commit = result.commit;
+    absl::Status st = options_.storage->Transaction(
+        [&] { return SaveSessionLocked(*s, StageName(v1::STAGE_APPLIED)); });
+    if (!st.ok()) {
+      s->rec = saved;
+      return st;
+    }
+  }
+  return resp;
+}
+
+// ------------------------------------------------------------------ events, bank
+
+absl::StatusOr<std::vector<v1::SessionEvent>> SessionManager::WaitEvents(
+    const std::string& session_id, int64_t after_seq, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(SessionState * s, FindLocked(session_id));
+  if (shutdown_) return absl::UnavailableError("server is shutting down");
+  std::vector<v1::SessionEvent> out;
+  if (after_seq <= 0 || after_seq < s->dropped_through_seq) {
+    // Sequence numbers are global, so "now" covers everything seen so far.
+    v1::SessionEvent snap;
+    snap.set_seq(next_seq_ - 1);
+    snap.set_kind("snapshot");
+    *snap.mutable_session() = SummaryLocked(*s);
+    out.push_back(std::move(snap));
+    return out;
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!shutdown_ && (s->events.empty() || s->events.back().seq() <= after_seq)) {
+    if (events_cv_.WaitWithDeadline(&mu_, deadline)) break;
+  }
+  for (const auto& ev : s->events) {
+    if (ev.seq() > after_seq) out.push_back(ev);
+  }
+  return out;
+}
+
+absl::StatusOr<v1::QueryExperienceResponse> SessionManager::QueryExperience(
+    const v1::QueryExperienceRequest& request) {
+  if (request.page_size() < 0 || request.page_size() > 1000) {
+    return absl::InvalidArgumentError("page_size: must be in [0, 1000]");
+  }
+  storage::BankFilter f;
+  f.workload_signature = request.workload_signature();
+  f.gpu_model = request.gpu_model();
+  f.status = request.status();
+  for (const auto& [k, v] : request.knobs()) {
+    f.config_fragments.push_back(JsonQuote(k) + ":" + JsonQuote(v));
+  }
+  if (!request.page_token().empty() && !absl::SimpleAtoi(request.page_token(), &f.after_id)) {
+    return absl::InvalidArgumentError("page_token: not a token this server issued");
+  }
+  const int32_t page = request.page_size() > 0 ? request.page_size() : 50;
+  f.limit = page + 1;  // one extra tells whether another page exists
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(auto rows, options_.storage->QueryBank(f));
+  v1::QueryExperienceResponse resp;
+  for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(page); ++i) {
+    const auto& b = rows[i];
+    v1::ExperienceEntry* e = resp.add_entries();
+    e->set_id(b.id);
+    e->set_session_id(b.session_id);
+    e->set_trial_id(b.trial_id);
+    e->set_workload_signature(b.workload_signature);
+    e->set_gpu_model(b.gpu_model);
+    e->set_gpu_count(b.gpu_count);
+    if (auto c = DecodeConfigJson(b.config); c.ok()) CopyConfig(*c, e->mutable_config());
+    e->set_status(b.status);
+    e->set_step_time_s(b.step_time_s);
+    e->set_peak_mem_gib(b.peak_mem_gib);
+    e->set_cost_s(b.cost_s);
+    e->set_created_unix_ms(b.created_ms);
+  }
+  if (rows.size() > static_cast<size_t>(page)) {
+    resp.set_next_page_token(absl::StrCat(rows[static_cast<size_t>(page) - 1].id));
+  }
+  return resp;
+}
+
+void SessionManager::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shutdown_ = true;
+  work_cv_.SignalAll();
+  events_cv_.SignalAll();
+}
+
+}  // namespace infrarsi

@@ -1,0 +1,171 @@
+// SessionManager: the server's core. It owns the stage machine of every
+// session, the trial queue with its leases, and the experience bank writes.
+// The gRPC services are thin adapters over it.
+//
+// Durability: every state change is one storage transaction, so a server
+// killed at any point restarts (Create on the same storage) with each
+// session where it stopped and no finished trial lost or counted twice.
+//
+// Thread safety: all public methods are thread-safe. A single mutex guards
+// the in-memory state; storage calls happen under it, which also serialises
+// the storage transactions.
+#ifndef INFRARSI_CORE_SESSION_MANAGER_H_
+#define INFRARSI_CORE_SESSION_MANAGER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/clock.h"
+#include "core/committer.h"
+#include "core/optimizer.h"
+#include "core/spec.h"
+#include "infrarsi/v1/infrarsi.pb.h"
+#include "storage/storage.h"
+
+namespace infrarsi {
+
+namespace trial_status {
+inline constexpr char kQueued[] = "queued";
+inline constexpr char kLeased[] = "leased";
+inline constexpr char kRunning[] = "running";
+inline constexpr char kOk[] = "ok";
+inline constexpr char kOom[] = "oom";
+inline constexpr char kFailed[] = "failed";
+inline constexpr char kTimeout[] = "timeout";
+inline constexpr char kCancelled[] = "cancelled";
+}  // namespace trial_status
+
+// "initialized", "doctoring", ... for a Stage; "unspecified" otherwise.
+std::string StageName(v1::Stage stage);
+v1::Stage StageFromName(const std::string& name);
+
+class SessionManager {
+ public:
+  struct Options {
+    // Required; not owned; must outlive the manager.
+    storage::Storage* storage = nullptr;
+    // Not owned. Default: the real clock.
+    Clock* clock = Clock::Real();
+    // Not owned. Null: Apply fails with UNIMPLEMENTED.
+    Committer* committer = nullptr;
+    // Not owned. Null: a RandomOptimizer owned by the manager.
+    Optimizer* optimizer = nullptr;
+    // How long an agent holds a trial without reporting progress.
+    absl::Duration lease_timeout = absl::Seconds(30);
+    // Leases a trial may lose before it is recorded as failed.
+    int max_attempts = 3;
+    // An agent is counted live (for how many trials to keep in flight) if it
+    // sent anything within this period.
+    absl::Duration agent_liveness = absl::Seconds(90);
+    // Spec validation's file check; null: the real filesystem.
+    std::function<bool(const std::string&)> file_readable;
+  };
+
+  // Loads every session from storage and resumes the active ones.
+  static absl::StatusOr<std::unique_ptr<SessionManager>> Create(const Options& options);
+
+  // ----- sessions
+  absl::StatusOr<v1::SessionSummary> Init(const v1::InitRequest& request);
+  absl::StatusOr<v1::SessionSummary> Doctor(const v1::DoctorRequest& request);
+  absl::StatusOr<v1::SessionSummary> Run(const v1::RunRequest& request);
+  absl::StatusOr<v1::SessionReport> Report(const std::string& session_id);
+  absl::StatusOr<v1::ApplyResponse> Apply(const v1::ApplyRequest& request);
+  absl::StatusOr<v1::SessionSummary> GetSession(const std::string& session_id);
+  absl::StatusOr<v1::ListSessionsResponse> ListSessions();
+  absl::StatusOr<v1::SessionSummary> Cancel(const std::string& session_id);
+
+  // Events of a session with seq > after_seq, waiting up to `timeout` (real
+  // time) for one. after_seq 0 (or one older than the retained backlog)
+  // starts with a "snapshot". Returns an empty list on timeout, UNAVAILABLE
+  // after Shutdown().
+  absl::StatusOr<std::vector<v1::SessionEvent>> WaitEvents(const std::string& session_id,
+                                                           int64_t after_seq,
+                                                           absl::Duration timeout);
+
+  // ----- agents
+  absl::StatusOr<v1::RegisterAgentResponse> RegisterAgent(const v1::RegisterAgentRequest& r);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& r);
+  // Leases the oldest queued trial this agent can run, if any. Never blocks.
+  absl::StatusOr<std::optional<v1::TrialAssignment>> TryLease(const std::string& agent_id);
+  // Blocks up to `timeout` (real time) or until new work may be available.
+  // Returns false once Shutdown() was called.
+  bool WaitForWork(absl::Duration timeout);
+  absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& r);
+  absl::StatusOr<v1::CompleteTrialResponse> CompleteTrial(const v1::CompleteTrialRequest& r);
+  // Re-queues (or fails, after max_attempts) trials whose lease expired.
+  // Called by the server's reaper and before each lease.
+  absl::Status ExpireLeases();
+
+  // ----- bank
+  absl::StatusOr<v1::QueryExperienceResponse> QueryExperience(
+      const v1::QueryExperienceRequest& request);
+
+  // Wakes every waiter; later waits return at once.
+  void Shutdown();
+
+ private:
+  struct SessionState {
+    storage::SessionRecord rec;
+    SessionSpec spec;
+    // Derived from trials, kept incrementally.
+    int search_in_flight = 0;
+    int search_total = 0;  // search trials ever created
+    int search_done = 0;   // finished search trials
+    double best_step_time_s = 0;  // best ok trial (doctor or search), 0: none
+    int64_t best_trial_id = 0;
+    Config best_config;
+    std::vector<v1::SessionEvent> events;  // bounded backlog
+    int64_t dropped_through_seq = 0;       // newest seq dropped from it
+  };
+
+  explicit SessionManager(const Options& options);
+  absl::Status Load();
+
+  absl::StatusOr<SessionState*> FindLocked(const std::string& id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::SessionSummary SummaryLocked(const SessionState& s) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::TrialView ViewOf(const storage::TrialRecord& t) const;
+  void EmitLocked(SessionState& s, const std::string& kind, const storage::TrialRecord* trial)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SaveSessionLocked(SessionState& s, const std::string& stage)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records a finished trial (bank entry included) and moves its session on.
+  absl::Status FinishTrialLocked(SessionState& s, storage::TrialRecord& t)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status AdvanceDoctorLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status FillWindowLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status FinishRunLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int LiveAgentsForLocked(const SessionState& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AgentCanRunLocked(const storage::AgentRecord& a, const SessionState& s) const;
+  absl::StatusOr<SessionState*> RecordedSessionLocked(const storage::TrialRecord& t)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string NewId(const std::string& prefix) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t NowMs() const;
+
+  const Options options_;
+  std::unique_ptr<Optimizer> owned_optimizer_;
+  Optimizer* optimizer_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar work_cv_;
+  absl::CondVar events_cv_;
+  std::map<std::string, std::unique_ptr<SessionState>> sessions_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, storage::AgentRecord> agents_ ABSL_GUARDED_BY(mu_);
+  int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace infrarsi
+
+#endif  // INFRARSI_CORE_SESSION_MANAGER_H_

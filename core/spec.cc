@@ -1,0 +1,506 @@
+#include "core/spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <optional>
+#include <fstream>
+#include <limits>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/status_macros.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace infrarsi {
+namespace {
+
+constexpr int32_t kMaxTrialsLimit = 100000;
+constexpr int32_t kMaxKnobs = 64;
+constexpr int32_t kMaxValuesPerKnob = 256;
+
+absl::Status FieldError(const std::string& field, absl::string_view msg) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", msg));
+}
+
+std::string Join(const std::string& prefix, const std::string& key) {
+  return prefix.empty() ? key : absl::StrCat(prefix, ".", key);
+}
+
+// Refuses keys of `node` (a map) outside `allowed`.
+absl::Status CheckKeys(const YAML::Node& node, const std::string& field,
+                       const std::set<std::string>& allowed) {
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    if (!allowed.count(key)) {
+      return FieldError(Join(field, key),
+                        absl::StrCat("unknown field (expected one of: ",
+                                     absl::StrJoin(allowed, ", "), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<YAML::Node> RequireMap(const YAML::Node& parent, const std::string& key,
+                                      const std::string& field, bool required) {
+  YAML::Node n = parent[key];
+  if (!n || n.IsNull()) {
+    if (required) return FieldError(field, "is required");
+    return YAML::Node();
+  }
+  if (!n.IsMap()) return FieldError(field, "must be a mapping");
+  return n;
+}
+
+absl::StatusOr<std::string> RequireString(const YAML::Node& parent, const std::string& key,
+                                          const std::string& field) {
+  YAML::Node n = parent[key];
+  if (!n || n.IsNull()) return FieldError(field, "is required");
+  if (!n.IsScalar()) return FieldError(field, "must be a string");
+  std::string v = n.Scalar();
+  if (v.empty()) return FieldError(field, "must not be empty");
+  return v;
+}
+
+absl::StatusOr<int64_t> ReadInt(const YAML::Node& parent, const std::string& key,
+                                const std::string& field, int64_t lo, int64_t hi,
+                                std::optional<int64_t> dflt) {
+  YAML::Node n = parent[key];
+  if (!n || n.IsNull()) {
+    if (dflt) return *dflt;
+    return FieldError(field, "is required");
+  }
+  int64_t v = 0;
+  if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v)) {
+    return FieldError(field, absl::StrCat("must be an integer, got '",
+                                          n.IsScalar() ? n.Scalar() : "<non-scalar>", "'"));
+  }
+  if (v < lo || v > hi) {
+    return FieldError(field, absl::StrCat("must be in [", lo, ", ", hi, "], got ", v));
+  }
+  return v;
+}
+
+absl::StatusOr<double> ReadDouble(const YAML::Node& parent, const std::string& key,
+                                  const std::string& field, double lo, double hi, double dflt) {
+  YAML::Node n = parent[key];
+  if (!n || n.IsNull()) return dflt;
+  double v = 0;
+  if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !std::isfinite(v)) {
+    return FieldError(field, "must be a number");
+  }
+  if (v < lo || v > hi) {
+    return FieldError(field, absl::StrFormat("must be in [%g, %g], got %g", lo, hi, v));
+  }
+  return v;
+}
+
+// Knob values keep their YAML text, with booleans in one spelling so that
+// `true` in the knob list and `True` in the baseline agree.
+std::string NormalizeScalar(const std::string& s) {
+  if (s == "true" || s == "True" || s == "TRUE") return "true";
+  if (s == "false" || s == "False" || s == "FALSE") return "false";
+  return s;
+}
+
+bool ValidIdentifier(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  if (!(absl::ascii_isalpha(s[0]) || s[0] == '_')) return false;
+  for (char c : s) {
+    if (!(absl::ascii_isalnum(c) || c == '_')) return false;
+  }
+  return true;
+}
+
+bool ValidName(const std::string& s) {
+  if (s.empty() || s.size() > 128) return false;
+  for (char c : s) {
+    if (!(absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.')) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<std::string> ResolvePath(const std::string& path, const std::string& field,
+                                        const SpecParseOptions& options) {
+  std::filesystem::path p(path);
+  if (p.is_absolute()) return p.lexically_normal().string();
+  if (options.spec_dir.empty()) {
+    return FieldError(field, absl::StrCat("relative path '", path,
+                                          "' needs the spec's folder (spec_dir) to resolve"));
+  }
+  return (std::filesystem::path(options.spec_dir) / p).lexically_normal().string();
+}
+
+bool DefaultFileReadable(const std::string& path) {
+  std::ifstream in(path);
+  return in.good() && std::filesystem::is_regular_file(path);
+}
+
+// Placeholders "{name}" in one argument.
+std::vector<std::string> Placeholders(const std::string& arg) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while ((pos = arg.find('{', pos)) != std::string::npos) {
+    const size_t end = arg.find('}', pos + 1);
+    if (end == std::string::npos) break;
+    const std::string name = arg.substr(pos + 1, end - pos - 1);
+    if (ValidIdentifier(name)) out.push_back(name);
+    pos = end + 1;
+  }
+  return out;
+}
+
+absl::Status ParseExecutor(const YAML::Node& root, const SpecParseOptions& options,
+                           SessionSpec& spec) {
+  ASSIGN_OR_RETURN(YAML::Node ex, RequireMap(root, "executor", "executor", true));
+  RETURN_IF_ERROR(CheckKeys(ex, "executor", {"replay", "process"}));
+  if (ex.size() != 1) {
+    return FieldError("executor", "must name exactly one of: replay, process");
+  }
+  if (ex["replay"]) {
+    spec.executor_kind = SessionSpec::ExecutorKind::kReplay;
+    ASSIGN_OR_RETURN(YAML::Node r, RequireMap(ex, "replay", "executor.replay", true));
+    RETURN_IF_ERROR(CheckKeys(r, "executor.replay", {"landscape", "capacity_gib", "noise_pct"}));
+    ASSIGN_OR_RETURN(std::string landscape,
+                     RequireString(r, "landscape", "executor.replay.landscape"));
+    ASSIGN_OR_RETURN(spec.replay.landscape,
+                     ResolvePath(landscape, "executor.replay.landscape", options));
+    auto readable = options.file_readable ? options.file_readable : DefaultFileReadable;
+    if (!readable(spec.replay.landscape)) {
+      return FieldError("executor.replay.landscape",
+                        absl::StrCat("file not found or unreadable: ", spec.replay.landscape));
+    }
+    ASSIGN_OR_RETURN(spec.replay.capacity_gib,
+                     ReadDouble(r, "capacity_gib", "executor.replay.capacity_gib", 0, 1e6, 0));
+    ASSIGN_OR_RETURN(spec.replay.noise_pct,
+                     ReadDouble(r, "noise_pct", "executor.replay.noise_pct", 0, 100, 0));
+    return absl::OkStatus();
+  }
+  spec.executor_kind = SessionSpec::ExecutorKind::kProcess;
+  ASSIGN_OR_RETURN(YAML::Node p, RequireMap(ex, "process", "executor.process", true));
+  RETURN_IF_ERROR(CheckKeys(p, "executor.process", {"command", "workdir", "timeout_s"}));
+  YAML::Node cmd = p["command"];
+  if (!cmd || cmd.IsNull()) return FieldError("executor.process.command", "is required");
+  if (cmd.IsScalar()) {
+    auto argv = SplitCommandLine(cmd.Scalar());
+    if (!argv.ok()) return FieldError("executor.process.command", argv.status().message());
+    spec.process.argv = *std::move(argv);
+  } else if (cmd.IsSequence()) {
+    for (const auto& a : cmd) {
+      if (!a.IsScalar()) return FieldError("executor.process.command", "items must be strings");
+      spec.process.argv.push_back(a.Scalar());
+    }
+  } else {
+    return FieldError("executor.process.command", "must be a string or a list of strings");
+  }
+  if (spec.process.argv.empty() || spec.process.argv[0].empty()) {
+    return FieldError("executor.process.command", "is empty");
+  }
+  for (const std::string& arg : spec.process.argv) {
+    for (const std::string& ph : Placeholders(arg)) {
+      if (!spec.FindKnob(ph)) {
+        return FieldError("executor.process.command",
+                          absl::StrCat("placeholder {", ph, "} is not a knob"));
+      }
+    }
+  }
+  std::string workdir = ".";
+  if (p["workdir"] && !p["workdir"].IsNull()) {
+    ASSIGN_OR_RETURN(workdir, RequireString(p, "workdir", "executor.process.workdir"));
+  }
+  ASSIGN_OR_RETURN(spec.process.workdir, ResolvePath(workdir, "executor.process.workdir", options));
+  ASSIGN_OR_RETURN(int64_t timeout,
+                   ReadInt(p, "timeout_s", "executor.process.timeout_s", 1, 7 * 86400, 600));
+  spec.process.timeout_s = static_cast<int32_t>(timeout);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
+                                          const SpecParseOptions& options) {
+  if (!root.IsMap()) return FieldError("spec", "must be a YAML mapping");
+  RETURN_IF_ERROR(CheckKeys(root, "", {"name", "workload", "hardware", "knobs", "baseline",
+                                       "budget", "doctor", "seed", "executor"}));
+  SessionSpec spec;
+  ASSIGN_OR_RETURN(spec.name, RequireString(root, "name", "name"));
+  if (!ValidName(spec.name)) {
+    return FieldError("name", "use 1-128 letters, digits, '-', '_' or '.'");
+  }
+
+  ASSIGN_OR_RETURN(YAML::Node wl, RequireMap(root, "workload", "workload", true));
+  RETURN_IF_ERROR(CheckKeys(wl, "workload", {"model", "global_batch", "seq_len"}));
+  ASSIGN_OR_RETURN(spec.model, RequireString(wl, "model", "workload.model"));
+  ASSIGN_OR_RETURN(spec.global_batch,
+                   ReadInt(wl, "global_batch", "workload.global_batch", 1, 1 << 24, std::nullopt));
+  ASSIGN_OR_RETURN(spec.seq_len,
+                   ReadInt(wl, "seq_len", "workload.seq_len", 1, 1 << 24, std::nullopt));
+
+  ASSIGN_OR_RETURN(YAML::Node hw, RequireMap(root, "hardware", "hardware", true));
+  RETURN_IF_ERROR(CheckKeys(hw, "hardware", {"gpu", "count"}));
+  ASSIGN_OR_RETURN(spec.gpu, RequireString(hw, "gpu", "hardware.gpu"));
+  ASSIGN_OR_RETURN(int64_t count, ReadInt(hw, "count", "hardware.count", 1, 65536, 1));
+  spec.gpu_count = static_cast<int32_t>(count);
+
+  ASSIGN_OR_RETURN(YAML::Node knobs, RequireMap(root, "knobs", "knobs", true));
+  if (knobs.size() == 0) return FieldError("knobs", "the search space is empty");
+  if (knobs.size() > static_cast<size_t>(kMaxKnobs)) {
+    return FieldError("knobs", absl::StrCat("at most ", kMaxKnobs, " knobs"));
+  }
+  for (const auto& kv : knobs) {
+    Knob k;
+    k.name = kv.first.as<std::string>();
+    const std::string field = absl::StrCat("knobs.", k.name);
+    if (!ValidIdentifier(k.name)) {
+      return FieldError(field, "knob names are identifiers ([A-Za-z_][A-Za-z0-9_]*)");
+    }
+    if (!kv.second.IsSequence()) return FieldError(field, "must be a list of values");
+    if (kv.second.size() == 0) return FieldError(field, "value list is empty");
+    if (kv.second.size() > static_cast<size_t>(kMaxValuesPerKnob)) {
+      return FieldError(field, absl::StrCat("at most ", kMaxValuesPerKnob, " values"));
+    }
+    std::set<std::string> seen;
+    for (const auto& v : kv.second) {
+      if (!v.IsScalar()) return FieldError(field, "values must be scalars");
+      std::string value = NormalizeScalar(v.Scalar());
+      if (!seen.insert(value).second) {
+        return FieldError(field, absl::StrCat("duplicate value '", value, "'"));
+      }
+      k.values.push_back(std::move(value));
+    }
+    spec.knobs.push_back(std::move(k));
+  }
+
+  ASSIGN_OR_RETURN(YAML::Node base, RequireMap(root, "baseline", "baseline", true));
+  for (const auto& kv : base) {
+    const std::string name = kv.first.as<std::string>();
+    const std::string field = absl::StrCat("baseline.", name);
+    const Knob* knob = spec.FindKnob(name);
+    if (!knob) return FieldError(field, "unknown knob (not in knobs)");
+    if (!kv.second.IsScalar()) return FieldError(field, "must be a scalar");
+    const std::string value = NormalizeScalar(kv.second.Scalar());
+    if (std::find(knob->values.begin(), knob->values.end(), value) == knob->values.end()) {
+      return FieldError(field, absl::StrCat("value '", value, "' is not in knobs.", name,
+                                            " [", absl::StrJoin(knob->values, ", "), "]"));
+    }
+    spec.baseline[name] = value;
+  }
+  for (const Knob& k : spec.knobs) {
+    if (!spec.baseline.count(k.name)) {
+      return FieldError(absl::StrCat("baseline.", k.name), "is missing: the baseline must set every knob");
+    }
+  }
+
+  ASSIGN_OR_RETURN(YAML::Node budget, RequireMap(root, "budget", "budget", true));
+  RETURN_IF_ERROR(CheckKeys(budget, "budget", {"max_trials"}));
+  ASSIGN_OR_RETURN(int64_t max_trials, ReadInt(budget, "max_trials", "budget.max_trials", 1,
+                                               kMaxTrialsLimit, std::nullopt));
+  spec.max_trials = static_cast<int32_t>(max_trials);
+
+  ASSIGN_OR_RETURN(YAML::Node doctor, RequireMap(root, "doctor", "doctor", false));
+  if (doctor) {
+    RETURN_IF_ERROR(CheckKeys(doctor, "doctor", {"repeats"}));
+    ASSIGN_OR_RETURN(int64_t repeats, ReadInt(doctor, "repeats", "doctor.repeats", 1, 100, 3));
+    spec.doctor_repeats = static_cast<int32_t>(repeats);
+  }
+  ASSIGN_OR_RETURN(int64_t seed, ReadInt(root, "seed", "seed", 0,
+                                         std::numeric_limits<int64_t>::max(), 0));
+  spec.seed = static_cast<uint64_t>(seed);
+
+  RETURN_IF_ERROR(ParseExecutor(root, options, spec));
+  return spec;
+}
+
+}  // namespace
+
+std::string SessionSpec::WorkloadSignature() const {
+  return absl::StrCat(model, "/gb", global_batch, "/seq", seq_len);
+}
+
+int64_t SessionSpec::SpaceSize() const {
+  int64_t n = 1;
+  for (const Knob& k : knobs) {
+    const int64_t v = static_cast<int64_t>(k.values.size());
+    if (n > std::numeric_limits<int64_t>::max() / v) return std::numeric_limits<int64_t>::max();
+    n *= v;
+  }
+  return n;
+}
+
+const Knob* SessionSpec::FindKnob(const std::string& name) const {
+  for (const Knob& k : knobs) {
+    if (k.name == name) return &k;
+  }
+  return nullptr;
+}
+
+std::string SessionSpec::ExecutorName() const {
+  return executor_kind == ExecutorKind::kReplay ? "replay" : "process";
+}
+
+absl::StatusOr<SessionSpec> ParseSpec(const std::string& yaml, const SpecParseOptions& options) {
+  if (!options.spec_dir.empty() && !std::filesystem::path(options.spec_dir).is_absolute()) {
+    return FieldError("spec_dir", absl::StrCat("must be absolute, got '", options.spec_dir, "'"));
+  }
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    return FieldError("spec", absl::StrCat("invalid YAML at line ", e.mark.line + 1, ": ", e.msg));
+  }
+  try {
+    return ParseSpecNode(root, options);
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp throws on malformed shapes (e.g. a sequence used as a key).
+    return FieldError("spec", absl::StrCat("malformed at line ", e.mark.line + 1, ": ", e.msg));
+  }
+}
+
+absl::StatusOr<std::vector<std::string>> SplitCommandLine(const std::string& command) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool in_word = false;
+  for (size_t i = 0; i < command.size(); ++i) {
+    const char c = command[i];
+    if (c == '\'') {
+      const size_t end = command.find('\'', i + 1);
+      if (end == std::string::npos) return absl::InvalidArgumentError("unbalanced single quote");
+      cur += command.substr(i + 1, end - i - 1);
+      in_word = true;
+      i = end;
+    } else if (c == '"') {
+      size_t j = i + 1;
+      for (; j < command.size() && command[j] != '"'; ++j) {
+        if (command[j] == '\\' && j + 1 < command.size() &&
+            (command[j + 1] == '"' || command[j + 1] == '\\')) {
+          ++j;
+        }
+        cur += command[j];
+      }
+      if (j >= command.size()) return absl::InvalidArgumentError("unbalanced double quote");
+      in_word = true;
+      i = j;
+    } else if (c == '\\') {
+      if (i + 1 >= command.size()) return absl::InvalidArgumentError("trailing backslash");
+      cur += command[++i];
+      in_word = true;
+    } else if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) out.push_back(std::move(cur));
+      cur.clear();
+      in_word = false;
+    } else {
+      cur += c;
+      in_word = true;
+    }
+  }
+  if (in_word) out.push_back(std::move(cur));
+  return out;
+}
+
+std::string SubstituteKnobs(const std::string& arg, const Config& config) {
+  std::string out;
+  size_t pos = 0;
+  while (pos < arg.size()) {
+    const size_t open = arg.find('{', pos);
+    if (open == std::string::npos) break;
+    const size_t close = arg.find('}', open + 1);
+    if (close == std::string::npos) break;
+    out += arg.substr(pos, open - pos);
+    auto it = config.find(arg.substr(open + 1, close - open - 1));
+    out += it != config.end() ? it->second : arg.substr(open, close - open + 1);
+    pos = close + 1;
+  }
+  out += arg.substr(pos);
+  return out;
+}
+
+std::string ConfigKey(const Config& config) {
+  return absl::StrJoin(config, ",", absl::PairFormatter("="));
+}
+
+std::string JsonQuote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          out += absl::StrFormat("\\u%04x", c);
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += "\"";
+  return out;
+}
+
+std::string EncodeConfigJson(const Config& config) {
+  std::string out = "{";
+  bool first = true;
+  for (const auto& [k, v] : config) {
+    if (!first) out += ",";
+    first = false;
+    out += JsonQuote(k) + ":" + JsonQuote(v);
+  }
+  return out + "}";
+}
+
+absl::StatusOr<Config> DecodeConfigJson(const std::string& json) {
+  google::protobuf::Struct st;
+  if (!google::protobuf::util::JsonStringToMessage(json, &st).ok()) {
+    return absl::DataLossError(absl::StrCat("config: not a JSON object: ", json));
+  }
+  Config out;
+  for (const auto& [k, v] : st.fields()) {
+    if (v.kind_case() != google::protobuf::Value::kStringValue) {
+      return absl::DataLossError(absl::StrCat("config.", k, ": not a string"));
+    }
+    out[k] = v.string_value();
+  }
+  return out;
+}
+
+std::string EncodeDoubleMapJson(const std::map<std::string, double>& m) {
+  std::string out = "{";
+  bool first = true;
+  for (const auto& [k, v] : m) {
+    if (!first) out += ",";
+    first = false;
+    out += JsonQuote(k) + ":" + (std::isfinite(v) ? absl::StrFormat("%.17g", v) : "null");
+  }
+  return out + "}";
+}
+
+absl::StatusOr<std::map<std::string, double>> DecodeDoubleMapJson(const std::string& json) {
+  std::map<std::string, double> out;
+  if (json.empty()) return out;
+  google::protobuf::Struct st;
+  if (!google::protobuf::util::JsonStringToMessage(json, &st).ok()) {
+    return absl::DataLossError(absl::StrCat("phases: not a JSON object: ", json));
+  }
+  for (const auto& [k, v] : st.fields()) {
+    if (v.kind_case() == google::protobuf::Value::kNumberValue) out[k] = v.number_value();
+  }
+  return out;
+}
+
+std::string StableHash(const std::string& data) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : data) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return absl::StrFormat("%016x", h);
+}
+
+}  // namespace infrarsi

@@ -1,0 +1,99 @@
+// The session spec: what a team submits to Init, parsed and validated.
+//
+// Validation is strict: unknown fields are refused (a typo must not silently
+// fall back to a default), and every error names the field, e.g.
+// "baseline.attn: value 'flash' is not in knobs.attn".
+#ifndef INFRARSI_CORE_SPEC_H_
+#define INFRARSI_CORE_SPEC_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace infrarsi {
+
+// A launch setting: knob name -> value, values as their YAML text with
+// booleans normalised to "true"/"false". Ordered, so equal settings compare
+// and encode equally.
+using Config = std::map<std::string, std::string>;
+
+struct Knob {
+  std::string name;
+  std::vector<std::string> values;  // non-empty, unique, in spec order
+};
+
+struct ReplayExecutorSpec {
+  std::string landscape;  // absolute path
+  double capacity_gib = 0;  // 0: no emulated capacity
+  double noise_pct = 0;     // extra relative noise on step times, percent
+};
+
+struct ProcessExecutorSpec {
+  std::vector<std::string> argv;  // template; "{knob}" placeholders
+  std::string workdir;            // absolute path
+  int32_t timeout_s = 600;
+};
+
+struct SessionSpec {
+  std::string name;
+  std::string model;
+  int64_t global_batch = 0;
+  int64_t seq_len = 0;
+  std::string gpu;
+  int32_t gpu_count = 0;
+  std::vector<Knob> knobs;  // in spec order
+  Config baseline;
+  int32_t max_trials = 0;
+  int32_t doctor_repeats = 3;
+  uint64_t seed = 0;
+  enum class ExecutorKind { kReplay, kProcess } executor_kind = ExecutorKind::kReplay;
+  ReplayExecutorSpec replay;
+  ProcessExecutorSpec process;
+
+  // "gpt-354m/gb16/seq2048": identifies "the same training job" in the bank.
+  std::string WorkloadSignature() const;
+  // Number of settings in the knob space (saturates at INT64_MAX).
+  int64_t SpaceSize() const;
+  const Knob* FindKnob(const std::string& name) const;
+  std::string ExecutorName() const;
+};
+
+struct SpecParseOptions {
+  // Folder that relative paths resolve against; must be absolute if given.
+  std::string spec_dir;
+  // Whether a file exists and is readable; defaults to the real filesystem.
+  // Injected so that validation can be tested without files.
+  std::function<bool(const std::string&)> file_readable;
+};
+
+// Parses and validates a YAML spec. INVALID_ARGUMENT names the bad field.
+absl::StatusOr<SessionSpec> ParseSpec(const std::string& yaml, const SpecParseOptions& options);
+
+// Splits a command line into arguments the way a POSIX shell would for plain
+// words, single quotes, double quotes and backslashes, without expanding
+// anything. Used so that no command ever passes through a shell.
+absl::StatusOr<std::vector<std::string>> SplitCommandLine(const std::string& command);
+
+// Replaces every "{name}" in `arg` by config[name]; other text is kept.
+std::string SubstituteKnobs(const std::string& arg, const Config& config);
+
+// Canonical encodings stored in the database and shown to users.
+std::string ConfigKey(const Config& config);          // "a=1,b=x"
+std::string EncodeConfigJson(const Config& config);   // {"a":"1","b":"x"}
+absl::StatusOr<Config> DecodeConfigJson(const std::string& json);
+std::string EncodeDoubleMapJson(const std::map<std::string, double>& m);
+absl::StatusOr<std::map<std::string, double>> DecodeDoubleMapJson(const std::string& json);
+// A JSON string literal, quotes included.
+std::string JsonQuote(const std::string& s);
+
+// A stable 64-bit FNV-1a digest as 16 hex digits (not cryptographic: it
+// detects change, it does not resist forgery).
+std::string StableHash(const std::string& data);
+
+}  // namespace infrarsi
+
+#endif  // INFRARSI_CORE_SPEC_H_

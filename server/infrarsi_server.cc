@@ -1,0 +1,85 @@
+#include "server/infrarsi_server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include <mutex>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "core/session_manager.h"
+#include "core/status_macros.h"
+#include "server/git_committer.h"
+#include "server/services.h"
+#include "storage/sqlite_storage.h"
+
+namespace infrarsi::server {
+namespace {
+constexpr int kMaxMessageBytes = 16 << 20;
+}
+
+absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Options& options) {
+  const size_t colon = options.listen.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(options.listen.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("listen: expected HOST:PORT, got '", options.listen, "'"));
+  }
+  std::unique_ptr<InfraRsiServer> s(new InfraRsiServer());
+  s->options_ = options;
+  s->host_ = options.listen.substr(0, colon);
+  storage::SqliteStorage::Options so;
+  so.path = options.db_path;
+  ASSIGN_OR_RETURN(s->storage_, storage::SqliteStorage::Create(so));
+  s->committer_ = std::make_unique<GitCommitter>();
+  SessionManager::Options mo;
+  mo.storage = s->storage_.get();
+  mo.clock = options.clock;
+  mo.committer = s->committer_.get();
+  mo.lease_timeout = options.lease_timeout;
+  mo.max_attempts = options.max_attempts;
+  ASSIGN_OR_RETURN(s->manager_, SessionManager::Create(mo));
+
+  s->session_service_ = std::make_unique<SessionServiceImpl>(s->manager_.get());
+  s->agent_service_ = std::make_unique<AgentServiceImpl>(s->manager_.get());
+  s->bank_service_ = std::make_unique<BankServiceImpl>(s->manager_.get());
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.RegisterService(s->session_service_.get());
+  builder.RegisterService(s->agent_service_.get());
+  builder.RegisterService(s->bank_service_.get());
+  s->grpc_server_ = builder.BuildAndStart();
+  if (!s->grpc_server_ || s->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("listen: cannot listen on ", options.listen));
+  }
+  InfraRsiServer* raw = s.get();
+  s->reaper_ = std::thread([raw] {
+    while (!raw->stop_.WaitForNotificationWithTimeout(raw->options_.reaper_interval)) {
+      if (absl::Status st = raw->manager_->ExpireLeases(); !st.ok()) {
+        spdlog::error("lease reaper: {}", st.ToString());
+      }
+    }
+  });
+  return s;
+}
+
+std::string InfraRsiServer::address() const { return absl::StrCat(host_, ":", port_); }
+
+void InfraRsiServer::Shutdown(absl::Duration grace) {
+  std::call_once(shutdown_once_, [&] {
+    manager_->Shutdown();
+    grpc_server_->Shutdown(std::chrono::system_clock::now() +
+                           absl::ToChronoMilliseconds(grace));
+    stop_.Notify();
+    if (reaper_.joinable()) reaper_.join();
+    stopped_.Notify();
+  });
+}
+
+void InfraRsiServer::Wait() { stopped_.WaitForNotification(); }
+
+InfraRsiServer::~InfraRsiServer() { Shutdown(); }
+
+}  // namespace infrarsi::server

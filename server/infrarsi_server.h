@@ -1,0 +1,88 @@
+// The InfraRSI server as an object: storage, core, gRPC services and the
+// lease reaper, wired together. Used by infrarsi-server's main, by the CLI's
+// embedded demo and by integration tests.
+#ifndef INFRARSI_SERVER_INFRARSI_SERVER_H_
+#define INFRARSI_SERVER_INFRARSI_SERVER_H_
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "core/clock.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace infrarsi {
+class SessionManager;
+class Committer;
+namespace storage {
+class SqliteStorage;
+}
+namespace server {
+class SessionServiceImpl;
+class AgentServiceImpl;
+class BankServiceImpl;
+
+class InfraRsiServer {
+ public:
+  struct Options {
+    // HOST:PORT to listen on; port 0 picks a free port (see port()).
+    std::string listen = "127.0.0.1:7420";
+    // SQLite database file; created and migrated if needed.
+    std::string db_path = "./infrarsi.db";
+    // How long an agent holds a trial without reporting.
+    absl::Duration lease_timeout = absl::Seconds(30);
+    // Leases a trial may lose before it counts as failed.
+    int max_attempts = 3;
+    // How often expired leases are looked for.
+    absl::Duration reaper_interval = absl::Seconds(1);
+    // Not owned; default: the real clock.
+    Clock* clock = Clock::Real();
+  };
+
+  // Opens the database, resumes every session and starts serving.
+  static absl::StatusOr<std::unique_ptr<InfraRsiServer>> Create(const Options& options);
+
+  // Shuts down (see Shutdown) if still running.
+  ~InfraRsiServer();
+
+  // The port actually bound.
+  int port() const { return port_; }
+  std::string address() const;
+  SessionManager* manager() { return manager_.get(); }
+
+  // Graceful: wakes long polls and watchers, lets in-flight RPCs finish (up
+  // to `grace`), stops the reaper. Idempotent. Thread-safe.
+  void Shutdown(absl::Duration grace = absl::Seconds(5));
+  // Blocks until Shutdown() has been called and finished.
+  void Wait();
+
+ private:
+  InfraRsiServer() = default;
+
+  Options options_;
+  std::string host_;
+  int port_ = 0;
+  std::unique_ptr<storage::SqliteStorage> storage_;
+  std::unique_ptr<Committer> committer_;
+  std::unique_ptr<SessionManager> manager_;
+  std::unique_ptr<SessionServiceImpl> session_service_;
+  std::unique_ptr<AgentServiceImpl> agent_service_;
+  std::unique_ptr<BankServiceImpl> bank_service_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  absl::Notification stop_;
+  absl::Notification stopped_;
+  std::once_flag shutdown_once_;
+  std::thread reaper_;
+};
+
+}  // namespace server
+}  // namespace infrarsi
+
+#endif  // INFRARSI_SERVER_INFRARSI_SERVER_H_

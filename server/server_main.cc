@@ -1,0 +1,67 @@
+// infrarsi-server: the daemon. Flags are parsed here and nowhere else.
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <thread>
+
+#include "server/infrarsi_server.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "infrarsi-server: keeps tuning sessions, trial history and the experience bank, and "
+      "serves the SessionService, AgentService and BankService gRPC APIs."};
+  infrarsi::server::InfraRsiServer::Options opts;
+  double lease_timeout_s = 30;
+  std::string log_level = "info";
+  app.add_option("--listen", opts.listen, "HOST:PORT to listen on (port 0: any free port)")
+      ->capture_default_str();
+  app.add_option("--db", opts.db_path, "SQLite database file (created if missing)")
+      ->capture_default_str();
+  app.add_option("--lease-timeout-s", lease_timeout_s,
+                 "seconds an agent may hold a trial without reporting progress")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
+  app.add_option("--max-attempts", opts.max_attempts,
+                 "leases a trial may lose before it is recorded as failed")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  opts.lease_timeout = absl::Seconds(lease_timeout_s);
+
+  auto logger = spdlog::stderr_color_mt("infrarsi-server");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  // Block the stop signals in every thread; one thread waits for them.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  auto server = infrarsi::server::InfraRsiServer::Create(opts);
+  if (!server.ok()) {
+    spdlog::error("cannot start: {}", server.status().ToString());
+    return 1;
+  }
+  // The first stdout line tells scripts (and tests) the bound address.
+  std::printf("infrarsi-server listening on %s\n", (*server)->address().c_str());
+  std::fflush(stdout);
+  spdlog::info("listening on {} with database {}", (*server)->address(), opts.db_path);
+
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    spdlog::info("signal {}: shutting down gracefully", sig);
+    (*server)->Shutdown();
+  });
+  (*server)->Wait();
+  waiter.join();
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,608 @@
+#include "storage/sqlite_storage.h"
+
+#include <sqlite3.h>
+
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace infrarsi::storage {
+namespace {
+
+// Each entry moves the schema from version i to i+1. Never edit a shipped
+// entry: add a new one.
+const char* const kMigrations[] = {
+    // v1: sessions, trials, per-step measurements, agents.
+    R"sql(
+CREATE TABLE sessions (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  spec_yaml TEXT NOT NULL,
+  spec_dir TEXT NOT NULL,
+  stage TEXT NOT NULL,
+  contract_hash TEXT NOT NULL,
+  workload_signature TEXT NOT NULL,
+  gpu_model TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  doctor_repeats INTEGER NOT NULL DEFAULT 0,
+  max_trials INTEGER NOT NULL DEFAULT 0,
+  baseline_step_time_s REAL NOT NULL DEFAULT 0,
+  baseline_cv REAL NOT NULL DEFAULT 0,
+  baseline_runs INTEGER NOT NULL DEFAULT 0,
+  best_trial_id INTEGER NOT NULL DEFAULT 0,
+  error TEXT NOT NULL DEFAULT '',
+  applied_commit TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE trials (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  session_id TEXT NOT NULL REFERENCES sessions(id),
+  purpose TEXT NOT NULL,
+  config TEXT NOT NULL,
+  status TEXT NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  lease_agent TEXT NOT NULL DEFAULT '',
+  lease_token TEXT NOT NULL DEFAULT '',
+  lease_deadline_ms INTEGER NOT NULL DEFAULT 0,
+  step_time_s REAL NOT NULL DEFAULT 0,
+  peak_mem_gib REAL NOT NULL DEFAULT 0,
+  cost_s REAL NOT NULL DEFAULT 0,
+  error TEXT NOT NULL DEFAULT '',
+  note TEXT NOT NULL DEFAULT '',
+  agent TEXT NOT NULL DEFAULT '',
+  created_ms INTEGER NOT NULL,
+  finished_ms INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX trials_by_session ON trials(session_id, id);
+CREATE INDEX trials_by_status ON trials(status, id);
+CREATE TABLE steps (
+  trial_id INTEGER NOT NULL REFERENCES trials(id),
+  step INTEGER NOT NULL,
+  loss REAL NOT NULL,
+  tokens INTEGER NOT NULL,
+  step_time_s REAL NOT NULL,
+  peak_mem_gib REAL NOT NULL,
+  warmup INTEGER NOT NULL,
+  phases TEXT NOT NULL,
+  PRIMARY KEY (trial_id, step)
+);
+CREATE TABLE agents (
+  id TEXT PRIMARY KEY,
+  host TEXT NOT NULL,
+  gpu_model TEXT NOT NULL,
+  gpu_count INTEGER NOT NULL,
+  memory_per_gpu_gib REAL NOT NULL,
+  executors TEXT NOT NULL,
+  registered_ms INTEGER NOT NULL,
+  last_heartbeat_ms INTEGER NOT NULL
+);
+)sql",
+    // v2: the experience bank, shared across sessions.
+    R"sql(
+CREATE TABLE bank (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  session_id TEXT NOT NULL,
+  trial_id INTEGER NOT NULL,
+  workload_signature TEXT NOT NULL,
+  gpu_model TEXT NOT NULL,
+  gpu_count INTEGER NOT NULL,
+  config TEXT NOT NULL,
+  status TEXT NOT NULL,
+  step_time_s REAL NOT NULL,
+  peak_mem_gib REAL NOT NULL,
+  cost_s REAL NOT NULL,
+  created_ms INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX bank_by_trial ON bank(trial_id);
+CREATE INDEX bank_by_workload ON bank(workload_signature, gpu_model, id);
+)sql",
+};
+constexpr int kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
+
+absl::Status SqliteError(sqlite3* db, absl::string_view what) {
+  const int code = sqlite3_extended_errcode(db);
+  std::string msg = absl::StrCat("sqlite: ", what, ": ", sqlite3_errmsg(db));
+  switch (code & 0xff) {
+    case SQLITE_FULL:
+      return absl::ResourceExhaustedError(absl::StrCat(msg, " (disk full)"));
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_CANTOPEN:
+      return absl::FailedPreconditionError(msg);
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return absl::UnavailableError(msg);
+    case SQLITE_CONSTRAINT:
+      return absl::AlreadyExistsError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+// A prepared statement with positional binding; finalized on destruction.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  absl::Status status() const {
+    return rc_ == SQLITE_OK ? absl::OkStatus() : SqliteError(db_, "prepare");
+  }
+  Stmt& Bind(const std::string& v) {
+    sqlite3_bind_text(stmt_, ++idx_, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& Bind(int64_t v) {
+    sqlite3_bind_int64(stmt_, ++idx_, v);
+    return *this;
+  }
+  Stmt& Bind(int32_t v) { return Bind(static_cast<int64_t>(v)); }
+  Stmt& Bind(double v) {
+    sqlite3_bind_double(stmt_, ++idx_, v);
+    return *this;
+  }
+  Stmt& Bind(bool v) { return Bind(static_cast<int64_t>(v ? 1 : 0)); }
+
+  // Steps once: true with a row, false when done.
+  absl::StatusOr<bool> Step() {
+    RETURN_IF_ERROR(status());
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return SqliteError(db_, "step");
+  }
+  absl::Status Run() {
+    ASSIGN_OR_RETURN(bool row, Step());
+    (void)row;
+    return absl::OkStatus();
+  }
+
+  std::string Text(int col) const {
+    const unsigned char* p = sqlite3_column_text(stmt_, col);
+    return p ? std::string(reinterpret_cast<const char*>(p),
+                           static_cast<size_t>(sqlite3_column_bytes(stmt_, col)))
+             : std::string();
+  }
+  int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double Real(int col) const { return sqlite3_column_double(stmt_, col); }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+  int idx_ = 0;
+};
+
+constexpr char kSessionCols[] =
+    "id, name, spec_yaml, spec_dir, stage, contract_hash, workload_signature, gpu_model, "
+    "created_ms, updated_ms, doctor_repeats, max_trials, baseline_step_time_s, baseline_cv, "
+    "baseline_runs, best_trial_id, error, applied_commit";
+
+void BindSession(Stmt& st, const SessionRecord& s) {
+  st.Bind(s.id).Bind(s.name).Bind(s.spec_yaml).Bind(s.spec_dir).Bind(s.stage)
+      .Bind(s.contract_hash).Bind(s.workload_signature).Bind(s.gpu_model)
+      .Bind(s.created_ms).Bind(s.updated_ms).Bind(s.doctor_repeats).Bind(s.max_trials)
+      .Bind(s.baseline_step_time_s).Bind(s.baseline_cv).Bind(s.baseline_runs)
+      .Bind(s.best_trial_id).Bind(s.error).Bind(s.applied_commit);
+}
+
+SessionRecord ReadSession(const Stmt& st) {
+  SessionRecord s;
+  int c = 0;
+  s.id = st.Text(c++);
+  s.name = st.Text(c++);
+  s.spec_yaml = st.Text(c++);
+  s.spec_dir = st.Text(c++);
+  s.stage = st.Text(c++);
+  s.contract_hash = st.Text(c++);
+  s.workload_signature = st.Text(c++);
+  s.gpu_model = st.Text(c++);
+  s.created_ms = st.Int(c++);
+  s.updated_ms = st.Int(c++);
+  s.doctor_repeats = static_cast<int32_t>(st.Int(c++));
+  s.max_trials = static_cast<int32_t>(st.Int(c++));
+  s.baseline_step_time_s = st.Real(c++);
+  s.baseline_cv = st.Real(c++);
+  s.baseline_runs = static_cast<int32_t>(st.Int(c++));
+  s.best_trial_id = st.Int(c++);
+  s.error = st.Text(c++);
+  s.applied_commit = st.Text(c++);
+  return s;
+}
+
+constexpr char kTrialCols[] =
+    "session_id, purpose, config, status, attempts, lease_agent, lease_token, "
+    "lease_deadline_ms, step_time_s, peak_mem_gib, cost_s, error, note, agent, created_ms, "
+    "finished_ms";
+
+void BindTrial(Stmt& st, const TrialRecord& t) {
+  st.Bind(t.session_id).Bind(t.purpose).Bind(t.config).Bind(t.status).Bind(t.attempts)
+      .Bind(t.lease_agent).Bind(t.lease_token).Bind(t.lease_deadline_ms).Bind(t.step_time_s)
+      .Bind(t.peak_mem_gib).Bind(t.cost_s).Bind(t.error).Bind(t.note).Bind(t.agent)
+      .Bind(t.created_ms).Bind(t.finished_ms);
+}
+
+TrialRecord ReadTrial(const Stmt& st) {
+  TrialRecord t;
+  int c = 0;
+  t.id = st.Int(c++);
+  t.session_id = st.Text(c++);
+  t.purpose = st.Text(c++);
+  t.config = st.Text(c++);
+  t.status = st.Text(c++);
+  t.attempts = static_cast<int32_t>(st.Int(c++));
+  t.lease_agent = st.Text(c++);
+  t.lease_token = st.Text(c++);
+  t.lease_deadline_ms = st.Int(c++);
+  t.step_time_s = st.Real(c++);
+  t.peak_mem_gib = st.Real(c++);
+  t.cost_s = st.Real(c++);
+  t.error = st.Text(c++);
+  t.note = st.Text(c++);
+  t.agent = st.Text(c++);
+  t.created_ms = st.Int(c++);
+  t.finished_ms = st.Int(c++);
+  return t;
+}
+
+constexpr char kBankCols[] =
+    "session_id, trial_id, workload_signature, gpu_model, gpu_count, config, status, "
+    "step_time_s, peak_mem_gib, cost_s, created_ms";
+
+constexpr char kAgentCols[] =
+    "id, host, gpu_model, gpu_count, memory_per_gpu_gib, executors, registered_ms, "
+    "last_heartbeat_ms";
+
+AgentRecord ReadAgent(const Stmt& st) {
+  AgentRecord a;
+  a.id = st.Text(0);
+  a.host = st.Text(1);
+  a.gpu_model = st.Text(2);
+  a.gpu_count = static_cast<int32_t>(st.Int(3));
+  a.memory_per_gpu_gib = st.Real(4);
+  a.executors = st.Text(5);
+  a.registered_ms = st.Int(6);
+  a.last_heartbeat_ms = st.Int(7);
+  return a;
+}
+
+}  // namespace
+
+int SqliteStorage::LatestSchemaVersion() { return kLatestVersion; }
+
+absl::StatusOr<std::unique_ptr<SqliteStorage>> SqliteStorage::Create(const Options& options) {
+  if (options.path.empty()) return absl::InvalidArgumentError("db: path is empty");
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(options.path.c_str(), &db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                     SQLITE_OPEN_FULLMUTEX,
+                                 nullptr);
+  if (rc != SQLITE_OK) {
+    absl::Status st = absl::FailedPreconditionError(absl::StrCat(
+        "db: cannot open '", options.path, "': ", db ? sqlite3_errmsg(db) : "out of memory"));
+    sqlite3_close(db);
+    return st;
+  }
+  std::unique_ptr<SqliteStorage> s(new SqliteStorage(db));
+  sqlite3_busy_timeout(db, 5000);
+  // WAL lets readers run beside the writer; NORMAL sync in WAL mode is safe
+  // against a process crash (kill -9), which is the failure we design for.
+  if (options.path != ":memory:") {
+    RETURN_IF_ERROR(s->Exec("PRAGMA journal_mode=WAL;"));
+  }
+  RETURN_IF_ERROR(s->Exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
+  RETURN_IF_ERROR(s->Migrate(options.target_version < 0 ? kLatestVersion
+                                                        : options.target_version));
+  return s;
+}
+
+SqliteStorage::~SqliteStorage() { sqlite3_close(db_); }
+
+absl::Status SqliteStorage::Exec(const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    absl::Status st = SqliteError(db_, err ? err : "exec");
+    sqlite3_free(err);
+    return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> SqliteStorage::SchemaVersion() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, "PRAGMA user_version;");
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::InternalError("sqlite: user_version returned no row");
+  return static_cast<int>(st.Int(0));
+}
+
+absl::StatusOr<std::string> SqliteStorage::JournalMode() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, "PRAGMA journal_mode;");
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::InternalError("sqlite: journal_mode returned no row");
+  return absl::AsciiStrToLower(st.Text(0));
+}
+
+absl::Status SqliteStorage::Migrate(int target_version) {
+  ASSIGN_OR_RETURN(int version, SchemaVersion());
+  if (version > kLatestVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "db: schema version ", version, " is newer than this build knows (", kLatestVersion,
+        "); upgrade infrarsi-server"));
+  }
+  for (int v = version; v < target_version && v < kLatestVersion; ++v) {
+    // Each step is one transaction: a crash mid-migration leaves version v.
+    RETURN_IF_ERROR(Transaction([&]() -> absl::Status {
+      RETURN_IF_ERROR(Exec(kMigrations[v]));
+      return Exec(absl::StrCat("PRAGMA user_version=", v + 1, ";"));
+    }));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStorage::Transaction(const std::function<absl::Status()>& fn) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (in_transaction_) return absl::InternalError("storage: nested transaction");
+  RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
+  in_transaction_ = true;
+  absl::Status st = fn();
+  in_transaction_ = false;
+  if (!st.ok()) {
+    (void)Exec("ROLLBACK;");
+    return st;
+  }
+  absl::Status commit = Exec("COMMIT;");
+  if (!commit.ok()) (void)Exec("ROLLBACK;");
+  return commit;
+}
+
+absl::Status SqliteStorage::InsertSession(const SessionRecord& s) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, absl::StrCat("INSERT INTO sessions (", kSessionCols,
+                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                   .c_str());
+  BindSession(st, s);
+  return st.Run();
+}
+
+absl::Status SqliteStorage::UpdateSession(const SessionRecord& s) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_,
+          "UPDATE sessions SET id=?, name=?, spec_yaml=?, spec_dir=?, stage=?, contract_hash=?, "
+          "workload_signature=?, gpu_model=?, created_ms=?, updated_ms=?, doctor_repeats=?, "
+          "max_trials=?, baseline_step_time_s=?, baseline_cv=?, baseline_runs=?, "
+          "best_trial_id=?, error=?, applied_commit=? WHERE id=?");
+  BindSession(st, s);
+  st.Bind(s.id);
+  RETURN_IF_ERROR(st.Run());
+  if (sqlite3_changes(db_) == 0) {
+    return absl::NotFoundError(absl::StrCat("session_id: no session '", s.id, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SessionRecord> SqliteStorage::GetSession(const std::string& id) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, absl::StrCat("SELECT ", kSessionCols, " FROM sessions WHERE id=?").c_str());
+  st.Bind(id);
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("session_id: no session '", id, "'"));
+  return ReadSession(st);
+}
+
+absl::StatusOr<std::vector<SessionRecord>> SqliteStorage::ListSessions() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, absl::StrCat("SELECT ", kSessionCols,
+                            " FROM sessions ORDER BY created_ms, id")
+                   .c_str());
+  std::vector<SessionRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(ReadSession(st));
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> SqliteStorage::InsertTrial(const TrialRecord& t) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, absl::StrCat("INSERT INTO trials (", kTrialCols,
+                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                   .c_str());
+  BindTrial(st, t);
+  RETURN_IF_ERROR(st.Run());
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+}
+
+absl::Status SqliteStorage::UpdateTrial(const TrialRecord& t) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_,
+          "UPDATE trials SET session_id=?, purpose=?, config=?, status=?, attempts=?, "
+          "lease_agent=?, lease_token=?, lease_deadline_ms=?, step_time_s=?, peak_mem_gib=?, "
+          "cost_s=?, error=?, note=?, agent=?, created_ms=?, finished_ms=? WHERE id=?");
+  BindTrial(st, t);
+  st.Bind(t.id);
+  RETURN_IF_ERROR(st.Run());
+  if (sqlite3_changes(db_) == 0) {
+    return absl::NotFoundError(absl::StrCat("trial_id: no trial ", t.id));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrialRecord> SqliteStorage::GetTrial(int64_t id) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, absl::StrCat("SELECT id, ", kTrialCols, " FROM trials WHERE id=?").c_str());
+  st.Bind(id);
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("trial_id: no trial ", id));
+  return ReadTrial(st);
+}
+
+absl::StatusOr<std::vector<TrialRecord>> SqliteStorage::ListTrials(
+    const std::string& session_id) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, absl::StrCat("SELECT id, ", kTrialCols,
+                            " FROM trials WHERE session_id=? ORDER BY id")
+                   .c_str());
+  st.Bind(session_id);
+  std::vector<TrialRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(ReadTrial(st));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<TrialRecord>> SqliteStorage::ListTrialsByStatus(
+    const std::string& status, int32_t limit) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, absl::StrCat("SELECT id, ", kTrialCols,
+                            " FROM trials WHERE status=? ORDER BY id LIMIT ?")
+                   .c_str());
+  st.Bind(status).Bind(static_cast<int64_t>(limit));
+  std::vector<TrialRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(ReadTrial(st));
+  }
+  return out;
+}
+
+absl::Status SqliteStorage::PutSteps(const std::vector<StepRecord>& steps) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  for (const StepRecord& s : steps) {
+    Stmt st(db_,
+            "INSERT OR REPLACE INTO steps (trial_id, step, loss, tokens, step_time_s, "
+            "peak_mem_gib, warmup, phases) VALUES (?,?,?,?,?,?,?,?)");
+    st.Bind(s.trial_id).Bind(s.step).Bind(s.loss).Bind(s.tokens).Bind(s.step_time_s)
+        .Bind(s.peak_mem_gib).Bind(s.warmup).Bind(s.phases);
+    RETURN_IF_ERROR(st.Run());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<StepRecord>> SqliteStorage::ListSteps(int64_t trial_id) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_,
+          "SELECT trial_id, step, loss, tokens, step_time_s, peak_mem_gib, warmup, phases "
+          "FROM steps WHERE trial_id=? ORDER BY step");
+  st.Bind(trial_id);
+  std::vector<StepRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    StepRecord s;
+    s.trial_id = st.Int(0);
+    s.step = st.Int(1);
+    s.loss = st.Real(2);
+    s.tokens = st.Int(3);
+    s.step_time_s = st.Real(4);
+    s.peak_mem_gib = st.Real(5);
+    s.warmup = st.Int(6) != 0;
+    s.phases = st.Text(7);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+absl::Status SqliteStorage::DeleteSteps(int64_t trial_id) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, "DELETE FROM steps WHERE trial_id=?");
+  st.Bind(trial_id);
+  return st.Run();
+}
+
+absl::Status SqliteStorage::PutAgent(const AgentRecord& a) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, absl::StrCat("INSERT OR REPLACE INTO agents (", kAgentCols,
+                            ") VALUES (?,?,?,?,?,?,?,?)")
+                   .c_str());
+  st.Bind(a.id).Bind(a.host).Bind(a.gpu_model).Bind(a.gpu_count).Bind(a.memory_per_gpu_gib)
+      .Bind(a.executors).Bind(a.registered_ms).Bind(a.last_heartbeat_ms);
+  return st.Run();
+}
+
+absl::StatusOr<AgentRecord> SqliteStorage::GetAgent(const std::string& id) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, absl::StrCat("SELECT ", kAgentCols, " FROM agents WHERE id=?").c_str());
+  st.Bind(id);
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("agent_id: no agent '", id, "'"));
+  return ReadAgent(st);
+}
+
+absl::StatusOr<std::vector<AgentRecord>> SqliteStorage::ListAgents() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, absl::StrCat("SELECT ", kAgentCols, " FROM agents ORDER BY id").c_str());
+  std::vector<AgentRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(ReadAgent(st));
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> SqliteStorage::AddBankEntry(const BankRecord& b) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, absl::StrCat("INSERT INTO bank (", kBankCols,
+                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?)")
+                   .c_str());
+  st.Bind(b.session_id).Bind(b.trial_id).Bind(b.workload_signature).Bind(b.gpu_model)
+      .Bind(b.gpu_count).Bind(b.config).Bind(b.status).Bind(b.step_time_s)
+      .Bind(b.peak_mem_gib).Bind(b.cost_s).Bind(b.created_ms);
+  RETURN_IF_ERROR(st.Run());
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+}
+
+absl::StatusOr<std::vector<BankRecord>> SqliteStorage::QueryBank(const BankFilter& f) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  std::string sql = absl::StrCat("SELECT id, ", kBankCols, " FROM bank WHERE id > ?");
+  if (!f.workload_signature.empty()) absl::StrAppend(&sql, " AND workload_signature = ?");
+  if (!f.gpu_model.empty()) absl::StrAppend(&sql, " AND lower(gpu_model) = lower(?)");
+  if (!f.status.empty()) absl::StrAppend(&sql, " AND status = ?");
+  for (size_t i = 0; i < f.config_fragments.size(); ++i) {
+    // instr() rather than LIKE: fragments may contain % or _.
+    absl::StrAppend(&sql, " AND instr(config, ?) > 0");
+  }
+  absl::StrAppend(&sql, " ORDER BY id LIMIT ?");
+  Stmt st(db_, sql.c_str());
+  st.Bind(f.after_id);
+  if (!f.workload_signature.empty()) st.Bind(f.workload_signature);
+  if (!f.gpu_model.empty()) st.Bind(f.gpu_model);
+  if (!f.status.empty()) st.Bind(f.status);
+  for (const std::string& frag : f.config_fragments) st.Bind(frag);
+  st.Bind(static_cast<int64_t>(f.limit));
+  std::vector<BankRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    BankRecord b;
+    int c = 0;
+    b.id = st.Int(c++);
+    b.session_id = st.Text(c++);
+    b.trial_id = st.Int(c++);
+    b.workload_signature = st.Text(c++);
+    b.gpu_model = st.Text(c++);
+    b.gpu_count = static_cast<int32_t>(st.Int(c++));
+    b.config = st.Text(c++);
+    b.status = st.Text(c++);
+    b.step_time_s = st.Real(c++);
+    b.peak_mem_gib = st.Real(c++);
+    b.cost_s = st.Real(c++);
+    b.created_ms = st.Int(c++);
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+}  // namespace infrarsi::storage

@@ -1,0 +1,75 @@
+// SQLite implementation of Storage: WAL mode, versioned forward migrations.
+#ifndef INFRARSI_STORAGE_SQLITE_STORAGE_H_
+#define INFRARSI_STORAGE_SQLITE_STORAGE_H_
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "storage/storage.h"
+
+struct sqlite3;
+
+namespace infrarsi::storage {
+
+class SqliteStorage : public Storage {
+ public:
+  struct Options {
+    // Database file; ":memory:" for a private in-memory database. Created if
+    // missing. Required.
+    std::string path;
+    // Apply migrations up to this schema version (default: the newest).
+    // Lower values exist so tests can build an old database.
+    int target_version = -1;
+  };
+
+  // Opens (or creates) the database, enables WAL and migrates the schema
+  // forward. Fails with FAILED_PRECONDITION on a database written by a newer
+  // InfraRSI (schema version above the newest known).
+  static absl::StatusOr<std::unique_ptr<SqliteStorage>> Create(const Options& options);
+
+  // The newest schema version this build knows.
+  static int LatestSchemaVersion();
+
+  ~SqliteStorage() override;
+  SqliteStorage(const SqliteStorage&) = delete;
+  SqliteStorage& operator=(const SqliteStorage&) = delete;
+
+  absl::StatusOr<int> SchemaVersion();
+  // The journal mode SQLite reports ("wal" for a file database).
+  absl::StatusOr<std::string> JournalMode();
+
+  absl::Status Transaction(const std::function<absl::Status()>& fn) override;
+  absl::Status InsertSession(const SessionRecord& s) override;
+  absl::Status UpdateSession(const SessionRecord& s) override;
+  absl::StatusOr<SessionRecord> GetSession(const std::string& id) override;
+  absl::StatusOr<std::vector<SessionRecord>> ListSessions() override;
+  absl::StatusOr<int64_t> InsertTrial(const TrialRecord& t) override;
+  absl::Status UpdateTrial(const TrialRecord& t) override;
+  absl::StatusOr<TrialRecord> GetTrial(int64_t id) override;
+  absl::StatusOr<std::vector<TrialRecord>> ListTrials(const std::string& session_id) override;
+  absl::StatusOr<std::vector<TrialRecord>> ListTrialsByStatus(const std::string& status,
+                                                             int32_t limit) override;
+  absl::Status PutSteps(const std::vector<StepRecord>& steps) override;
+  absl::StatusOr<std::vector<StepRecord>> ListSteps(int64_t trial_id) override;
+  absl::Status DeleteSteps(int64_t trial_id) override;
+  absl::Status PutAgent(const AgentRecord& a) override;
+  absl::StatusOr<AgentRecord> GetAgent(const std::string& id) override;
+  absl::StatusOr<std::vector<AgentRecord>> ListAgents() override;
+  absl::StatusOr<int64_t> AddBankEntry(const BankRecord& b) override;
+  absl::StatusOr<std::vector<BankRecord>> QueryBank(const BankFilter& f) override;
+
+ private:
+  explicit SqliteStorage(sqlite3* db) : db_(db) {}
+  absl::Status Exec(const std::string& sql);
+  absl::Status Migrate(int target_version);
+
+  sqlite3* db_;
+  // Recursive so that a Transaction's callback can call the other methods.
+  std::recursive_mutex mu_;
+  bool in_transaction_ = false;
+};
+
+}  // namespace infrarsi::storage
+
+#endif  // INFRARSI_STORAGE_SQLITE_STORAGE_H_

@@ -1,0 +1,157 @@
+// Durable state of the server: sessions, trials, per-step measurements,
+// agents and the experience bank.
+//
+// Storage holds plain records and knows nothing of what they mean: the
+// config of a trial is an opaque canonical string written by core. All
+// times are Unix milliseconds.
+//
+// Thread safety: implementations are safe to call from several threads, but
+// a Transaction() is only atomic with respect to other callers that also go
+// through Transaction(); core serialises its writers with its own mutex.
+#ifndef INFRARSI_STORAGE_STORAGE_H_
+#define INFRARSI_STORAGE_STORAGE_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace infrarsi::storage {
+
+struct SessionRecord {
+  std::string id;
+  std::string name;
+  std::string spec_yaml;
+  std::string spec_dir;
+  std::string stage;  // core's stage name, e.g. "running"
+  std::string contract_hash;
+  std::string workload_signature;
+  std::string gpu_model;
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+  int32_t doctor_repeats = 0;
+  int32_t max_trials = 0;  // the run's budget once Run started
+  double baseline_step_time_s = 0;
+  double baseline_cv = 0;
+  int32_t baseline_runs = 0;
+  int64_t best_trial_id = 0;  // 0: none
+  std::string error;
+  std::string applied_commit;
+};
+
+struct TrialRecord {
+  int64_t id = 0;  // assigned by InsertTrial
+  std::string session_id;
+  std::string purpose;  // "doctor" or "search"
+  std::string config;   // canonical encoding, owned by core
+  std::string status;   // queued, leased, running, ok, oom, failed, timeout, cancelled
+  int32_t attempts = 0;
+  std::string lease_agent;
+  std::string lease_token;
+  int64_t lease_deadline_ms = 0;
+  double step_time_s = 0;
+  double peak_mem_gib = 0;
+  double cost_s = 0;
+  std::string error;
+  std::string note;
+  std::string agent;  // who produced the outcome
+  int64_t created_ms = 0;
+  int64_t finished_ms = 0;
+};
+
+struct StepRecord {
+  int64_t trial_id = 0;
+  int64_t step = 0;
+  double loss = 0;
+  int64_t tokens = 0;
+  double step_time_s = 0;
+  double peak_mem_gib = 0;
+  bool warmup = false;
+  std::string phases;  // canonical encoding, owned by core
+};
+
+struct AgentRecord {
+  std::string id;
+  std::string host;
+  std::string gpu_model;
+  int32_t gpu_count = 0;
+  double memory_per_gpu_gib = 0;
+  std::string executors;  // comma-separated
+  int64_t registered_ms = 0;
+  int64_t last_heartbeat_ms = 0;
+};
+
+struct BankRecord {
+  int64_t id = 0;  // assigned by AddBankEntry
+  std::string session_id;
+  int64_t trial_id = 0;
+  std::string workload_signature;
+  std::string gpu_model;
+  int32_t gpu_count = 0;
+  std::string config;
+  std::string status;
+  double step_time_s = 0;
+  double peak_mem_gib = 0;
+  double cost_s = 0;
+  int64_t created_ms = 0;
+};
+
+struct BankFilter {
+  std::string workload_signature;  // empty: any
+  std::string gpu_model;           // empty: any; compared case-insensitively
+  std::string status;              // empty: any
+  // Each string must occur in the entry's config encoding (core passes the
+  // encoded "key":"value" fragments).
+  std::vector<std::string> config_fragments;
+  int64_t after_id = 0;  // paging: entries with id > after_id
+  int32_t limit = 50;
+};
+
+class Storage {
+ public:
+  virtual ~Storage() = default;
+
+  // Runs `fn` atomically: all its writes land or none do. `fn` must only call
+  // this Storage. Not reentrant.
+  virtual absl::Status Transaction(const std::function<absl::Status()>& fn) = 0;
+
+  virtual absl::Status InsertSession(const SessionRecord& s) = 0;
+  // NOT_FOUND if no session has s.id.
+  virtual absl::Status UpdateSession(const SessionRecord& s) = 0;
+  virtual absl::StatusOr<SessionRecord> GetSession(const std::string& id) = 0;
+  // Oldest first.
+  virtual absl::StatusOr<std::vector<SessionRecord>> ListSessions() = 0;
+
+  // Assigns and returns the new trial's id.
+  virtual absl::StatusOr<int64_t> InsertTrial(const TrialRecord& t) = 0;
+  virtual absl::Status UpdateTrial(const TrialRecord& t) = 0;
+  virtual absl::StatusOr<TrialRecord> GetTrial(int64_t id) = 0;
+  // Trials of one session by id.
+  virtual absl::StatusOr<std::vector<TrialRecord>> ListTrials(
+      const std::string& session_id) = 0;
+  // Trials in `status` over all sessions, by id, at most `limit`.
+  virtual absl::StatusOr<std::vector<TrialRecord>> ListTrialsByStatus(
+      const std::string& status, int32_t limit) = 0;
+
+  // Inserts or replaces (trial_id, step).
+  virtual absl::Status PutSteps(const std::vector<StepRecord>& steps) = 0;
+  virtual absl::StatusOr<std::vector<StepRecord>> ListSteps(int64_t trial_id) = 0;
+  virtual absl::Status DeleteSteps(int64_t trial_id) = 0;
+
+  // Inserts or replaces by id.
+  virtual absl::Status PutAgent(const AgentRecord& a) = 0;
+  virtual absl::StatusOr<AgentRecord> GetAgent(const std::string& id) = 0;
+  virtual absl::StatusOr<std::vector<AgentRecord>> ListAgents() = 0;
+
+  virtual absl::StatusOr<int64_t> AddBankEntry(const BankRecord& b) = 0;
+  // Matching entries ordered by id.
+  virtual absl::StatusOr<std::vector<BankRecord>> QueryBank(const BankFilter& f) = 0;
+};
+
+}  // namespace infrarsi::storage
+
+#endif  // INFRARSI_STORAGE_STORAGE_H_
