@@ -28,11 +28,16 @@ absl::StatusOr<v1::SessionSummary> Follow(RpcClient& c, const std::string& id, v
     if (ev.kind() != "trial_finished") return;
     const auto& t = ev.trial();
     const auto& s = ev.session();
+    const std::string time =
+        t.status() == "ok" ? absl::StrFormat("%.4fs", t.step_time_s()) : std::string("-");
+    if (t.purpose() == "doctor") {
+      std::cerr << absl::StrFormat("  baseline run: trial %-4d %-7s %-10s on %s\n", t.id(),
+                                   t.status(), time, t.agent());
+      return;
+    }
     std::cerr << absl::StrFormat(
-        "  %-6s trial %-4d %-7s %-10s done %d/%d  best %.4f s (%.2fx)  %s\n", t.purpose(),
-        t.id(), t.status(),
-        t.status() == "ok" ? absl::StrFormat("%.4fs", t.step_time_s()) : std::string("-"),
-        s.trials_done(), s.trials_planned(), s.best_step_time_s(), s.best_speedup(),
+        "  trial %-4d %-7s %-10s done %d/%d  best %.4f s (%.2fx)  %s\n", t.id(), t.status(),
+        time, s.trials_done(), s.trials_planned(), s.best_step_time_s(), s.best_speedup(),
         infrarsi::client::FormatConfig(t.config()));
   });
 }

@@ -84,12 +84,11 @@ absl::StatusOr<v1::QueryExperienceResponse> RpcClient::QueryExperience(
 }
 #undef INFRARSI_UNARY
 
-absl::StatusOr<v1::SessionSummary> RpcClient::WatchWhile(
-    const std::string& session_id, v1::Stage while_stage, absl::Duration timeout,
-    const std::function<void(const v1::SessionEvent&)>& on_event) {
+absl::StatusOr<v1::SessionSummary> RpcClient::Watch(
+    const std::string& session_id, absl::Duration timeout,
+    const std::function<bool(const v1::SessionEvent&)>& on_event) {
   const absl::Time deadline = absl::Now() + timeout;
   v1::SessionSummary last;
-  // Reconnects if the stream breaks (e.g. the server restarted).
   while (absl::Now() < deadline) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(deadline));
@@ -102,20 +101,29 @@ absl::StatusOr<v1::SessionSummary> RpcClient::WatchWhile(
     v1::SessionEvent ev;
     while (reader->Read(&ev)) {
       last = ev.session();
-      on_event(ev);
-      if (ev.session().stage() != while_stage) {
+      if (!on_event(ev)) {
         ctx.TryCancel();
         reader->Finish();
         return last;
       }
     }
     const absl::Status st = FromGrpcStatus(reader->Finish());
+    if (absl::IsDeadlineExceeded(st)) break;
     if (!st.ok() && !absl::IsUnavailable(st) && !absl::IsCancelled(st)) return st;
-    if (!st.ok()) absl::SleepFor(absl::Milliseconds(300));  // server restarting
+    if (!st.ok()) absl::SleepFor(absl::Milliseconds(200));  // server restarting
   }
   return absl::DeadlineExceededError(
       absl::StrCat("session ", session_id, " still in stage ", last.stage_name(),
                    " after waiting ", absl::FormatDuration(timeout)));
+}
+
+absl::StatusOr<v1::SessionSummary> RpcClient::WatchWhile(
+    const std::string& session_id, v1::Stage while_stage, absl::Duration timeout,
+    const std::function<void(const v1::SessionEvent&)>& on_event) {
+  return Watch(session_id, timeout, [&](const v1::SessionEvent& ev) {
+    on_event(ev);
+    return ev.session().stage() == while_stage;
+  });
 }
 
 }  // namespace infrarsi::client

@@ -44,9 +44,14 @@ class RpcClient {
   absl::StatusOr<v1::QueryExperienceResponse> QueryExperience(
       const v1::QueryExperienceRequest& req);
 
-  // Streams the session's events to `on_event` until it returns false, the
-  // session leaves `while_stage`, or `timeout` passes (DEADLINE_EXCEEDED).
-  // Returns the last summary seen.
+  // Streams the session's events (a snapshot first, again after each
+  // reconnect) to `on_event` until it returns false; DEADLINE_EXCEEDED after
+  // `timeout`. Reconnects when the server restarts. Returns the last summary.
+  absl::StatusOr<v1::SessionSummary> Watch(
+      const std::string& session_id, absl::Duration timeout,
+      const std::function<bool(const v1::SessionEvent&)>& on_event);
+
+  // Watch until the session leaves `while_stage`.
   absl::StatusOr<v1::SessionSummary> WatchWhile(
       const std::string& session_id, v1::Stage while_stage, absl::Duration timeout,
       const std::function<void(const v1::SessionEvent&)>& on_event);

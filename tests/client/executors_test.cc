@@ -1,0 +1,257 @@
+// The agent's executors: metrics-line parsing, replay of the measured H200
+// landscape, and real processes (the fake trainer) with timeouts and OOMs.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "client/landscape.h"
+#include "client/metrics_line.h"
+#include "client/process_executor.h"
+#include "client/replay_executor.h"
+#include "tests/testing/subprocess.h"
+
+namespace infrarsi::client {
+namespace {
+
+const std::string kLandscape =
+    std::string(INFRARSI_SOURCE_DIR) + "/data/landscapes/h200-gpt-354m-seq2048.jsonl";
+
+class CollectingSink : public ProgressSink {
+ public:
+  bool OnSteps(const std::vector<v1::StepMetrics>& steps) override {
+    ++calls;
+    all.insert(all.end(), steps.begin(), steps.end());
+    return keep_going;
+  }
+  std::vector<v1::StepMetrics> all;
+  int calls = 0;
+  bool keep_going = true;
+};
+
+TEST(MetricsLineTest, ParsesAStep) {
+  auto m = ParseMetricsLine(
+      R"({"step": 3, "loss": 7.5, "tokens": 32768, "step_time_s": 0.61, "peak_mem_gib": 27.4,
+          "phases": {"fwd_bwd_s": 0.6, "optimizer_s": 0.01}, "warmup": false})");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->oom);
+  EXPECT_EQ(m->step.step(), 3);
+  EXPECT_EQ(m->step.tokens(), 32768);
+  EXPECT_DOUBLE_EQ(m->step.phases().at("optimizer_s"), 0.01);
+}
+
+TEST(MetricsLineTest, OomEventAndErrorsNameTheField) {
+  EXPECT_TRUE(ParseMetricsLine(R"({"event": "oom"})")->oom);
+  EXPECT_EQ(ParseMetricsLine(R"({"step": 1, "tokens": 1, "step_time_s": 1, "peak_mem_gib": 1})")
+                .status()
+                .message(),
+            "metrics line: missing field 'loss'");
+  EXPECT_FALSE(ParseMetricsLine("not json").ok());
+  EXPECT_FALSE(ParseMetricsLine(R"({"event": "party"})").ok());
+  EXPECT_FALSE(ParseMetricsLine(
+                   R"({"step": 1, "loss": 1, "tokens": 1, "step_time_s": -1, "peak_mem_gib": 1})")
+                   .ok());
+  EXPECT_FALSE(ParseMetricsLine(std::string(kMaxMetricsLineBytes + 1, ' ')).ok());
+  // A NaN loss (written as a string or null) is carried through, not dropped.
+  auto nan = ParseMetricsLine(
+      R"({"step": 1, "loss": "NaN", "tokens": 1, "step_time_s": 1, "peak_mem_gib": 1})");
+  ASSERT_TRUE(nan.ok());
+  EXPECT_TRUE(std::isnan(nan->step.loss()));
+}
+
+TEST(LandscapeTest, LoadsTheMeasuredH200Landscape) {
+  auto l = Landscape::Load(kLandscape);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->gpu, "NVIDIA H200");
+  EXPECT_EQ(l->tokens_per_step, 32768);
+  int grid = 0, oom = 0;
+  for (const auto& t : l->trials) {
+    if (t.role != "grid") continue;
+    ++grid;
+    oom += t.status == "oom";
+  }
+  EXPECT_EQ(grid, 80);
+  EXPECT_EQ(oom, 4);
+  // The README: this H200 was quiet, about 0.3% between launches.
+  EXPECT_GT(l->launch_cv, 0.0);
+  EXPECT_LT(l->launch_cv, 0.01);
+}
+
+v1::TrialAssignment ReplayTrial(std::map<std::string, std::string> cfg, double capacity = 0,
+                                double noise = 0, uint64_t seed = 1) {
+  v1::TrialAssignment a;
+  a.set_trial_id(1);
+  for (auto& [k, v] : cfg) (*a.mutable_config())[k] = v;
+  auto* r = a.mutable_executor()->mutable_replay();
+  r->set_landscape_path(kLandscape);
+  r->set_capacity_gib(capacity);
+  r->set_noise_pct(noise);
+  r->set_seed(seed);
+  return a;
+}
+
+const std::map<std::string, std::string> kBaseline = {
+    {"micro_batch", "2"}, {"attn", "math"}, {"ckpt", "false"}, {"precision", "tf32"},
+    {"fused_adam", "false"}};
+
+TEST(ReplayExecutorTest, ReplaysTheMeasuredBaseline) {
+  ReplayExecutor ex;
+  CollectingSink sink;
+  auto out = ex.Run(ReplayTrial(kBaseline), &sink);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->status(), "ok");
+  ASSERT_EQ(sink.all.size(), 4u);  // 1 warm-up + 3 timed
+  EXPECT_TRUE(sink.all[0].warmup());
+  for (size_t i = 1; i < 4; ++i) {
+    // README: about 1.114 s per step, with launch noise of ~0.3%.
+    EXPECT_NEAR(sink.all[i].step_time_s(), 1.114, 0.02);
+    EXPECT_EQ(sink.all[i].tokens(), 32768);
+  }
+  EXPECT_NEAR(sink.all[1].loss(), 11.0435, 1e-3);
+  EXPECT_NE(out->note().find("replay of measured NVIDIA H200 outcome"), std::string::npos);
+}
+
+TEST(ReplayExecutorTest, MeasuredOomStaysOom) {
+  ReplayExecutor ex;
+  CollectingSink sink;
+  auto cfg = kBaseline;
+  cfg["micro_batch"] = "16";
+  auto out = ex.Run(ReplayTrial(cfg), &sink);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->status(), "oom");
+  EXPECT_NE(out->error().find("CUDA out of memory"), std::string::npos);
+  EXPECT_GT(out->peak_mem_gib(), 130);
+  EXPECT_TRUE(sink.all.empty());
+}
+
+TEST(ReplayExecutorTest, EmulatedCapacityCensorsAndSaysSo) {
+  ReplayExecutor ex;
+  CollectingSink sink;
+  // The baseline reserved ~27.5 GiB: it fits 80 GiB but not 20 GiB.
+  auto fits = ex.Run(ReplayTrial(kBaseline, 80), &sink);
+  ASSERT_TRUE(fits.ok());
+  EXPECT_EQ(fits->status(), "ok");
+  auto oom = ex.Run(ReplayTrial(kBaseline, 20), &sink);
+  ASSERT_TRUE(oom.ok());
+  EXPECT_EQ(oom->status(), "oom");
+  EXPECT_NE(oom->note().find("emulated capacity 20.0 GiB"), std::string::npos);
+}
+
+TEST(ReplayExecutorTest, AddedNoiseIsSeededAndStated) {
+  ReplayExecutor ex;
+  CollectingSink a, b, c;
+  ASSERT_TRUE(ex.Run(ReplayTrial(kBaseline, 0, 10, 42), &a).ok());
+  ASSERT_TRUE(ex.Run(ReplayTrial(kBaseline, 0, 10, 42), &b).ok());
+  auto out = ex.Run(ReplayTrial(kBaseline, 0, 10, 43), &c);
+  ASSERT_TRUE(out.ok());
+  EXPECT_DOUBLE_EQ(a.all[1].step_time_s(), b.all[1].step_time_s());
+  EXPECT_NE(a.all[1].step_time_s(), c.all[1].step_time_s());
+  EXPECT_NE(out->note().find("added noise 10.00%"), std::string::npos);
+}
+
+TEST(ReplayExecutorTest, UnmeasuredSettingFails) {
+  ReplayExecutor ex;
+  CollectingSink sink;
+  auto cfg = kBaseline;
+  cfg["micro_batch"] = "3";
+  auto out = ex.Run(ReplayTrial(cfg), &sink);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->status(), "failed");
+  EXPECT_NE(out->error().find("was not measured"), std::string::npos);
+}
+
+class ProcessExecutorTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = testing::MakeTempDir("proc"); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  absl::StatusOr<v1::TrialOutcome> RunWith(std::vector<std::string> args, int timeout_s = 30,
+                                           CollectingSink* sink = nullptr) {
+    v1::TrialAssignment a;
+    a.set_trial_id(7);
+    a.set_lease_timeout_ms(3000);
+    (*a.mutable_config())["ms"] = "20";
+    auto* p = a.mutable_executor()->mutable_process();
+    p->add_argv(FAKE_TRAINER);
+    for (auto& s : args) p->add_argv(s);
+    p->set_workdir(dir_);
+    p->set_timeout_s(timeout_s);
+    ProcessExecutor::Options o;
+    o.scratch_root = dir_ + "/scratch";
+    o.poll_interval = absl::Milliseconds(10);
+    ProcessExecutor ex(o);
+    return ex.Run(a, sink ? sink : &local_sink_);
+  }
+  std::string dir_;
+  CollectingSink local_sink_;
+};
+
+TEST_F(ProcessExecutorTest, RunsWithKnobsSubstitutedAndCollectsSteps) {
+  auto out = RunWith({"--steps", "3", "--step-ms", "{ms}"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->status(), "ok") << out->error();
+  ASSERT_EQ(local_sink_.all.size(), 4u);
+  EXPECT_TRUE(local_sink_.all[0].warmup());
+  EXPECT_GE(local_sink_.all[3].step_time_s(), 0.019);  // {ms} became 20
+  EXPECT_GE(out->wall_s(), 0.08);
+  // The scratch folder is cleaned up.
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ + "/scratch"));
+}
+
+TEST_F(ProcessExecutorTest, OomFromEventLineOrStderr) {
+  auto a = RunWith({"--oom-event"});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->status(), "oom");
+  auto b = RunWith({"--oom-stderr"});
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->status(), "oom");
+}
+
+TEST_F(ProcessExecutorTest, FailureCarriesExitCode) {
+  auto out = RunWith({"--steps", "1", "--step-ms", "1", "--exit", "3"});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->status(), "failed");
+  EXPECT_NE(out->error().find("exit code 3"), std::string::npos);
+}
+
+TEST_F(ProcessExecutorTest, MissingProgramFails) {
+  v1::TrialAssignment a;
+  a.mutable_executor()->mutable_process()->add_argv(dir_ + "/no-such-program");
+  ProcessExecutor::Options o;
+  o.scratch_root = dir_;
+  ProcessExecutor ex(o);
+  auto out = ex.Run(a, &local_sink_);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->status(), "failed");
+  EXPECT_NE(out->error().find("exit code 127"), std::string::npos);
+}
+
+TEST_F(ProcessExecutorTest, TimeoutKillsTheWholeProcessGroup) {
+  auto out = RunWith({"--hang", "--spawn-child", "--step-ms", "1"}, /*timeout_s=*/1);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->status(), "timeout");
+  EXPECT_LT(out->wall_s(), 10);
+}
+
+TEST_F(ProcessExecutorTest, ServerRefusalStopsTheTrial) {
+  CollectingSink sink;
+  sink.keep_going = false;
+  auto out = RunWith({"--steps", "200", "--step-ms", "20"}, 30, &sink);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->status(), "failed");
+  EXPECT_NE(out->error().find("stopped"), std::string::npos);
+  EXPECT_LT(out->wall_s(), 3.5);
+}
+
+TEST_F(ProcessExecutorTest, ArgumentsAreNeverInterpretedByAShell) {
+  // A shell would run the second command; exec passes it as one argument.
+  const std::string marker = dir_ + "/pwned";
+  auto out = RunWith({"--steps", "1", "--step-ms", "1", "--echo", "x; touch " + marker});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->status(), "ok");
+  EXPECT_FALSE(std::filesystem::exists(marker));
+}
+
+}  // namespace
+}  // namespace infrarsi::client

@@ -1,0 +1,504 @@
+// SessionManager against real SQLite (in memory) with a fake clock: stages,
+// leases, restarts, the bank. Agents are simulated by calling the agent API.
+#include "core/session_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "storage/sqlite_storage.h"
+#include "tests/testing/subprocess.h"
+
+namespace infrarsi {
+namespace {
+
+constexpr char kSpec[] = R"(
+name: toy
+workload: {model: toy-1b, global_batch: 8, seq_len: 1024}
+hardware: {gpu: H200, count: 1}
+knobs:
+  mbs: [1, 2, 4, 8]
+  attn: [math, sdpa]
+  ckpt: [false, true]
+baseline: {mbs: 1, attn: math, ckpt: false}
+budget: {max_trials: 6}
+doctor: {repeats: 3}
+seed: 3
+executor:
+  replay: {landscape: /data/land.jsonl}
+)";
+
+// A toy landscape: bigger micro-batches and sdpa are faster, mbs 8 without
+// checkpointing runs out of memory.
+v1::TrialOutcome Toy(const v1::TrialAssignment& a) {
+  const auto& c = a.config();
+  int mbs = 1;
+  (void)absl::SimpleAtoi(c.at("mbs"), &mbs);
+  v1::TrialOutcome o;
+  o.set_wall_s(10);
+  if (mbs == 8 && c.at("ckpt") == "false") {
+    o.set_status("oom");
+    o.set_error("CUDA out of memory");
+    return o;
+  }
+  const double t = (c.at("attn") == "sdpa" ? 0.5 : 1.0) / (1.0 + 0.2 * mbs) *
+                   (c.at("ckpt") == "true" ? 1.3 : 1.0);
+  o.set_status("ok");
+  for (int s = 0; s < 3; ++s) {
+    v1::StepMetrics* m = o.add_steps();
+    m->set_step(s);
+    m->set_loss(5.0 - 0.1 * s);
+    m->set_tokens(8192);
+    m->set_step_time_s(s == 0 ? 9.0 : t);  // the warm-up step is slow
+    m->set_warmup(s == 0);
+    m->set_peak_mem_gib(10.0 * mbs);
+  }
+  return o;
+}
+
+class FakeCommitter : public Committer {
+ public:
+  absl::StatusOr<CommitResult> Commit(const CommitRequest& r) override {
+    last = r;
+    ++calls;
+    return CommitResult{r.dry_run ? "" : "c0ffee", "base123"};
+  }
+  CommitRequest last;
+  int calls = 0;
+};
+
+class SessionManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("manager");
+    storage::SqliteStorage::Options so;
+    so.path = dir_ + "/m.db";
+    auto st = storage::SqliteStorage::Create(so);
+    ASSERT_TRUE(st.ok()) << st.status();
+    storage_ = std::move(*st);
+    Restart();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // A new manager on the same storage: what a server restart does.
+  void Restart() {
+    m_.reset();
+    SessionManager::Options o;
+    o.storage = storage_.get();
+    o.clock = &clock_;
+    o.committer = &committer_;
+    o.lease_timeout = absl::Seconds(30);
+    o.max_attempts = 2;
+    o.file_readable = [](const std::string&) { return true; };
+    auto m = SessionManager::Create(o);
+    ASSERT_TRUE(m.ok()) << m.status();
+    m_ = std::move(*m);
+  }
+
+  std::string Agent(const std::string& gpu = "H200") {
+    v1::RegisterAgentRequest r;
+    r.set_host("node");
+    r.set_gpu_model(gpu);
+    r.set_gpu_count(1);
+    r.add_executors("replay");
+    auto resp = m_->RegisterAgent(r);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    return resp->agent_id();
+  }
+
+  std::string NewSession(const std::string& spec = kSpec) {
+    v1::InitRequest r;
+    r.set_spec_yaml(spec);
+    auto s = m_->Init(r);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s->session_id();
+  }
+
+  // Leases and completes trials with `fn` until none is left; returns count.
+  int Drain(const std::string& agent,
+            const std::function<v1::TrialOutcome(const v1::TrialAssignment&)>& fn = Toy) {
+    int n = 0;
+    while (true) {
+      auto lease = m_->TryLease(agent);
+      EXPECT_TRUE(lease.ok()) << lease.status();
+      if (!lease.ok() || !lease->has_value()) return n;
+      v1::CompleteTrialRequest c;
+      c.set_trial_id((*lease)->trial_id());
+      c.set_lease_token((*lease)->lease_token());
+      *c.mutable_outcome() = fn(**lease);
+      auto done = m_->CompleteTrial(c);
+      EXPECT_TRUE(done.ok()) << done.status();
+      ++n;
+    }
+  }
+
+  v1::SessionSummary Get(const std::string& id) { return *m_->GetSession(id); }
+
+  void DoctorAndRun(const std::string& id, const std::string& agent) {
+    v1::DoctorRequest d;
+    d.set_session_id(id);
+    ASSERT_TRUE(m_->Doctor(d).ok());
+    EXPECT_EQ(Drain(agent), 3);
+    ASSERT_EQ(Get(id).stage(), v1::STAGE_DOCTORED);
+    v1::RunRequest r;
+    r.set_session_id(id);
+    ASSERT_TRUE(m_->Run(r).ok());
+  }
+
+  std::string dir_;
+  FakeClock clock_;
+  FakeCommitter committer_;
+  std::unique_ptr<storage::SqliteStorage> storage_;
+  std::unique_ptr<SessionManager> m_;
+};
+
+TEST_F(SessionManagerTest, FiveStagesEndToEnd) {
+  const std::string agent = Agent();
+  const std::string id = NewSession();
+  EXPECT_EQ(Get(id).stage(), v1::STAGE_INITIALIZED);
+  EXPECT_EQ(Get(id).contract_hash().size(), 16u);
+
+  DoctorAndRun(id, agent);
+  const v1::SessionSummary doctored = Get(id);
+  // Doctor: median of timed steps only (the 9 s warm-up is excluded).
+  EXPECT_NEAR(doctored.baseline_step_time_s(), 1.0 / 1.2, 1e-9);
+  EXPECT_NEAR(doctored.baseline_cv(), 0.0, 1e-12);
+
+  EXPECT_EQ(Drain(agent), 6);
+  const v1::SessionSummary s = Get(id);
+  EXPECT_EQ(s.stage(), v1::STAGE_SEARCHED);
+  EXPECT_EQ(s.trials_done(), 6);
+  EXPECT_GT(s.best_speedup(), 1.0);
+
+  auto rep = m_->Report(id);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_EQ(rep->trials_size(), 9);
+  std::set<std::string> seen;
+  int oom = 0;
+  for (const auto& t : rep->trials()) {
+    if (t.purpose() != "search") continue;
+    std::string key;
+    for (const auto& [k, v] : std::map<std::string, std::string>(t.config().begin(), t.config().end())) key += k + "=" + v + ",";
+    EXPECT_TRUE(seen.insert(key).second) << "setting run twice: " << key;
+    if (t.status() == "oom") ++oom;
+  }
+  EXPECT_EQ(rep->failed_trials().count(), oom);
+  EXPECT_DOUBLE_EQ(rep->failed_trials().cost_s(), 10.0 * oom);
+  EXPECT_DOUBLE_EQ(rep->total_cost_s(), 90.0);
+  EXPECT_NEAR(rep->best().speedup(), rep->baseline().step_time_s() / rep->best().step_time_s(), 1e-9);
+
+  v1::ApplyRequest a;
+  a.set_session_id(id);
+  a.set_repo_path("/repo");
+  a.set_branch("tuned");
+  auto applied = m_->Apply(a);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(applied->commit(), "c0ffee");
+  ASSERT_EQ(committer_.last.files.size(), 1u);
+  EXPECT_EQ(committer_.last.files[0].first, "infrarsi/toy.launch.yaml");
+  EXPECT_NE(committer_.last.message.find(id), std::string::npos);
+  EXPECT_NE(committer_.last.files[0].second.find("speedup:"), std::string::npos);
+  EXPECT_EQ(Get(id).stage(), v1::STAGE_APPLIED);
+  // Stages only move forward.
+  EXPECT_TRUE(absl::IsFailedPrecondition(m_->Apply(a).status()));
+  v1::DoctorRequest d;
+  d.set_session_id(id);
+  EXPECT_TRUE(absl::IsFailedPrecondition(m_->Doctor(d).status()));
+}
+
+TEST_F(SessionManagerTest, EveryFinishedTrialIsInTheBankOnce) {
+  const std::string agent = Agent();
+  const std::string id = NewSession();
+  DoctorAndRun(id, agent);
+  Drain(agent);
+  v1::QueryExperienceRequest q;
+  q.set_workload_signature("toy-1b/gb8/seq1024");
+  q.set_page_size(4);
+  std::set<int64_t> trials;
+  int pages = 0;
+  while (true) {
+    auto r = m_->QueryExperience(q);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ++pages;
+    for (const auto& e : r->entries()) {
+      EXPECT_TRUE(trials.insert(e.trial_id()).second);
+      EXPECT_EQ(e.gpu_model(), "H200");
+    }
+    if (r->next_page_token().empty()) break;
+    q.set_page_token(r->next_page_token());
+  }
+  EXPECT_EQ(trials.size(), 9u);
+  EXPECT_EQ(pages, 3);
+
+  v1::QueryExperienceRequest oom;
+  oom.set_status("oom");
+  (*oom.mutable_knobs())["mbs"] = "8";
+  auto r = m_->QueryExperience(oom);
+  ASSERT_TRUE(r.ok());
+  for (const auto& e : r->entries()) EXPECT_EQ(e.config().at("ckpt"), "false");
+  v1::QueryExperienceRequest bad;
+  bad.set_page_token("xyz");
+  EXPECT_TRUE(absl::IsInvalidArgument(m_->QueryExperience(bad).status()));
+}
+
+TEST_F(SessionManagerTest, StagePreconditionsNameTheSession) {
+  const std::string id = NewSession();
+  v1::RunRequest r;
+  r.set_session_id(id);
+  auto st = m_->Run(r).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(st));
+  EXPECT_NE(st.message().find("session_id"), std::string::npos);
+  r.set_session_id("ses-missing");
+  EXPECT_TRUE(absl::IsNotFound(m_->Run(r).status()));
+  r.set_session_id(id);
+  r.set_max_trials(-1);
+  EXPECT_TRUE(absl::IsInvalidArgument(m_->Run(r).status()));
+  v1::ApplyRequest a;
+  a.set_session_id(id);
+  a.set_branch("b");
+  EXPECT_EQ(m_->Apply(a).status().message(), "repo_path: required");
+}
+
+TEST_F(SessionManagerTest, AgentsOnlyGetTrialsTheirHardwareCanRun) {
+  const std::string a100 = Agent("A100");
+  const std::string id = NewSession();
+  v1::DoctorRequest d;
+  d.set_session_id(id);
+  ASSERT_TRUE(m_->Doctor(d).ok());
+  auto lease = m_->TryLease(a100);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_FALSE(lease->has_value());
+  const std::string h200 = Agent("h200");  // model names compare case-insensitively
+  EXPECT_EQ(Drain(h200), 3);
+  EXPECT_TRUE(absl::IsNotFound(m_->TryLease("agt-unknown").status()));
+}
+
+TEST_F(SessionManagerTest, ExpiredLeaseRequeuesAndStaleCompletionIsRefused) {
+  const std::string dead = Agent();
+  const std::string live = Agent();
+  const std::string id = NewSession();
+  v1::DoctorRequest d;
+  d.set_session_id(id);
+  d.set_repeats(1);
+  ASSERT_TRUE(m_->Doctor(d).ok());
+
+  auto first = m_->TryLease(dead);
+  ASSERT_TRUE(first.ok() && first->has_value());
+  const v1::TrialAssignment old = **first;
+  // Progress renews the lease...
+  clock_.Advance(absl::Seconds(20));
+  v1::ReportProgressRequest p;
+  p.set_trial_id(old.trial_id());
+  p.set_lease_token(old.lease_token());
+  ASSERT_TRUE(m_->ReportProgress(p).ok());
+  clock_.Advance(absl::Seconds(20));
+  ASSERT_TRUE(m_->ExpireLeases().ok());
+  EXPECT_FALSE(m_->TryLease(live)->has_value());  // still held: renewed at t=20
+  // ...and silence lets it expire.
+  clock_.Advance(absl::Seconds(11));
+  ASSERT_TRUE(m_->ExpireLeases().ok());
+  auto second = m_->TryLease(live);
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ((*second)->trial_id(), old.trial_id());
+  EXPECT_EQ((*second)->attempt(), 2);
+  EXPECT_NE((*second)->lease_token(), old.lease_token());
+
+  // The dead lease's late report and completion are refused.
+  EXPECT_TRUE(absl::IsFailedPrecondition(m_->ReportProgress(p).status()));
+  v1::CompleteTrialRequest late;
+  late.set_trial_id(old.trial_id());
+  late.set_lease_token(old.lease_token());
+  *late.mutable_outcome() = Toy(old);
+  EXPECT_TRUE(absl::IsFailedPrecondition(m_->CompleteTrial(late).status()));
+
+  v1::CompleteTrialRequest good;
+  good.set_trial_id(old.trial_id());
+  good.set_lease_token((*second)->lease_token());
+  *good.mutable_outcome() = Toy(**second);
+  auto r1 = m_->CompleteTrial(good);
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  EXPECT_FALSE(r1->duplicate());
+  // A repeated completion is harmless and credits nothing twice.
+  auto r2 = m_->CompleteTrial(good);
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  EXPECT_TRUE(r2->duplicate());
+  EXPECT_TRUE(absl::IsFailedPrecondition(m_->CompleteTrial(late).status()));
+  EXPECT_EQ(m_->QueryExperience(v1::QueryExperienceRequest())->entries_size(), 1);
+  auto rep = m_->Report(id);
+  EXPECT_EQ(rep->trials(0).attempts(), 2);
+  EXPECT_EQ(rep->trials(0).agent(), live);
+  EXPECT_EQ(Get(id).stage(), v1::STAGE_DOCTORED);
+}
+
+TEST_F(SessionManagerTest, TrialFailsAfterMaxAttempts) {
+  const std::string agent = Agent();
+  const std::string id = NewSession();
+  v1::DoctorRequest d;
+  d.set_session_id(id);
+  d.set_repeats(1);
+  ASSERT_TRUE(m_->Doctor(d).ok());
+  for (int i = 0; i < 2; ++i) {
+    auto l = m_->TryLease(agent);
+    ASSERT_TRUE(l.ok() && l->has_value());
+    clock_.Advance(absl::Seconds(31));
+    ASSERT_TRUE(m_->ExpireLeases().ok());
+  }
+  auto rep = m_->Report(id);
+  ASSERT_EQ(rep->trials_size(), 1);
+  EXPECT_EQ(rep->trials(0).status(), "failed");
+  EXPECT_NE(rep->trials(0).error().find("lease expired 2 times"), std::string::npos);
+  // The only baseline run failed: the doctor fails the session, saying why.
+  EXPECT_EQ(Get(id).stage(), v1::STAGE_FAILED);
+  EXPECT_NE(Get(id).error().find("no baseline run succeeded"), std::string::npos);
+}
+
+TEST_F(SessionManagerTest, RestartContinuesWhereItStopped) {
+  const std::string agent = Agent();
+  const std::string id = NewSession();
+  DoctorAndRun(id, agent);
+  // Finish two search trials, hold a third leased, then "crash".
+  int done = 0;
+  std::set<int64_t> finished;
+  while (done < 2) {
+    auto l = m_->TryLease(agent);
+    ASSERT_TRUE(l.ok() && l->has_value());
+    v1::CompleteTrialRequest c;
+    c.set_trial_id((*l)->trial_id());
+    c.set_lease_token((*l)->lease_token());
+    *c.mutable_outcome() = Toy(**l);
+    ASSERT_TRUE(m_->CompleteTrial(c).ok());
+    finished.insert((*l)->trial_id());
+    ++done;
+  }
+  auto held = m_->TryLease(agent);
+  ASSERT_TRUE(held.ok() && held->has_value());
+  auto before = m_->Report(id);
+
+  Restart();
+  EXPECT_EQ(Get(id).stage(), v1::STAGE_RUNNING);
+  EXPECT_EQ(Get(id).trials_done(), 2);
+  // The lease survives the restart: the agent's completion is accepted.
+  v1::CompleteTrialRequest c;
+  c.set_trial_id((*held)->trial_id());
+  c.set_lease_token((*held)->lease_token());
+  *c.mutable_outcome() = Toy(**held);
+  auto r = m_->CompleteTrial(c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  Drain(agent);
+  auto after = m_->Report(id);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(Get(id).stage(), v1::STAGE_SEARCHED);
+  EXPECT_EQ(Get(id).trials_done(), 6);
+  for (const auto& t : before->trials()) {
+    if (!finished.count(t.id())) continue;
+    bool found = false;
+    for (const auto& u : after->trials()) {
+      if (u.id() != t.id()) continue;
+      found = true;
+      EXPECT_EQ(u.status(), t.status());
+      EXPECT_DOUBLE_EQ(u.step_time_s(), t.step_time_s());
+      EXPECT_EQ(u.attempts(), 1);
+    }
+    EXPECT_TRUE(found) << "lost trial " << t.id();
+  }
+  EXPECT_EQ(m_->QueryExperience(v1::QueryExperienceRequest())->entries_size(), 9);
+}
+
+TEST_F(SessionManagerTest, CancelStopsTheSessionAndItsTrials) {
+  const std::string agent = Agent();
+  const std::string id = NewSession();
+  v1::DoctorRequest d;
+  d.set_session_id(id);
+  ASSERT_TRUE(m_->Doctor(d).ok());
+  auto l = m_->TryLease(agent);
+  ASSERT_TRUE(l.ok() && l->has_value());
+  ASSERT_TRUE(m_->Cancel(id).ok());
+  EXPECT_EQ(Get(id).stage(), v1::STAGE_CANCELLED);
+  v1::ReportProgressRequest p;
+  p.set_trial_id((*l)->trial_id());
+  p.set_lease_token((*l)->lease_token());
+  auto pr = m_->ReportProgress(p);
+  ASSERT_TRUE(pr.ok());
+  EXPECT_TRUE(pr->cancelled());
+  EXPECT_EQ(Drain(agent), 0);
+  EXPECT_TRUE(absl::IsFailedPrecondition(m_->Cancel(id).status()));
+}
+
+TEST_F(SessionManagerTest, NoImprovementMeansNothingToApply) {
+  const std::string agent = Agent();
+  const std::string id = NewSession();
+  DoctorAndRun(id, agent);
+  // Every other setting is slower than the baseline here.
+  Drain(agent, [](const v1::TrialAssignment& a) {
+    v1::TrialOutcome o = Toy(a);
+    if (o.status() == "ok") {
+      for (auto& s : *o.mutable_steps()) s.set_step_time_s(5.0);
+    }
+    return o;
+  });
+  EXPECT_EQ(Get(id).stage(), v1::STAGE_SEARCHED);
+  EXPECT_DOUBLE_EQ(Get(id).best_speedup(), 1.0);
+  v1::ApplyRequest a;
+  a.set_session_id(id);
+  a.set_repo_path("/repo");
+  a.set_branch("b");
+  auto st = m_->Apply(a).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(st));
+  EXPECT_NE(st.message().find("nothing to apply"), std::string::npos);
+  EXPECT_EQ(committer_.calls, 0);
+}
+
+TEST_F(SessionManagerTest, BadOutcomesAreRefusedOrFailed) {
+  const std::string agent = Agent();
+  const std::string id = NewSession();
+  v1::DoctorRequest d;
+  d.set_session_id(id);
+  d.set_repeats(1);
+  ASSERT_TRUE(m_->Doctor(d).ok());
+  auto l = m_->TryLease(agent);
+  ASSERT_TRUE(l.ok() && l->has_value());
+  v1::CompleteTrialRequest c;
+  c.set_trial_id((*l)->trial_id());
+  c.set_lease_token((*l)->lease_token());
+  c.mutable_outcome()->set_status("great");
+  EXPECT_EQ(m_->CompleteTrial(c).status().message().substr(0, 15), "outcome.status:");
+  // "ok" without a single timed step is not a result.
+  c.mutable_outcome()->set_status("ok");
+  ASSERT_TRUE(m_->CompleteTrial(c).ok());
+  auto rep = m_->Report(id);
+  EXPECT_EQ(rep->trials(0).status(), "failed");
+  EXPECT_EQ(rep->trials(0).error(), "no timed steps reported");
+}
+
+TEST_F(SessionManagerTest, WatchStartsWithSnapshotThenStreams) {
+  const std::string agent = Agent();
+  const std::string id = NewSession();
+  auto snap = m_->WaitEvents(id, 0, absl::ZeroDuration());
+  ASSERT_TRUE(snap.ok());
+  ASSERT_EQ(snap->size(), 1u);
+  EXPECT_EQ((*snap)[0].kind(), "snapshot");
+  const int64_t after = (*snap)[0].seq();
+  v1::DoctorRequest d;
+  d.set_session_id(id);
+  d.set_repeats(1);
+  ASSERT_TRUE(m_->Doctor(d).ok());
+  Drain(agent);
+  auto evs = m_->WaitEvents(id, after, absl::ZeroDuration());
+  ASSERT_TRUE(evs.ok());
+  std::vector<std::string> kinds;
+  for (const auto& e : *evs) kinds.push_back(e.kind());
+  EXPECT_EQ(kinds, (std::vector<std::string>{"stage_changed", "trial_leased", "trial_finished",
+                                             "stage_changed"}));
+  EXPECT_EQ(evs->back().session().stage(), v1::STAGE_DOCTORED);
+  // Nothing new: returns empty after the timeout.
+  auto none = m_->WaitEvents(id, evs->back().seq(), absl::Milliseconds(1));
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+}  // namespace
+}  // namespace infrarsi

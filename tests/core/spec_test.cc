@@ -1,0 +1,177 @@
+#include "core/spec.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "absl/strings/str_replace.h"
+
+namespace infrarsi {
+namespace {
+
+constexpr char kGood[] = R"(
+name: gpt-354m-h200
+workload: {model: gpt-354m, global_batch: 16, seq_len: 2048}
+hardware: {gpu: H200, count: 1}
+knobs:
+  micro_batch: [1, 2, 4, 8, 16]
+  attn: [math, sdpa]
+  ckpt: [false, true]
+baseline: {micro_batch: 2, attn: math, ckpt: False}
+budget: {max_trials: 40}
+executor:
+  replay: {landscape: data/land.jsonl}
+)";
+
+SpecParseOptions Opts(bool files_exist = true) {
+  SpecParseOptions o;
+  o.spec_dir = "/specs";
+  o.file_readable = [files_exist](const std::string&) { return files_exist; };
+  return o;
+}
+
+TEST(SpecTest, ParsesTheIssueExample) {
+  auto spec = ParseSpec(kGood, Opts());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name, "gpt-354m-h200");
+  EXPECT_EQ(spec->global_batch, 16);
+  ASSERT_EQ(spec->knobs.size(), 3u);
+  EXPECT_EQ(spec->knobs[0].name, "micro_batch");  // spec order kept
+  EXPECT_EQ(spec->baseline.at("ckpt"), "false");   // False normalised
+  EXPECT_EQ(spec->SpaceSize(), 20);
+  EXPECT_EQ(spec->doctor_repeats, 3);
+  EXPECT_EQ(spec->executor_kind, SessionSpec::ExecutorKind::kReplay);
+  // Relative paths resolve against the spec's folder.
+  EXPECT_EQ(spec->replay.landscape, "/specs/data/land.jsonl");
+  EXPECT_EQ(spec->WorkloadSignature(), "gpt-354m/gb16/seq2048");
+}
+
+struct BadCase {
+  std::string what;
+  std::string from;  // text in kGood to replace
+  std::string to;
+  std::string field;  // must appear at the start of the error
+};
+
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.what; }
+
+class BadSpecTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadSpecTest, RefusedNamingTheField) {
+  const BadCase& c = GetParam();
+  const std::string yaml = absl::StrReplaceAll(kGood, {{c.from, c.to}});
+  ASSERT_NE(yaml, kGood) << "test case does not change the spec";
+  auto spec = ParseSpec(yaml, Opts());
+  ASSERT_FALSE(spec.ok()) << c.what;
+  EXPECT_TRUE(absl::IsInvalidArgument(spec.status()));
+  EXPECT_EQ(spec.status().message().substr(0, c.field.size()), c.field)
+      << c.what << ": " << spec.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BadSpecTest,
+    ::testing::Values(
+        BadCase{"unknown knob in baseline", "ckpt: False}", "ckpt: false, flash: true}",
+                "baseline.flash"},
+        BadCase{"baseline outside the space", "attn: math, ckpt", "attn: flash, ckpt",
+                "baseline.attn"},
+        BadCase{"baseline misses a knob", "attn: math, ", "", "baseline.attn"},
+        BadCase{"empty space", "knobs:\n  micro_batch: [1, 2, 4, 8, 16]\n  attn: [math, sdpa]\n  ckpt: [false, true]\n",
+                "knobs: {}\n", "knobs"},
+        BadCase{"empty value list", "attn: [math, sdpa]", "attn: []", "knobs.attn"},
+        BadCase{"duplicate value", "attn: [math, sdpa]", "attn: [math, math]", "knobs.attn"},
+        BadCase{"zero budget", "max_trials: 40", "max_trials: 0", "budget.max_trials"},
+        BadCase{"non-integer budget", "max_trials: 40", "max_trials: many", "budget.max_trials"},
+        BadCase{"missing budget", "budget: {max_trials: 40}\n", "", "budget"},
+        BadCase{"unknown budget field", "max_trials: 40", "max_trials: 40, max_hours: 2",
+                "budget.max_hours"},
+        BadCase{"missing landscape", "replay: {landscape: data/land.jsonl}", "replay: {}",
+                "executor.replay.landscape"},
+        BadCase{"missing command", "replay: {landscape: data/land.jsonl}",
+                "process: {workdir: .}", "executor.process.command"},
+        BadCase{"empty command", "replay: {landscape: data/land.jsonl}",
+                "process: {command: ''}", "executor.process.command"},
+        BadCase{"placeholder that is not a knob", "replay: {landscape: data/land.jsonl}",
+                "process: {command: 'train --mbs {mbs}'}", "executor.process.command"},
+        BadCase{"unbalanced quote", "replay: {landscape: data/land.jsonl}",
+                "process: {command: 'train \"--x'}", "executor.process.command"},
+        BadCase{"two executors", "replay: {landscape: data/land.jsonl}",
+                "replay: {landscape: a}\n  process: {command: b}", "executor"},
+        BadCase{"unknown top-level field", "name: gpt-354m-h200", "name: gpt-354m-h200\nbugdet: 3",
+                "bugdet"},
+        BadCase{"bad name", "name: gpt-354m-h200", "name: 'has space'", "name"},
+        BadCase{"negative global batch", "global_batch: 16", "global_batch: -16",
+                "workload.global_batch"},
+        BadCase{"missing model", "model: gpt-354m, ", "", "workload.model"},
+        BadCase{"zero gpus", "count: 1", "count: 0", "hardware.count"},
+        BadCase{"knobs not lists", "attn: [math, sdpa]", "attn: math", "knobs.attn"},
+        BadCase{"invalid yaml", "knobs:", "knobs: [", "spec"}),
+    [](const ::testing::TestParamInfo<BadCase>& info) {
+      std::string n;
+      for (char ch : info.param.what) n += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+      return n;
+    });
+
+TEST(SpecTest, MissingLandscapeFileIsRefused) {
+  auto spec = ParseSpec(kGood, Opts(/*files_exist=*/false));
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("executor.replay.landscape: file not found"),
+            std::string::npos)
+      << spec.status();
+}
+
+TEST(SpecTest, RelativePathWithoutSpecDirIsRefused) {
+  SpecParseOptions o = Opts();
+  o.spec_dir.clear();
+  auto spec = ParseSpec(kGood, o);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("spec_dir"), std::string::npos);
+}
+
+TEST(SpecTest, ProcessExecutorSplitsWithoutAShell) {
+  const std::string yaml = absl::StrReplaceAll(
+      kGood, {{"replay: {landscape: data/land.jsonl}",
+               "process: {command: \"python3 train.py --mbs {micro_batch} --name 'a b; rm -rf /'\", "
+               "workdir: job, timeout_s: 30}"}});
+  auto spec = ParseSpec(yaml, Opts());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->process.argv.size(), 6u);
+  EXPECT_EQ(spec->process.argv[3], "{micro_batch}");
+  EXPECT_EQ(spec->process.argv[5], "a b; rm -rf /");  // one literal argument
+  EXPECT_EQ(spec->process.workdir, "/specs/job");
+  EXPECT_EQ(spec->process.timeout_s, 30);
+}
+
+TEST(SpecTest, SplitCommandLine) {
+  auto a = SplitCommandLine(R"(a  "b c" 'd "e"' f\ g "h\"i")");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, (std::vector<std::string>{"a", "b c", "d \"e\"", "f g", "h\"i"}));
+  EXPECT_FALSE(SplitCommandLine("a 'b").ok());
+  EXPECT_FALSE(SplitCommandLine("a \\").ok());
+}
+
+TEST(SpecTest, SubstituteKnobs) {
+  Config c{{"mbs", "4"}, {"attn", "sdpa"}};
+  EXPECT_EQ(SubstituteKnobs("--mbs={mbs}", c), "--mbs=4");
+  EXPECT_EQ(SubstituteKnobs("{attn}-{mbs}-{other}", c), "sdpa-4-{other}");
+  EXPECT_EQ(SubstituteKnobs("plain", c), "plain");
+}
+
+TEST(SpecTest, ConfigEncodingRoundTrips) {
+  Config c{{"a", "1"}, {"quote\"d", "x\\y"}, {"z", "line\nbreak"}};
+  const std::string json = EncodeConfigJson(c);
+  auto back = DecodeConfigJson(json);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, c);
+  EXPECT_EQ(ConfigKey(Config{{"b", "2"}, {"a", "1"}}), "a=1,b=2");
+  EXPECT_FALSE(DecodeConfigJson("not json").ok());
+}
+
+TEST(SpecTest, StableHashIsStableAndSensitive) {
+  EXPECT_EQ(StableHash("abc"), StableHash("abc"));
+  EXPECT_NE(StableHash("abc"), StableHash("abd"));
+  EXPECT_EQ(StableHash("").size(), 16u);
+}
+
+}  // namespace
+}  // namespace infrarsi

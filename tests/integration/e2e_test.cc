@@ -1,0 +1,356 @@
+// End to end with real processes: infrarsi-server on port 0, infrarsi-agent
+// processes, the infrarsi CLI. Waiting is done on events (WatchSession) and
+// on the processes' output, never by sleeping.
+#include <git2.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "client/rpc_client.h"
+#include "google/protobuf/util/json_util.h"
+#include "tests/testing/subprocess.h"
+
+namespace infrarsi {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Subprocess;
+
+const std::string kLandscape =
+    std::string(INFRARSI_SOURCE_DIR) + "/data/landscapes/h200-gpt-354m-seq2048.jsonl";
+
+class EndToEndTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = testing::MakeTempDir("e2e"); }
+  void TearDown() override {
+    agents_.clear();
+    server_.reset();
+    fs::remove_all(dir_);
+  }
+
+  // Starts the server; `listen` defaults to a free port.
+  void StartServer(const std::string& listen = "127.0.0.1:0", double lease_timeout_s = 30) {
+    server_ = std::make_unique<Subprocess>(
+        std::vector<std::string>{INFRARSI_SERVER_BIN, "--listen", listen, "--db",
+                                 dir_ + "/infrarsi.db", "--lease-timeout-s",
+                                 absl::StrCat(lease_timeout_s), "--log-level", "warn"},
+        dir_ + "/server.log");
+    address_ = server_->WaitForLinePrefix("infrarsi-server listening on ");
+    ASSERT_FALSE(address_.empty()) << "server did not start; see " << dir_ << "/server.log";
+    client::RpcClient::Options o;
+    o.server = address_;
+    client_ = *client::RpcClient::Create(o);
+  }
+
+  Subprocess& StartAgent(const std::string& executors) {
+    const int n = static_cast<int>(agents_.size());
+    agents_.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{INFRARSI_AGENT_BIN, "--server", address_, "--gpu-model", "H200",
+                                 "--gpu-count", "1", "--executors", executors, "--lease-wait-s",
+                                 "1", "--scratch", absl::StrCat(dir_, "/scratch-", n),
+                                 "--host", absl::StrCat("node-", n), "--log-level", "warn"},
+        absl::StrCat(dir_, "/agent-", n, ".log")));
+    return *agents_.back();
+  }
+
+  // Runs the CLI; returns its exit code, stdout in *out, stderr in *err.
+  int Cli(const std::vector<std::string>& args, std::string* out, std::string* err = nullptr) {
+    std::vector<std::string> argv = {INFRARSI_CLI_BIN, "--server", address_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const std::string err_path = dir_ + "/cli.err";
+    fs::remove(err_path);
+    Subprocess p(argv, err_path);
+    *out = p.ReadAll();
+    const int status = p.Wait();
+    if (err) {
+      std::ifstream in(err_path);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      *err = ss.str();
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  std::string WriteFile(const std::string& rel, const std::string& content) {
+    const fs::path p = fs::path(dir_) / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << content;
+    return p.string();
+  }
+
+  // A spec whose trials run the fake trainer: `ms` is the step time knob.
+  std::string ProcessSpec(int max_trials, int steps, int doctor_repeats) {
+    return WriteFile("specs/proc.yaml",
+                     absl::StrCat(R"(
+name: fake-job
+workload: {model: fake, global_batch: 4, seq_len: 128}
+hardware: {gpu: H200, count: 1}
+knobs:
+  ms: [60, 70, 80, 90, 100, 110, 120, 130, 140]
+baseline: {ms: 140}
+budget: {max_trials: )",
+                                  max_trials, R"(}
+doctor: {repeats: )",
+                                  doctor_repeats, R"(}
+executor:
+  process:
+    command: ")",
+                                  FAKE_TRAINER, " --steps ", steps, R"( --step-ms {ms}"
+    timeout_s: 60
+)"));
+  }
+
+  std::string MakeRepo() {
+    const std::string path = dir_ + "/target";
+    git_libgit2_init();
+    git_repository* repo = nullptr;
+    git_oid blob, tree_oid, commit_oid;
+    git_treebuilder* tb = nullptr;
+    git_tree* tree = nullptr;
+    git_signature* sig = nullptr;
+    const std::string content = "train\n";
+    EXPECT_EQ(git_repository_init(&repo, path.c_str(), 0), 0);
+    EXPECT_EQ(git_blob_create_from_buffer(&blob, repo, content.data(), content.size()), 0);
+    EXPECT_EQ(git_treebuilder_new(&tb, repo, nullptr), 0);
+    EXPECT_EQ(git_treebuilder_insert(nullptr, tb, "train.py", &blob, GIT_FILEMODE_BLOB), 0);
+    EXPECT_EQ(git_treebuilder_write(&tree_oid, tb), 0);
+    EXPECT_EQ(git_tree_lookup(&tree, repo, &tree_oid), 0);
+    EXPECT_EQ(git_signature_now(&sig, "Dev", "dev@example.com"), 0);
+    EXPECT_EQ(git_commit_create(&commit_oid, repo, "HEAD", sig, sig, "UTF-8", "init", tree, 0,
+                                nullptr),
+              0);
+    git_signature_free(sig);
+    git_tree_free(tree);
+    git_treebuilder_free(tb);
+    git_repository_free(repo);
+    git_libgit2_shutdown();
+    return path;
+  }
+
+  std::string dir_;
+  std::string address_;
+  std::unique_ptr<Subprocess> server_;
+  std::vector<std::unique_ptr<Subprocess>> agents_;
+  std::unique_ptr<client::RpcClient> client_;
+};
+
+TEST_F(EndToEndTest, FiveStagesThroughTheCliWithReplayAgents) {
+  StartServer();
+  StartAgent("replay");
+  StartAgent("replay");
+  // The landscape sits beside the spec's folder: relative paths resolve
+  // against the spec file's folder, not the CLI's working directory.
+  fs::create_directories(dir_ + "/landscapes");
+  fs::copy_file(kLandscape, dir_ + "/landscapes/h200.jsonl");
+  const std::string spec = WriteFile("specs/h200.yaml", R"(
+name: gpt-354m-h200
+workload: {model: gpt-354m, global_batch: 16, seq_len: 2048}
+hardware: {gpu: H200, count: 1}
+knobs:
+  micro_batch: [1, 2, 4, 8, 16]
+  attn: [math, sdpa]
+  ckpt: [false, true]
+  precision: [bf16, tf32]
+  fused_adam: [false, true]
+baseline: {micro_batch: 2, attn: math, ckpt: false, precision: tf32, fused_adam: false}
+budget: {max_trials: 40}
+executor:
+  replay: {landscape: ../landscapes/h200.jsonl}
+)");
+  std::string out, err;
+  ASSERT_EQ(Cli({"session", "create", spec}, &out, &err), 0) << err;
+  const std::string id(absl::StripAsciiWhitespace(out));
+  ASSERT_EQ(id.rfind("ses-", 0), 0u) << "stdout must be the id alone: " << out;
+
+  ASSERT_EQ(Cli({"doctor", id}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("baseline 1.11"), std::string::npos) << out;
+  ASSERT_EQ(Cli({"run", id, "--max-trials", "12"}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("searched: 12 trials"), std::string::npos) << out;
+  EXPECT_NE(err.find("best"), std::string::npos) << "run shows progress";
+
+  ASSERT_EQ(Cli({"report", id, "--json"}, &out, &err), 0) << err;
+  v1::SessionReport rep;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &rep).ok()) << out;
+  EXPECT_EQ(rep.session_id(), id);
+  EXPECT_EQ(rep.trials_size(), 15);  // 3 doctor + 12 search
+  EXPECT_NEAR(rep.baseline().step_time_s(), 1.114, 0.02);
+  EXPECT_GT(rep.best().speedup(), 1.0);
+  std::set<std::string> agents;
+  for (const auto& t : rep.trials()) {
+    agents.insert(t.agent());
+    EXPECT_EQ(t.attempts(), 1);
+  }
+  EXPECT_EQ(agents.size(), 2u) << "both agents ran trials";
+  // The stable JSON keys the issue lists.
+  for (const char* key : {"\"session_id\"", "\"baseline\"", "\"cv\"", "\"best\"", "\"speedup\"",
+                          "\"trials\"", "\"peak_mem_gib\"", "\"attempts\"", "\"cost_s\"",
+                          "\"failed_trials\""}) {
+    EXPECT_NE(out.find(key), std::string::npos) << key;
+  }
+
+  ASSERT_EQ(Cli({"bank", "query", "--gpu", "h200", "--json"}, &out, &err), 0) << err;
+  v1::QueryExperienceResponse bank;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &bank).ok());
+  EXPECT_EQ(bank.entries_size(), 15);
+
+  // Apply: a path that is not a repository is refused, naming the field.
+  ASSERT_EQ(Cli({"apply", id, "--repo", dir_, "--branch", "tuned"}, &out, &err), 1);
+  EXPECT_NE(err.find("repo_path: not a git repository"), std::string::npos) << err;
+  const std::string repo = MakeRepo();
+  ASSERT_EQ(Cli({"apply", id, "--repo", repo, "--branch", "infrarsi/tuned"}, &out, &err), 0)
+      << err;
+  EXPECT_NE(out.find("committed "), std::string::npos);
+  EXPECT_NE(out.find("infrarsi/gpt-354m-h200.launch.yaml"), std::string::npos);
+  auto s = client_->GetSession(id);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->stage(), v1::STAGE_APPLIED);
+  EXPECT_EQ(s->applied_commit().size(), 40u);
+
+  // SIGTERM: graceful shutdown, exit code 0.
+  server_->Signal(SIGTERM);
+  const int status = server_->Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST_F(EndToEndTest, BadSpecsAreRefusedNamingTheField) {
+  StartServer();
+  struct Case {
+    std::string yaml, field;
+  };
+  const std::string base = R"(
+name: x
+workload: {model: m, global_batch: 4, seq_len: 8}
+hardware: {gpu: H200}
+knobs: {mbs: [1, 2]}
+)";
+  const std::vector<Case> cases = {
+      {base + "baseline: {mbs: 1, zzz: 2}\nbudget: {max_trials: 3}\nexecutor: {replay: {landscape: " + kLandscape + "}}\n",
+       "baseline.zzz: unknown knob"},
+      {base + "baseline: {mbs: 4}\nbudget: {max_trials: 3}\nexecutor: {replay: {landscape: " + kLandscape + "}}\n",
+       "baseline.mbs: value '4' is not in knobs.mbs"},
+      {base + "baseline: {mbs: 1}\nbudget: {max_trials: 0}\nexecutor: {replay: {landscape: " + kLandscape + "}}\n",
+       "budget.max_trials: must be in"},
+      {base + "baseline: {mbs: 1}\nbudget: {max_trials: 3}\nexecutor: {replay: {landscape: nope.jsonl}}\n",
+       "executor.replay.landscape: file not found"},
+      {base + "baseline: {mbs: 1}\nbudget: {max_trials: 3}\nexecutor: {process: {workdir: .}}\n",
+       "executor.process.command: is required"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = WriteFile("specs/bad.yaml", c.yaml);
+    std::string out, err;
+    EXPECT_EQ(Cli({"session", "create", path}, &out, &err), 1) << c.field;
+    EXPECT_NE(err.find(c.field), std::string::npos) << "expected '" << c.field << "' in: " << err;
+    EXPECT_NE(err.find("INVALID_ARGUMENT"), std::string::npos) << err;
+    EXPECT_TRUE(out.empty());
+  }
+  // Nothing half-written: no session exists.
+  EXPECT_EQ(client_->ListSessions()->sessions_size(), 0);
+}
+
+TEST_F(EndToEndTest, ServerKilledMidSessionRestartsLosingNothing) {
+  StartServer();
+  StartAgent("process");
+  StartAgent("process");
+  auto s = client_->InitFromFile(ProcessSpec(/*max_trials=*/8, /*steps=*/3, /*doctor=*/2));
+  ASSERT_TRUE(s.ok()) << s.status();
+  const std::string id = s->session_id();
+  v1::DoctorRequest d;
+  d.set_session_id(id);
+  ASSERT_TRUE(client_->Doctor(d).ok());
+  ASSERT_TRUE(client_->WatchWhile(id, v1::STAGE_DOCTORING, absl::Seconds(60),
+                                  [](const v1::SessionEvent&) {}).ok());
+  v1::RunRequest r;
+  r.set_session_id(id);
+  ASSERT_TRUE(client_->Run(r).ok());
+  auto mid = client_->Watch(id, absl::Seconds(60), [](const v1::SessionEvent& ev) {
+    return ev.session().trials_done() < 3;
+  });
+  ASSERT_TRUE(mid.ok()) << mid.status();
+  auto before = client_->Report(id);
+  ASSERT_TRUE(before.ok());
+
+  // kill -9, then restart on the same address and database.
+  server_->Signal(SIGKILL);
+  server_->Wait();
+  StartServer(address_);
+  auto done = client_->WatchWhile(id, v1::STAGE_RUNNING, absl::Seconds(120),
+                                  [](const v1::SessionEvent&) {});
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->stage(), v1::STAGE_SEARCHED);
+  EXPECT_EQ(done->trials_done(), 8);
+
+  auto after = client_->Report(id);
+  ASSERT_TRUE(after.ok());
+  std::map<int64_t, v1::TrialView> now;
+  std::set<std::string> settings;
+  int search = 0;
+  for (const auto& t : after->trials()) {
+    now[t.id()] = t;
+    if (t.purpose() != "search") continue;
+    ++search;
+    EXPECT_EQ(t.status(), "ok") << t.error();
+    EXPECT_TRUE(settings.insert(t.config().at("ms")).second) << "setting run twice";
+  }
+  EXPECT_EQ(search, 8);
+  for (const auto& t : before->trials()) {
+    if (t.status() != "ok") continue;
+    ASSERT_TRUE(now.count(t.id())) << "finished trial " << t.id() << " lost";
+    EXPECT_EQ(now[t.id()].status(), "ok");
+    EXPECT_DOUBLE_EQ(now[t.id()].step_time_s(), t.step_time_s());
+  }
+  // Every finished trial credited to the bank exactly once.
+  v1::QueryExperienceRequest q;
+  q.set_workload_signature("fake/gb4/seq128");
+  q.set_page_size(1000);
+  auto bank = client_->QueryExperience(q);
+  ASSERT_TRUE(bank.ok());
+  std::set<int64_t> credited;
+  for (const auto& e : bank->entries()) EXPECT_TRUE(credited.insert(e.trial_id()).second);
+  EXPECT_EQ(credited.size(), static_cast<size_t>(after->trials_size()));
+  // The fastest step-time knob wins.
+  EXPECT_EQ(after->best().config().at("ms"), "60");
+}
+
+TEST_F(EndToEndTest, AgentKilledMidTrialIsReplacedAfterTheLeaseExpires) {
+  StartServer("127.0.0.1:0", /*lease_timeout_s=*/1);
+  Subprocess& doomed = StartAgent("process");
+  auto s = client_->InitFromFile(ProcessSpec(/*max_trials=*/1, /*steps=*/6, /*doctor=*/1));
+  ASSERT_TRUE(s.ok()) << s.status();
+  const std::string id = s->session_id();
+  v1::DoctorRequest d;
+  d.set_session_id(id);
+  ASSERT_TRUE(client_->Doctor(d).ok());
+  std::string first_agent;
+  // Kill the agent once its trial is running (its first progress report).
+  auto leased = client_->Watch(id, absl::Seconds(30), [&](const v1::SessionEvent& ev) {
+    if (ev.kind() == "trial_leased") first_agent = ev.trial().agent();
+    return first_agent.empty();
+  });
+  ASSERT_TRUE(leased.ok()) << leased.status();
+  doomed.Signal(SIGKILL);
+  doomed.Wait();
+  StartAgent("process");
+  auto done = client_->WatchWhile(id, v1::STAGE_DOCTORING, absl::Seconds(60),
+                                  [](const v1::SessionEvent&) {});
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->stage(), v1::STAGE_DOCTORED);
+  auto rep = client_->Report(id);
+  ASSERT_TRUE(rep.ok());
+  ASSERT_EQ(rep->trials_size(), 1);
+  const v1::TrialView& t = rep->trials(0);
+  EXPECT_EQ(t.status(), "ok");
+  EXPECT_EQ(t.attempts(), 2);
+  EXPECT_NE(t.agent(), first_agent);
+  EXPECT_FALSE(first_agent.empty());
+}
+
+}  // namespace
+}  // namespace infrarsi

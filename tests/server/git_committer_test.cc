@@ -1,0 +1,146 @@
+// GitCommitter on real repositories made with libgit2.
+#include "server/git_committer.h"
+
+#include <git2.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/testing/subprocess.h"
+
+namespace infrarsi::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string HeadOf(git_repository* repo, const char* ref) {
+  git_oid oid;
+  if (git_reference_name_to_id(&oid, repo, ref) != 0) return "";
+  char buf[GIT_OID_HEXSZ + 1];
+  git_oid_tostr(buf, sizeof(buf), &oid);
+  return buf;
+}
+
+class GitCommitterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    git_libgit2_init();
+    dir_ = testing::MakeTempDir("git");
+    repo_path_ = dir_ + "/repo";
+    ASSERT_EQ(git_repository_init(&repo_, repo_path_.c_str(), 0), 0);
+    // One commit with train.py, made through the index like a user would.
+    std::ofstream(repo_path_ + "/train.py") << "print('train')\n";
+    git_index* index = nullptr;
+    ASSERT_EQ(git_repository_index(&index, repo_), 0);
+    ASSERT_EQ(git_index_add_bypath(index, "train.py"), 0);
+    ASSERT_EQ(git_index_write(index), 0);
+    git_oid tree_oid, commit_oid;
+    ASSERT_EQ(git_index_write_tree(&tree_oid, index), 0);
+    git_index_free(index);
+    git_tree* tree = nullptr;
+    ASSERT_EQ(git_tree_lookup(&tree, repo_, &tree_oid), 0);
+    git_signature* sig = nullptr;
+    ASSERT_EQ(git_signature_now(&sig, "Dev", "dev@example.com"), 0);
+    ASSERT_EQ(git_commit_create(&commit_oid, repo_, "HEAD", sig, sig, "UTF-8", "init", tree, 0,
+                                nullptr),
+              0);
+    git_signature_free(sig);
+    git_tree_free(tree);
+    base_ = HeadOf(repo_, "HEAD");
+  }
+  void TearDown() override {
+    git_repository_free(repo_);
+    git_libgit2_shutdown();
+    fs::remove_all(dir_);
+  }
+
+  CommitRequest Request(const std::string& branch, bool dry_run = false) {
+    CommitRequest r;
+    r.repo_path = repo_path_;
+    r.branch = branch;
+    r.message = "infrarsi: promote\n\nSession: ses-1\n";
+    r.files = {{"infrarsi/job.launch.yaml", "setting:\n  mbs: 8\n"}};
+    r.dry_run = dry_run;
+    return r;
+  }
+
+  std::string dir_, repo_path_, base_;
+  git_repository* repo_ = nullptr;
+  GitCommitter committer_;
+};
+
+TEST_F(GitCommitterTest, CommitsOnANewBranchOnly) {
+  auto res = committer_.Commit(Request("infrarsi/tuned"));
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->base_commit, base_);
+  EXPECT_EQ(HeadOf(repo_, "refs/heads/infrarsi/tuned"), res->commit);
+  // The checked-out branch and the work tree are untouched.
+  EXPECT_EQ(HeadOf(repo_, "HEAD"), base_);
+  EXPECT_FALSE(fs::exists(repo_path_ + "/infrarsi"));
+  git_status_list* status = nullptr;
+  ASSERT_EQ(git_status_list_new(&status, repo_, nullptr), 0);
+  EXPECT_EQ(git_status_list_entrycount(status), 0u);
+  git_status_list_free(status);
+
+  // The commit: parent is the base, tree is base + the launch file, message kept.
+  git_oid oid;
+  ASSERT_EQ(git_oid_fromstr(&oid, res->commit.c_str()), 0);
+  git_commit* commit = nullptr;
+  ASSERT_EQ(git_commit_lookup(&commit, repo_, &oid), 0);
+  EXPECT_EQ(git_commit_parentcount(commit), 1u);
+  char parent[GIT_OID_HEXSZ + 1];
+  git_oid_tostr(parent, sizeof(parent), git_commit_parent_id(commit, 0));
+  EXPECT_EQ(parent, base_);
+  EXPECT_STREQ(git_commit_message(commit), "infrarsi: promote\n\nSession: ses-1\n");
+  git_tree* tree = nullptr;
+  ASSERT_EQ(git_commit_tree(&tree, commit), 0);
+  git_tree_entry* entry = nullptr;
+  ASSERT_EQ(git_tree_entry_bypath(&entry, tree, "infrarsi/job.launch.yaml"), 0);
+  git_blob* blob = nullptr;
+  ASSERT_EQ(git_blob_lookup(&blob, repo_, git_tree_entry_id(entry)), 0);
+  EXPECT_EQ(std::string(static_cast<const char*>(git_blob_rawcontent(blob)),
+                        static_cast<size_t>(git_blob_rawsize(blob))),
+            "setting:\n  mbs: 8\n");
+  git_tree_entry* kept = nullptr;
+  EXPECT_EQ(git_tree_entry_bypath(&kept, tree, "train.py"), 0);
+  git_tree_entry_free(kept);
+  git_blob_free(blob);
+  git_tree_entry_free(entry);
+  git_tree_free(tree);
+  git_commit_free(commit);
+}
+
+TEST_F(GitCommitterTest, ExistingBranchIsRefused) {
+  ASSERT_TRUE(committer_.Commit(Request("tuned")).ok());
+  auto again = committer_.Commit(Request("tuned"));
+  ASSERT_FALSE(again.ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(again.status()));
+  EXPECT_EQ(again.status().message().substr(0, 7), "branch:");
+}
+
+TEST_F(GitCommitterTest, DryRunMakesNoBranch) {
+  auto res = committer_.Commit(Request("dry", /*dry_run=*/true));
+  ASSERT_TRUE(res.ok());
+  EXPECT_TRUE(res->commit.empty());
+  EXPECT_EQ(res->base_commit, base_);
+  EXPECT_EQ(HeadOf(repo_, "refs/heads/dry"), "");
+}
+
+TEST_F(GitCommitterTest, NotARepositoryIsRefused) {
+  CommitRequest r = Request("x");
+  r.repo_path = dir_;  // a folder, but not a repository
+  auto res = committer_.Commit(r);
+  ASSERT_FALSE(res.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(res.status()));
+  EXPECT_EQ(res.status().message().substr(0, 10), "repo_path:");
+}
+
+TEST_F(GitCommitterTest, BadBranchNameIsRefused) {
+  auto res = committer_.Commit(Request("bad..name"));
+  ASSERT_FALSE(res.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(res.status()));
+}
+
+}  // namespace
+}  // namespace infrarsi::server

@@ -1,0 +1,299 @@
+// One conformance suite for every Storage implementation: each backend is a
+// parameter. Today: SQLite on a file (WAL) and SQLite in memory.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+
+#include "storage/sqlite_storage.h"
+#include "tests/testing/subprocess.h"
+
+namespace infrarsi::storage {
+namespace {
+
+struct Backend {
+  std::string name;
+  std::function<std::unique_ptr<Storage>(const std::string& dir)> make;
+};
+
+void PrintTo(const Backend& b, std::ostream* os) { *os << b.name; }
+
+class StorageConformance : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("storage");
+    db_ = GetParam().make(dir_);
+    ASSERT_NE(db_, nullptr);
+  }
+  void TearDown() override {
+    db_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  SessionRecord Session(const std::string& id) {
+    SessionRecord s;
+    s.id = id;
+    s.name = "n-" + id;
+    s.spec_yaml = "name: x";
+    s.spec_dir = "/tmp";
+    s.stage = "initialized";
+    s.contract_hash = "abc";
+    s.workload_signature = "gpt/gb16/seq2048";
+    s.gpu_model = "H200";
+    s.created_ms = 1000;
+    return s;
+  }
+  TrialRecord Trial(const std::string& session, const std::string& status) {
+    TrialRecord t;
+    t.session_id = session;
+    t.purpose = "search";
+    t.config = R"({"a":"1"})";
+    t.status = status;
+    t.created_ms = 5;
+    return t;
+  }
+  std::string dir_;
+  std::unique_ptr<Storage> db_;
+};
+
+TEST_P(StorageConformance, SessionRoundTrip) {
+  SessionRecord s = Session("s1");
+  s.baseline_step_time_s = 1.25;
+  s.best_trial_id = 7;
+  ASSERT_TRUE(db_->InsertSession(s).ok());
+  auto got = db_->GetSession("s1");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->name, "n-s1");
+  EXPECT_DOUBLE_EQ(got->baseline_step_time_s, 1.25);
+  EXPECT_EQ(got->best_trial_id, 7);
+
+  got->stage = "doctoring";
+  got->error = "none";
+  ASSERT_TRUE(db_->UpdateSession(*got).ok());
+  EXPECT_EQ(db_->GetSession("s1")->stage, "doctoring");
+
+  // A duplicate id is refused; unknown ids are NOT_FOUND.
+  EXPECT_FALSE(db_->InsertSession(s).ok());
+  EXPECT_TRUE(absl::IsNotFound(db_->GetSession("nope").status()));
+  EXPECT_TRUE(absl::IsNotFound(db_->UpdateSession(Session("nope"))));
+}
+
+TEST_P(StorageConformance, ListSessionsOldestFirst) {
+  SessionRecord a = Session("a"), b = Session("b");
+  a.created_ms = 20;
+  b.created_ms = 10;
+  ASSERT_TRUE(db_->InsertSession(a).ok());
+  ASSERT_TRUE(db_->InsertSession(b).ok());
+  auto all = db_->ListSessions();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].id, "b");
+  EXPECT_EQ((*all)[1].id, "a");
+}
+
+TEST_P(StorageConformance, TrialsByIdAndStatus) {
+  ASSERT_TRUE(db_->InsertSession(Session("s")).ok());
+  auto id1 = db_->InsertTrial(Trial("s", "queued"));
+  auto id2 = db_->InsertTrial(Trial("s", "ok"));
+  auto id3 = db_->InsertTrial(Trial("s", "queued"));
+  ASSERT_TRUE(id1.ok() && id2.ok() && id3.ok());
+  EXPECT_LT(*id1, *id2);
+  EXPECT_LT(*id2, *id3);
+
+  auto queued = db_->ListTrialsByStatus("queued", 10);
+  ASSERT_TRUE(queued.ok());
+  ASSERT_EQ(queued->size(), 2u);
+  EXPECT_EQ((*queued)[0].id, *id1);
+  EXPECT_EQ(db_->ListTrialsByStatus("queued", 1)->size(), 1u);
+
+  TrialRecord t = *db_->GetTrial(*id1);
+  t.status = "leased";
+  t.lease_token = "tok";
+  t.attempts = 2;
+  ASSERT_TRUE(db_->UpdateTrial(t).ok());
+  auto back = db_->GetTrial(*id1);
+  EXPECT_EQ(back->status, "leased");
+  EXPECT_EQ(back->lease_token, "tok");
+  EXPECT_EQ(back->attempts, 2);
+  EXPECT_EQ(db_->ListTrials("s")->size(), 3u);
+  EXPECT_TRUE(absl::IsNotFound(db_->GetTrial(999).status()));
+}
+
+TEST_P(StorageConformance, StepsReplaceByStep) {
+  ASSERT_TRUE(db_->InsertSession(Session("s")).ok());
+  const int64_t id = *db_->InsertTrial(Trial("s", "running"));
+  StepRecord s0{id, 0, 10.0, 4096, 0.5, 3.0, true, "{}"};
+  StepRecord s1{id, 1, 9.0, 4096, 0.4, 3.0, false, R"({"fwd_bwd_s":0.3})"};
+  ASSERT_TRUE(db_->PutSteps({s0, s1}).ok());
+  s1.loss = 8.5;  // a resent step replaces, not duplicates
+  ASSERT_TRUE(db_->PutSteps({s1}).ok());
+  auto steps = db_->ListSteps(id);
+  ASSERT_TRUE(steps.ok());
+  ASSERT_EQ(steps->size(), 2u);
+  EXPECT_DOUBLE_EQ((*steps)[1].loss, 8.5);
+  EXPECT_TRUE((*steps)[0].warmup);
+  EXPECT_EQ((*steps)[1].phases, R"({"fwd_bwd_s":0.3})");
+  ASSERT_TRUE(db_->DeleteSteps(id).ok());
+  EXPECT_TRUE(db_->ListSteps(id)->empty());
+}
+
+TEST_P(StorageConformance, AgentsUpsert) {
+  AgentRecord a{"agt-1", "host", "H200", 8, 139.8, "replay,process", 1, 2};
+  ASSERT_TRUE(db_->PutAgent(a).ok());
+  a.last_heartbeat_ms = 99;
+  ASSERT_TRUE(db_->PutAgent(a).ok());
+  EXPECT_EQ(db_->GetAgent("agt-1")->last_heartbeat_ms, 99);
+  EXPECT_EQ(db_->ListAgents()->size(), 1u);
+  EXPECT_TRUE(absl::IsNotFound(db_->GetAgent("x").status()));
+}
+
+TEST_P(StorageConformance, BankFiltersAndPages) {
+  auto add = [&](int64_t trial, const std::string& gpu, const std::string& cfg,
+                 const std::string& status) {
+    BankRecord b;
+    b.session_id = "s";
+    b.trial_id = trial;
+    b.workload_signature = trial < 4 ? "w1" : "w2";
+    b.gpu_model = gpu;
+    b.gpu_count = 1;
+    b.config = cfg;
+    b.status = status;
+    return db_->AddBankEntry(b);
+  };
+  ASSERT_TRUE(add(1, "H200", R"({"mb":"1","attn":"math"})", "ok").ok());
+  ASSERT_TRUE(add(2, "H200", R"({"mb":"16","attn":"sdpa"})", "oom").ok());
+  ASSERT_TRUE(add(3, "A100", R"({"mb":"16","attn":"math"})", "ok").ok());
+  ASSERT_TRUE(add(4, "h200", R"({"mb":"1","attn":"sdpa"})", "ok").ok());
+  // One entry per trial: the bank never credits a trial twice.
+  EXPECT_FALSE(add(4, "h200", "{}", "ok").ok());
+
+  BankFilter f;
+  f.gpu_model = "H200";  // case-insensitive
+  EXPECT_EQ(db_->QueryBank(f)->size(), 3u);
+  f.workload_signature = "w1";
+  EXPECT_EQ(db_->QueryBank(f)->size(), 2u);
+  f = BankFilter();
+  f.config_fragments = {R"("mb":"1")"};  // must not match "16"
+  auto rows = db_->QueryBank(f);
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].trial_id, 1);
+  EXPECT_EQ((*rows)[1].trial_id, 4);
+  f = BankFilter();
+  f.status = "oom";
+  EXPECT_EQ(db_->QueryBank(f)->size(), 1u);
+  f = BankFilter();
+  f.limit = 2;
+  auto page1 = *db_->QueryBank(f);
+  ASSERT_EQ(page1.size(), 2u);
+  f.after_id = page1.back().id;
+  auto page2 = *db_->QueryBank(f);
+  ASSERT_EQ(page2.size(), 2u);
+  EXPECT_EQ(page2[0].trial_id, 3);
+}
+
+TEST_P(StorageConformance, TransactionRollsBackOnError) {
+  ASSERT_TRUE(db_->InsertSession(Session("s")).ok());
+  absl::Status st = db_->Transaction([&]() -> absl::Status {
+    auto id = db_->InsertTrial(Trial("s", "queued"));
+    if (!id.ok()) return id.status();
+    return absl::AbortedError("changed my mind");
+  });
+  EXPECT_TRUE(absl::IsAborted(st));
+  EXPECT_TRUE(db_->ListTrials("s")->empty());
+
+  ASSERT_TRUE(db_->Transaction([&]() -> absl::Status {
+                   return db_->InsertTrial(Trial("s", "queued")).status();
+                 }).ok());
+  EXPECT_EQ(db_->ListTrials("s")->size(), 1u);
+  // Nested transactions are a programming error, reported, not deadlocked.
+  st = db_->Transaction([&] { return db_->Transaction([] { return absl::OkStatus(); }); });
+  EXPECT_FALSE(st.ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Backends, StorageConformance,
+    ::testing::Values(
+        Backend{"SqliteFile",
+                [](const std::string& dir) -> std::unique_ptr<Storage> {
+                  SqliteStorage::Options o;
+                  o.path = dir + "/test.db";
+                  auto s = SqliteStorage::Create(o);
+                  return s.ok() ? std::move(*s) : nullptr;
+                }},
+        Backend{"SqliteMemory",
+                [](const std::string&) -> std::unique_ptr<Storage> {
+                  SqliteStorage::Options o;
+                  o.path = ":memory:";
+                  auto s = SqliteStorage::Create(o);
+                  return s.ok() ? std::move(*s) : nullptr;
+                }}),
+    [](const ::testing::TestParamInfo<Backend>& info) { return info.param.name; });
+
+// ---- SQLite specifics: WAL and migrations.
+
+class SqliteSpecific : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = testing::MakeTempDir("sqlite"); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(SqliteSpecific, FileDatabaseUsesWal) {
+  SqliteStorage::Options o;
+  o.path = dir_ + "/wal.db";
+  auto s = SqliteStorage::Create(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(*(*s)->JournalMode(), "wal");
+  EXPECT_EQ(*(*s)->SchemaVersion(), SqliteStorage::LatestSchemaVersion());
+}
+
+TEST_F(SqliteSpecific, OldSchemaMigratesForwardKeepingRows) {
+  const std::string path = dir_ + "/old.db";
+  {
+    SqliteStorage::Options o;
+    o.path = path;
+    o.target_version = 1;  // as an older build left it: no bank table
+    auto s = SqliteStorage::Create(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(*(*s)->SchemaVersion(), 1);
+    SessionRecord r;
+    r.id = "kept";
+    r.name = "n";
+    r.stage = "initialized";
+    ASSERT_TRUE((*s)->InsertSession(r).ok());
+    EXPECT_FALSE((*s)->QueryBank(BankFilter()).ok());  // v1 has no bank
+  }
+  SqliteStorage::Options o;
+  o.path = path;
+  auto s = SqliteStorage::Create(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(*(*s)->SchemaVersion(), SqliteStorage::LatestSchemaVersion());
+  EXPECT_EQ((*s)->GetSession("kept")->name, "n");
+  EXPECT_TRUE((*s)->QueryBank(BankFilter()).ok());
+}
+
+TEST_F(SqliteSpecific, NewerSchemaIsRefused) {
+  const std::string path = dir_ + "/newer.db";
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw, "PRAGMA user_version=999;", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+  SqliteStorage::Options o;
+  o.path = path;
+  auto s = SqliteStorage::Create(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(s.status()));
+  EXPECT_NE(s.status().message().find("newer"), std::string::npos);
+}
+
+TEST_F(SqliteSpecific, UnopenablePathNamesTheField) {
+  SqliteStorage::Options o;
+  o.path = dir_ + "/no/such/dir/x.db";
+  auto s = SqliteStorage::Create(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("db:"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace infrarsi::storage
