@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/process_executor.h"
 #include "client/replay_executor.h"
+#include "client/sim_executor.h"
 #include "core/status_macros.h"
 #include "client/rpc_client.h"
 
@@ -74,6 +75,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const Options& options) {
   ProcessExecutor::Options po;
   po.scratch_root = a->options_.scratch_root;
   a->process_ = std::make_unique<ProcessExecutor>(po);
+  a->sim_ = std::make_unique<SimExecutor>();
   return a;
 }
 
@@ -116,6 +118,7 @@ Executor* Agent::ExecutorFor(const v1::TrialAssignment& trial) {
   switch (trial.executor().kind_case()) {
     case v1::ExecutorSpec::kReplay: return replay_.get();
     case v1::ExecutorSpec::kProcess: return process_.get();
+    case v1::ExecutorSpec::kSim: return sim_.get();
     default: return nullptr;
   }
 }

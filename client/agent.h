@@ -28,7 +28,7 @@ class Agent {
     std::string gpu_model = "cpu";
     int gpu_count = 1;
     double memory_per_gpu_gib = 0;
-    std::vector<std::string> executors = {"replay", "process"};
+    std::vector<std::string> executors = {"replay", "process", "sim"};
     // Folder for the process executor's scratch files. Default: $TMPDIR.
     std::string scratch_root;
     // Long-poll wait per LeaseTrial call.
@@ -61,6 +61,7 @@ class Agent {
   std::unique_ptr<v1::AgentService::Stub> stub_;
   std::unique_ptr<Executor> replay_;
   std::unique_ptr<Executor> process_;
+  std::unique_ptr<Executor> sim_;
   mutable std::mutex id_mu_;
   std::string agent_id_;
   absl::Notification stop_;

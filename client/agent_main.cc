@@ -41,11 +41,12 @@ void DetectGpu(infrarsi::client::Agent::Options& o) {
 
 int main(int argc, char** argv) {
   CLI::App app{"infrarsi-agent: leases trials from infrarsi-server and runs them "
-               "(executors: replay of measured outcomes, process for real training)."};
+               "(executors: replay of measured outcomes, process for real training, sim for the "
+               "cluster simulator)."};
   infrarsi::client::Agent::Options o;
   o.server = "127.0.0.1:7420";
   DetectGpu(o);
-  std::string executors = "replay,process";
+  std::string executors = "replay,process,sim";
   double lease_wait_s = 5;
   std::string log_level = "info";
   app.add_option("--server", o.server, "infrarsi-server HOST:PORT")->capture_default_str();
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-count", o.gpu_count, "GPUs on this host")->capture_default_str();
   app.add_option("--gpu-mem-gib", o.memory_per_gpu_gib, "memory per GPU, GiB")
       ->capture_default_str();
-  app.add_option("--executors", executors, "comma-separated: replay, process")
+  app.add_option("--executors", executors, "comma-separated: replay, process, sim")
       ->capture_default_str();
   app.add_option("--scratch", o.scratch_root, "folder for per-trial scratch files");
   app.add_option("--lease-wait-s", lease_wait_s, "long-poll wait per lease request")

@@ -2,18 +2,27 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <sstream>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/demo.h"
 #include "client/report_format.h"
 #include "client/rpc_client.h"
+#include "core/sim_landscape.h"
 
 namespace {
 
 using infrarsi::client::RpcClient;
 namespace v1 = infrarsi::v1;
+
+// `infrarsi sim optimum SPEC`: the simulator's ground truth for a spec.
+int SimOptimum(const std::string& path, int top, bool json);
 
 int Fail(const absl::Status& st) {
   std::cerr << "error: " << st.message() << " [" << absl::StatusCodeToString(st.code())
@@ -115,6 +124,17 @@ int main(int argc, char** argv) {
   query->add_option("--page-token", page_token, "from a previous page");
   query->add_flag("--json", json, "JSON output");
 
+  auto* sim = app.add_subcommand("sim", "the cluster simulator");
+  sim->require_subcommand(1);
+  int top = 5;
+  auto* optimum = sim->add_subcommand(
+      "optimum", "enumerate a sim spec's whole knob space (noise-free) and print the true best "
+                 "setting, its step time and MFU, and how many settings OOM or fail");
+  optimum->add_option("spec", spec_path, "session spec with an executor.sim section")->required();
+  optimum->add_option("--top", top, "how many of the fastest settings to list")
+      ->capture_default_str();
+  optimum->add_flag("--json", json, "JSON output");
+
   infrarsi::client::DemoOptions demo_opts;
   auto* demo = app.add_subcommand(
       "demo", "embedded server + 2 replay agents on the measured H200 landscape, all five "
@@ -128,6 +148,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
 
+  if (*optimum) return SimOptimum(spec_path, top, json);
   if (*demo) {
     const absl::Status st = infrarsi::client::RunDemo(demo_opts, std::cout);
     return st.ok() ? 0 : Fail(st);
@@ -240,3 +261,76 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+namespace {
+
+std::string PointLine(const infrarsi::SimPoint& p) {
+  std::map<std::string, std::string> c(p.config.begin(), p.config.end());
+  return absl::StrFormat("%9.3f s/step  MFU %5.1f%%  %6.1f GiB  %s", p.result.step_time_s,
+                         100 * p.result.mfu, p.result.peak_mem_gib,
+                         absl::StrJoin(c, ",", absl::PairFormatter("=")));
+}
+
+std::string PointJson(const infrarsi::SimPoint& p) {
+  return absl::StrFormat(
+      R"({"config": %s, "status": "%s", "step_time_s": %.6f, "mfu": %.5f, "peak_mem_gib": %.3f, "tokens_per_s": %.1f})",
+      infrarsi::EncodeConfigJson(p.config), infrarsi::models::sim::StatusName(p.result.status),
+      p.result.step_time_s, p.result.mfu, p.result.peak_mem_gib, p.result.tokens_per_s);
+}
+
+int SimOptimum(const std::string& path, int top, bool json) {
+  std::ifstream in(path);
+  if (!in) return Fail(absl::NotFoundError(absl::StrCat("spec: cannot read ", path)));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  infrarsi::SpecParseOptions po;
+  po.spec_dir = std::filesystem::absolute(path).parent_path().lexically_normal().string();
+  auto spec = infrarsi::ParseSpec(ss.str(), po);
+  if (!spec.ok()) return Fail(spec.status());
+  const absl::Time start = absl::Now();
+  auto land = infrarsi::EnumerateSimLandscape(*spec, std::max(1, top));
+  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
+  if (!land.ok()) return Fail(land.status());
+  if (land->best.empty()) {
+    return Fail(absl::FailedPreconditionError("no setting of this space runs"));
+  }
+  const auto& best = land->best.front();
+  const auto& base = land->baseline;
+  const double us = 1e6 * secs / static_cast<double>(land->settings + 1);
+  if (json) {
+    std::vector<std::string> tops;
+    for (const auto& p : land->best) tops.push_back(PointJson(p));
+    std::cout << absl::StrFormat(
+        R"({"spec": "%s", "settings": %d, "ok": %d, "oom": %d, "failed": %d, "sim_us_per_setting": %.3f, "baseline": %s, "best": %s, "speedup": %.4f, "top": [%s]})",
+        spec->name, land->settings, land->ok, land->oom, land->failed, us, PointJson(base),
+        PointJson(best),
+        base.result.status == infrarsi::models::sim::Status::kOk
+            ? base.result.step_time_s / best.result.step_time_s
+            : 0.0,
+        absl::StrJoin(tops, ", "))
+              << "\n";
+    return 0;
+  }
+  std::cout << absl::StrFormat(
+      "%s: %s x%d, %s\n"
+      "space: %d settings: %d run, %d OOM, %d fail at launch\n"
+      "simulated in %.2f s (%.2f us per setting)\n",
+      spec->name, spec->sim.cluster.gpu.name, spec->gpu_count, spec->WorkloadSignature(),
+      land->settings, land->ok, land->oom, land->failed, secs, us);
+  std::cout << "baseline  " << (base.result.status == infrarsi::models::sim::Status::kOk
+                                    ? PointLine(base)
+                                    : std::string(infrarsi::models::sim::StatusName(
+                                          base.result.status)) + ": " + base.result.message)
+            << "\n";
+  std::cout << "optimum   " << PointLine(best) << "\n";
+  if (base.result.status == infrarsi::models::sim::Status::kOk) {
+    std::cout << absl::StrFormat("speedup over the baseline: %.3fx\n",
+                                 base.result.step_time_s / best.result.step_time_s);
+  }
+  for (size_t i = 1; i < land->best.size(); ++i) {
+    std::cout << absl::StrFormat("top %-4d  ", i + 1) << PointLine(land->best[i]) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace

@@ -428,9 +428,9 @@ absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
   }
   if (r.executors().empty()) return absl::InvalidArgumentError("executors: at least one required");
   for (const std::string& e : r.executors()) {
-    if (e != "replay" && e != "process") {
+    if (e != "replay" && e != "process" && e != "sim") {
       return absl::InvalidArgumentError(
-          absl::StrCat("executors: unknown executor '", e, "' (known: replay, process)"));
+          absl::StrCat("executors: unknown executor '", e, "' (known: replay, process, sim)"));
     }
   }
   absl::MutexLock lock(&mu_);
@@ -521,6 +521,41 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
       // Repeatable per (session seed, trial, attempt).
       r->set_seed(s.spec.seed * 1000003ULL + static_cast<uint64_t>(t.id) * 7919ULL +
                   static_cast<uint64_t>(t.attempts));
+    } else if (s.spec.executor_kind == SessionSpec::ExecutorKind::kSim) {
+      const SimExecutorSpec& sim = s.spec.sim;
+      v1::SimSpec* p = a.mutable_executor()->mutable_sim();
+      v1::SimSpec::Model* m = p->mutable_model();
+      m->set_layers(sim.model.layers);
+      m->set_hidden(sim.model.hidden);
+      m->set_heads(sim.model.heads);
+      m->set_kv_heads(sim.model.kv_heads);
+      m->set_ffn(sim.model.ffn);
+      m->set_vocab(sim.model.vocab);
+      m->set_swiglu(sim.model.swiglu);
+      m->set_dropout(sim.model.dropout);
+      m->set_tied_embeddings(sim.model.tied_embeddings);
+      m->set_experts(sim.model.experts);
+      m->set_topk(sim.model.topk);
+      m->set_expert_ffn(sim.model.expert_ffn);
+      m->set_seq_len(sim.model.seq_len);
+      m->set_global_batch(sim.model.global_batch);
+      v1::SimSpec::Cluster* c = p->mutable_cluster();
+      c->set_gpu(sim.cluster.gpu.name);
+      c->set_gpus_per_node(sim.cluster.gpus_per_node);
+      c->set_nodes(sim.cluster.nodes);
+      c->set_nvlink_gbps(sim.cluster.nvlink_gbps);
+      c->set_net_gbps(sim.cluster.net_gbps);
+      c->set_noise_cv(sim.cluster.noise_cv);
+      c->set_straggler_prob(sim.cluster.straggler_prob);
+      c->set_straggler_slowdown(sim.cluster.straggler_slowdown);
+      c->set_drift_pct(sim.cluster.drift_pct);
+      c->set_seed(sim.cluster.seed);
+      for (const auto& [k, v] : sim.fixed) (*p->mutable_fixed())[k] = v;
+      p->set_warmup_steps(sim.warmup_steps);
+      p->set_timed_steps(sim.timed_steps);
+      p->set_trial_seed(s.spec.seed * 1000003ULL + static_cast<uint64_t>(t.id) * 7919ULL +
+                        static_cast<uint64_t>(t.attempts));
+      p->set_trial_index(t.id);
     } else {
       v1::ProcessSpec* p = a.mutable_executor()->mutable_process();
       for (const std::string& arg : s.spec.process.argv) p->add_argv(arg);

@@ -157,12 +157,143 @@ std::vector<std::string> Placeholders(const std::string& arg) {
   return out;
 }
 
+
+absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
+  namespace ms = models::sim;
+  const std::string f = "executor.sim";
+  RETURN_IF_ERROR(CheckKeys(sim, f, {"model", "cluster", "fixed", "warmup_steps", "timed_steps"}));
+  SimExecutorSpec& out = spec.sim;
+  ASSIGN_OR_RETURN(YAML::Node m, RequireMap(sim, "model", f + ".model", true));
+  RETURN_IF_ERROR(CheckKeys(m, f + ".model",
+                            {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "swiglu",
+                             "dropout", "tied_embeddings", "experts", "topk", "expert_ffn"}));
+  auto int_field = [&](const char* key, int64_t lo, int64_t hi,
+                       std::optional<int64_t> dflt) -> absl::StatusOr<int64_t> {
+    return ReadInt(m, key, f + ".model." + key, lo, hi, dflt);
+  };
+  auto bool_field = [&](const YAML::Node& n, const std::string& key, const std::string& field,
+                        bool dflt) -> absl::StatusOr<bool> {
+    YAML::Node v = n[key];
+    if (!v || v.IsNull()) return dflt;
+    const std::string t = v.IsScalar() ? NormalizeScalar(v.Scalar()) : "";
+    if (t != "true" && t != "false") return FieldError(field, "must be true or false");
+    return t == "true";
+  };
+  ms::ModelShape& mm = out.model;
+  ASSIGN_OR_RETURN(int64_t layers, int_field("layers", 1, 10000, std::nullopt));
+  ASSIGN_OR_RETURN(int64_t hidden, int_field("hidden", 1, 1 << 20, std::nullopt));
+  ASSIGN_OR_RETURN(int64_t heads, int_field("heads", 1, 1 << 14, std::nullopt));
+  ASSIGN_OR_RETURN(int64_t kv, int_field("kv_heads", 0, 1 << 14, 0));
+  ASSIGN_OR_RETURN(int64_t ffn, int_field("ffn", 0, 1 << 22, 0));
+  ASSIGN_OR_RETURN(int64_t vocab, int_field("vocab", 1, 1 << 24, std::nullopt));
+  ASSIGN_OR_RETURN(int64_t experts, int_field("experts", 0, 4096, 0));
+  ASSIGN_OR_RETURN(int64_t topk, int_field("topk", 0, 4096, 0));
+  ASSIGN_OR_RETURN(int64_t expert_ffn, int_field("expert_ffn", 0, 1 << 22, 0));
+  mm.layers = static_cast<int>(layers);
+  mm.hidden = static_cast<int>(hidden);
+  mm.heads = static_cast<int>(heads);
+  mm.kv_heads = static_cast<int>(kv);
+  mm.ffn = static_cast<int>(ffn);
+  mm.vocab = vocab;
+  mm.experts = static_cast<int>(experts);
+  mm.topk = static_cast<int>(topk);
+  mm.expert_ffn = static_cast<int>(expert_ffn);
+  ASSIGN_OR_RETURN(mm.swiglu, bool_field(m, "swiglu", f + ".model.swiglu", true));
+  ASSIGN_OR_RETURN(mm.dropout, bool_field(m, "dropout", f + ".model.dropout", false));
+  ASSIGN_OR_RETURN(mm.tied_embeddings,
+                   bool_field(m, "tied_embeddings", f + ".model.tied_embeddings", false));
+  if (mm.hidden % mm.heads != 0) {
+    return FieldError(f + ".model.hidden", "must be a multiple of heads");
+  }
+  if (mm.kv_heads > 0 && mm.heads % mm.kv_heads != 0) {
+    return FieldError(f + ".model.kv_heads", "must divide heads");
+  }
+  if (mm.experts > 0) {
+    if (mm.topk < 1 || mm.topk > mm.experts) {
+      return FieldError(f + ".model.topk", "must be in [1, experts] for a MoE model");
+    }
+    if (mm.expert_ffn < 1) return FieldError(f + ".model.expert_ffn", "is required for a MoE model");
+  } else if (mm.ffn < 1) {
+    return FieldError(f + ".model.ffn", "is required for a dense model");
+  }
+  mm.seq_len = static_cast<int>(spec.seq_len);
+  mm.global_batch = spec.global_batch;
+
+  const ms::GpuSpec* gpu = ms::FindGpu(spec.gpu);
+  if (gpu == nullptr) {
+    return FieldError("hardware.gpu", absl::StrCat("'", spec.gpu,
+                                                   "' is not in the simulator's catalog (",
+                                                   absl::StrJoin(ms::GpuNames(), ", "), ")"));
+  }
+  ms::ClusterShape& c = out.cluster;
+  c.gpu = *gpu;
+  ASSIGN_OR_RETURN(YAML::Node cl, RequireMap(sim, "cluster", f + ".cluster", false));
+  if (cl) {
+    RETURN_IF_ERROR(CheckKeys(cl, f + ".cluster",
+                              {"gpus_per_node", "nodes", "nvlink_gbps", "net_gbps", "noise_cv",
+                               "straggler_prob", "straggler_slowdown", "drift_pct", "seed"}));
+    ASSIGN_OR_RETURN(int64_t per_node,
+                     ReadInt(cl, "gpus_per_node", f + ".cluster.gpus_per_node", 1, 64, 8));
+    ASSIGN_OR_RETURN(int64_t nodes, ReadInt(cl, "nodes", f + ".cluster.nodes", 1, 100000, 1));
+    c.gpus_per_node = static_cast<int>(per_node);
+    c.nodes = static_cast<int>(nodes);
+    ASSIGN_OR_RETURN(c.nvlink_gbps, ReadDouble(cl, "nvlink_gbps", f + ".cluster.nvlink_gbps", 1, 1e5, c.nvlink_gbps));
+    ASSIGN_OR_RETURN(c.net_gbps, ReadDouble(cl, "net_gbps", f + ".cluster.net_gbps", 0.1, 1e5, c.net_gbps));
+    ASSIGN_OR_RETURN(c.noise_cv, ReadDouble(cl, "noise_cv", f + ".cluster.noise_cv", 0, 1, c.noise_cv));
+    ASSIGN_OR_RETURN(c.straggler_prob, ReadDouble(cl, "straggler_prob", f + ".cluster.straggler_prob", 0, 1, c.straggler_prob));
+    ASSIGN_OR_RETURN(c.straggler_slowdown, ReadDouble(cl, "straggler_slowdown", f + ".cluster.straggler_slowdown", 0, 10, c.straggler_slowdown));
+    ASSIGN_OR_RETURN(c.drift_pct, ReadDouble(cl, "drift_pct", f + ".cluster.drift_pct", 0, 100, c.drift_pct));
+    ASSIGN_OR_RETURN(int64_t seed, ReadInt(cl, "seed", f + ".cluster.seed", 0, std::numeric_limits<int64_t>::max(), 1));
+    c.seed = static_cast<uint64_t>(seed);
+  }
+  if (c.world() != spec.gpu_count) {
+    return FieldError("hardware.count",
+                      absl::StrCat("must equal executor.sim.cluster gpus_per_node x nodes (",
+                                   c.world(), "), got ", spec.gpu_count));
+  }
+  ASSIGN_OR_RETURN(int64_t warm, ReadInt(sim, "warmup_steps", f + ".warmup_steps", 0, 100, 1));
+  ASSIGN_OR_RETURN(int64_t timed, ReadInt(sim, "timed_steps", f + ".timed_steps", 1, 1000, 5));
+  out.warmup_steps = static_cast<int32_t>(warm);
+  out.timed_steps = static_cast<int32_t>(timed);
+
+  // Every knob, searched or fixed, must be one the simulator understands.
+  ms::LaunchKnobs probe;
+  std::string err;
+  for (const Knob& k : spec.knobs) {
+    for (const std::string& v : k.values) {
+      if (!ms::SetKnob(&probe, k.name, v, &err)) {
+        return FieldError(absl::StrCat("knobs.", k.name),
+                          absl::StrCat(err, " (simulator knobs: ",
+                                       absl::StrJoin(ms::KnobNames(), ", "), ")"));
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(YAML::Node fixed, RequireMap(sim, "fixed", f + ".fixed", false));
+  if (fixed) {
+    for (const auto& kv : fixed) {
+      const std::string name = kv.first.as<std::string>();
+      const std::string field = absl::StrCat(f, ".fixed.", name);
+      if (spec.FindKnob(name)) return FieldError(field, "is also a searched knob");
+      if (!kv.second.IsScalar()) return FieldError(field, "must be a scalar");
+      const std::string value = NormalizeScalar(kv.second.Scalar());
+      if (!ms::SetKnob(&probe, name, value, &err)) return FieldError(field, err);
+      out.fixed[name] = value;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseExecutor(const YAML::Node& root, const SpecParseOptions& options,
                            SessionSpec& spec) {
   ASSIGN_OR_RETURN(YAML::Node ex, RequireMap(root, "executor", "executor", true));
-  RETURN_IF_ERROR(CheckKeys(ex, "executor", {"replay", "process"}));
+  RETURN_IF_ERROR(CheckKeys(ex, "executor", {"replay", "process", "sim"}));
   if (ex.size() != 1) {
-    return FieldError("executor", "must name exactly one of: replay, process");
+    return FieldError("executor", "must name exactly one of: replay, process, sim");
+  }
+  if (ex["sim"]) {
+    spec.executor_kind = SessionSpec::ExecutorKind::kSim;
+    ASSIGN_OR_RETURN(YAML::Node sim, RequireMap(ex, "sim", "executor.sim", true));
+    return ParseSimExecutor(sim, spec);
   }
   if (ex["replay"]) {
     spec.executor_kind = SessionSpec::ExecutorKind::kReplay;
@@ -340,7 +471,20 @@ const Knob* SessionSpec::FindKnob(const std::string& name) const {
 }
 
 std::string SessionSpec::ExecutorName() const {
-  return executor_kind == ExecutorKind::kReplay ? "replay" : "process";
+  switch (executor_kind) {
+    case ExecutorKind::kReplay: return "replay";
+    case ExecutorKind::kProcess: return "process";
+    case ExecutorKind::kSim: return "sim";
+  }
+  return "replay";
+}
+
+models::sim::LaunchKnobs SimKnobs(const SessionSpec& spec, const Config& config) {
+  models::sim::LaunchKnobs k;
+  std::string unused;
+  for (const auto& [name, value] : spec.sim.fixed) models::sim::SetKnob(&k, name, value, &unused);
+  for (const auto& [name, value] : config) models::sim::SetKnob(&k, name, value, &unused);
+  return k;
 }
 
 absl::StatusOr<SessionSpec> ParseSpec(const std::string& yaml, const SpecParseOptions& options) {

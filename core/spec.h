@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "models/cluster_sim.h"
 
 namespace infrarsi {
 
@@ -38,6 +39,14 @@ struct ProcessExecutorSpec {
   int32_t timeout_s = 600;
 };
 
+struct SimExecutorSpec {
+  models::sim::ModelShape model;      // seq_len, global_batch from workload
+  models::sim::ClusterShape cluster;  // gpu from hardware.gpu
+  Config fixed;  // simulator knobs held constant (not searched)
+  int32_t warmup_steps = 1;
+  int32_t timed_steps = 5;
+};
+
 struct SessionSpec {
   std::string name;
   std::string model;
@@ -50,9 +59,10 @@ struct SessionSpec {
   int32_t max_trials = 0;
   int32_t doctor_repeats = 3;
   uint64_t seed = 0;
-  enum class ExecutorKind { kReplay, kProcess } executor_kind = ExecutorKind::kReplay;
+  enum class ExecutorKind { kReplay, kProcess, kSim } executor_kind = ExecutorKind::kReplay;
   ReplayExecutorSpec replay;
   ProcessExecutorSpec process;
+  SimExecutorSpec sim;
 
   // "gpt-354m/gb16/seq2048": identifies "the same training job" in the bank.
   std::string WorkloadSignature() const;
@@ -69,6 +79,11 @@ struct SpecParseOptions {
   // Injected so that validation can be tested without files.
   std::function<bool(const std::string&)> file_readable;
 };
+
+// The simulator's launch setting for `config` on top of the spec's fixed
+// knobs. Precondition: spec.executor_kind == kSim and `config` came from its
+// space (ParseSpec validated every value).
+models::sim::LaunchKnobs SimKnobs(const SessionSpec& spec, const Config& config);
 
 // Parses and validates a YAML spec. INVALID_ARGUMENT names the bad field.
 absl::StatusOr<SessionSpec> ParseSpec(const std::string& yaml, const SpecParseOptions& options);

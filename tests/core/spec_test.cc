@@ -142,6 +142,59 @@ TEST(SpecTest, ProcessExecutorSplitsWithoutAShell) {
   EXPECT_EQ(spec->process.timeout_s, 30);
 }
 
+constexpr char kSim[] = R"(
+name: sim-job
+workload: {model: llama-8b, global_batch: 64, seq_len: 4096}
+hardware: {gpu: H100, count: 8}
+knobs:
+  tp: [1, 2, 4, 8]
+  recompute: [none, full]
+baseline: {tp: 8, recompute: full}
+budget: {max_trials: 10}
+executor:
+  sim:
+    model: {layers: 32, hidden: 4096, heads: 32, kv_heads: 8, ffn: 14336, vocab: 128256}
+    cluster: {gpus_per_node: 8, nodes: 1}
+    fixed: {flash_attn: true}
+)";
+
+TEST(SpecTest, SimExecutorParses) {
+  auto spec = ParseSpec(kSim, Opts());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->ExecutorName(), "sim");
+  EXPECT_EQ(spec->sim.cluster.gpu.name, "H100");
+  EXPECT_EQ(spec->sim.model.seq_len, 4096);
+  EXPECT_EQ(spec->sim.fixed.at("flash_attn"), "true");
+  const auto k = SimKnobs(*spec, Config{{"tp", "2"}, {"recompute", "none"}});
+  EXPECT_EQ(k.tp, 2);
+  EXPECT_TRUE(k.flash_attn);
+}
+
+TEST(SpecTest, SimExecutorErrorsNameTheField) {
+  struct Case {
+    std::string from, to, field;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"recompute: [none, full]\nbaseline: {tp: 8, recompute: full}",
+            "recompute: [none, full]\n  warp: [1, 2]\nbaseline: {tp: 8, recompute: full, warp: 1}",
+            "knobs.warp"},
+           {"recompute: [none, full]\nbaseline: {tp: 8, recompute: full}",
+            "recompute: [none, sometimes]\nbaseline: {tp: 8, recompute: none}", "knobs.recompute"},
+           {"gpu: H100, count: 8", "gpu: H100, count: 16", "hardware.count"},
+           {"gpu: H100, count: 8", "gpu: TPUv5, count: 8", "hardware.gpu"},
+           {"fixed: {flash_attn: true}", "fixed: {tp: 2}", "executor.sim.fixed.tp"},
+           {"fixed: {flash_attn: true}", "fixed: {flash_attn: maybe}", "executor.sim.fixed.flash_attn"},
+           {"heads: 32,", "heads: 30,", "executor.sim.model.hidden"},
+           {"layers: 32,", "", "executor.sim.model.layers"},
+       }) {
+    const std::string yaml = absl::StrReplaceAll(kSim, {{c.from, c.to}});
+    ASSERT_NE(yaml, kSim) << c.field;
+    auto spec = ParseSpec(yaml, Opts());
+    ASSERT_FALSE(spec.ok()) << c.field;
+    EXPECT_EQ(spec.status().message().substr(0, c.field.size()), c.field) << spec.status();
+  }
+}
+
 TEST(SpecTest, SplitCommandLine) {
   auto a = SplitCommandLine(R"(a  "b c" 'd "e"' f\ g "h\"i")");
   ASSERT_TRUE(a.ok());

@@ -50,11 +50,12 @@ class EndToEndTest : public ::testing::Test {
     client_ = *client::RpcClient::Create(o);
   }
 
-  Subprocess& StartAgent(const std::string& executors) {
+  Subprocess& StartAgent(const std::string& executors, const std::string& gpu = "H200",
+                         int gpus = 1) {
     const int n = static_cast<int>(agents_.size());
     agents_.push_back(std::make_unique<Subprocess>(
-        std::vector<std::string>{INFRARSI_AGENT_BIN, "--server", address_, "--gpu-model", "H200",
-                                 "--gpu-count", "1", "--executors", executors, "--lease-wait-s",
+        std::vector<std::string>{INFRARSI_AGENT_BIN, "--server", address_, "--gpu-model", gpu,
+                                 "--gpu-count", absl::StrCat(gpus), "--executors", executors, "--lease-wait-s",
                                  "1", "--scratch", absl::StrCat(dir_, "/scratch-", n),
                                  "--host", absl::StrCat("node-", n), "--log-level", "warn"},
         absl::StrCat(dir_, "/agent-", n, ".log")));
@@ -218,6 +219,49 @@ executor:
   server_->Signal(SIGTERM);
   const int status = server_->Wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST_F(EndToEndTest, SimulatedClusterSessionWithSimAgents) {
+  StartServer();
+  StartAgent("sim", "H100", 8);
+  StartAgent("sim", "H100", 8);
+  const std::string spec =
+      std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads/dense-8b-1x8-h100.yaml";
+  std::string out, err;
+  ASSERT_EQ(Cli({"session", "create", spec}, &out, &err), 0) << err;
+  const std::string id(absl::StripAsciiWhitespace(out));
+  ASSERT_EQ(Cli({"doctor", id, "--repeats", "4"}, &out, &err), 0) << err;
+  ASSERT_EQ(Cli({"run", id, "--max-trials", "12"}, &out, &err), 0) << err;
+  auto rep = client_->Report(id);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_EQ(rep->stage(), "searched");
+  // Launch noise: four fresh launches of the baseline do not agree exactly.
+  EXPECT_GT(rep->baseline().cv(), 0.0);
+  EXPECT_LT(rep->baseline().cv(), 0.05);
+  int search = 0, failures = 0;
+  double failure_cost = 0;
+  for (const auto& t : rep->trials()) {
+    if (t.status() != "ok") {
+      ++failures;
+      failure_cost += t.cost_s();
+    }
+    if (t.purpose() != "search") continue;
+    ++search;
+    EXPECT_TRUE(t.status() == "ok" || t.status() == "oom" || t.status() == "failed") << t.status();
+    if (t.status() == "ok") {
+      EXPECT_NE(t.note().find("simulated H100 x8"), std::string::npos);
+    } else if (t.status() == "failed") {
+      EXPECT_NE(t.error().find("Error:"), std::string::npos) << t.error();  // launcher-style
+    } else {
+      EXPECT_NE(t.error().find("out of memory"), std::string::npos) << t.error();
+    }
+  }
+  EXPECT_EQ(search, 12);
+  EXPECT_EQ(rep->failed_trials().count(), failures);
+  EXPECT_NEAR(rep->failed_trials().cost_s(), failure_cost, 1e-6);
+  // sim optimum: the ground truth for the same spec, from the CLI.
+  ASSERT_EQ(Cli({"sim", "optimum", spec, "--json"}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("\"settings\": 82944"), std::string::npos) << out;
 }
 
 TEST_F(EndToEndTest, BadSpecsAreRefusedNamingTheField) {

@@ -1,0 +1,181 @@
+// An analytic performance and memory model of Megatron-style distributed
+// training (TP/PP/CP/EP/DP, micro-batching, interleaving, recompute,
+// distributed optimizer, overlap, bf16/fp8), used as a stand-in cluster.
+//
+// Simulate() is deterministic and noise-free: the "true" landscape, used to
+// find optima. MeasureTrial() adds what a real run shows on top: run-to-run
+// noise, stragglers, slow drift, per-step losses, start-up cost and
+// launcher-style failures, all drawn from seeds so benchmarks repeat.
+//
+// Formulas and where they come from:
+//  - model FLOPs per token: 6*N_active + 12*L*h*s + 6*h*V (Narayanan et al.
+//    2021, eq. 3 without recompute; PaLM's MFU convention); MFU is measured
+//    against the GPU's dense bf16 peak whatever the precision;
+//  - activation memory per layer: Korthikanti et al. 2022 ("Reducing
+//    Activation Recomputation"), generalised to GQA, SwiGLU and flash
+//    attention: 34*s*b*h + 5*a*s^2*b bytes for GPT without parallelism;
+//  - model state: Megatron's 18 bytes/param, or 6 + 12/d with the
+//    distributed optimizer;
+//  - pipeline bubble (p-1)/(m*v) with 1F1B, in-flight micro-batches min(m,p);
+//  - ring collectives: all-reduce 2(n-1)/n * bytes / bw, all-gather and
+//    reduce-scatter (n-1)/n * bytes / bw, plus per-step latency.
+//
+// Pure logic, standard library only. Thread-compatible (no shared state).
+#ifndef INFRARSI_MODELS_CLUSTER_SIM_H_
+#define INFRARSI_MODELS_CLUSTER_SIM_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace infrarsi::models::sim {
+
+struct GpuSpec {
+  std::string name;
+  double bf16_tflops = 0;  // dense peak
+  double fp8_tflops = 0;   // dense peak; 0: fp8 unsupported
+  double memory_gib = 0;   // usable device memory
+  double hbm_tbps = 0;
+  double gemm_efficiency = 0.8;  // best large-GEMM fraction of peak
+};
+
+// The catalog: A100-40GB, A100-80GB (alias A100), H100 (SXM, 80 GB), H200.
+// Null for an unknown name (compared case-insensitively).
+const GpuSpec* FindGpu(std::string_view name);
+std::vector<std::string> GpuNames();
+
+struct ModelShape {
+  int layers = 0;
+  int hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;  // 0: = heads (multi-head attention)
+  int ffn = 0;       // dense MLP width
+  int64_t vocab = 0;
+  bool swiglu = true;    // gated MLP (3 matrices) vs GeLU (2)
+  bool dropout = false;  // dropout masks stored (GPT-3 style)
+  bool tied_embeddings = false;
+  int experts = 0;  // MoE when > 0: every layer's MLP is a mixture
+  int topk = 0;
+  int expert_ffn = 0;
+  int seq_len = 0;
+  int64_t global_batch = 0;  // sequences per optimizer step
+};
+
+struct ClusterShape {
+  GpuSpec gpu;
+  int gpus_per_node = 8;
+  int nodes = 1;
+  double nvlink_gbps = 450;  // GB/s per GPU, one direction
+  double net_gbps = 50;      // GB/s per GPU across nodes (400 Gb/s NIC)
+  double nvlink_latency_us = 5;
+  double net_latency_us = 15;
+  // Noise, applied by MeasureTrial only.
+  double noise_cv = 0.01;            // run-to-run (launch) variation
+  double straggler_prob = 0.02;      // per step: some GPU is slow
+  double straggler_slowdown = 0.25;  // how much slower that step is
+  double drift_pct = 1.0;            // slow-down per 100 trials on this cluster
+  uint64_t seed = 1;
+  int world() const { return gpus_per_node * nodes; }
+};
+
+enum class Recompute { kNone, kSelective, kFull };
+enum class Precision { kBf16, kFp8 };
+
+struct LaunchKnobs {
+  int tp = 1, pp = 1, cp = 1, ep = 1;
+  int micro_batch = 1;
+  int vpp = 1;  // virtual pipeline stages per rank (interleaving)
+  Recompute recompute = Recompute::kNone;
+  bool dist_opt = false;  // optimizer-state sharding across DP
+  bool seq_par = false;
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  double bucket_mb = 40;
+  Precision precision = Precision::kBf16;
+  bool fused_kernels = false;  // fused norms/activations/optimizer, TP overlap
+  bool flash_attn = false;
+  // A contract-breaking edit: sequences per step actually processed (0: the
+  // workload's). Changes the numbers, which a contract must catch.
+  int64_t global_batch_override = 0;
+};
+
+// Knob names MeasureTrial understands, for specs and error messages.
+const std::vector<std::string>& KnobNames();
+// Sets one knob from its text ("4", "true", "selective", "fp8"). False with
+// *error set on an unknown name or a bad value.
+bool SetKnob(LaunchKnobs* knobs, const std::string& name, const std::string& value,
+             std::string* error);
+
+enum class Status { kOk, kOom, kLauncherError };
+const char* StatusName(Status s);
+
+struct MemoryBreakdown {
+  double weights_gib = 0, grads_gib = 0, optimizer_gib = 0, activations_gib = 0,
+         logits_gib = 0, buffers_gib = 0, total_gib = 0;
+};
+
+struct SimResult {
+  Status status = Status::kOk;
+  std::string message;  // launcher error or OOM text
+  double step_time_s = 0;
+  double peak_mem_gib = 0;
+  double mfu = 0;                // model FLOPs / (step time * world * bf16 peak)
+  double model_tflops_per_gpu = 0;
+  double hw_tflops_per_gpu = 0;  // executed FLOPs, recompute included
+  double tokens_per_s = 0;
+  int dp = 0;
+  int64_t microbatches = 0;
+  std::map<std::string, double> phases;  // seconds per step by phase
+  MemoryBreakdown memory;
+};
+
+// Parameter counts of the model.
+struct ParamCounts {
+  double total = 0;
+  double active = 0;           // per token (MoE: top-k experts)
+  double embedding = 0;        // input embedding (+ output layer if untied)
+  double per_layer_dense = 0;  // attention + norms (+ dense MLP)
+  double per_layer_expert = 0; // all experts of one layer
+};
+ParamCounts CountParams(const ModelShape& m);
+// Model FLOPs per token for training (see the header comment).
+double ModelFlopsPerToken(const ModelShape& m);
+
+// Activation bytes of one transformer layer for one micro-batch on one GPU,
+// as Korthikanti et al. count them (exposed for tests).
+double ActivationBytesPerLayer(const ModelShape& m, const LaunchKnobs& k);
+
+// Noise-free outcome of one setting.
+SimResult Simulate(const ModelShape& model, const ClusterShape& cluster, const LaunchKnobs& k);
+
+struct StepSample {
+  int64_t step = 0;
+  bool warmup = false;
+  double step_time_s = 0;
+  double loss = 0;
+  int64_t tokens = 0;
+  std::map<std::string, double> phases;
+};
+
+struct Measurement {
+  Status status = Status::kOk;
+  std::string message;
+  std::vector<StepSample> steps;  // empty unless ok
+  double peak_mem_gib = 0;
+  double wall_s = 0;  // start-up included
+  SimResult truth;    // the noise-free result behind it
+};
+
+// One trial as a real cluster would show it: `trial_seed` draws this
+// launch's noise; `trial_index` (how many trials the cluster ran before)
+// drives the slow drift. Losses depend only on the data (cluster seed), the
+// tokens per step and the precision, so honest settings agree.
+Measurement MeasureTrial(const ModelShape& model, const ClusterShape& cluster,
+                         const LaunchKnobs& k, int warmup_steps, int timed_steps,
+                         uint64_t trial_seed, int64_t trial_index);
+
+}  // namespace infrarsi::models::sim
+
+#endif  // INFRARSI_MODELS_CLUSTER_SIM_H_

@@ -1,0 +1,51 @@
+// Prints how long the cluster simulator takes per trial on each reference
+// workload: Simulate (noise-free) and MeasureTrial (1 warm-up + 5 steps).
+// Usage: sim_bench [repetitions]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "core/optimizer.h"
+#include "core/spec.h"
+
+int main(int argc, char** argv) {
+  namespace ms = infrarsi::models::sim;
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 3;
+  const std::string dir = std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads";
+  std::printf("%-26s %10s %14s %16s\n", "workload", "settings", "simulate_us", "measure_trial_us");
+  for (const char* f : {"dense-8b-1x8-h100.yaml", "dense-70b-4x8-h100.yaml",
+                        "moe-8x7b-16l-1x8-h100.yaml", "moe-8x7b-2x8-h200.yaml"}) {
+    std::ifstream in(dir + "/" + f);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    infrarsi::SpecParseOptions o;
+    o.spec_dir = dir;
+    auto spec = infrarsi::ParseSpec(ss.str(), o);
+    if (!spec.ok()) {
+      std::fprintf(stderr, "%s: %s\n", f, spec.status().ToString().c_str());
+      return 1;
+    }
+    const int64_t n = spec->SpaceSize();
+    std::vector<ms::LaunchKnobs> knobs;
+    for (int64_t i = 0; i < n; ++i) knobs.push_back(infrarsi::SimKnobs(*spec, infrarsi::ConfigAt(*spec, i)));
+    double sink = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) {
+      for (const auto& k : knobs) sink += ms::Simulate(spec->sim.model, spec->sim.cluster, k).step_time_s;
+    }
+    auto t1 = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) {
+      for (size_t i = 0; i < knobs.size(); ++i) {
+        sink += ms::MeasureTrial(spec->sim.model, spec->sim.cluster, knobs[i], 1, 5, i, 0).wall_s;
+      }
+    }
+    auto t2 = std::chrono::steady_clock::now();
+    const double sim_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / (reps * n);
+    const double meas_us = std::chrono::duration<double, std::micro>(t2 - t1).count() / (reps * n);
+    std::printf("%-26s %10lld %14.2f %16.2f\n", spec->name.c_str(), static_cast<long long>(n), sim_us, meas_us);
+    if (sink < 0) std::printf("impossible\n");
+  }
+  return 0;
+}

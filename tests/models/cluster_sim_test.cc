@@ -1,0 +1,434 @@
+// The cluster simulator against published formulas and measurements, and
+// the behaviours a tuner meets on a real cluster.
+#include "models/cluster_sim.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/sim_landscape.h"
+#include "core/spec.h"
+#include "models/stats.h"
+
+namespace infrarsi::models::sim {
+namespace {
+
+// GPT-3-style model as Korthikanti et al. and Narayanan et al. define it:
+// GeLU MLP of width 4h, multi-head attention, dropout, tied embeddings.
+ModelShape Gpt(int layers, int hidden, int heads, int64_t batch) {
+  ModelShape m;
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.ffn = 4 * hidden;
+  m.vocab = 51200;
+  m.swiglu = false;
+  m.dropout = true;
+  m.tied_embeddings = true;
+  m.seq_len = 2048;
+  m.global_batch = batch;
+  return m;
+}
+
+// Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+// Transformer Models", section 4: bytes of activations per layer.
+TEST(ActivationMemoryTest, ReproducesKorthikantiFormulas) {
+  const ModelShape m = Gpt(96, 12288, 96, 1);
+  const double s = 2048, b = 2, h = 12288, a = 96, t = 8;
+  LaunchKnobs k;
+  k.micro_batch = 2;
+  // No parallelism: sbh(34 + 5as/h).
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m, k), s * b * h * (34 + 5 * a * s / h));
+  // Tensor parallel: sbh(10 + 24/t + 5as/(ht)).
+  k.tp = 8;
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m, k),
+                   s * b * h * (10 + 24 / t + 5 * a * s / (h * t)));
+  // Tensor + sequence parallel: sbh/t (34 + 5as/h).
+  k.seq_par = true;
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m, k), s * b * h / t * (34 + 5 * a * s / h));
+  // ... with selective recomputation: 34 sbh/t.
+  k.recompute = Recompute::kSelective;
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m, k), 34 * s * b * h / t);
+  // Full recomputation keeps only each layer's input: 2sbh (split by SP).
+  k.recompute = Recompute::kFull;
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m, k), 2 * s * b * h / t);
+}
+
+// Megatron-LM's distributed optimizer documentation: 18 bytes per parameter
+// (bf16 weights, fp32 gradients, fp32 master weights and two Adam moments),
+// 6 + 12/d with the optimizer state sharded over d data-parallel ranks.
+TEST(ModelStateMemoryTest, EighteenBytesOrSixPlusTwelveOverD) {
+  ModelShape m = Gpt(24, 2048, 16, 64);
+  ClusterShape c;
+  c.gpu = *FindGpu("H100");
+  LaunchKnobs k;  // tp = pp = 1: every GPU holds the whole model, dp = 8
+  const ParamCounts p = CountParams(m);
+  // Tied embeddings: one copy of the vocab matrix lives on the single stage.
+  const double params = p.total;
+  const double gib = 1024.0 * 1024 * 1024;
+  SimResult r = Simulate(m, c, k);
+  ASSERT_EQ(r.status, Status::kOk) << r.message;
+  EXPECT_NEAR((r.memory.weights_gib + r.memory.grads_gib + r.memory.optimizer_gib) * gib,
+              18.0 * params, 1e-6 * params);
+  k.dist_opt = true;
+  r = Simulate(m, c, k);
+  EXPECT_NEAR((r.memory.weights_gib + r.memory.grads_gib + r.memory.optimizer_gib) * gib,
+              (6.0 + 12.0 / 8) * params, 1e-6 * params);
+}
+
+TEST(FlopsTest, MegatronFormulaForGpt) {
+  // Narayanan et al. 2021, eq. 3 without recomputation:
+  // 72 B s l h^2 (1 + s/6h + V/(12 l h)) per step, i.e. per token / (B s).
+  const ModelShape m = Gpt(96, 12288, 96, 1);
+  const double l = 96, h = 12288, s = 2048, V = 51200;
+  const double expected = 72 * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+  // Our count includes the 2h norm parameters per layer the formula drops.
+  EXPECT_NEAR(ModelFlopsPerToken(m) / expected, 1.0, 1e-3);
+}
+
+// Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
+// Clusters Using Megatron-LM", Table 1: GPT models on DGX A100 80GB nodes
+// (8 x 200 Gb/s InfiniBand), sequence 2048, vocabulary 51200, activation
+// recomputation; teraFLOP/s per GPU counts recomputation. The paper tuned
+// micro-batch and interleaving per row, so we take the best of those.
+struct PublishedRow {
+  const char* name;
+  int heads, hidden, layers, tp, pp, gpus;
+  int64_t batch;
+  double tflops_per_gpu;
+};
+
+void PrintTo(const PublishedRow& r, std::ostream* os) { *os << r.name; }
+
+class MegatronTable1Test : public ::testing::TestWithParam<PublishedRow> {};
+
+TEST_P(MegatronTable1Test, ThroughputWithin20Percent) {
+  const PublishedRow& row = GetParam();
+  const ModelShape m = Gpt(row.layers, row.hidden, row.heads, row.batch);
+  ClusterShape c;
+  c.gpu = *FindGpu("A100-80GB");
+  c.nodes = row.gpus / 8;
+  c.nvlink_gbps = 300;
+  c.net_gbps = 25;
+  LaunchKnobs k;
+  k.tp = row.tp;
+  k.pp = row.pp;
+  k.recompute = Recompute::kFull;
+  k.fused_kernels = true;
+  double best = 0;
+  for (int mbs : {1, 2, 4, 8}) {
+    for (int vpp : {1, 2, 3, 4, 5}) {
+      k.micro_batch = mbs;
+      k.vpp = vpp;
+      const SimResult r = Simulate(m, c, k);
+      if (r.status == Status::kOk) best = std::max(best, r.hw_tflops_per_gpu);
+    }
+  }
+  EXPECT_NEAR(best, row.tflops_per_gpu, 0.2 * row.tflops_per_gpu) << row.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Published, MegatronTable1Test,
+    ::testing::Values(PublishedRow{"GPT_18_4B", 48, 6144, 40, 8, 1, 256, 1024, 135},
+                      PublishedRow{"GPT_145_6B", 96, 12288, 80, 8, 8, 1536, 2304, 148},
+                      PublishedRow{"GPT_1T", 160, 25600, 128, 8, 64, 3072, 3072, 163}),
+    [](const ::testing::TestParamInfo<PublishedRow>& i) { return std::string(i.param.name); });
+
+// ---- the reference workloads in deploy/workloads
+
+SessionSpec LoadWorkload(const std::string& file) {
+  const std::string dir = std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads";
+  std::ifstream in(dir + "/" + file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  SpecParseOptions o;
+  o.spec_dir = dir;
+  auto spec = ParseSpec(ss.str(), o);
+  EXPECT_TRUE(spec.ok()) << file << ": " << spec.status();
+  return spec.ok() ? *spec : SessionSpec();
+}
+
+struct WorkloadCase {
+  const char* file;
+  bool dense;
+};
+
+void PrintTo(const WorkloadCase& w, std::ostream* os) { *os << w.file; }
+
+class ReferenceWorkloadTest : public ::testing::TestWithParam<WorkloadCase> {};
+
+TEST_P(ReferenceWorkloadTest, BelievableLandscape) {
+  SessionSpec spec = LoadWorkload(GetParam().file);
+  ASSERT_EQ(spec.executor_kind, SessionSpec::ExecutorKind::kSim);
+  auto land = EnumerateSimLandscape(spec, 1);
+  ASSERT_TRUE(land.ok()) << land.status();
+  EXPECT_GE(land->settings, 1000) << "thousands of settings";
+  EXPECT_GT(land->oom, land->settings / 20) << "a real share of the space runs out of memory";
+  EXPECT_GT(land->failed, 0) << "some combinations fail at launch";
+  // The naive baseline runs, at the low MFU a first attempt gets.
+  const SimResult& base = land->baseline.result;
+  ASSERT_EQ(base.status, Status::kOk) << base.message;
+  EXPECT_GT(base.mfu, 0.08);
+  EXPECT_LT(base.mfu, 0.25);
+  // The optimum sits near the OOM boundary: it uses most of the memory, and
+  // changing a single knob from it runs out of memory.
+  const SimResult& best = land->best.front().result;
+  EXPECT_GT(best.peak_mem_gib, 0.70 * spec.sim.cluster.gpu.memory_gib);
+  int oom_neighbours = 0;
+  for (const Knob& knob : spec.knobs) {
+    for (const std::string& v : knob.values) {
+      Config c = land->best.front().config;
+      if (c[knob.name] == v) continue;
+      c[knob.name] = v;
+      oom_neighbours +=
+          Simulate(spec.sim.model, spec.sim.cluster, SimKnobs(spec, c)).status == Status::kOom;
+    }
+  }
+  EXPECT_GE(oom_neighbours, 1);
+  EXPECT_GT(base.step_time_s / best.step_time_s, 2.0);
+  if (GetParam().dense) {
+    // Well-tuned dense bf16 runs publish roughly 35-55% MFU on H100.
+    for (Knob& k : spec.knobs) {
+      if (k.name == "precision") k.values = {"bf16"};
+    }
+    auto bf16 = EnumerateSimLandscape(spec, 1);
+    ASSERT_TRUE(bf16.ok());
+    EXPECT_GT(bf16->best.front().result.mfu, 0.35);
+    EXPECT_LT(bf16->best.front().result.mfu, 0.55);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Workloads, ReferenceWorkloadTest,
+    ::testing::Values(WorkloadCase{"dense-8b-1x8-h100.yaml", true},
+                      WorkloadCase{"dense-70b-4x8-h100.yaml", true},
+                      WorkloadCase{"moe-8x7b-16l-1x8-h100.yaml", false},
+                      WorkloadCase{"moe-8x7b-2x8-h200.yaml", false}),
+    [](const ::testing::TestParamInfo<WorkloadCase>& i) {
+      std::string n;
+      for (const char* p = i.param.file; *p && *p != '.'; ++p) n += std::isalnum(*p) ? *p : '_';
+      return n;
+    });
+
+TEST(ReferenceWorkloads, NaiveBaselinesAverageLowMfu) {
+  // The published system's baselines averaged 17.4% MFU.
+  std::vector<double> mfus;
+  for (const char* f : {"dense-8b-1x8-h100.yaml", "dense-70b-4x8-h100.yaml",
+                        "moe-8x7b-16l-1x8-h100.yaml", "moe-8x7b-2x8-h200.yaml"}) {
+    SessionSpec spec = LoadWorkload(f);
+    mfus.push_back(Simulate(spec.sim.model, spec.sim.cluster, SimKnobs(spec, spec.baseline)).mfu);
+  }
+  EXPECT_GT(Mean(mfus), 0.10);
+  EXPECT_LT(Mean(mfus), 0.22);
+}
+
+// ---- behaviours
+
+ModelShape Llama8b(int seq) {
+  ModelShape m;
+  m.layers = 32;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.ffn = 14336;
+  m.vocab = 128256;
+  m.seq_len = seq;
+  m.global_batch = 64;
+  return m;
+}
+
+ClusterShape Node(const char* gpu = "H100") {
+  ClusterShape c;
+  c.gpu = *FindGpu(gpu);
+  return c;
+}
+
+TEST(LauncherTest, FailsLikeMegatronDoes) {
+  const ModelShape m = Llama8b(4096);
+  auto fail = [&](LaunchKnobs k, const ClusterShape& c = Node()) {
+    const SimResult r = Simulate(m, c, k);
+    EXPECT_EQ(r.status, Status::kLauncherError);
+    return r.message;
+  };
+  LaunchKnobs k;
+  k.tp = 3;
+  EXPECT_NE(fail(k).find("world size (8) is not divisible"), std::string::npos);
+  k = LaunchKnobs();
+  k.tp = 16;
+  ClusterShape two = Node();
+  two.nodes = 2;
+  EXPECT_NE(fail(k, two).find("num_query_groups (8) must be a multiple of tensor_model_parallel_size (16)"),
+            std::string::npos);
+  k = LaunchKnobs();
+  k.pp = 8;
+  k.tp = 1;
+  ModelShape odd = m;
+  odd.layers = 30;
+  EXPECT_EQ(Simulate(odd, Node(), k).message,
+            "AssertionError: num_layers (30) must be divisible by pipeline_model_parallel_size (8)");
+  k = LaunchKnobs();
+  k.micro_batch = 3;
+  EXPECT_NE(fail(k).find("global batch size (64) is not divisible by micro batch size (3)"),
+            std::string::npos);
+  k = LaunchKnobs();
+  k.precision = Precision::kFp8;
+  EXPECT_NE(fail(k, Node("A100-80GB")).find("FP8 requires"), std::string::npos);
+  k = LaunchKnobs();
+  k.cp = 2;
+  EXPECT_NE(fail(k).find("context parallelism requires flash"), std::string::npos);
+  k = LaunchKnobs();
+  k.overlap_param_gather = true;
+  EXPECT_NE(fail(k).find("distributed-optimizer"), std::string::npos);
+  k = LaunchKnobs();
+  k.ep = 2;
+  EXPECT_NE(fail(k).find("requires num_experts"), std::string::npos);
+}
+
+TEST(InteractionTest, FlashAttentionMattersMoreForLongSequences) {
+  LaunchKnobs k;
+  k.tp = 8;
+  k.recompute = Recompute::kFull;
+  auto gain = [&](int seq) {
+    LaunchKnobs f = k;
+    f.flash_attn = true;
+    return Simulate(Llama8b(seq), Node(), k).step_time_s /
+           Simulate(Llama8b(seq), Node(), f).step_time_s;
+  };
+  EXPECT_GT(gain(8192), gain(2048) * 1.2);
+}
+
+TEST(InteractionTest, RecomputeTradesTimeForMemory) {
+  LaunchKnobs none, full;
+  none.tp = full.tp = 2;
+  none.flash_attn = full.flash_attn = true;
+  full.recompute = Recompute::kFull;
+  const SimResult a = Simulate(Llama8b(4096), Node(), none);
+  const SimResult b = Simulate(Llama8b(4096), Node(), full);
+  EXPECT_LT(a.step_time_s, b.step_time_s);
+  EXPECT_GT(a.memory.activations_gib, 4 * b.memory.activations_gib);
+}
+
+TEST(InteractionTest, BiggerMicroBatchesFasterUntilTheyDoNotFit) {
+  LaunchKnobs k;
+  k.tp = 2;
+  k.flash_attn = true;
+  k.dist_opt = true;
+  double prev = 1e9;
+  bool oom = false;
+  for (int mbs : {1, 2, 4, 8, 16, 32}) {
+    k.micro_batch = mbs;
+    const SimResult r = Simulate(Llama8b(2048), Node(), k);
+    if (r.status == Status::kOom) {
+      oom = true;
+      break;
+    }
+    EXPECT_LE(r.step_time_s, prev * 1.02);
+    prev = r.step_time_s;
+  }
+  EXPECT_TRUE(oom) << "large micro-batches must eventually run out of memory";
+}
+
+TEST(NoiseTest, SeededRepeatableAndNoisierClusterNoisier) {
+  const ModelShape m = Llama8b(4096);
+  LaunchKnobs k;
+  k.tp = 2;
+  k.flash_attn = true;
+  ClusterShape quiet = Node(), noisy = Node();
+  quiet.noise_cv = 0.003;
+  quiet.straggler_prob = 0;
+  noisy.noise_cv = 0.05;
+  noisy.straggler_prob = 0.1;
+  const Measurement a = MeasureTrial(m, quiet, k, 1, 5, 42, 0);
+  const Measurement b = MeasureTrial(m, quiet, k, 1, 5, 42, 0);
+  ASSERT_EQ(a.status, Status::kOk);
+  for (size_t i = 0; i < a.steps.size(); ++i) {
+    EXPECT_EQ(a.steps[i].step_time_s, b.steps[i].step_time_s);
+  }
+  auto launch_cv = [&](const ClusterShape& c) {
+    std::vector<double> medians;
+    for (uint64_t seed = 1; seed <= 30; ++seed) {
+      std::vector<double> t;
+      for (const auto& s : MeasureTrial(m, c, k, 1, 5, seed, 0).steps) {
+        if (!s.warmup) t.push_back(s.step_time_s);
+      }
+      medians.push_back(Median(t));
+    }
+    return CoefficientOfVariation(medians);
+  };
+  EXPECT_GT(launch_cv(noisy), 3 * launch_cv(quiet));
+  // Slow drift: the same launch later in the cluster's life is slower.
+  const Measurement late = MeasureTrial(m, quiet, k, 1, 5, 42, 500);
+  EXPECT_GT(late.steps[1].step_time_s, a.steps[1].step_time_s * 1.003);
+}
+
+TEST(LossTest, HonestSettingsAgreeAndContractBreakersDoNot) {
+  const ModelShape m = Llama8b(4096);
+  const ClusterShape c = Node();
+  LaunchKnobs a, b;
+  a.tp = 2;
+  a.flash_attn = true;
+  a.dist_opt = true;
+  b.tp = 4;
+  b.micro_batch = 2;
+  b.recompute = Recompute::kFull;
+  const Measurement ma = MeasureTrial(m, c, a, 1, 5, 1, 0);
+  const Measurement mb = MeasureTrial(m, c, b, 1, 5, 2, 3);
+  ASSERT_EQ(ma.status, Status::kOk);
+  ASSERT_EQ(mb.status, Status::kOk);
+  for (size_t i = 0; i < ma.steps.size(); ++i) {
+    EXPECT_NEAR(ma.steps[i].loss, mb.steps[i].loss, 5e-4);
+  }
+  LaunchKnobs fp8 = a;
+  fp8.precision = Precision::kFp8;
+  const Measurement mf = MeasureTrial(m, c, fp8, 1, 5, 1, 0);
+  ASSERT_EQ(mf.status, Status::kOk) << mf.message;
+  EXPECT_GT(std::fabs(mf.steps.back().loss - ma.steps.back().loss), 2e-3);
+  EXPECT_LT(std::fabs(mf.steps.back().loss - ma.steps.back().loss), 2e-2);
+  LaunchKnobs shrunk = a;
+  shrunk.global_batch_override = 8;  // the global batch a reward hack shrinks
+  const Measurement ms = MeasureTrial(m, c, shrunk, 1, 5, 1, 0);
+  ASSERT_EQ(ms.status, Status::kOk);
+  EXPECT_LT(ms.steps[1].step_time_s, ma.steps[1].step_time_s / 4);  // looks faster
+  double max_diff = 0;
+  for (size_t i = 0; i < ma.steps.size(); ++i) {
+    max_diff = std::max(max_diff, std::fabs(ms.steps[i].loss - ma.steps[i].loss));
+  }
+  EXPECT_GT(max_diff, 0.01);
+  EXPECT_NE(ms.steps[1].tokens, ma.steps[1].tokens);
+}
+
+TEST(CostTest, FailuresCostWhatARealLaunchCosts) {
+  const ModelShape m = Llama8b(8192);
+  LaunchKnobs oom;  // tp = 1, no recompute: the whole 8B model per GPU
+  const Measurement o = MeasureTrial(m, Node(), oom, 1, 5, 1, 0);
+  ASSERT_EQ(o.status, Status::kOom);
+  EXPECT_TRUE(o.steps.empty());
+  EXPECT_GT(o.wall_s, 20);  // start-up is paid before the first step fails
+  LaunchKnobs bad;
+  bad.tp = 3;
+  const Measurement l = MeasureTrial(m, Node(), bad, 1, 5, 1, 0);
+  EXPECT_EQ(l.status, Status::kLauncherError);
+  EXPECT_LT(l.wall_s, o.wall_s);
+}
+
+TEST(KnobTest, SetKnobValidates) {
+  LaunchKnobs k;
+  std::string err;
+  EXPECT_TRUE(SetKnob(&k, "recompute", "selective", &err));
+  EXPECT_EQ(k.recompute, Recompute::kSelective);
+  EXPECT_TRUE(SetKnob(&k, "micro_batch", "4", &err));
+  EXPECT_EQ(k.micro_batch, 4);
+  EXPECT_FALSE(SetKnob(&k, "tp", "two", &err));
+  EXPECT_NE(err.find("tp:"), std::string::npos);
+  EXPECT_FALSE(SetKnob(&k, "precision", "fp4", &err));
+  EXPECT_FALSE(SetKnob(&k, "warp_speed", "9", &err));
+  EXPECT_EQ(FindGpu("h100")->name, "H100");
+  EXPECT_EQ(FindGpu("A100")->memory_gib, FindGpu("A100-80GB")->memory_gib);
+  EXPECT_EQ(FindGpu("TPU"), nullptr);
+}
+
+}  // namespace
+}  // namespace infrarsi::models::sim
