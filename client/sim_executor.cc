@@ -37,6 +37,8 @@ absl::Status SimInputs(const v1::TrialAssignment& trial, ms::ModelShape* m, ms::
   c->nodes = pc.nodes();
   c->nvlink_gbps = pc.nvlink_gbps();
   c->net_gbps = pc.net_gbps();
+  c->nvlink_latency_us = pc.nvlink_latency_us();
+  c->net_latency_us = pc.net_latency_us();
   c->noise_cv = pc.noise_cv();
   c->straggler_prob = pc.straggler_prob();
   c->straggler_slowdown = pc.straggler_slowdown();

@@ -545,6 +545,8 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
       c->set_nodes(sim.cluster.nodes);
       c->set_nvlink_gbps(sim.cluster.nvlink_gbps);
       c->set_net_gbps(sim.cluster.net_gbps);
+      c->set_nvlink_latency_us(sim.cluster.nvlink_latency_us);
+      c->set_net_latency_us(sim.cluster.net_latency_us);
       c->set_noise_cv(sim.cluster.noise_cv);
       c->set_straggler_prob(sim.cluster.straggler_prob);
       c->set_straggler_slowdown(sim.cluster.straggler_slowdown);

@@ -230,7 +230,8 @@ absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
   ASSIGN_OR_RETURN(YAML::Node cl, RequireMap(sim, "cluster", f + ".cluster", false));
   if (cl) {
     RETURN_IF_ERROR(CheckKeys(cl, f + ".cluster",
-                              {"gpus_per_node", "nodes", "nvlink_gbps", "net_gbps", "noise_cv",
+                              {"gpus_per_node", "nodes", "nvlink_gbps", "net_gbps",
+                               "nvlink_latency_us", "net_latency_us", "noise_cv",
                                "straggler_prob", "straggler_slowdown", "drift_pct", "seed"}));
     ASSIGN_OR_RETURN(int64_t per_node,
                      ReadInt(cl, "gpus_per_node", f + ".cluster.gpus_per_node", 1, 64, 8));
@@ -239,6 +240,8 @@ absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
     c.nodes = static_cast<int>(nodes);
     ASSIGN_OR_RETURN(c.nvlink_gbps, ReadDouble(cl, "nvlink_gbps", f + ".cluster.nvlink_gbps", 1, 1e5, c.nvlink_gbps));
     ASSIGN_OR_RETURN(c.net_gbps, ReadDouble(cl, "net_gbps", f + ".cluster.net_gbps", 0.1, 1e5, c.net_gbps));
+    ASSIGN_OR_RETURN(c.nvlink_latency_us, ReadDouble(cl, "nvlink_latency_us", f + ".cluster.nvlink_latency_us", 0, 1e4, c.nvlink_latency_us));
+    ASSIGN_OR_RETURN(c.net_latency_us, ReadDouble(cl, "net_latency_us", f + ".cluster.net_latency_us", 0, 1e5, c.net_latency_us));
     ASSIGN_OR_RETURN(c.noise_cv, ReadDouble(cl, "noise_cv", f + ".cluster.noise_cv", 0, 1, c.noise_cv));
     ASSIGN_OR_RETURN(c.straggler_prob, ReadDouble(cl, "straggler_prob", f + ".cluster.straggler_prob", 0, 1, c.straggler_prob));
     ASSIGN_OR_RETURN(c.straggler_slowdown, ReadDouble(cl, "straggler_slowdown", f + ".cluster.straggler_slowdown", 0, 10, c.straggler_slowdown));
