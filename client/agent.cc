@@ -21,30 +21,43 @@ bool Retryable(const absl::Status& s) {
   return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
 }
 
-// Reports steps to the server; any refusal stops the trial.
+// Reports steps to the server; any refusal stops the trial. Steps that
+// could not be sent (server unreachable) are kept and sent again, with the
+// next report or with the completion: the server stores steps idempotently.
 class RpcProgressSink : public ProgressSink {
  public:
   RpcProgressSink(v1::AgentService::Stub* stub, const v1::TrialAssignment& t)
       : stub_(stub), trial_(t) {}
   bool OnSteps(const std::vector<v1::StepMetrics>& steps) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    unsent_.insert(unsent_.end(), steps.begin(), steps.end());
     v1::ReportProgressRequest req;
     req.set_trial_id(trial_.trial_id());
     req.set_lease_token(trial_.lease_token());
-    for (const auto& s : steps) *req.add_steps() = s;
+    for (const auto& s : unsent_) *req.add_steps() = s;
     v1::ReportProgressResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     const absl::Status st = FromGrpcStatus(stub_->ReportProgress(&ctx, req, &resp));
-    if (st.ok()) return !resp.cancelled();
+    if (st.ok()) {
+      unsent_.clear();
+      return !resp.cancelled();
+    }
     // An unreachable server may come back: keep running, the lease allows it.
     if (Retryable(st)) return true;
     spdlog::warn("trial {}: progress refused ({}); stopping it", trial_.trial_id(), st.ToString());
     return false;
   }
+  std::vector<v1::StepMetrics> TakeUnsent() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::move(unsent_);
+  }
 
  private:
   v1::AgentService::Stub* stub_;
   const v1::TrialAssignment& trial_;
+  std::mutex mu_;
+  std::vector<v1::StepMetrics> unsent_;
 };
 
 std::string DefaultHost() {
@@ -141,6 +154,7 @@ absl::Status Agent::RunTrial(const v1::TrialAssignment& trial) {
       outcome.set_error(absl::StrCat("executor: ", result.status().message()));
     }
   }
+  for (v1::StepMetrics& m : sink.TakeUnsent()) *outcome.add_steps() = std::move(m);
   v1::CompleteTrialRequest req;
   req.set_trial_id(trial.trial_id());
   req.set_lease_token(trial.lease_token());

@@ -30,24 +30,29 @@ int Fail(const absl::Status& st) {
   return 1;
 }
 
-// Follows a Doctor or Run stage to its end, printing each finished trial.
+// Follows a Doctor or Run stage (with its verification) to its end,
+// printing each finished trial.
 absl::StatusOr<v1::SessionSummary> Follow(RpcClient& c, const std::string& id, v1::Stage stage,
                                           double timeout_s) {
-  return c.WatchWhile(id, stage, absl::Seconds(timeout_s), [](const v1::SessionEvent& ev) {
-    if (ev.kind() != "trial_finished") return;
+  return c.Watch(id, absl::Seconds(timeout_s), [stage](const v1::SessionEvent& ev) {
+    const v1::Stage now = ev.session().stage();
+    const bool going = now == stage || (stage == v1::STAGE_RUNNING && now == v1::STAGE_VERIFYING);
+    if (ev.kind() != "trial_finished") return going;
     const auto& t = ev.trial();
     const auto& s = ev.session();
     const std::string time =
         t.status() == "ok" ? absl::StrFormat("%.4fs", t.step_time_s()) : std::string("-");
-    if (t.purpose() == "doctor") {
-      std::cerr << absl::StrFormat("  baseline run: trial %-4d %-7s %-10s on %s\n", t.id(),
-                                   t.status(), time, t.agent());
-      return;
+    if (t.purpose() == "doctor" || t.purpose() == "verify") {
+      std::cerr << absl::StrFormat("  %s: trial %-4d %-9s %-10s on %s %s\n",
+                                   t.purpose() == "doctor" ? "baseline run" : "verify",
+                                   t.id(), t.status(), time, t.agent(), t.tag());
+      return going;
     }
     std::cerr << absl::StrFormat(
         "  trial %-4d %-7s %-10s done %d/%d  best %.4f s (%.2fx)  %s\n", t.id(), t.status(),
         time, s.trials_done(), s.trials_planned(), s.best_step_time_s(), s.best_speedup(),
         infrarsi::client::FormatConfig(t.config()));
+    return going;
   });
 }
 
@@ -175,8 +180,9 @@ int main(int argc, char** argv) {
       return Fail(absl::FailedPreconditionError(
           absl::StrCat("doctor ended in stage ", s->stage_name(), ": ", s->error())));
     }
-    std::cout << absl::StrFormat("baseline %.4f s/step, CV %.2f%%\n", s->baseline_step_time_s(),
-                                 100 * s->baseline_cv());
+    std::cout << absl::StrFormat("baseline %.4f s/step, CV %.2f%%, noise floor %.2f%%\n",
+                                 s->baseline_step_time_s(), 100 * s->baseline_cv(),
+                                 100 * s->noise_floor());
     return 0;
   }
   if (*run) {
@@ -186,9 +192,9 @@ int main(int argc, char** argv) {
     if (auto s = c.Run(r); !s.ok()) return Fail(s.status());
     auto s = Follow(c, id, v1::STAGE_RUNNING, wait_s);
     if (!s.ok()) return Fail(s.status());
-    std::cout << absl::StrFormat("%s: %d trials, best %.4f s/step, speedup %.3fx  %s\n",
+    std::cout << absl::StrFormat("%s: %d trials, best %.4f s/step, speedup %.3fx, %s  %s\n",
                                  s->stage_name(), s->trials_done(), s->best_step_time_s(),
-                                 s->best_speedup(),
+                                 s->best_speedup(), s->promoted() ? "promoted" : "not promoted",
                                  infrarsi::client::FormatConfig(s->best_config()));
     return 0;
   }

@@ -124,18 +124,28 @@ absl::Status RunDemo(const DemoOptions& options, std::ostream& out) {
     if (s.stage() != v1::STAGE_DOCTORED) {
       return absl::InternalError(absl::StrCat("demo: doctor ended in ", s.stage_name(), ": ", s.error()));
     }
-    out << absl::StrFormat("[doctor]  baseline %.4f s/step, CV %.2f%%\n",
-                           s.baseline_step_time_s(), 100 * s.baseline_cv());
+    out << absl::StrFormat("[doctor]  baseline %.4f s/step, CV %.2f%%, noise floor %.2f%%\n",
+                           s.baseline_step_time_s(), 100 * s.baseline_cv(),
+                           100 * s.noise_floor());
 
     v1::RunRequest rr;
     rr.set_session_id(id);
     rr.set_max_trials(options.max_trials);
     RETURN_IF_ERROR(client->Run(rr).status());
-    ASSIGN_OR_RETURN(s, client->WatchWhile(
-                            id, v1::STAGE_RUNNING, absl::Seconds(300),
+    ASSIGN_OR_RETURN(s, client->Watch(
+                            id, absl::Seconds(300),
                             [&out](const v1::SessionEvent& ev) {
-                              if (ev.kind() != "trial_finished") return;
+                              const v1::Stage st = ev.session().stage();
+                              const bool going =
+                                  st == v1::STAGE_RUNNING || st == v1::STAGE_VERIFYING;
+                              if (ev.kind() != "trial_finished") return going;
                               const auto& t = ev.trial();
+                              if (t.purpose() == "verify") {
+                                out << absl::StrFormat("[verify]  %-12s %-7s %.4fs on %s\n",
+                                                       t.tag(), t.status(), t.step_time_s(),
+                                                       t.agent());
+                                return going;
+                              }
                               out << absl::StrFormat(
                                   "[run]     %2d/%d  trial %-3d %-7s %-9s best %.4f s (%.2fx)  %s\n",
                                   ev.session().trials_done(), ev.session().trials_planned(),
@@ -144,6 +154,7 @@ absl::Status RunDemo(const DemoOptions& options, std::ostream& out) {
                                                      : "-",
                                   ev.session().best_step_time_s(), ev.session().best_speedup(),
                                   FormatConfig(t.config()));
+                              return going;
                             }));
     ASSIGN_OR_RETURN(v1::SessionReport rep, client->Report(id));
     out << "\n[report]\n" << FormatReport(rep) << "\n";

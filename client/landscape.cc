@@ -57,11 +57,13 @@ std::vector<double> Numbers(const Struct& s, const std::string& key) {
 
 }  // namespace
 
-const LandscapeTrial* Landscape::FindGrid(const std::map<std::string, std::string>& config) const {
-  for (const LandscapeTrial& t : trials) {
-    if (t.role != "grid") continue;
+namespace {
+const LandscapeTrial* FindRole(const Landscape& l, const std::map<std::string, std::string>& config,
+                               bool probe) {
+  for (const LandscapeTrial& t : l.trials) {
+    if (probe ? t.hack.empty() : t.role != "grid") continue;
     bool match = true;
-    for (const std::string& k : knob_names) {
+    for (const std::string& k : l.knob_names) {
       auto it = config.find(k);
       if (it == config.end() || t.config.at(k) != it->second) {
         match = false;
@@ -71,6 +73,15 @@ const LandscapeTrial* Landscape::FindGrid(const std::map<std::string, std::strin
     if (match) return &t;
   }
   return nullptr;
+}
+}  // namespace
+
+const LandscapeTrial* Landscape::FindGrid(const std::map<std::string, std::string>& config) const {
+  return FindRole(*this, config, false);
+}
+
+const LandscapeTrial* Landscape::FindProbe(const std::map<std::string, std::string>& config) const {
+  return FindRole(*this, config, true);
 }
 
 absl::StatusOr<Landscape> Landscape::Load(const std::string& path) {
@@ -97,6 +108,9 @@ absl::StatusOr<Landscape> Landscape::Parse(const std::string& jsonl, const std::
       l.gpu = Str(meta, "gpu");
       l.capacity_gib = Num(meta, "capacity_gib");
       l.tokens_per_step = static_cast<int64_t>(Num(meta, "tokens_per_step"));
+      if (auto sh = meta.fields().find("shape"); sh != meta.fields().end()) {
+        l.global_batch = static_cast<int64_t>(Num(sh->second.struct_value(), "global_batch"));
+      }
       l.warmup_steps = static_cast<int>(Num(meta, "warmup"));
       l.import_and_init_s = Num(meta, "import_and_init_s");
       auto knobs = meta.fields().find("knobs");
@@ -136,6 +150,15 @@ absl::StatusOr<Landscape> Landscape::Parse(const std::string& jsonl, const std::
     t.peak_reserved_gib = Num(row, "peak_reserved_gib");
     t.wall_s = Num(row, "wall_s");
     t.error = Str(row, "error");
+    t.hack = Str(row, "hack");
+    if (auto acc = row.fields().find("honest_accum");
+        acc != row.fields().end() && acc->second.kind_case() == Value::kBoolValue &&
+        !acc->second.bool_value() && l.global_batch > 0) {
+      // One micro-batch per optimizer step instead of the global batch.
+      const double mb = std::stod(t.config.count("micro_batch") ? t.config.at("micro_batch") : "1");
+      t.tokens_per_step =
+          static_cast<int64_t>(static_cast<double>(l.tokens_per_step) / l.global_batch * mb);
+    }
     if (auto ph = row.fields().find("phases");
         ph != row.fields().end() && ph->second.kind_case() == Value::kListValue) {
       for (const Value& v : ph->second.list_value().values()) {

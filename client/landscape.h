@@ -23,12 +23,17 @@ struct LandscapeTrial {
   double peak_reserved_gib = 0;
   double wall_s = 0;
   std::string error;  // the framework's message on an oom trial
+  std::string hack;   // reward-hack probes: what the edit did
+  // Tokens per optimizer step this trial really processed (0: the
+  // landscape's). A probe without honest accumulation did one micro-batch.
+  int64_t tokens_per_step = 0;
 };
 
 struct Landscape {
   std::string gpu;
   double capacity_gib = 0;
   int64_t tokens_per_step = 0;
+  int64_t global_batch = 0;
   int warmup_steps = 0;
   double import_and_init_s = 0;
   std::vector<std::string> knob_names;
@@ -39,6 +44,8 @@ struct Landscape {
 
   // The grid trial of `config` (every knob of the landscape set), or null.
   const LandscapeTrial* FindGrid(const std::map<std::string, std::string>& config) const;
+  // A reward-hack probe measured at `config`'s knob values, or null.
+  const LandscapeTrial* FindProbe(const std::map<std::string, std::string>& config) const;
 
   static absl::StatusOr<Landscape> Load(const std::string& path);
   static absl::StatusOr<Landscape> Parse(const std::string& jsonl, const std::string& origin);

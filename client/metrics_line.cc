@@ -70,6 +70,25 @@ absl::StatusOr<MetricsLine> ParseMetricsLine(const std::string& line) {
     }
     out.step.set_warmup(w->second.bool_value());
   }
+  if (auto d = st.fields().find("data_seed"); d != st.fields().end()) {
+    if (d->second.kind_case() != Value::kNumberValue) {
+      return absl::InvalidArgumentError("metrics line: field 'data_seed' must be an integer");
+    }
+    out.step.set_data_seed(static_cast<int64_t>(d->second.number_value()));
+  }
+  if (auto d = st.fields().find("dtype"); d != st.fields().end()) {
+    if (d->second.kind_case() != Value::kStringValue) {
+      return absl::InvalidArgumentError("metrics line: field 'dtype' must be a string");
+    }
+    out.step.set_dtype(d->second.string_value());
+  }
+  if (auto o = st.fields().find("optimizer_steps"); o != st.fields().end()) {
+    if (o->second.kind_case() != Value::kNumberValue || o->second.number_value() < 0) {
+      return absl::InvalidArgumentError(
+          "metrics line: field 'optimizer_steps' must be a non-negative integer");
+    }
+    out.step.set_optimizer_steps(static_cast<int32_t>(o->second.number_value()));
+  }
   if (auto p = st.fields().find("phases"); p != st.fields().end()) {
     if (p->second.kind_case() != Value::kStructValue) {
       return absl::InvalidArgumentError("metrics line: field 'phases' must be an object");

@@ -5,7 +5,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/metrics_line.h"
+#include "client/protected_files.h"
 #include "core/spec.h"
 
 extern char** environ;
@@ -129,6 +134,12 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
 
   LineTailer tailer(metrics_path);
   v1::TrialOutcome outcome;
+  // Protected files must be as Init locked them, before and after.
+  for (const std::string& bad : ChangedProtectedFiles(spec.workdir(), spec.protected_hashes())) {
+    outcome.add_protected_changed(bad + " (before the trial)");
+  }
+  // When each metrics line arrived: the timer the training code cannot touch.
+  absl::Time last_line = absl::InfinitePast();
   bool oom_event = false, timed_out = false, stopped = false;
   std::string bad_line;
   const absl::Duration timeout = absl::Seconds(spec.timeout_s() > 0 ? spec.timeout_s() : 600);
@@ -136,6 +147,28 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   absl::Time last_report = start;
   int wstatus = 0;
   bool exited = false;
+
+  // Reporting runs on its own thread: a slow or unreachable server must not
+  // delay the polling loop, whose clock times the metrics lines.
+  std::mutex report_mu;
+  std::condition_variable report_cv;
+  std::vector<v1::StepMetrics> pending;
+  bool pending_keepalive = false, reporter_done = false;
+  std::atomic<bool> refused{false};
+  std::thread reporter([&] {
+    while (true) {
+      std::vector<v1::StepMetrics> batch;
+      {
+        std::unique_lock<std::mutex> lock(report_mu);
+        report_cv.wait(lock, [&] { return !pending.empty() || pending_keepalive || reporter_done; });
+        batch.swap(pending);
+        const bool keepalive = pending_keepalive;
+        pending_keepalive = false;
+        if (batch.empty() && !keepalive && reporter_done) return;
+      }
+      if (!sink->OnSteps(batch)) refused = true;
+    }
+  });
 
   auto drain = [&](bool final) {
     std::vector<v1::StepMetrics> steps;
@@ -148,14 +181,23 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
       if (parsed->oom) {
         oom_event = true;
       } else {
+        const absl::Time now = absl::Now();
+        if (last_line != absl::InfinitePast()) {
+          parsed->step.set_observed_interval_s(absl::ToDoubleSeconds(now - last_line));
+        }
+        last_line = now;
         steps.push_back(parsed->step);
       }
     }
     const bool due = absl::Now() - last_report >= keepalive;
     if (!steps.empty() || (due && !final)) {
       last_report = absl::Now();
-      if (!sink->OnSteps(steps)) stopped = true;
+      std::lock_guard<std::mutex> lock(report_mu);
+      for (auto& st : steps) pending.push_back(std::move(st));
+      if (steps.empty()) pending_keepalive = true;
+      report_cv.notify_one();
     }
+    if (refused) stopped = true;
   };
 
   while (!exited) {
@@ -178,6 +220,15 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   kill(-pid, SIGKILL);
   drain(true);
   outcome.set_wall_s(absl::ToDoubleSeconds(absl::Now() - start));
+  {
+    std::lock_guard<std::mutex> lock(report_mu);
+    reporter_done = true;
+    report_cv.notify_one();
+  }
+  reporter.join();  // every step reaches the sink before the outcome is sent
+  for (const std::string& bad : ChangedProtectedFiles(spec.workdir(), spec.protected_hashes())) {
+    outcome.add_protected_changed(bad);
+  }
   const std::string err_tail = ReadTail(stderr_path, 2000);
 
   if (stopped) {

@@ -5,7 +5,9 @@
 //
 // The process appends metrics lines (see metrics_line.h) to the file named by
 // $INFRARSI_METRICS. It also gets $INFRARSI_TRIAL_ID, $INFRARSI_SESSION_ID and
-// $INFRARSI_KNOB_<NAME> for every knob.
+// $INFRARSI_KNOB_<NAME> for every knob. The executor records when each line
+// arrives (a timer the training code cannot touch) and checks the protected
+// files' hashes before and after the run.
 #ifndef INFRARSI_CLIENT_PROCESS_EXECUTOR_H_
 #define INFRARSI_CLIENT_PROCESS_EXECUTOR_H_
 
@@ -22,8 +24,9 @@ class ProcessExecutor : public Executor {
     // Folder for per-trial scratch files (metrics, stdout, stderr); a fresh
     // subfolder per trial, removed afterwards. Required.
     std::string scratch_root;
-    // How often the metrics file and the child are checked.
-    absl::Duration poll_interval = absl::Milliseconds(100);
+    // How often the metrics file and the child are checked; also the
+    // resolution of the observed intervals between metrics lines.
+    absl::Duration poll_interval = absl::Milliseconds(10);
   };
   explicit ProcessExecutor(Options options) : options_(std::move(options)) {}
 

@@ -26,10 +26,14 @@ absl::StatusOr<v1::TrialOutcome> ReplayExecutor::Run(const v1::TrialAssignment& 
   ASSIGN_OR_RETURN(std::shared_ptr<const Landscape> land, Get(spec.landscape_path()));
   std::map<std::string, std::string> config(trial.config().begin(), trial.config().end());
   v1::TrialOutcome out;
-  const LandscapeTrial* t = land->FindGrid(config);
+  // A knob "variant" other than "honest" replays the landscape's reward-hack
+  // probe: what an unconstrained edit measured (e.g. a shrunk global batch).
+  const auto variant = config.find("variant");
+  const bool probe = variant != config.end() && variant->second != "honest";
+  const LandscapeTrial* t = probe ? land->FindProbe(config) : land->FindGrid(config);
   if (t == nullptr) {
     out.set_status("failed");
-    out.set_error(absl::StrCat("replay: setting ",
+    out.set_error(absl::StrCat("replay: ", probe ? "no reward-hack probe for setting " : "setting ",
                                absl::StrJoin(config, ",", absl::PairFormatter("=")),
                                " was not measured in ", spec.landscape_path()));
     return out;
@@ -75,7 +79,7 @@ absl::StatusOr<v1::TrialOutcome> ReplayExecutor::Run(const v1::TrialAssignment& 
     v1::StepMetrics m;
     m.set_step(i);
     m.set_loss(t->losses[static_cast<size_t>(i)]);
-    m.set_tokens(land->tokens_per_step);
+    m.set_tokens(t->tokens_per_step > 0 ? t->tokens_per_step : land->tokens_per_step);
     m.set_peak_mem_gib(t->peak_reserved_gib);
     m.set_warmup(true);
     steps.push_back(m);
@@ -85,7 +89,7 @@ absl::StatusOr<v1::TrialOutcome> ReplayExecutor::Run(const v1::TrialAssignment& 
     const size_t step = static_cast<size_t>(warm) + i;
     m.set_step(static_cast<int64_t>(step));
     m.set_loss(step < t->losses.size() ? t->losses[step] : std::nan(""));
-    m.set_tokens(land->tokens_per_step);
+    m.set_tokens(t->tokens_per_step > 0 ? t->tokens_per_step : land->tokens_per_step);
     m.set_step_time_s(t->step_times_s[i] * factor);
     m.set_peak_mem_gib(t->peak_reserved_gib);
     if (i < t->phases.size()) {

@@ -59,16 +59,67 @@ std::string FormatReport(const v1::SessionReport& r) {
                                               : std::string(" (the baseline)"),
                           FormatConfig(r.best().config()));
   }
-  int search = 0, doctor = 0;
-  for (const auto& t : r.trials()) (t.purpose() == "doctor" ? doctor : search)++;
+  int search = 0, doctor = 0, verify = 0;
+  for (const auto& t : r.trials()) {
+    (t.purpose() == "doctor" ? doctor : t.purpose() == "verify" ? verify : search)++;
+  }
   std::map<std::string, int> by(r.failed_trials().count_by_status().begin(),
                                 r.failed_trials().count_by_status().end());
   absl::StrAppendFormat(&out,
-                        "Trials: %d search + %d doctor; %d failed (%s) costing %.1f s of %.1f s "
-                        "measured in total\n",
-                        search, doctor, r.failed_trials().count(),
+                        "Trials: %d search + %d doctor + %d verification; %d failed (%s) costing "
+                        "%.1f s of %.1f s measured in total\n",
+                        search, doctor, verify, r.failed_trials().count(),
                         by.empty() ? "none" : absl::StrJoin(by, ", ", absl::PairFormatter(" ")),
                         r.failed_trials().cost_s(), r.total_cost_s());
+  const v1::Contract& c = r.contract();
+  absl::StrAppendFormat(&out,
+                        "Contract %s: %d tokens/step, loss within %.3g + %.3g*|loss| of the "
+                        "baseline, timing tolerance %.0f%%%s%s%s\n",
+                        c.hash(), c.tokens_per_step(), c.loss_abs_tol(), c.loss_rel_tol(),
+                        100 * c.timing_tolerance(),
+                        c.data_seed_set() ? absl::StrCat(", data seed ", c.data_seed()) : "",
+                        c.precision_size() ? absl::StrCat(", precision {", absl::StrJoin(c.precision(), ","), "}") : "",
+                        c.protected_files_size()
+                            ? absl::StrCat(", protected: ", absl::StrJoin(c.protected_files(), ","))
+                            : "");
+  const v1::DoctorReport& d = r.doctor();
+  if (d.runs() > 0) {
+    std::map<std::string, double> phases(d.phases_s().begin(), d.phases_s().end());
+    std::vector<std::string> ph;
+    for (const auto& [name, secs] : phases) ph.push_back(absl::StrFormat("%s %.4fs", name, secs));
+    absl::StrAppendFormat(&out,
+                          "Doctor: %d runs, median %.4f s, CV %.2f%%, drift %+.2f%%, noise floor "
+                          "%.2f%% (for %d A/B runs)%s%s\n",
+                          d.runs(), d.median_step_time_s(), 100 * d.cv(), 100 * d.drift(),
+                          100 * d.noise_floor(), d.verify_runs(),
+                          ph.empty() ? "" : absl::StrCat("; phases: ", absl::StrJoin(ph, ", ")),
+                          d.warning().empty() ? "" : absl::StrCat("; warning: ", d.warning()));
+    for (const auto& a : d.agents()) {
+      if (a.outlier()) {
+        absl::StrAppendFormat(&out, "  outlier agent %s: median %.4f s over %d runs\n", a.agent(),
+                              a.median_step_time_s(), a.runs());
+      }
+    }
+  }
+  if (!r.violations_by_kind().empty()) {
+    std::map<std::string, int> v(r.violations_by_kind().begin(), r.violations_by_kind().end());
+    absl::StrAppend(&out, "Contract violations (never promoted):");
+    for (const auto& [kind, n] : v) {
+      absl::StrAppendFormat(&out, " %s %d (%.1f s)", kind, n,
+                            r.violation_cost_s_by_kind().at(kind));
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  const v1::Verification& ver = r.verification();
+  if (ver.candidates_size() > 0 || !ver.summary().empty()) {
+    absl::StrAppend(&out, "Verification: ", ver.summary(), "\n");
+    for (const auto& cand : ver.candidates()) {
+      absl::StrAppendFormat(&out, "  %s candidate %d (trial %d) on %s: %.3fx [%.3f, %.3f] over %d pairs: %s\n",
+                            cand.rank() == ver.promoted_rank() ? "*" : " ", cand.rank(),
+                            cand.trial_id(), cand.agent(), cand.speedup(), cand.ci_low(),
+                            cand.ci_high(), cand.runs(), cand.reason());
+    }
+  }
   if (!r.applied_commit().empty()) absl::StrAppend(&out, "Applied as commit ", r.applied_commit(), "\n");
   absl::StrAppend(&out, "\n");
   absl::StrAppendFormat(&out, "%6s  %-7s %-9s %9s %9s %4s %9s  %-18s %s\n", "trial", "purpose",

@@ -11,7 +11,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/contract.h"
+#include "core/doctor.h"
 #include "core/status_macros.h"
+#include "google/protobuf/util/json_util.h"
 #include "models/stats.h"
 
 namespace infrarsi {
@@ -25,6 +28,7 @@ constexpr int kMaxInFlightPerSession = 16;
 const std::pair<v1::Stage, const char*> kStageNames[] = {
     {v1::STAGE_INITIALIZED, "initialized"}, {v1::STAGE_DOCTORING, "doctoring"},
     {v1::STAGE_DOCTORED, "doctored"},       {v1::STAGE_RUNNING, "running"},
+    {v1::STAGE_VERIFYING, "verifying"},
     {v1::STAGE_SEARCHED, "searched"},       {v1::STAGE_APPLIED, "applied"},
     {v1::STAGE_CANCELLED, "cancelled"},     {v1::STAGE_FAILED, "failed"},
 };
@@ -36,7 +40,74 @@ bool IsLeased(const std::string& status) {
   return status == ts::kLeased || status == ts::kRunning;
 }
 bool IsFailure(const std::string& status) {
-  return status == ts::kOom || status == ts::kFailed || status == ts::kTimeout;
+  return status == ts::kOom || status == ts::kFailed || status == ts::kTimeout ||
+         status == ts::kViolation;
+}
+
+std::string ToJson(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions o;
+  o.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
+  return out;
+}
+
+template <typename T>
+T FromJson(const std::string& json) {
+  T m;
+  if (!json.empty()) (void)google::protobuf::util::JsonStringToMessage(json, &m);
+  return m;
+}
+
+v1::Contract ContractProto(const SessionSpec& spec, const std::string& hash) {
+  const ContractSpec& c = spec.contract;
+  v1::Contract p;
+  p.set_hash(hash);
+  p.set_workload_signature(spec.WorkloadSignature());
+  p.set_tokens_per_step(c.tokens_per_step);
+  p.set_timed_steps(c.timed_steps);
+  p.set_data_seed_set(c.data_seed_set);
+  p.set_data_seed(c.data_seed);
+  p.set_loss_abs_tol(c.loss_abs_tol);
+  p.set_loss_rel_tol(c.loss_rel_tol);
+  p.set_timing_tolerance(c.timing_tolerance);
+  for (const auto& x : c.precision) p.add_precision(x);
+  p.set_optimizer_in_window(c.optimizer_in_window);
+  for (const auto& x : c.editable) p.add_editable(x);
+  for (const auto& x : c.protected_files) p.add_protected_files(x);
+  for (const auto& [k, v] : c.protected_hashes) (*p.mutable_protected_hashes())[k] = v;
+  for (const auto& patch : spec.patches) p.add_patches(patch.name);
+  return p;
+}
+
+StepEvidence EvidenceOf(const storage::StepRecord& r) {
+  StepEvidence e;
+  e.step = r.step;
+  e.warmup = r.warmup;
+  e.loss = r.loss;
+  e.tokens = r.tokens;
+  e.step_time_s = r.step_time_s;
+  DecodeStepExtra(r.extra, &e);
+  return e;
+}
+
+storage::StepRecord StepRecordOf(int64_t trial_id, const v1::StepMetrics& m) {
+  storage::StepRecord sr;
+  sr.trial_id = trial_id;
+  sr.step = m.step();
+  sr.loss = m.loss();
+  sr.tokens = m.tokens();
+  sr.step_time_s = m.step_time_s();
+  sr.peak_mem_gib = m.peak_mem_gib();
+  sr.warmup = m.warmup();
+  sr.phases = EncodeDoubleMapJson({m.phases().begin(), m.phases().end()});
+  StepEvidence e;
+  e.optimizer_steps = m.has_optimizer_steps() ? m.optimizer_steps() : -1;
+  e.observed_interval_s = m.observed_interval_s();
+  if (m.has_data_seed()) e.data_seed = m.data_seed();
+  e.dtype = m.dtype();
+  sr.extra = EncodeStepExtra(e);
+  return sr;
 }
 bool IsTerminalStage(v1::Stage st) {
   return st == v1::STAGE_APPLIED || st == v1::STAGE_CANCELLED || st == v1::STAGE_FAILED;
@@ -118,6 +189,12 @@ absl::Status SessionManager::Load() {
     auto s = std::make_unique<SessionState>();
     s->rec = std::move(rec);
     s->spec = *std::move(spec);
+    // The frozen contract wins over anything re-derived from the spec.
+    const v1::Contract frozen = FromJson<v1::Contract>(s->rec.contract);
+    s->spec.contract.protected_hashes = {frozen.protected_hashes().begin(),
+                                         frozen.protected_hashes().end()};
+    s->doctor = FromJson<v1::DoctorReport>(s->rec.doctor_report);
+    s->verification = FromJson<v1::Verification>(s->rec.verification);
     ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
     for (const auto& t : trials) {
       if (t.purpose != "search") continue;
@@ -138,6 +215,9 @@ absl::Status SessionManager::Load() {
     const v1::Stage stage = StageFromName(s->rec.stage);
     if (stage == v1::STAGE_RUNNING) {
       RETURN_IF_ERROR(options_.storage->Transaction([&] { return FillWindowLocked(*s); }));
+    } else if (stage == v1::STAGE_VERIFYING) {
+      RETURN_IF_ERROR(
+          options_.storage->Transaction([&] { return AdvanceVerificationLocked(*s); }));
     } else if (stage == v1::STAGE_DOCTORING) {
       RETURN_IF_ERROR(options_.storage->Transaction([&] { return AdvanceDoctorLocked(*s); }));
     }
@@ -171,7 +251,16 @@ v1::SessionSummary SessionManager::SummaryLocked(const SessionState& s) const {
   out.set_baseline_step_time_s(s.rec.baseline_step_time_s);
   out.set_baseline_cv(s.rec.baseline_cv);
   const double base = s.rec.baseline_step_time_s;
-  if (s.best_trial_id != 0 && (base == 0 || s.best_step_time_s < base)) {
+  out.set_noise_floor(s.doctor.noise_floor());
+  const int promoted = s.verification.promoted_rank();
+  if (promoted > 0 && promoted <= s.verification.candidates_size()) {
+    // A verified promotion: its speedup is the A/B estimate.
+    const auto& c = s.verification.candidates(promoted - 1);
+    out.set_promoted(true);
+    out.set_best_speedup(c.speedup());
+    out.set_best_step_time_s(base / c.speedup());
+    *out.mutable_best_config() = c.config();
+  } else if (s.best_trial_id != 0 && (base == 0 || s.best_step_time_s < base)) {
     out.set_best_step_time_s(s.best_step_time_s);
     CopyConfig(s.best_config, out.mutable_best_config());
     if (base > 0) out.set_best_speedup(base / s.best_step_time_s);
@@ -200,6 +289,8 @@ v1::TrialView SessionManager::ViewOf(const storage::TrialRecord& t) const {
   v.set_cost_s(t.cost_s);
   v.set_error(t.error);
   v.set_note(t.note);
+  v.set_violation(t.violation);
+  v.set_tag(t.tag);
   return v;
 }
 
@@ -235,6 +326,7 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Init(const v1::InitRequest& r
   SpecParseOptions po;
   po.spec_dir = request.spec_dir();
   po.file_readable = options_.file_readable;
+  po.hash_file = options_.hash_file;
   ASSIGN_OR_RETURN(SessionSpec spec, ParseSpec(request.spec_yaml(), po));
 
   absl::MutexLock lock(&mu_);
@@ -248,14 +340,8 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Init(const v1::InitRequest& r
   rec.stage = StageName(v1::STAGE_INITIALIZED);
   // The contract: what no trial may change. Frozen here; nothing else in the
   // API can edit it.
-  std::string contract = absl::StrCat(
-      "workload=", s->spec.WorkloadSignature(), "\nhardware=", s->spec.gpu, "x",
-      s->spec.gpu_count, "\nbaseline=", ConfigKey(s->spec.baseline), "\nexecutor=",
-      s->spec.ExecutorName(), "\nknobs=");
-  for (const Knob& k : s->spec.knobs) {
-    absl::StrAppend(&contract, k.name, ":", absl::StrJoin(k.values, "|"), ";");
-  }
-  rec.contract_hash = StableHash(contract);
+  rec.contract_hash = StableHash(ContractText(s->spec));
+  rec.contract = ToJson(ContractProto(s->spec, rec.contract_hash));
   rec.workload_signature = s->spec.WorkloadSignature();
   rec.gpu_model = s->spec.gpu;
   rec.created_ms = rec.updated_ms = NowMs();
@@ -305,22 +391,99 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorReques
 
 absl::Status SessionManager::AdvanceDoctorLocked(SessionState& s) {
   ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
-  std::vector<double> times;
+  std::vector<DoctorRun> runs;
   std::map<std::string, int> statuses;
+  std::set<std::string> fields;
+  int timed_steps = 0;
+  const storage::TrialRecord* violated = nullptr;
   for (const auto& t : trials) {
     if (t.purpose != "doctor") continue;
     if (IsInFlight(t.status)) return absl::OkStatus();  // not done yet
     ++statuses[t.status];
-    if (t.status == ts::kOk) times.push_back(t.step_time_s);
+    if (t.status == ts::kViolation && violated == nullptr) violated = &t;
+    if (t.status != ts::kOk) continue;
+    ASSIGN_OR_RETURN(auto steps, options_.storage->ListSteps(t.id));
+    DoctorRun run;
+    run.agent = t.agent;
+    run.step_time_s = t.step_time_s;
+    std::map<std::string, std::vector<double>> phases;
+    for (const auto& sr : steps) {
+      run.losses[sr.step] = sr.loss;
+      const StepEvidence e = EvidenceOf(sr);
+      if (e.data_seed) fields.insert("data_seed");
+      if (!e.dtype.empty()) fields.insert("dtype");
+      if (e.optimizer_steps >= 0) fields.insert("optimizer_steps");
+      if (sr.warmup) continue;
+      auto ph = DecodeDoubleMapJson(sr.phases);
+      if (ph.ok() && !ph->empty()) fields.insert("phases");
+      if (ph.ok()) {
+        for (const auto& [name, secs] : *ph) phases[name].push_back(secs);
+      }
+    }
+    for (const auto& [name, v] : phases) run.phases[name] = models::Median(v);
+    if (runs.empty()) {
+      for (const auto& sr : steps) timed_steps += !sr.warmup;
+    }
+    runs.push_back(std::move(run));
   }
-  if (times.empty()) {
-    s.rec.error = absl::StrCat("doctor: no baseline run succeeded (",
-                               absl::StrJoin(statuses, ", ", absl::PairFormatter("=")), ")");
+  auto fail = [&](std::string why) {
+    s.rec.error = std::move(why);
     return SaveSessionLocked(s, StageName(v1::STAGE_FAILED));
+  };
+  if (violated != nullptr) {
+    return fail(absl::StrCat("doctor: the baseline itself breaks the contract (",
+                             violated->violation, "): ", violated->error));
   }
-  s.rec.baseline_step_time_s = models::Median(times);
-  s.rec.baseline_cv = models::CoefficientOfVariation(times);
-  s.rec.baseline_runs = static_cast<int32_t>(times.size());
+  if (runs.empty()) {
+    return fail(absl::StrCat("doctor: no baseline run succeeded (",
+                             absl::StrJoin(statuses, ", ", absl::PairFormatter("=")), ")"));
+  }
+  // Instrumentation: the contract can only be checked on what is reported.
+  std::vector<std::string> missing;
+  if (s.spec.contract.data_seed_set && !fields.count("data_seed")) missing.push_back("data_seed");
+  if (s.spec.contract.optimizer_in_window && !fields.count("optimizer_steps")) {
+    missing.push_back("optimizer_steps");
+  }
+  if (!missing.empty()) {
+    return fail(absl::StrCat("doctor: the baseline's metrics lines lack ",
+                             absl::StrJoin(missing, ", "),
+                             ", which the contract needs; the workload cannot be verified"));
+  }
+  v1::DoctorReport report = BuildDoctorReport(runs, s.spec.verify.runs);
+  report.set_timed_steps(timed_steps);
+  for (const char* f : {"step", "loss", "tokens", "step_time_s", "peak_mem_gib"}) fields.insert(f);
+  for (const auto& f : fields) report.add_fields_seen(f);
+  // Honest repeats of the baseline must agree within the loss tolerance, or
+  // no trial can be judged against them.
+  const ContractSpec& c = s.spec.contract;
+  double worst = 0, worst_tol = 0;
+  for (const DoctorRun& run : runs) {
+    for (const auto& [step, loss] : run.losses) {
+      if (step < 0 || step >= report.reference_losses_size()) continue;
+      const double ref = report.reference_losses(static_cast<int>(step));
+      const double tol = c.loss_abs_tol + c.loss_rel_tol * std::fabs(ref);
+      if (std::fabs(loss - ref) - tol > worst - worst_tol) {
+        worst = std::fabs(loss - ref);
+        worst_tol = tol;
+      }
+    }
+  }
+  if (worst > worst_tol) {
+    return fail(absl::StrFormat(
+        "doctor: baseline runs disagree on the loss by %.3g, more than the tolerance %.3g: "
+        "the workload is not deterministic enough to verify (fix its seeds or loosen "
+        "contract.loss_abs_tol)",
+        worst, worst_tol));
+  }
+  if (std::fabs(report.drift()) > std::max(0.02, 3 * report.cv())) {
+    report.set_warning(absl::StrFormat("the baseline drifted %.1f%% between the first and last runs",
+                                       100 * report.drift()));
+  }
+  s.doctor = report;
+  s.rec.doctor_report = ToJson(report);
+  s.rec.baseline_step_time_s = report.median_step_time_s();
+  s.rec.baseline_cv = report.cv();
+  s.rec.baseline_runs = report.runs();
   return SaveSessionLocked(s, StageName(v1::STAGE_DOCTORED));
 }
 
@@ -410,9 +573,124 @@ absl::Status SessionManager::FillWindowLocked(SessionState& s) {
 }
 
 absl::Status SessionManager::FinishRunLocked(SessionState& s) {
-  const double base = s.rec.baseline_step_time_s;
-  s.rec.best_trial_id =
-      (s.best_trial_id != 0 && s.best_step_time_s < base) ? s.best_trial_id : 0;
+  // Re-verification: the fastest candidates that beat the baseline are run
+  // again, interleaved with the baseline in random A/B order on one agent.
+  ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
+  std::vector<const storage::TrialRecord*> ok;
+  for (const auto& t : trials) {
+    if (t.purpose == "search" && t.status == ts::kOk &&
+        t.step_time_s < s.rec.baseline_step_time_s) {
+      ok.push_back(&t);
+    }
+  }
+  std::sort(ok.begin(), ok.end(), [](const auto* a, const auto* b) {
+    return std::tie(a->step_time_s, a->id) < std::tie(b->step_time_s, b->id);
+  });
+  if (ok.size() > static_cast<size_t>(s.spec.verify.candidates)) {
+    ok.resize(static_cast<size_t>(s.spec.verify.candidates));
+  }
+  s.verification.Clear();
+  s.verification.set_noise_floor(s.doctor.noise_floor());
+  if (ok.empty()) {
+    s.verification.set_summary(s.spec.verify.candidates == 0
+                                   ? "verification disabled (verify.candidates: 0)"
+                                   : "no setting beat the baseline");
+    s.rec.verification = ToJson(s.verification);
+    s.rec.best_trial_id = 0;
+    return SaveSessionLocked(s, StageName(v1::STAGE_SEARCHED));
+  }
+  std::mt19937_64 order(s.spec.seed * 31 + static_cast<uint64_t>(trials.size()));
+  const std::string baseline = EncodeConfigJson(s.spec.baseline);
+  for (size_t r = 0; r < ok.size(); ++r) {
+    v1::Verification::Candidate* c = s.verification.add_candidates();
+    c->set_rank(static_cast<int>(r) + 1);
+    c->set_trial_id(ok[r]->id);
+    ASSIGN_OR_RETURN(Config cfg, DecodeConfigJson(ok[r]->config));
+    CopyConfig(cfg, c->mutable_config());
+    c->set_agent(ok[r]->agent);
+    for (int run = 1; run <= s.spec.verify.runs; ++run) {
+      const bool base_first = (order() & 1) == 0;
+      for (int k = 0; k < 2; ++k) {
+        const bool is_base = (k == 0) == base_first;
+        storage::TrialRecord t;
+        t.session_id = s.rec.id;
+        t.purpose = "verify";
+        t.config = is_base ? baseline : ok[r]->config;
+        t.status = ts::kQueued;
+        t.tag = absl::StrCat("c", r + 1, "/r", run, "/", is_base ? "base" : "cand");
+        t.pin_agent = ok[r]->agent;  // same host for both arms
+        t.created_ms = NowMs();
+        ASSIGN_OR_RETURN(t.id, options_.storage->InsertTrial(t));
+      }
+    }
+  }
+  s.rec.verification = ToJson(s.verification);
+  work_cv_.SignalAll();
+  return SaveSessionLocked(s, StageName(v1::STAGE_VERIFYING));
+}
+
+absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s) {
+  ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
+  // rank -> run -> (baseline time, candidate time); -1 marks a failed arm.
+  std::map<int, std::map<int, std::pair<double, double>>> arms;
+  std::map<int, std::string> disqualified;
+  for (const auto& t : trials) {
+    if (t.purpose != "verify") continue;
+    if (IsInFlight(t.status)) return absl::OkStatus();  // not done yet
+    int rank = 0, run = 0;
+    char arm[8] = {0};
+    if (std::sscanf(t.tag.c_str(), "c%d/r%d/%7s", &rank, &run, arm) != 3) continue;
+    const bool is_base = std::string(arm) == "base";
+    auto& pair = arms[rank][run];
+    const double v = t.status == ts::kOk ? t.step_time_s : -1.0;
+    (is_base ? pair.first : pair.second) = v;
+    if (t.status == ts::kViolation && !is_base && !disqualified.count(rank)) {
+      disqualified[rank] = absl::StrCat("a verification run broke the contract (", t.violation,
+                                        "): ", t.error);
+    }
+  }
+  const double floor = s.doctor.noise_floor();
+  int promoted = 0;
+  double promoted_low = 0;
+  for (auto& c : *s.verification.mutable_candidates()) {
+    std::vector<std::pair<double, double>> pairs;
+    for (const auto& [run, p] : arms[c.rank()]) {
+      if (p.first > 0 && p.second > 0) pairs.push_back(p);
+    }
+    const PairedSpeedup est = EstimatePairedSpeedup(pairs);
+    c.set_runs(est.pairs);
+    c.set_speedup(est.speedup);
+    c.set_ci_low(est.ci_low);
+    c.set_ci_high(std::min(est.ci_high, 1e9));
+    if (disqualified.count(c.rank())) {
+      c.set_reason(disqualified[c.rank()]);
+    } else if (est.pairs < 2) {
+      c.set_reason("fewer than two complete A/B pairs");
+    } else if (est.ci_low <= 1.0 + floor) {
+      c.set_reason(absl::StrFormat("interval [%.4f, %.4f] does not clear the noise floor %.4f",
+                                   est.ci_low, est.ci_high, 1.0 + floor));
+    } else {
+      c.set_cleared(true);
+      c.set_reason(absl::StrFormat("interval [%.4f, %.4f] clears the noise floor %.4f",
+                                   est.ci_low, est.ci_high, 1.0 + floor));
+      if (est.ci_low > promoted_low) {
+        promoted_low = est.ci_low;
+        promoted = c.rank();
+      }
+    }
+  }
+  s.verification.set_promoted_rank(promoted);
+  s.rec.best_trial_id = 0;
+  if (promoted > 0) {
+    const auto& c = s.verification.candidates(promoted - 1);
+    s.rec.best_trial_id = c.trial_id();
+    s.verification.set_summary(absl::StrFormat(
+        "promoted candidate %d: speedup %.3fx, 95%% interval [%.3f, %.3f] over %d A/B pairs",
+        promoted, c.speedup(), c.ci_low(), c.ci_high(), c.runs()));
+  } else {
+    s.verification.set_summary("no candidate's speedup interval cleared the noise floor");
+  }
+  s.rec.verification = ToJson(s.verification);
   return SaveSessionLocked(s, StageName(v1::STAGE_SEARCHED));
 }
 
@@ -488,8 +766,13 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
     if (sit == sessions_.end()) continue;
     SessionState& s = *sit->second;
     const v1::Stage stage = StageFromName(s.rec.stage);
-    if (stage != v1::STAGE_DOCTORING && stage != v1::STAGE_RUNNING) continue;
+    if (stage != v1::STAGE_DOCTORING && stage != v1::STAGE_RUNNING &&
+        stage != v1::STAGE_VERIFYING) {
+      continue;
+    }
     if (!AgentCanRunLocked(agent, s)) continue;
+    // A/B pairs run on one host; if that host is gone, any may take over.
+    if (!t.pin_agent.empty() && t.pin_agent != agent.id && AgentLiveLocked(t.pin_agent)) continue;
 
     t.status = ts::kLeased;
     t.attempts += 1;
@@ -563,6 +846,9 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
       for (const std::string& arg : s.spec.process.argv) p->add_argv(arg);
       p->set_workdir(s.spec.process.workdir);
       p->set_timeout_s(s.spec.process.timeout_s);
+      for (const auto& [path, hash] : s.spec.contract.protected_hashes) {
+        (*p->mutable_protected_hashes())[path] = hash;
+      }
     }
     return std::optional<v1::TrialAssignment>(std::move(a));
   }
@@ -609,18 +895,7 @@ absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
   t.status = ts::kRunning;
   t.lease_deadline_ms = NowMs() + absl::ToInt64Milliseconds(options_.lease_timeout);
   std::vector<storage::StepRecord> steps;
-  for (const v1::StepMetrics& m : r.steps()) {
-    storage::StepRecord sr;
-    sr.trial_id = t.id;
-    sr.step = m.step();
-    sr.loss = m.loss();
-    sr.tokens = m.tokens();
-    sr.step_time_s = m.step_time_s();
-    sr.peak_mem_gib = m.peak_mem_gib();
-    sr.warmup = m.warmup();
-    sr.phases = EncodeDoubleMapJson({m.phases().begin(), m.phases().end()});
-    steps.push_back(std::move(sr));
-  }
+  for (const v1::StepMetrics& m : r.steps()) steps.push_back(StepRecordOf(t.id, m));
   RETURN_IF_ERROR(options_.storage->Transaction([&]() -> absl::Status {
     RETURN_IF_ERROR(options_.storage->PutSteps(steps));
     return options_.storage->UpdateTrial(t);
@@ -663,18 +938,9 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::CompleteTrial(
   ASSIGN_OR_RETURN(SessionState * s, RecordedSessionLocked(t));
 
   std::vector<storage::StepRecord> new_steps;
-  for (const v1::StepMetrics& m : o.steps()) {
-    storage::StepRecord sr;
-    sr.trial_id = t.id;
-    sr.step = m.step();
-    sr.loss = m.loss();
-    sr.tokens = m.tokens();
-    sr.step_time_s = m.step_time_s();
-    sr.peak_mem_gib = m.peak_mem_gib();
-    sr.warmup = m.warmup();
-    sr.phases = EncodeDoubleMapJson({m.phases().begin(), m.phases().end()});
-    new_steps.push_back(std::move(sr));
-  }
+  for (const v1::StepMetrics& m : o.steps()) new_steps.push_back(StepRecordOf(t.id, m));
+  const std::vector<std::string> changed(o.protected_changed().begin(),
+                                         o.protected_changed().end());
   const SessionState saved = *s;
   absl::Status st = options_.storage->Transaction([&]() -> absl::Status {
     RETURN_IF_ERROR(options_.storage->PutSteps(new_steps));
@@ -702,6 +968,7 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::CompleteTrial(
         t.step_time_s = models::Median(timed);
       }
     }
+    RETURN_IF_ERROR(ApplyContractLocked(*s, t, changed));
     return FinishTrialLocked(*s, t);
   });
   if (!st.ok()) {
@@ -712,6 +979,39 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::CompleteTrial(
   }
   resp.set_accepted(true);
   return resp;
+}
+
+absl::Status SessionManager::ApplyContractLocked(SessionState& s, storage::TrialRecord& t,
+                                                const std::vector<std::string>& changed) {
+  // Only a trial that produced numbers (or touched protected files) has
+  // anything to check; a crash is already not a result.
+  if (t.status != ts::kOk && changed.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(auto steps, options_.storage->ListSteps(t.id));
+  TrialEvidence e;
+  for (const auto& sr : steps) e.steps.push_back(EvidenceOf(sr));
+  e.wall_s = t.cost_s;
+  e.protected_changed = changed;
+  // The doctor's own runs build the reference; later trials are held to it.
+  std::vector<double> reference;
+  int expected_steps = s.spec.contract.timed_steps;
+  if (t.purpose != "doctor") {
+    reference.assign(s.doctor.reference_losses().begin(), s.doctor.reference_losses().end());
+    // As many timed steps as the baseline reported, unless the contract says.
+    if (expected_steps == 0) expected_steps = s.doctor.timed_steps();
+  }
+  if (auto v = CheckContract(s.spec.contract, reference, expected_steps, e)) {
+    t.status = ts::kViolation;
+    t.violation = v->kind;
+    t.error = absl::StrCat(v->kind, ": ", v->reason);
+  }
+  return absl::OkStatus();
+}
+
+bool SessionManager::AgentLiveLocked(const std::string& agent_id) const {
+  auto it = agents_.find(agent_id);
+  return it != agents_.end() &&
+         it->second.last_heartbeat_ms >=
+             NowMs() - absl::ToInt64Milliseconds(options_.agent_liveness);
 }
 
 absl::Status SessionManager::FinishTrialLocked(SessionState& s, storage::TrialRecord& t) {
@@ -734,6 +1034,11 @@ absl::Status SessionManager::FinishTrialLocked(SessionState& s, storage::TrialRe
   if (t.purpose == "doctor") {
     EmitLocked(s, "trial_finished", &t);
     if (stage == v1::STAGE_DOCTORING) return AdvanceDoctorLocked(s);
+    return absl::OkStatus();
+  }
+  if (t.purpose == "verify") {
+    EmitLocked(s, "trial_finished", &t);
+    if (stage == v1::STAGE_VERIFYING) return AdvanceVerificationLocked(s);
     return absl::OkStatus();
   }
   --s.search_in_flight;
@@ -867,11 +1172,18 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
   best->set_speedup(sum.best_speedup());
   if (s->best_trial_id != 0 && sum.best_speedup() > 1.0) best->set_trial_id(s->best_trial_id);
 
+  *rep.mutable_contract() = FromJson<v1::Contract>(s->rec.contract);
+  *rep.mutable_doctor() = s->doctor;
+  *rep.mutable_verification() = s->verification;
   v1::SessionReport::FailedTrials* failed = rep.mutable_failed_trials();
   double total = 0;
   for (const auto& t : trials) {
     *rep.add_trials() = ViewOf(t);
     total += t.cost_s;
+    if (t.status == ts::kViolation) {
+      (*rep.mutable_violations_by_kind())[t.violation] += 1;
+      (*rep.mutable_violation_cost_s_by_kind())[t.violation] += t.cost_s;
+    }
     if (IsFailure(t.status)) {
       failed->set_count(failed->count() + 1);
       failed->set_cost_s(failed->cost_s() + t.cost_s);
@@ -902,35 +1214,53 @@ absl::StatusOr<v1::ApplyResponse> SessionManager::Apply(const v1::ApplyRequest& 
   if (stage != v1::STAGE_SEARCHED) {
     return StageError(s->rec.id, s->rec.stage, "apply needs a finished run (stage searched)");
   }
-  if (s->rec.best_trial_id == 0) {
+  const int rank = s->verification.promoted_rank();
+  if (s->rec.best_trial_id == 0 || rank <= 0 || rank > s->verification.candidates_size()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "session_id: no setting beat the baseline in session ", s->rec.id,
-        "; nothing to apply"));
+        "session_id: session ", s->rec.id, " promoted no setting (",
+        s->verification.summary().empty() ? "no setting beat the baseline"
+                                          : s->verification.summary(),
+        "); nothing to apply"));
   }
+  const v1::Verification::Candidate& cand = s->verification.candidates(rank - 1);
   ASSIGN_OR_RETURN(storage::TrialRecord best, options_.storage->GetTrial(s->rec.best_trial_id));
   ASSIGN_OR_RETURN(Config cfg, DecodeConfigJson(best.config));
-  const double speedup = s->rec.baseline_step_time_s / best.step_time_s;
+  const double speedup = cand.speedup();
+  const v1::Contract contract = FromJson<v1::Contract>(s->rec.contract);
 
   const std::string path = absl::StrCat("infrarsi/", s->rec.name, ".launch.yaml");
   std::string file = absl::StrCat(
       "# Launch setting promoted by InfraRSI. Generated; edit the session, not this file.\n",
       "session_id: ", s->rec.id, "\n", "workload: ", s->rec.workload_signature, "\n",
       "hardware: ", s->spec.gpu, " x", s->spec.gpu_count, "\n",
-      absl::StrFormat("baseline_step_time_s: %.6f\nstep_time_s: %.6f\nspeedup: %.4f\n",
-                      s->rec.baseline_step_time_s, best.step_time_s, speedup),
+      absl::StrFormat("baseline_step_time_s: %.6f\nspeedup: %.4f\nspeedup_ci95: [%.4f, %.4f]\n",
+                      s->rec.baseline_step_time_s, speedup, cand.ci_low(), cand.ci_high()),
       "contract_hash: ", s->rec.contract_hash, "\n", "setting:\n");
   for (const Knob& k : s->spec.knobs) absl::StrAppend(&file, "  ", k.name, ": ", cfg[k.name], "\n");
 
+  std::string checks = absl::StrFormat(
+      "tokens/step %d, loss within %.3g + %.3g*|loss| of the baseline, harness timing "
+      "(tolerance %.0f%%)",
+      contract.tokens_per_step(), contract.loss_abs_tol(), contract.loss_rel_tol(),
+      100 * contract.timing_tolerance());
+  if (contract.data_seed_set()) absl::StrAppend(&checks, ", data seed ", contract.data_seed());
+  if (contract.precision_size() > 0) {
+    absl::StrAppend(&checks, ", precision in {", absl::StrJoin(contract.precision(), ", "), "}");
+  }
+  if (contract.protected_files_size() > 0) {
+    absl::StrAppend(&checks, ", protected files unchanged (",
+                    absl::StrJoin(contract.protected_files(), ", "), ")");
+  }
   std::string message = absl::StrFormat(
       "infrarsi: promote launch setting for %s (%.2fx)\n\n"
       "Session: %s\nWorkload: %s on %s x%d\n"
-      "Baseline: %.4f s/step (median of %d runs, CV %.2f%%)\n"
-      "Promoted: %.4f s/step (trial %d), speedup %.3fx\n"
-      "Setting: %s\nContract: %s\nFiles: %s\n",
+      "Baseline: %.4f s/step (median of %d runs, CV %.2f%%, noise floor %.2f%%)\n"
+      "Speedup: %.3fx, 95%% interval [%.3f, %.3f] over %d interleaved A/B pairs (trial %d)\n"
+      "Setting: %s\nContract %s checks passed: %s\nSource paths changed: %s\n",
       s->rec.name, speedup, s->rec.id, s->rec.workload_signature, s->spec.gpu,
       s->spec.gpu_count, s->rec.baseline_step_time_s, s->rec.baseline_runs,
-      100.0 * s->rec.baseline_cv, best.step_time_s, best.id, speedup, ConfigKey(cfg),
-      s->rec.contract_hash, path);
+      100.0 * s->rec.baseline_cv, 100.0 * s->doctor.noise_floor(), speedup, cand.ci_low(),
+      cand.ci_high(), cand.runs(), best.id, ConfigKey(cfg), s->rec.contract_hash, checks, path);
 
   CommitRequest cr;
   cr.repo_path = request.repo_path();

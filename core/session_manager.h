@@ -40,6 +40,7 @@ inline constexpr char kOk[] = "ok";
 inline constexpr char kOom[] = "oom";
 inline constexpr char kFailed[] = "failed";
 inline constexpr char kTimeout[] = "timeout";
+inline constexpr char kViolation[] = "violation";
 inline constexpr char kCancelled[] = "cancelled";
 }  // namespace trial_status
 
@@ -67,6 +68,9 @@ class SessionManager {
     absl::Duration agent_liveness = absl::Seconds(90);
     // Spec validation's file check; null: the real filesystem.
     std::function<bool(const std::string&)> file_readable;
+    // Content hash that locks protected files at Init (the server uses git's
+    // blob SHA-1, the same the agent checks). Null: hashes stay empty.
+    std::function<absl::StatusOr<std::string>(const std::string&)> hash_file;
   };
 
   // Loads every session from storage and resumes the active ones.
@@ -122,6 +126,8 @@ class SessionManager {
     double best_step_time_s = 0;  // best ok trial (doctor or search), 0: none
     int64_t best_trial_id = 0;
     Config best_config;
+    v1::DoctorReport doctor;          // decoded rec.doctor_report
+    v1::Verification verification;    // decoded rec.verification
     std::vector<v1::SessionEvent> events;  // bounded backlog
     int64_t dropped_through_seq = 0;       // newest seq dropped from it
   };
@@ -145,6 +151,12 @@ class SessionManager {
   absl::Status AdvanceDoctorLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status FillWindowLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status FinishRunLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status AdvanceVerificationLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checks a finished trial against the contract; sets status "violation".
+  absl::Status ApplyContractLocked(SessionState& s, storage::TrialRecord& t,
+                                   const std::vector<std::string>& protected_changed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AgentLiveLocked(const std::string& agent_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int LiveAgentsForLocked(const SessionState& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AgentCanRunLocked(const storage::AgentRecord& a, const SessionState& s) const;
   absl::StatusOr<SessionState*> RecordedSessionLocked(const storage::TrialRecord& t)

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <filesystem>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -15,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/patch_scope.h"
 #include "core/status_macros.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -356,11 +359,151 @@ absl::Status ParseExecutor(const YAML::Node& root, const SpecParseOptions& optio
   return absl::OkStatus();
 }
 
+
+absl::StatusOr<std::vector<std::string>> ReadStringList(const YAML::Node& parent,
+                                                       const std::string& key,
+                                                       const std::string& field) {
+  std::vector<std::string> out;
+  YAML::Node n = parent[key];
+  if (!n || n.IsNull()) return out;
+  if (!n.IsSequence()) return FieldError(field, "must be a list of strings");
+  for (const auto& v : n) {
+    if (!v.IsScalar() || v.Scalar().empty()) return FieldError(field, "items must be non-empty strings");
+    out.push_back(NormalizeScalar(v.Scalar()));
+  }
+  return out;
+}
+
+absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& options,
+                           SessionSpec& spec) {
+  ContractSpec& c = spec.contract;
+  c.tokens_per_step = spec.global_batch * spec.seq_len;
+  ASSIGN_OR_RETURN(YAML::Node n, RequireMap(root, "contract", "contract", false));
+  if (n) {
+    RETURN_IF_ERROR(CheckKeys(n, "contract",
+                              {"tokens_per_step", "timed_steps", "data_seed", "loss_abs_tol",
+                               "loss_rel_tol", "timing_tolerance", "precision",
+                               "optimizer_in_window", "editable", "protected"}));
+    ASSIGN_OR_RETURN(c.tokens_per_step, ReadInt(n, "tokens_per_step", "contract.tokens_per_step",
+                                                1, int64_t{1} << 40, c.tokens_per_step));
+    ASSIGN_OR_RETURN(int64_t steps, ReadInt(n, "timed_steps", "contract.timed_steps", 0, 100000, 0));
+    c.timed_steps = static_cast<int32_t>(steps);
+    if (n["data_seed"] && !n["data_seed"].IsNull()) {
+      ASSIGN_OR_RETURN(c.data_seed, ReadInt(n, "data_seed", "contract.data_seed", 0,
+                                            std::numeric_limits<int64_t>::max(), std::nullopt));
+      c.data_seed_set = true;
+    }
+    ASSIGN_OR_RETURN(c.loss_abs_tol, ReadDouble(n, "loss_abs_tol", "contract.loss_abs_tol", 0, 1e3, c.loss_abs_tol));
+    ASSIGN_OR_RETURN(c.loss_rel_tol, ReadDouble(n, "loss_rel_tol", "contract.loss_rel_tol", 0, 1, c.loss_rel_tol));
+    ASSIGN_OR_RETURN(c.timing_tolerance, ReadDouble(n, "timing_tolerance", "contract.timing_tolerance", 0, 0.9, c.timing_tolerance));
+    ASSIGN_OR_RETURN(c.precision, ReadStringList(n, "precision", "contract.precision"));
+    if (n["optimizer_in_window"] && !n["optimizer_in_window"].IsNull()) {
+      const std::string v = NormalizeScalar(n["optimizer_in_window"].Scalar());
+      if (v != "true" && v != "false") return FieldError("contract.optimizer_in_window", "must be true or false");
+      c.optimizer_in_window = v == "true";
+    }
+    ASSIGN_OR_RETURN(c.editable, ReadStringList(n, "editable", "contract.editable"));
+    ASSIGN_OR_RETURN(c.protected_files, ReadStringList(n, "protected", "contract.protected"));
+  }
+  // The precision policy bounds the space itself.
+  if (!c.precision.empty()) {
+    auto allowed = [&](const std::string& v) {
+      return std::find(c.precision.begin(), c.precision.end(), v) != c.precision.end();
+    };
+    if (const Knob* k = spec.FindKnob("precision")) {
+      for (const std::string& v : k->values) {
+        if (!allowed(v)) {
+          return FieldError("knobs.precision", absl::StrCat("value '", v, "' is not allowed by contract.precision [",
+                                                            absl::StrJoin(c.precision, ", "), "]"));
+        }
+      }
+    }
+    auto fixed = spec.sim.fixed.find("precision");
+    if (fixed != spec.sim.fixed.end() && !allowed(fixed->second)) {
+      return FieldError("executor.sim.fixed.precision", "is not allowed by contract.precision");
+    }
+  }
+  if (!c.protected_files.empty()) {
+    if (spec.executor_kind != SessionSpec::ExecutorKind::kProcess) {
+      return FieldError("contract.protected", "only a process executor has files to protect");
+    }
+    for (const std::string& rel : c.protected_files) {
+      const std::string field = absl::StrCat("contract.protected[", rel, "]");
+      std::filesystem::path p(rel);
+      if (p.is_absolute() || rel.find("..") != std::string::npos) {
+        return FieldError(field, "must be a path inside the workdir");
+      }
+      const std::string full = (std::filesystem::path(spec.process.workdir) / p).string();
+      auto readable = options.file_readable ? options.file_readable : DefaultFileReadable;
+      if (!readable(full)) return FieldError(field, absl::StrCat("file not found: ", full));
+      if (options.hash_file) {
+        auto h = options.hash_file(full);
+        if (!h.ok()) return FieldError(field, h.status().message());
+        c.protected_hashes[rel] = *h;
+      }
+    }
+  }
+  // Verification of the top candidates.
+  ASSIGN_OR_RETURN(YAML::Node v, RequireMap(root, "verify", "verify", false));
+  if (v) {
+    RETURN_IF_ERROR(CheckKeys(v, "verify", {"candidates", "runs"}));
+    ASSIGN_OR_RETURN(int64_t cands, ReadInt(v, "candidates", "verify.candidates", 0, 20, 3));
+    ASSIGN_OR_RETURN(int64_t runs, ReadInt(v, "runs", "verify.runs", 2, 50, 3));
+    spec.verify.candidates = static_cast<int32_t>(cands);
+    spec.verify.runs = static_cast<int32_t>(runs);
+  }
+  // Patches: each parsed for the files it touches and held to the scope.
+  YAML::Node patches = root["patches"];
+  if (patches && !patches.IsNull()) {
+    if (!patches.IsSequence()) return FieldError("patches", "must be a list");
+    std::set<std::string> names;
+    for (const auto& pn : patches) {
+      if (!pn.IsMap()) return FieldError("patches", "items must be mappings");
+      RETURN_IF_ERROR(CheckKeys(pn, "patches[]", {"name", "rationale", "diff", "file"}));
+      PatchSpec ps;
+      ASSIGN_OR_RETURN(ps.name, RequireString(pn, "name", "patches[].name"));
+      const std::string field = absl::StrCat("patches[", ps.name, "]");
+      if (!ValidName(ps.name) || !names.insert(ps.name).second) {
+        return FieldError(field, "names must be unique and use letters, digits, '-', '_' or '.'");
+      }
+      if (pn["rationale"] && pn["rationale"].IsScalar()) ps.rationale = pn["rationale"].Scalar();
+      const bool has_diff = pn["diff"] && pn["diff"].IsScalar();
+      const bool has_file = pn["file"] && pn["file"].IsScalar();
+      if (has_diff == has_file) return FieldError(field, "give exactly one of diff or file");
+      if (has_diff) {
+        ps.diff = pn["diff"].Scalar();
+      } else {
+        ASSIGN_OR_RETURN(std::string path, ResolvePath(pn["file"].Scalar(), field + ".file", options));
+        if (options.read_file) {
+          ASSIGN_OR_RETURN(ps.diff, options.read_file(path));
+        } else {
+          std::ifstream in(path);
+          if (!in) return FieldError(field + ".file", absl::StrCat("cannot read ", path));
+          std::stringstream ss;
+          ss << in.rdbuf();
+          ps.diff = ss.str();
+        }
+      }
+      constexpr size_t kMaxPatchBytes = 1 << 20;
+      if (ps.diff.size() > kMaxPatchBytes) {
+        return FieldError(field, absl::StrCat("larger than the limit of ", kMaxPatchBytes, " bytes"));
+      }
+      auto files = ParsePatchedFiles(ps.diff);
+      if (!files.ok()) return FieldError(field, files.status().message());
+      RETURN_IF_ERROR(CheckPatchScope(ps.name, *files, c.editable, c.protected_files));
+      for (const PatchedFile& f : *files) ps.paths.push_back(f.path);
+      spec.patches.push_back(std::move(ps));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
                                           const SpecParseOptions& options) {
   if (!root.IsMap()) return FieldError("spec", "must be a YAML mapping");
   RETURN_IF_ERROR(CheckKeys(root, "", {"name", "workload", "hardware", "knobs", "baseline",
-                                       "budget", "doctor", "seed", "executor"}));
+                                       "budget", "doctor", "seed", "executor", "contract",
+                                       "verify", "patches"}));
   SessionSpec spec;
   ASSIGN_OR_RETURN(spec.name, RequireString(root, "name", "name"));
   if (!ValidName(spec.name)) {
@@ -439,7 +582,7 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
   ASSIGN_OR_RETURN(YAML::Node doctor, RequireMap(root, "doctor", "doctor", false));
   if (doctor) {
     RETURN_IF_ERROR(CheckKeys(doctor, "doctor", {"repeats"}));
-    ASSIGN_OR_RETURN(int64_t repeats, ReadInt(doctor, "repeats", "doctor.repeats", 1, 100, 3));
+    ASSIGN_OR_RETURN(int64_t repeats, ReadInt(doctor, "repeats", "doctor.repeats", 1, 100, 5));
     spec.doctor_repeats = static_cast<int32_t>(repeats);
   }
   ASSIGN_OR_RETURN(int64_t seed, ReadInt(root, "seed", "seed", 0,
@@ -447,10 +590,29 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
   spec.seed = static_cast<uint64_t>(seed);
 
   RETURN_IF_ERROR(ParseExecutor(root, options, spec));
+  RETURN_IF_ERROR(ParseContract(root, options, spec));
   return spec;
 }
 
 }  // namespace
+
+std::string ContractText(const SessionSpec& s) {
+  const ContractSpec& c = s.contract;
+  std::string out = absl::StrCat(
+      "workload=", s.WorkloadSignature(), "\nhardware=", s.gpu, "x", s.gpu_count,
+      "\nbaseline=", ConfigKey(s.baseline), "\nexecutor=", s.ExecutorName(),
+      "\ntokens_per_step=", c.tokens_per_step, "\ntimed_steps=", c.timed_steps,
+      "\ndata_seed=", c.data_seed_set ? absl::StrCat(c.data_seed) : "-",
+      absl::StrFormat("\nloss_tol=%.9g+%.9g\ntiming=%.9g", c.loss_abs_tol, c.loss_rel_tol,
+                      c.timing_tolerance),
+      "\nprecision=", absl::StrJoin(c.precision, "|"),
+      "\noptimizer_in_window=", c.optimizer_in_window ? "1" : "0",
+      "\neditable=", absl::StrJoin(c.editable, "|"), "\nprotected=",
+      absl::StrJoin(c.protected_hashes, "|", absl::PairFormatter("@")), "\nknobs=");
+  for (const Knob& k : s.knobs) absl::StrAppend(&out, k.name, ":", absl::StrJoin(k.values, "|"), ";");
+  for (const PatchSpec& p : s.patches) absl::StrAppend(&out, "\npatch=", p.name, ":", StableHash(p.diff));
+  return out;
+}
 
 std::string SessionSpec::WorkloadSignature() const {
   return absl::StrCat(model, "/gb", global_batch, "/seq", seq_len);

@@ -47,6 +47,40 @@ struct SimExecutorSpec {
   int32_t timed_steps = 5;
 };
 
+// The task contract: what decides whether a trial counts. Locked at Init.
+struct ContractSpec {
+  int64_t tokens_per_step = 0;  // default: global_batch x seq_len
+  int32_t timed_steps = 0;      // 0: as many as the baseline reported
+  bool data_seed_set = false;
+  int64_t data_seed = 0;
+  // A step's loss may differ from the baseline's by abs + rel * |baseline|.
+  // Defaults separate honest settings on the measured H200 landscape (at
+  // most 4.5e-4 apart) from the shrunk-batch probe (up to 0.02).
+  double loss_abs_tol = 2e-3;
+  double loss_rel_tol = 1e-4;
+  // A step may report at most this fraction less time than the agent saw
+  // between its metrics lines (plus timing_slack_s for polling).
+  double timing_tolerance = 0.25;
+  double timing_slack_s = 0.05;
+  std::vector<std::string> precision;  // allowed dtypes; empty: any
+  bool optimizer_in_window = false;    // lines must report optimizer_steps == 1
+  std::vector<std::string> editable;   // globs a patch may change
+  std::vector<std::string> protected_files;  // workdir-relative; no patch may change them
+  std::map<std::string, std::string> protected_hashes;  // filled by Init
+};
+
+struct PatchSpec {
+  std::string name;
+  std::string rationale;
+  std::string diff;
+  std::vector<std::string> paths;  // files it changes
+};
+
+struct VerifySpec {
+  int32_t candidates = 3;  // top settings re-run against the baseline
+  int32_t runs = 3;        // A/B pairs per candidate
+};
+
 struct SessionSpec {
   std::string name;
   std::string model;
@@ -57,7 +91,10 @@ struct SessionSpec {
   std::vector<Knob> knobs;  // in spec order
   Config baseline;
   int32_t max_trials = 0;
-  int32_t doctor_repeats = 3;
+  int32_t doctor_repeats = 5;
+  ContractSpec contract;
+  VerifySpec verify;
+  std::vector<PatchSpec> patches;
   uint64_t seed = 0;
   enum class ExecutorKind { kReplay, kProcess, kSim } executor_kind = ExecutorKind::kReplay;
   ReplayExecutorSpec replay;
@@ -78,6 +115,11 @@ struct SpecParseOptions {
   // Whether a file exists and is readable; defaults to the real filesystem.
   // Injected so that validation can be tested without files.
   std::function<bool(const std::string&)> file_readable;
+  // Content hash of a file (protected files are locked by it). Null: the
+  // protected files' hashes are left empty (the server always sets it).
+  std::function<absl::StatusOr<std::string>(const std::string&)> hash_file;
+  // Reads a patch file named by the spec. Null: the real filesystem.
+  std::function<absl::StatusOr<std::string>(const std::string&)> read_file;
 };
 
 // The simulator's launch setting for `config` on top of the spec's fixed
@@ -95,6 +137,9 @@ absl::StatusOr<std::vector<std::string>> SplitCommandLine(const std::string& com
 
 // Replaces every "{name}" in `arg` by config[name]; other text is kept.
 std::string SubstituteKnobs(const std::string& arg, const Config& config);
+
+// A canonical text of everything the contract locks (hashed at Init).
+std::string ContractText(const SessionSpec& spec);
 
 // Canonical encodings stored in the database and shown to users.
 std::string ConfigKey(const Config& config);          // "a=1,b=x"

@@ -1,5 +1,6 @@
 #include "server/infrarsi_server.h"
 
+#include <git2.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
@@ -16,7 +17,18 @@
 namespace infrarsi::server {
 namespace {
 constexpr int kMaxMessageBytes = 16 << 20;
+
+// Locks protected files by git's blob id, the hash agents verify.
+absl::StatusOr<std::string> GitBlobHash(const std::string& path) {
+  git_oid oid;
+  if (git_odb_hashfile(&oid, path.c_str(), GIT_OBJECT_BLOB) != 0) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  }
+  char buf[GIT_OID_HEXSZ + 1];
+  git_oid_tostr(buf, sizeof(buf), &oid);
+  return std::string(buf);
 }
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Options& options) {
   const size_t colon = options.listen.rfind(':');
@@ -39,6 +51,7 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   mo.committer = s->committer_.get();
   mo.lease_timeout = options.lease_timeout;
   mo.max_attempts = options.max_attempts;
+  mo.hash_file = GitBlobHash;  // libgit2 is initialised by the committer
   ASSIGN_OR_RETURN(s->manager_, SessionManager::Create(mo));
 
   s->session_service_ = std::make_unique<SessionServiceImpl>(s->manager_.get());

@@ -98,6 +98,18 @@ CREATE TABLE bank (
 CREATE UNIQUE INDEX bank_by_trial ON bank(trial_id);
 CREATE INDEX bank_by_workload ON bank(workload_signature, gpu_model, id);
 )sql",
+    // v3: the task contract and the doctor: per-step extras, violations,
+    // verification trials pinned to an agent, the doctor's and the
+    // verification's reports.
+    R"sql(
+ALTER TABLE steps ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE trials ADD COLUMN violation TEXT NOT NULL DEFAULT '';
+ALTER TABLE trials ADD COLUMN tag TEXT NOT NULL DEFAULT '';
+ALTER TABLE trials ADD COLUMN pin_agent TEXT NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN doctor_report TEXT NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN verification TEXT NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN contract TEXT NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -182,14 +194,15 @@ class Stmt {
 constexpr char kSessionCols[] =
     "id, name, spec_yaml, spec_dir, stage, contract_hash, workload_signature, gpu_model, "
     "created_ms, updated_ms, doctor_repeats, max_trials, baseline_step_time_s, baseline_cv, "
-    "baseline_runs, best_trial_id, error, applied_commit";
+    "baseline_runs, best_trial_id, error, applied_commit, doctor_report, verification, contract";
 
 void BindSession(Stmt& st, const SessionRecord& s) {
   st.Bind(s.id).Bind(s.name).Bind(s.spec_yaml).Bind(s.spec_dir).Bind(s.stage)
       .Bind(s.contract_hash).Bind(s.workload_signature).Bind(s.gpu_model)
       .Bind(s.created_ms).Bind(s.updated_ms).Bind(s.doctor_repeats).Bind(s.max_trials)
       .Bind(s.baseline_step_time_s).Bind(s.baseline_cv).Bind(s.baseline_runs)
-      .Bind(s.best_trial_id).Bind(s.error).Bind(s.applied_commit);
+      .Bind(s.best_trial_id).Bind(s.error).Bind(s.applied_commit).Bind(s.doctor_report)
+      .Bind(s.verification).Bind(s.contract);
 }
 
 SessionRecord ReadSession(const Stmt& st) {
@@ -213,19 +226,22 @@ SessionRecord ReadSession(const Stmt& st) {
   s.best_trial_id = st.Int(c++);
   s.error = st.Text(c++);
   s.applied_commit = st.Text(c++);
+  s.doctor_report = st.Text(c++);
+  s.verification = st.Text(c++);
+  s.contract = st.Text(c++);
   return s;
 }
 
 constexpr char kTrialCols[] =
     "session_id, purpose, config, status, attempts, lease_agent, lease_token, "
     "lease_deadline_ms, step_time_s, peak_mem_gib, cost_s, error, note, agent, created_ms, "
-    "finished_ms";
+    "finished_ms, violation, tag, pin_agent";
 
 void BindTrial(Stmt& st, const TrialRecord& t) {
   st.Bind(t.session_id).Bind(t.purpose).Bind(t.config).Bind(t.status).Bind(t.attempts)
       .Bind(t.lease_agent).Bind(t.lease_token).Bind(t.lease_deadline_ms).Bind(t.step_time_s)
       .Bind(t.peak_mem_gib).Bind(t.cost_s).Bind(t.error).Bind(t.note).Bind(t.agent)
-      .Bind(t.created_ms).Bind(t.finished_ms);
+      .Bind(t.created_ms).Bind(t.finished_ms).Bind(t.violation).Bind(t.tag).Bind(t.pin_agent);
 }
 
 TrialRecord ReadTrial(const Stmt& st) {
@@ -248,6 +264,9 @@ TrialRecord ReadTrial(const Stmt& st) {
   t.agent = st.Text(c++);
   t.created_ms = st.Int(c++);
   t.finished_ms = st.Int(c++);
+  t.violation = st.Text(c++);
+  t.tag = st.Text(c++);
+  t.pin_agent = st.Text(c++);
   return t;
 }
 
@@ -366,7 +385,7 @@ absl::Status SqliteStorage::Transaction(const std::function<absl::Status()>& fn)
 absl::Status SqliteStorage::InsertSession(const SessionRecord& s) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   Stmt st(db_, absl::StrCat("INSERT INTO sessions (", kSessionCols,
-                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
                    .c_str());
   BindSession(st, s);
   return st.Run();
@@ -378,7 +397,8 @@ absl::Status SqliteStorage::UpdateSession(const SessionRecord& s) {
           "UPDATE sessions SET id=?, name=?, spec_yaml=?, spec_dir=?, stage=?, contract_hash=?, "
           "workload_signature=?, gpu_model=?, created_ms=?, updated_ms=?, doctor_repeats=?, "
           "max_trials=?, baseline_step_time_s=?, baseline_cv=?, baseline_runs=?, "
-          "best_trial_id=?, error=?, applied_commit=? WHERE id=?");
+          "best_trial_id=?, error=?, applied_commit=?, doctor_report=?, verification=?, "
+          "contract=? WHERE id=?");
   BindSession(st, s);
   st.Bind(s.id);
   RETURN_IF_ERROR(st.Run());
@@ -414,7 +434,7 @@ absl::StatusOr<std::vector<SessionRecord>> SqliteStorage::ListSessions() {
 absl::StatusOr<int64_t> SqliteStorage::InsertTrial(const TrialRecord& t) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   Stmt st(db_, absl::StrCat("INSERT INTO trials (", kTrialCols,
-                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
                    .c_str());
   BindTrial(st, t);
   RETURN_IF_ERROR(st.Run());
@@ -426,7 +446,8 @@ absl::Status SqliteStorage::UpdateTrial(const TrialRecord& t) {
   Stmt st(db_,
           "UPDATE trials SET session_id=?, purpose=?, config=?, status=?, attempts=?, "
           "lease_agent=?, lease_token=?, lease_deadline_ms=?, step_time_s=?, peak_mem_gib=?, "
-          "cost_s=?, error=?, note=?, agent=?, created_ms=?, finished_ms=? WHERE id=?");
+          "cost_s=?, error=?, note=?, agent=?, created_ms=?, finished_ms=?, violation=?, tag=?, "
+          "pin_agent=? WHERE id=?");
   BindTrial(st, t);
   st.Bind(t.id);
   RETURN_IF_ERROR(st.Run());
@@ -482,9 +503,9 @@ absl::Status SqliteStorage::PutSteps(const std::vector<StepRecord>& steps) {
   for (const StepRecord& s : steps) {
     Stmt st(db_,
             "INSERT OR REPLACE INTO steps (trial_id, step, loss, tokens, step_time_s, "
-            "peak_mem_gib, warmup, phases) VALUES (?,?,?,?,?,?,?,?)");
+            "peak_mem_gib, warmup, phases, extra) VALUES (?,?,?,?,?,?,?,?,?)");
     st.Bind(s.trial_id).Bind(s.step).Bind(s.loss).Bind(s.tokens).Bind(s.step_time_s)
-        .Bind(s.peak_mem_gib).Bind(s.warmup).Bind(s.phases);
+        .Bind(s.peak_mem_gib).Bind(s.warmup).Bind(s.phases).Bind(s.extra);
     RETURN_IF_ERROR(st.Run());
   }
   return absl::OkStatus();
@@ -493,7 +514,7 @@ absl::Status SqliteStorage::PutSteps(const std::vector<StepRecord>& steps) {
 absl::StatusOr<std::vector<StepRecord>> SqliteStorage::ListSteps(int64_t trial_id) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   Stmt st(db_,
-          "SELECT trial_id, step, loss, tokens, step_time_s, peak_mem_gib, warmup, phases "
+          "SELECT trial_id, step, loss, tokens, step_time_s, peak_mem_gib, warmup, phases, extra "
           "FROM steps WHERE trial_id=? ORDER BY step");
   st.Bind(trial_id);
   std::vector<StepRecord> out;
@@ -509,6 +530,7 @@ absl::StatusOr<std::vector<StepRecord>> SqliteStorage::ListSteps(int64_t trial_i
     s.peak_mem_gib = st.Real(5);
     s.warmup = st.Int(6) != 0;
     s.phases = st.Text(7);
+    s.extra = st.Text(8);
     out.push_back(std::move(s));
   }
   return out;

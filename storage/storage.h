@@ -41,6 +41,9 @@ struct SessionRecord {
   int64_t best_trial_id = 0;  // 0: none
   std::string error;
   std::string applied_commit;
+  std::string doctor_report;  // encoded by core
+  std::string verification;   // encoded by core
+  std::string contract;       // encoded by core: what Init locked
 };
 
 struct TrialRecord {
@@ -61,6 +64,9 @@ struct TrialRecord {
   std::string agent;  // who produced the outcome
   int64_t created_ms = 0;
   int64_t finished_ms = 0;
+  std::string violation;  // contract check that failed, e.g. "tokens_per_step"
+  std::string tag;        // free-form label owned by core (verification arm)
+  std::string pin_agent;  // only this agent may lease it (empty: any)
 };
 
 struct StepRecord {
@@ -72,6 +78,7 @@ struct StepRecord {
   double peak_mem_gib = 0;
   bool warmup = false;
   std::string phases;  // canonical encoding, owned by core
+  std::string extra = "{}";  // further per-step fields, encoded by core
 };
 
 struct AgentRecord {

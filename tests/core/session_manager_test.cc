@@ -27,6 +27,7 @@ knobs:
 baseline: {mbs: 1, attn: math, ckpt: false}
 budget: {max_trials: 6}
 doctor: {repeats: 3}
+verify: {candidates: 1, runs: 2}
 seed: 3
 executor:
   replay: {landscape: /data/land.jsonl}
@@ -39,7 +40,7 @@ v1::TrialOutcome Toy(const v1::TrialAssignment& a) {
   int mbs = 1;
   (void)absl::SimpleAtoi(c.at("mbs"), &mbs);
   v1::TrialOutcome o;
-  o.set_wall_s(10);
+  o.set_wall_s(30);  // start-up plus the steps below
   if (mbs == 8 && c.at("ckpt") == "false") {
     o.set_status("oom");
     o.set_error("CUDA out of memory");
@@ -168,15 +169,27 @@ TEST_F(SessionManagerTest, FiveStagesEndToEnd) {
   EXPECT_NEAR(doctored.baseline_step_time_s(), 1.0 / 1.2, 1e-9);
   EXPECT_NEAR(doctored.baseline_cv(), 0.0, 1e-12);
 
-  EXPECT_EQ(Drain(agent), 6);
+  // 6 search trials, then the best re-run twice against the baseline (A/B).
+  EXPECT_EQ(Drain(agent), 6 + 2 * 2);
   const v1::SessionSummary s = Get(id);
   EXPECT_EQ(s.stage(), v1::STAGE_SEARCHED);
   EXPECT_EQ(s.trials_done(), 6);
   EXPECT_GT(s.best_speedup(), 1.0);
+  EXPECT_TRUE(s.promoted());
 
   auto rep = m_->Report(id);
   ASSERT_TRUE(rep.ok()) << rep.status();
-  EXPECT_EQ(rep->trials_size(), 9);
+  EXPECT_EQ(rep->trials_size(), 3 + 6 + 4);
+  ASSERT_EQ(rep->verification().candidates_size(), 1);
+  const auto& cand = rep->verification().candidates(0);
+  EXPECT_EQ(cand.runs(), 2);
+  EXPECT_TRUE(cand.cleared());
+  EXPECT_EQ(rep->verification().promoted_rank(), 1);
+  // Deterministic toy timings: the A/B estimate is the exact ratio.
+  EXPECT_NEAR(cand.speedup(), rep->baseline().step_time_s() / rep->best().step_time_s(), 1e-9);
+  int verify = 0;
+  for (const auto& t : rep->trials()) verify += t.purpose() == "verify";
+  EXPECT_EQ(verify, 4);
   std::set<std::string> seen;
   int oom = 0;
   for (const auto& t : rep->trials()) {
@@ -187,8 +200,7 @@ TEST_F(SessionManagerTest, FiveStagesEndToEnd) {
     if (t.status() == "oom") ++oom;
   }
   EXPECT_EQ(rep->failed_trials().count(), oom);
-  EXPECT_DOUBLE_EQ(rep->failed_trials().cost_s(), 10.0 * oom);
-  EXPECT_DOUBLE_EQ(rep->total_cost_s(), 90.0);
+  EXPECT_DOUBLE_EQ(rep->failed_trials().cost_s(), 30.0 * oom);
   EXPECT_NEAR(rep->best().speedup(), rep->baseline().step_time_s() / rep->best().step_time_s(), 1e-9);
 
   v1::ApplyRequest a;
@@ -231,8 +243,8 @@ TEST_F(SessionManagerTest, EveryFinishedTrialIsInTheBankOnce) {
     if (r->next_page_token().empty()) break;
     q.set_page_token(r->next_page_token());
   }
-  EXPECT_EQ(trials.size(), 9u);
-  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(trials.size(), 13u);  // 3 doctor + 6 search + 4 verification
+  EXPECT_EQ(pages, 4);
 
   v1::QueryExperienceRequest oom;
   oom.set_status("oom");
@@ -405,7 +417,7 @@ TEST_F(SessionManagerTest, RestartContinuesWhereItStopped) {
     }
     EXPECT_TRUE(found) << "lost trial " << t.id();
   }
-  EXPECT_EQ(m_->QueryExperience(v1::QueryExperienceRequest())->entries_size(), 9);
+  EXPECT_EQ(m_->QueryExperience(v1::QueryExperienceRequest())->entries_size(), 13);
 }
 
 TEST_F(SessionManagerTest, CancelStopsTheSessionAndItsTrials) {

@@ -39,7 +39,8 @@ TEST(SpecTest, ParsesTheIssueExample) {
   EXPECT_EQ(spec->knobs[0].name, "micro_batch");  // spec order kept
   EXPECT_EQ(spec->baseline.at("ckpt"), "false");   // False normalised
   EXPECT_EQ(spec->SpaceSize(), 20);
-  EXPECT_EQ(spec->doctor_repeats, 3);
+  EXPECT_EQ(spec->doctor_repeats, 5);  // the issue's default: at least 5
+  EXPECT_EQ(spec->contract.tokens_per_step, 16 * 2048);
   EXPECT_EQ(spec->executor_kind, SessionSpec::ExecutorKind::kReplay);
   // Relative paths resolve against the spec's folder.
   EXPECT_EQ(spec->replay.landscape, "/specs/data/land.jsonl");

@@ -92,7 +92,7 @@ class EndToEndTest : public ::testing::Test {
     return WriteFile("specs/proc.yaml",
                      absl::StrCat(R"(
 name: fake-job
-workload: {model: fake, global_batch: 4, seq_len: 128}
+workload: {model: fake, global_batch: 32, seq_len: 128}
 hardware: {gpu: H200, count: 1}
 knobs:
   ms: [60, 70, 80, 90, 100, 110, 120, 130, 140]
@@ -101,6 +101,7 @@ budget: {max_trials: )",
                                   max_trials, R"(}
 doctor: {repeats: )",
                                   doctor_repeats, R"(}
+verify: {candidates: 1, runs: 2}
 executor:
   process:
     command: ")",
@@ -163,6 +164,8 @@ knobs:
   fused_adam: [false, true]
 baseline: {micro_batch: 2, attn: math, ckpt: false, precision: tf32, fused_adam: false}
 budget: {max_trials: 40}
+doctor: {repeats: 3}
+verify: {candidates: 2, runs: 3}
 executor:
   replay: {landscape: ../landscapes/h200.jsonl}
 )");
@@ -175,13 +178,16 @@ executor:
   EXPECT_NE(out.find("baseline 1.11"), std::string::npos) << out;
   ASSERT_EQ(Cli({"run", id, "--max-trials", "12"}, &out, &err), 0) << err;
   EXPECT_NE(out.find("searched: 12 trials"), std::string::npos) << out;
+  EXPECT_NE(out.find("promoted"), std::string::npos) << out;
   EXPECT_NE(err.find("best"), std::string::npos) << "run shows progress";
 
   ASSERT_EQ(Cli({"report", id, "--json"}, &out, &err), 0) << err;
   v1::SessionReport rep;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &rep).ok()) << out;
   EXPECT_EQ(rep.session_id(), id);
-  EXPECT_EQ(rep.trials_size(), 15);  // 3 doctor + 12 search
+  EXPECT_EQ(rep.trials_size(), 3 + 12 + 2 * 3 * 2);  // doctor, search, A/B re-runs
+  EXPECT_EQ(rep.verification().candidates_size(), 2);
+  EXPECT_GT(rep.verification().promoted_rank(), 0) << rep.verification().summary();
   EXPECT_NEAR(rep.baseline().step_time_s(), 1.114, 0.02);
   EXPECT_GT(rep.best().speedup(), 1.0);
   std::set<std::string> agents;
@@ -200,7 +206,7 @@ executor:
   ASSERT_EQ(Cli({"bank", "query", "--gpu", "h200", "--json"}, &out, &err), 0) << err;
   v1::QueryExperienceResponse bank;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &bank).ok());
-  EXPECT_EQ(bank.entries_size(), 15);
+  EXPECT_EQ(bank.entries_size(), 27);
 
   // Apply: a path that is not a repository is refused, naming the field.
   ASSERT_EQ(Cli({"apply", id, "--repo", dir_, "--branch", "tuned"}, &out, &err), 1);
@@ -325,8 +331,10 @@ TEST_F(EndToEndTest, ServerKilledMidSessionRestartsLosingNothing) {
   server_->Signal(SIGKILL);
   server_->Wait();
   StartServer(address_);
-  auto done = client_->WatchWhile(id, v1::STAGE_RUNNING, absl::Seconds(120),
-                                  [](const v1::SessionEvent&) {});
+  auto done = client_->Watch(id, absl::Seconds(120), [](const v1::SessionEvent& ev) {
+    return ev.session().stage() == v1::STAGE_RUNNING ||
+           ev.session().stage() == v1::STAGE_VERIFYING;
+  });
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->stage(), v1::STAGE_SEARCHED);
   EXPECT_EQ(done->trials_done(), 8);
@@ -344,6 +352,7 @@ TEST_F(EndToEndTest, ServerKilledMidSessionRestartsLosingNothing) {
     EXPECT_TRUE(settings.insert(t.config().at("ms")).second) << "setting run twice";
   }
   EXPECT_EQ(search, 8);
+  EXPECT_TRUE(done->promoted());
   for (const auto& t : before->trials()) {
     if (t.status() != "ok") continue;
     ASSERT_TRUE(now.count(t.id())) << "finished trial " << t.id() << " lost";
@@ -352,7 +361,7 @@ TEST_F(EndToEndTest, ServerKilledMidSessionRestartsLosingNothing) {
   }
   // Every finished trial credited to the bank exactly once.
   v1::QueryExperienceRequest q;
-  q.set_workload_signature("fake/gb4/seq128");
+  q.set_workload_signature("fake/gb32/seq128");
   q.set_page_size(1000);
   auto bank = client_->QueryExperience(q);
   ASSERT_TRUE(bank.ok());

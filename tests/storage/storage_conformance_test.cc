@@ -257,19 +257,29 @@ TEST_F(SqliteSpecific, OldSchemaMigratesForwardKeepingRows) {
     auto s = SqliteStorage::Create(o);
     ASSERT_TRUE(s.ok()) << s.status();
     EXPECT_EQ(*(*s)->SchemaVersion(), 1);
-    SessionRecord r;
-    r.id = "kept";
-    r.name = "n";
-    r.stage = "initialized";
-    ASSERT_TRUE((*s)->InsertSession(r).ok());
     EXPECT_FALSE((*s)->QueryBank(BankFilter()).ok());  // v1 has no bank
+  }
+  {
+    // A row as the v1 build wrote it (its columns only).
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw,
+                           "INSERT INTO sessions (id, name, spec_yaml, spec_dir, stage, "
+                           "contract_hash, workload_signature, gpu_model, created_ms, updated_ms) "
+                           "VALUES ('kept', 'n', '', '', 'initialized', '', '', '', 1, 1);",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(raw);
   }
   SqliteStorage::Options o;
   o.path = path;
   auto s = SqliteStorage::Create(o);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(*(*s)->SchemaVersion(), SqliteStorage::LatestSchemaVersion());
-  EXPECT_EQ((*s)->GetSession("kept")->name, "n");
+  auto kept = (*s)->GetSession("kept");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->name, "n");
+  EXPECT_EQ(kept->doctor_report, "");  // v3 columns arrive with their defaults
   EXPECT_TRUE((*s)->QueryBank(BankFilter()).ok());
 }
 

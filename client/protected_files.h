@@ -1,0 +1,24 @@
+// Content hashes of protected files, as git computes a blob's id (SHA-1), so
+// the server (at Init) and the agent (around every trial) agree.
+#ifndef INFRARSI_CLIENT_PROTECTED_FILES_H_
+#define INFRARSI_CLIENT_PROTECTED_FILES_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "google/protobuf/map.h"
+
+namespace infrarsi::client {
+
+// The git blob id of a file's content. NOT_FOUND if it cannot be read.
+absl::StatusOr<std::string> GitBlobHash(const std::string& path);
+
+// Workdir-relative paths whose current hash differs from `expected` (or that
+// are missing). Thread-safe.
+std::vector<std::string> ChangedProtectedFiles(
+    const std::string& workdir, const google::protobuf::Map<std::string, std::string>& expected);
+
+}  // namespace infrarsi::client
+
+#endif  // INFRARSI_CLIENT_PROTECTED_FILES_H_

@@ -1,0 +1,131 @@
+#include "core/patch_scope.h"
+
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace infrarsi {
+namespace {
+
+// "a/x/y" -> "x/y"; "/dev/null" stays; tabs end the path (plain diff dates).
+std::string CleanHeaderPath(absl::string_view raw) {
+  raw = raw.substr(0, raw.find('\t'));
+  raw = absl::StripTrailingAsciiWhitespace(raw);
+  if (raw == "/dev/null") return std::string(raw);
+  if (absl::StartsWith(raw, "a/") || absl::StartsWith(raw, "b/")) raw.remove_prefix(2);
+  return std::string(raw);
+}
+
+bool MatchFrom(const std::vector<std::string>& pat, size_t pi, const std::vector<std::string>& p,
+               size_t i);
+
+bool SegmentMatch(absl::string_view pat, absl::string_view s) {
+  size_t pi = 0, si = 0, star = std::string::npos, mark = 0;
+  while (si < s.size()) {
+    if (pi < pat.size() && (pat[pi] == '?' || pat[pi] == s[si])) {
+      ++pi;
+      ++si;
+    } else if (pi < pat.size() && pat[pi] == '*') {
+      star = pi++;
+      mark = si;
+    } else if (star != std::string::npos) {
+      pi = star + 1;
+      si = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (pi < pat.size() && pat[pi] == '*') ++pi;
+  return pi == pat.size();
+}
+
+bool MatchFrom(const std::vector<std::string>& pat, size_t pi, const std::vector<std::string>& p,
+               size_t i) {
+  if (pi == pat.size()) return i == p.size();
+  if (pat[pi] == "**") {
+    for (size_t k = i; k <= p.size(); ++k) {
+      if (MatchFrom(pat, pi + 1, p, k)) return true;
+    }
+    return false;
+  }
+  if (i == p.size()) return false;
+  return SegmentMatch(pat[pi], p[i]) && MatchFrom(pat, pi + 1, p, i + 1);
+}
+
+}  // namespace
+
+bool GlobMatch(const std::string& pattern, const std::string& path) {
+  std::vector<std::string> pat = absl::StrSplit(pattern, '/');
+  std::vector<std::string> p = absl::StrSplit(path, '/');
+  return MatchFrom(pat, 0, p, 0);
+}
+
+absl::StatusOr<std::vector<PatchedFile>> ParsePatchedFiles(const std::string& diff) {
+  std::vector<PatchedFile> out;
+  PatchedFile cur;
+  bool in_file = false;
+  std::string minus;
+  auto flush = [&] {
+    if (in_file && !cur.path.empty()) out.push_back(cur);
+    cur = PatchedFile();
+    in_file = false;
+  };
+  for (absl::string_view line : absl::StrSplit(diff, '\n')) {
+    if (absl::ConsumePrefix(&line, "diff --git ")) {
+      flush();
+      in_file = true;
+      // "a/x b/x": take the b side (the path after the change).
+      const size_t b = line.rfind(" b/");
+      cur.path = CleanHeaderPath(b == absl::string_view::npos ? line : line.substr(b + 1));
+    } else if (absl::ConsumePrefix(&line, "--- ")) {
+      minus = CleanHeaderPath(line);
+    } else if (absl::ConsumePrefix(&line, "+++ ")) {
+      const std::string plus = CleanHeaderPath(line);
+      if (!in_file) {
+        flush();
+        in_file = true;
+      }
+      cur.created = minus == "/dev/null";
+      cur.deleted = plus == "/dev/null";
+      cur.path = cur.deleted ? minus : plus;
+    } else if (in_file && (absl::StartsWith(line, "new file mode 120000") ||
+                           absl::StartsWith(line, "new mode 120000") ||
+                           (absl::StartsWith(line, "index ") && absl::EndsWith(line, " 120000")))) {
+      cur.symlink = true;
+    } else if (in_file && absl::StartsWith(line, "rename to ")) {
+      cur.path = CleanHeaderPath(line.substr(10));
+    }
+  }
+  flush();
+  if (out.empty()) return absl::InvalidArgumentError("no file header (---/+++ or diff --git) found");
+  return out;
+}
+
+absl::Status CheckPatchScope(const std::string& name, const std::vector<PatchedFile>& files,
+                             const std::vector<std::string>& editable,
+                             const std::vector<std::string>& protected_files) {
+  const std::string field = absl::StrCat("patches[", name, "]");
+  for (const PatchedFile& f : files) {
+    const std::string& p = f.path;
+    auto refuse = [&](absl::string_view why) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": '", p, "' ", why));
+    };
+    if (absl::StartsWith(p, "/")) return refuse("escapes the editable scope (absolute path)");
+    for (absl::string_view seg : absl::StrSplit(p, '/')) {
+      if (seg == "..") return refuse("escapes the editable scope ('..' in the path)");
+    }
+    if (f.symlink) return refuse("is a symbolic link, which could escape the editable scope");
+    for (const std::string& prot : protected_files) {
+      if (GlobMatch(prot, p)) return refuse("is a protected file");
+    }
+    bool in_scope = false;
+    for (const std::string& g : editable) in_scope = in_scope || GlobMatch(g, p);
+    if (!in_scope) return refuse("is outside the editable scope");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace infrarsi
