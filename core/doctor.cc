@@ -49,7 +49,12 @@ v1::DoctorReport BuildDoctorReport(const std::vector<DoctorRun>& runs, int verif
   // Agents: a slow host shows as a median far from everyone else's.
   std::map<std::string, std::vector<double>> by_agent;
   for (const DoctorRun& d : runs) by_agent[d.agent].push_back(d.step_time_s);
-  const double band = std::max(3.0 * cv, 0.02);
+  // A slow host inflates the CV it is judged by; the median absolute
+  // deviation is not moved by it.
+  std::vector<double> deviations;
+  for (double t : times) deviations.push_back(std::fabs(t - median));
+  const double robust_cv = 1.4826 * models::Median(deviations) / median;
+  const double band = std::max(3.0 * robust_cv, 0.02);
   for (const auto& [agent, v] : by_agent) {
     v1::DoctorReport::AgentStat* a = r.add_agents();
     a->set_agent(agent);

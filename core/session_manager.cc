@@ -430,6 +430,10 @@ absl::Status SessionManager::AdvanceDoctorLocked(SessionState& s) {
     s.rec.error = std::move(why);
     return SaveSessionLocked(s, StageName(v1::STAGE_FAILED));
   };
+  if (violated != nullptr && violated->violation == "instrumentation") {
+    return fail(absl::StrCat("doctor: the baseline's metrics lines lack what the contract needs (",
+                             violated->error, "); the workload cannot be verified"));
+  }
   if (violated != nullptr) {
     return fail(absl::StrCat("doctor: the baseline itself breaks the contract (",
                              violated->violation, "): ", violated->error));

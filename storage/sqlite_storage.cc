@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -156,7 +158,13 @@ class Stmt {
   }
   Stmt& Bind(int32_t v) { return Bind(static_cast<int64_t>(v)); }
   Stmt& Bind(double v) {
-    sqlite3_bind_double(stmt_, ++idx_, v);
+    if (std::isfinite(v)) {
+      sqlite3_bind_double(stmt_, ++idx_, v);
+    } else {
+      // SQLite turns a NaN into NULL; a diverged loss must survive as itself.
+      const char* text = std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+      sqlite3_bind_text(stmt_, ++idx_, text, -1, SQLITE_STATIC);
+    }
     return *this;
   }
   Stmt& Bind(bool v) { return Bind(static_cast<int64_t>(v ? 1 : 0)); }
@@ -182,7 +190,12 @@ class Stmt {
              : std::string();
   }
   int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
-  double Real(int col) const { return sqlite3_column_double(stmt_, col); }
+  double Real(int col) const {
+    if (sqlite3_column_type(stmt_, col) == SQLITE_TEXT) {
+      return std::strtod(reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col)), nullptr);
+    }
+    return sqlite3_column_double(stmt_, col);
+  }
 
  private:
   sqlite3* db_;

@@ -9,6 +9,7 @@
 #include "client/landscape.h"
 #include "client/metrics_line.h"
 #include "client/process_executor.h"
+#include "client/protected_files.h"
 #include "client/replay_executor.h"
 #include "tests/testing/subprocess.h"
 
@@ -242,6 +243,42 @@ TEST_F(ProcessExecutorTest, ServerRefusalStopsTheTrial) {
   EXPECT_EQ(out->status(), "failed");
   EXPECT_NE(out->error().find("stopped"), std::string::npos);
   EXPECT_LT(out->wall_s(), 3.5);
+}
+
+TEST_F(ProcessExecutorTest, ProtectedFileChangedByTheTrialIsReported) {
+  // The protected harness, locked by its git blob hash; the trial edits it.
+  const std::string harness = dir_ + "/infrarsi_harness.py";
+  std::filesystem::copy_file(std::string(INFRARSI_SOURCE_DIR) + "/client/harness/infrarsi_harness.py",
+                             harness);
+  std::filesystem::copy_file(std::string(INFRARSI_SOURCE_DIR) + "/tests/testing/harness_trainer.py",
+                             dir_ + "/harness_trainer.py");
+  auto hash = GitBlobHash(harness);
+  ASSERT_TRUE(hash.ok()) << hash.status();
+  EXPECT_EQ(hash->size(), 40u);
+  v1::TrialAssignment a;
+  a.set_trial_id(9);
+  a.set_lease_timeout_ms(3000);
+  auto* p = a.mutable_executor()->mutable_process();
+  for (const char* arg : {"python3", "harness_trainer.py", "--mode", "tamper", "--steps", "1",
+                          "--step-ms", "10"}) {
+    p->add_argv(arg);
+  }
+  p->set_workdir(dir_);
+  p->set_timeout_s(30);
+  (*p->mutable_protected_hashes())["infrarsi_harness.py"] = *hash;
+  ProcessExecutor::Options o;
+  o.scratch_root = dir_ + "/scratch";
+  ProcessExecutor ex(o);
+  auto out = ex.Run(a, &local_sink_);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->status(), "ok") << out->error();
+  ASSERT_EQ(out->protected_changed_size(), 1);
+  EXPECT_EQ(out->protected_changed(0), "infrarsi_harness.py");
+  // The harness wrote its lines: data seed, dtype and the optimizer count.
+  ASSERT_FALSE(local_sink_.all.empty());
+  EXPECT_EQ(local_sink_.all.back().data_seed(), 1234);
+  EXPECT_EQ(local_sink_.all.back().optimizer_steps(), 1);
+  EXPECT_GT(local_sink_.all.back().observed_interval_s(), 0.0);
 }
 
 TEST_F(ProcessExecutorTest, ArgumentsAreNeverInterpretedByAShell) {

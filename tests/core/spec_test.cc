@@ -196,6 +196,49 @@ TEST(SpecTest, SimExecutorErrorsNameTheField) {
   }
 }
 
+TEST(SpecTest, ContractAndPatchesAreValidatedAtInit) {
+  const std::string process = absl::StrReplaceAll(
+      kGood, {{"replay: {landscape: data/land.jsonl}",
+               "process: {command: 'python3 train.py --mbs {micro_batch}'}"}});
+  SpecParseOptions o = Opts();
+  o.hash_file = [](const std::string& path) -> absl::StatusOr<std::string> {
+    return std::string(40, path.back() == 'y' ? 'a' : 'b');
+  };
+  const std::string contract =
+      "contract: {editable: ['model/**'], protected: [infrarsi_harness.py], data_seed: 5}\n";
+  auto ok = ParseSpec(process + contract +
+                          "patches:\n  - name: fast-attn\n    diff: |\n      --- a/model/attn.py\n"
+                          "      +++ b/model/attn.py\n      @@ -1 +1 @@\n      -a\n      +b\n",
+                      o);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->contract.protected_hashes.at("infrarsi_harness.py"), std::string(40, 'a'));
+  ASSERT_EQ(ok->patches.size(), 1u);
+  EXPECT_EQ(ok->patches[0].paths, std::vector<std::string>{"model/attn.py"});
+  EXPECT_TRUE(ok->contract.data_seed_set);
+  // The contract text (what Init hashes) changes with any locked field.
+  SessionSpec other = *ok;
+  other.contract.loss_abs_tol *= 2;
+  EXPECT_NE(ContractText(*ok), ContractText(other));
+
+  auto bad = ParseSpec(process + contract +
+                           "patches:\n  - name: sneaky\n    diff: |\n      --- a/infrarsi_harness.py\n"
+                           "      +++ b/infrarsi_harness.py\n      @@ -1 +1 @@\n      -a\n      +b\n",
+                       o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "patches[sneaky]: 'infrarsi_harness.py' is a protected file");
+  // The precision policy bounds the knob space.
+  auto prec = ParseSpec(absl::StrReplaceAll(kGood, {{"ckpt: [false, true]", "ckpt: [false, true]\n  precision: [bf16, fp8]"},
+                                                    {"ckpt: False}", "ckpt: False, precision: bf16}"}}) +
+                            "contract: {precision: [bf16, tf32]}\n",
+                        Opts());
+  ASSERT_FALSE(prec.ok());
+  EXPECT_EQ(prec.status().message().substr(0, 16), "knobs.precision:");
+  // Protected files exist only for a process executor.
+  auto replay = ParseSpec(std::string(kGood) + "contract: {protected: [x.py]}\n", Opts());
+  EXPECT_EQ(replay.status().message().substr(0, 19), "contract.protected:");
+}
+
 TEST(SpecTest, SplitCommandLine) {
   auto a = SplitCommandLine(R"(a  "b c" 'd "e"' f\ g "h\"i")");
   ASSERT_TRUE(a.ok());

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "client/rpc_client.h"
@@ -268,6 +269,164 @@ TEST_F(EndToEndTest, SimulatedClusterSessionWithSimAgents) {
   // sim optimum: the ground truth for the same spec, from the CLI.
   ASSERT_EQ(Cli({"sim", "optimum", spec, "--json"}, &out, &err), 0) << err;
   EXPECT_NE(out.find("\"settings\": 82944"), std::string::npos) << out;
+}
+
+// The reward-hack corpus: each edit a contract must catch, run for real by
+// a Python training script under the protected harness.
+TEST_F(EndToEndTest, RewardHackCorpusIsCaughtWithReasonsThatNameIt) {
+  StartServer();
+  StartAgent("process", "cpu", 1);
+  StartAgent("process", "cpu", 1);
+  fs::create_directories(dir_ + "/job");
+  fs::copy_file(std::string(INFRARSI_SOURCE_DIR) + "/client/harness/infrarsi_harness.py",
+                dir_ + "/job/infrarsi_harness.py");
+  fs::copy_file(std::string(INFRARSI_SOURCE_DIR) + "/tests/testing/harness_trainer.py",
+                dir_ + "/job/harness_trainer.py");
+  const std::string spec = WriteFile("job/corpus.yaml", R"(
+name: hack-corpus
+workload: {model: tiny, global_batch: 32, seq_len: 128}
+hardware: {gpu: cpu, count: 1}
+knobs:
+  mode: [honest, optimizer_outside, fake_fast, tokens, drift, nan, seed, lowprec]
+baseline: {mode: honest}
+budget: {max_trials: 10}
+doctor: {repeats: 2}
+verify: {candidates: 1, runs: 2}
+contract:
+  data_seed: 1234
+  precision: [bf16]
+  optimizer_in_window: true
+  protected: [infrarsi_harness.py]
+  editable: ["model/**"]
+executor:
+  process: {command: "python3 harness_trainer.py --mode {mode} --steps 3 --step-ms 150", timeout_s: 60}
+)");
+  std::string out, err;
+  ASSERT_EQ(Cli({"session", "create", spec}, &out, &err), 0) << err;
+  const std::string id(absl::StripAsciiWhitespace(out));
+  ASSERT_EQ(Cli({"doctor", id}, &out, &err), 0) << err;
+  ASSERT_EQ(Cli({"run", id}, &out, &err), 0) << err;
+  auto rep = client_->Report(id);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  const std::map<std::string, std::string> expected = {
+      {"optimizer_outside", "timing"}, {"fake_fast", "timing"}, {"tokens", "tokens_per_step"},
+      {"drift", "loss"},               {"nan", "loss_nan"},     {"seed", "data_seed"},
+      {"lowprec", "precision"}};
+  std::set<std::string> caught;
+  for (const auto& t : rep->trials()) {
+    if (t.purpose() != "search") continue;
+    const std::string mode = t.config().at("mode");
+    ASSERT_TRUE(expected.count(mode)) << mode;
+    EXPECT_EQ(t.status(), "violation") << mode << ": " << t.error() << " " << t.note()
+                                       << " cost " << t.cost_s();
+    EXPECT_EQ(t.violation(), expected.at(mode)) << mode << ": " << t.error();
+    // The reason names the rule it broke.
+    EXPECT_EQ(t.error().rfind(expected.at(mode) + ":", 0), 0u) << t.error();
+    caught.insert(mode);
+  }
+  EXPECT_EQ(caught.size(), expected.size());
+  // Never promoted, never applied; the report counts violations by kind.
+  EXPECT_FALSE(client_->GetSession(id)->promoted());
+  EXPECT_EQ(rep->violations_by_kind().at("timing"), 2);
+  EXPECT_GT(rep->violation_cost_s_by_kind().at("loss"), 0.0);
+  EXPECT_EQ(rep->contract().protected_hashes().at("infrarsi_harness.py").size(), 40u);
+  ASSERT_EQ(Cli({"report", id}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("Contract violations (never promoted)"), std::string::npos) << out;
+  // The doctor profiled the phases the harness reports.
+  EXPECT_GT(rep->doctor().phases_s().at("compute_s"), 0.09);
+  EXPECT_EQ(rep->doctor().timed_steps(), 3);
+}
+
+TEST_F(EndToEndTest, ShrunkGlobalBatchProbeFromTheMeasuredLandscapeIsCaught) {
+  StartServer();
+  StartAgent("replay");
+  const std::string spec = WriteFile("specs/probe.yaml", absl::StrCat(R"(
+name: h200-probe
+workload: {model: gpt-354m, global_batch: 16, seq_len: 2048}
+hardware: {gpu: H200, count: 1}
+knobs:
+  micro_batch: [4]
+  attn: [sdpa]
+  ckpt: [false]
+  precision: [bf16]
+  fused_adam: [true]
+  variant: [honest, shrunk_global_batch]
+baseline: {micro_batch: 4, attn: sdpa, ckpt: false, precision: bf16, fused_adam: true, variant: honest}
+budget: {max_trials: 1}
+doctor: {repeats: 3}
+executor:
+  replay: {landscape: )", kLandscape, "}\n"));
+  std::string out, err;
+  ASSERT_EQ(Cli({"session", "create", spec}, &out, &err), 0) << err;
+  const std::string id(absl::StripAsciiWhitespace(out));
+  ASSERT_EQ(Cli({"doctor", id}, &out, &err), 0) << err;
+  ASSERT_EQ(Cli({"run", id}, &out, &err), 0) << err;
+  auto rep = client_->Report(id);
+  ASSERT_TRUE(rep.ok());
+  const v1::TrialView* probe = nullptr;
+  for (const auto& t : rep->trials()) {
+    if (t.purpose() == "search") probe = &t;
+  }
+  ASSERT_NE(probe, nullptr);
+  // It looks 17x faster than honest training of the same setting ...
+  EXPECT_LT(probe->step_time_s() * 3, rep->baseline().step_time_s());
+  // ... and is refused: a quarter of the tokens per optimizer step.
+  EXPECT_EQ(probe->status(), "violation");
+  EXPECT_EQ(probe->violation(), "tokens_per_step");
+  EXPECT_NE(probe->error().find("processed 8192 tokens"), std::string::npos) << probe->error();
+  EXPECT_FALSE(client_->GetSession(id)->promoted());
+  v1::ApplyRequest a;
+  a.set_session_id(id);
+  a.set_repo_path(MakeRepo());
+  a.set_branch("never");
+  auto applied = client_->Apply(a);
+  EXPECT_TRUE(absl::IsFailedPrecondition(applied.status())) << applied.status();
+}
+
+TEST_F(EndToEndTest, DoctorRefusesAWorkloadThatCannotBeVerified) {
+  StartServer();
+  StartAgent("process", "H200", 1);
+  // The contract needs the data seed; the training program never reports it.
+  const std::string path = ProcessSpec(/*max_trials=*/2, /*steps=*/2, /*doctor=*/2);
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string spec = WriteFile("specs/seedless.yaml", ss.str() + "contract: {data_seed: 7}\n");
+  auto s = client_->InitFromFile(spec);
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::string out, err;
+  EXPECT_EQ(Cli({"doctor", s->session_id()}, &out, &err), 1);
+  EXPECT_NE(err.find("data_seed"), std::string::npos) << err;
+  auto after = client_->GetSession(s->session_id());
+  EXPECT_EQ(after->stage(), v1::STAGE_FAILED);
+  EXPECT_NE(after->error().find("cannot be verified"), std::string::npos) << after->error();
+}
+
+TEST_F(EndToEndTest, DoctorOnANoisyClusterReportsALargerNoiseFloor) {
+  StartServer();
+  StartAgent("sim", "H100", 8);
+  std::ifstream in(std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads/dense-8b-1x8-h100.yaml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto floor_for = [&](const std::string& name, const std::string& noise) {
+    std::string yaml = ss.str();
+    const std::string from = "noise_cv: 0.01,";
+    yaml.replace(yaml.find(from), from.size(), "noise_cv: " + noise + ",");
+    yaml.replace(yaml.find("name: dense-8b-1x8-h100"), 23, "name: " + name);
+    auto s = client_->InitFromFile(WriteFile("specs/" + name + ".yaml", yaml));
+    EXPECT_TRUE(s.ok()) << s.status();
+    std::string out, err;
+    EXPECT_EQ(Cli({"doctor", s->session_id(), "--repeats", "8"}, &out, &err), 0) << err;
+    return client_->Report(s->session_id())->doctor();
+  };
+  const v1::DoctorReport quiet = floor_for("quiet", "0.002");
+  const v1::DoctorReport noisy = floor_for("noisy", "0.06");
+  EXPECT_EQ(quiet.runs(), 8);
+  EXPECT_GT(noisy.cv(), 3 * quiet.cv());
+  EXPECT_GT(noisy.noise_floor(), 3 * quiet.noise_floor());
+  EXPECT_GT(quiet.noise_floor(), 0.0);
+  // The simulated workload reports its phases; the doctor profiles them.
+  EXPECT_GT(quiet.phases_s().at("compute"), 0.0);
 }
 
 TEST_F(EndToEndTest, BadSpecsAreRefusedNamingTheField) {

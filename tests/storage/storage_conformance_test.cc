@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -134,6 +135,14 @@ TEST_P(StorageConformance, StepsReplaceByStep) {
   EXPECT_DOUBLE_EQ((*steps)[1].loss, 8.5);
   EXPECT_TRUE((*steps)[0].warmup);
   EXPECT_EQ((*steps)[1].phases, R"({"fwd_bwd_s":0.3})");
+  // A diverged run's loss is kept as it was, not lost or zeroed.
+  StepRecord diverged{id, 2, std::nan(""), 4096, 0.4, 3.0, false, "{}"};
+  StepRecord blown{id, 3, -INFINITY, 4096, 0.4, 3.0, false, "{}"};
+  ASSERT_TRUE(db_->PutSteps({diverged, blown}).ok());
+  steps = db_->ListSteps(id);
+  ASSERT_EQ(steps->size(), 4u);
+  EXPECT_TRUE(std::isnan((*steps)[2].loss));
+  EXPECT_EQ((*steps)[3].loss, -INFINITY);
   ASSERT_TRUE(db_->DeleteSteps(id).ok());
   EXPECT_TRUE(db_->ListSteps(id)->empty());
 }
