@@ -119,6 +119,7 @@ absl::Status Agent::Register() {
       agent_id_ = resp.agent_id();
       spdlog::info("registered as {} ({} x{}, executors: {})", agent_id_, options_.gpu_model,
                    options_.gpu_count, req.executors_size());
+      if (options_.on_registered) options_.on_registered(agent_id_);
       return absl::OkStatus();
     }
     if (!Retryable(st)) return st;

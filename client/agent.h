@@ -6,6 +6,7 @@
 #define INFRARSI_CLIENT_AGENT_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,8 @@ class Agent {
     absl::Duration retry_window = absl::Seconds(120);
     // Stop after this many trials (0: never). Useful in tests and batch jobs.
     int max_trials = 0;
+    // Called once registration succeeded, with the agent id (optional).
+    std::function<void(const std::string&)> on_registered;
   };
 
   static absl::StatusOr<std::unique_ptr<Agent>> Create(const Options& options);

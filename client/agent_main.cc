@@ -70,6 +70,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   o.executors = absl::StrSplit(executors, ',', absl::SkipEmpty());
+  // Scripts (and tests) wait for this line to know the agent can take work.
+  o.on_registered = [](const std::string& id) {
+    std::printf("infrarsi-agent registered as %s\n", id.c_str());
+    std::fflush(stdout);
+  };
   o.lease_wait = absl::Seconds(lease_wait_s);
 
   spdlog::set_default_logger(spdlog::stderr_color_mt("infrarsi-agent"));

@@ -367,12 +367,19 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorReques
     return StageError(s->rec.id, s->rec.stage, "doctor runs once, right after init");
   }
   const int repeats = request.repeats() > 0 ? request.repeats() : s->spec.doctor_repeats;
+  // Spread the baseline runs over the live agents that can run them, so a
+  // slow host shows up; a pinned agent that dies hands its runs to others.
+  std::vector<std::string> hosts;
+  for (const auto& [id, a] : agents_) {
+    if (AgentLiveLocked(id) && AgentCanRunLocked(a, *s)) hosts.push_back(id);
+  }
   const storage::SessionRecord saved = s->rec;
   absl::Status st = options_.storage->Transaction([&]() -> absl::Status {
     for (int i = 0; i < repeats; ++i) {
       storage::TrialRecord t;
       t.session_id = s->rec.id;
       t.purpose = "doctor";
+      if (hosts.size() > 1) t.pin_agent = hosts[static_cast<size_t>(i) % hosts.size()];
       t.config = EncodeConfigJson(s->spec.baseline);
       t.status = ts::kQueued;
       t.created_ms = NowMs();
@@ -1090,6 +1097,7 @@ absl::Status SessionManager::ExpireLeasesLocked() {
       t.note = absl::StrCat("lease of agent ", agent, " expired at attempt ", t.attempts,
                             "; re-queued");
       t.lease_deadline_ms = 0;
+      t.pin_agent.clear();  // the pinned host just failed it: any host may take it
       RETURN_IF_ERROR(options_.storage->UpdateTrial(t));
       EmitLocked(*s, "trial_requeued", &t);
       return absl::OkStatus();

@@ -291,12 +291,12 @@ TEST_F(SessionManagerTest, AgentsOnlyGetTrialsTheirHardwareCanRun) {
 
 TEST_F(SessionManagerTest, ExpiredLeaseRequeuesAndStaleCompletionIsRefused) {
   const std::string dead = Agent();
-  const std::string live = Agent();
   const std::string id = NewSession();
   v1::DoctorRequest d;
   d.set_session_id(id);
   d.set_repeats(1);
   ASSERT_TRUE(m_->Doctor(d).ok());
+  const std::string live = Agent();
 
   auto first = m_->TryLease(dead);
   ASSERT_TRUE(first.ok() && first->has_value());

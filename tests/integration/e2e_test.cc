@@ -60,6 +60,8 @@ class EndToEndTest : public ::testing::Test {
                                  "1", "--scratch", absl::StrCat(dir_, "/scratch-", n),
                                  "--host", absl::StrCat("node-", n), "--log-level", "warn"},
         absl::StrCat(dir_, "/agent-", n, ".log")));
+    // Registered (with every agent started before it) before the test goes on.
+    EXPECT_FALSE(agents_.back()->WaitForLinePrefix("infrarsi-agent registered as ").empty());
     return *agents_.back();
   }
 
@@ -197,6 +199,9 @@ executor:
     EXPECT_EQ(t.attempts(), 1);
   }
   EXPECT_EQ(agents.size(), 2u) << "both agents ran trials";
+  // The doctor spread the baseline over both hosts.
+  ASSERT_EQ(rep.doctor().agents_size(), 2);
+  for (const auto& a : rep.doctor().agents()) EXPECT_FALSE(a.outlier()) << a.agent();
   // The stable JSON keys the issue lists.
   for (const char* key : {"\"session_id\"", "\"baseline\"", "\"cv\"", "\"best\"", "\"speedup\"",
                           "\"trials\"", "\"peak_mem_gib\"", "\"attempts\"", "\"cost_s\"",
@@ -544,6 +549,15 @@ TEST_F(EndToEndTest, AgentKilledMidTrialIsReplacedAfterTheLeaseExpires) {
   // Kill the agent once its trial is running (its first progress report).
   auto leased = client_->Watch(id, absl::Seconds(30), [&](const v1::SessionEvent& ev) {
     if (ev.kind() == "trial_leased") first_agent = ev.trial().agent();
+    if (ev.kind() == "snapshot") {
+      // The lease may predate the watch: read the state the snapshot stands for.
+      auto now = client_->Report(id);
+      if (now.ok()) {
+        for (const auto& t : now->trials()) {
+          if (t.status() == "leased" || t.status() == "running") first_agent = t.agent();
+        }
+      }
+    }
     return first_agent.empty();
   });
   ASSERT_TRUE(leased.ok()) << leased.status();
