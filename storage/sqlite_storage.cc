@@ -204,6 +204,17 @@ class Stmt {
   int idx_ = 0;
 };
 
+// Every row of `st`, read by `read`.
+template <typename Read>
+auto CollectRows(Stmt& st, Read read) -> absl::StatusOr<std::vector<decltype(read(st))>> {
+  std::vector<decltype(read(st))> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) return out;
+    out.push_back(read(st));
+  }
+}
+
 constexpr char kSessionCols[] =
     "id, name, spec_yaml, spec_dir, stage, contract_hash, workload_signature, gpu_model, "
     "created_ms, updated_ms, doctor_repeats, max_trials, baseline_step_time_s, baseline_cv, "
@@ -435,13 +446,7 @@ absl::StatusOr<std::vector<SessionRecord>> SqliteStorage::ListSessions() {
   Stmt st(db_, absl::StrCat("SELECT ", kSessionCols,
                             " FROM sessions ORDER BY created_ms, id")
                    .c_str());
-  std::vector<SessionRecord> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(ReadSession(st));
-  }
-  return out;
+  return CollectRows(st, ReadSession);
 }
 
 absl::StatusOr<int64_t> SqliteStorage::InsertTrial(const TrialRecord& t) {
@@ -486,13 +491,7 @@ absl::StatusOr<std::vector<TrialRecord>> SqliteStorage::ListTrials(
                             " FROM trials WHERE session_id=? ORDER BY id")
                    .c_str());
   st.Bind(session_id);
-  std::vector<TrialRecord> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(ReadTrial(st));
-  }
-  return out;
+  return CollectRows(st, ReadTrial);
 }
 
 absl::StatusOr<std::vector<TrialRecord>> SqliteStorage::ListTrialsByStatus(
@@ -502,13 +501,7 @@ absl::StatusOr<std::vector<TrialRecord>> SqliteStorage::ListTrialsByStatus(
                             " FROM trials WHERE status=? ORDER BY id LIMIT ?")
                    .c_str());
   st.Bind(status).Bind(static_cast<int64_t>(limit));
-  std::vector<TrialRecord> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(ReadTrial(st));
-  }
-  return out;
+  return CollectRows(st, ReadTrial);
 }
 
 absl::Status SqliteStorage::PutSteps(const std::vector<StepRecord>& steps) {
@@ -578,13 +571,7 @@ absl::StatusOr<AgentRecord> SqliteStorage::GetAgent(const std::string& id) {
 absl::StatusOr<std::vector<AgentRecord>> SqliteStorage::ListAgents() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   Stmt st(db_, absl::StrCat("SELECT ", kAgentCols, " FROM agents ORDER BY id").c_str());
-  std::vector<AgentRecord> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(ReadAgent(st));
-  }
-  return out;
+  return CollectRows(st, ReadAgent);
 }
 
 absl::StatusOr<int64_t> SqliteStorage::AddBankEntry(const BankRecord& b) {
