@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-trials", o.max_trials, "exit after this many trials (0: never)")
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   CLI11_PARSE(app, argc, argv);
   o.executors = absl::StrSplit(executors, ',', absl::SkipEmpty());
   // Scripts (and tests) wait for this line to know the agent can take work.

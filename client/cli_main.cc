@@ -79,17 +79,19 @@ int main(int argc, char** argv) {
 
   std::string id;
   int repeats = 0;
-  auto* doctor = app.add_subcommand("doctor", "run the baseline repeatedly: median and noise");
+  auto* doctor = app.add_subcommand("doctor", "run the baseline repeatedly: median, CV, drift, phases, outlier hosts, noise floor");
   doctor->add_option("id", id, "session id")->required();
   doctor->add_option("--repeats", repeats, "baseline runs (0: the spec's doctor.repeats)");
 
   int max_trials = 0;
-  auto* run = app.add_subcommand("run", "search the knob space; shows progress");
+  auto* run = app.add_subcommand("run", "search the knob space, then re-verify the top candidates against the baseline (A/B); "
+                        "shows progress");
   run->add_option("id", id, "session id")->required();
   run->add_option("--max-trials", max_trials, "trial budget (0: the spec's budget.max_trials)");
 
   bool json = false;
-  auto* report = app.add_subcommand("report", "baseline, best setting, every trial, costs");
+  auto* report = app.add_subcommand("report", "contract, doctor, best setting, verification intervals, every trial, violations and "
+                           "failure costs");
   report->add_option("id", id, "session id")->required();
   report->add_flag("--json", json, "stable JSON output");
 

@@ -8,6 +8,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libsqlite3-dev libeigen3-dev libspdlog-dev libfmt-dev
   libgit2-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
+  python3  # the harness and the reward-hack corpus tests
 )
 
 missing=()
