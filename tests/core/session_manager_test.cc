@@ -139,10 +139,16 @@ class SessionManagerTest : public ::testing::Test {
 
   v1::SessionSummary Get(const std::string& id) { return *m_->GetSession(id); }
 
-  void DoctorAndRun(const std::string& id, const std::string& agent) {
+  // Starts the doctor stage (repeats 0: the spec's).
+  absl::Status StartDoctor(const std::string& id, int repeats = 0) {
     v1::DoctorRequest d;
     d.set_session_id(id);
-    ASSERT_TRUE(m_->Doctor(d).ok());
+    d.set_repeats(repeats);
+    return m_->Doctor(d).status();
+  }
+
+  void DoctorAndRun(const std::string& id, const std::string& agent) {
+    ASSERT_TRUE(StartDoctor(id).ok());
     EXPECT_EQ(Drain(agent), 3);
     ASSERT_EQ(Get(id).stage(), v1::STAGE_DOCTORED);
     v1::RunRequest r;
@@ -217,9 +223,7 @@ TEST_F(SessionManagerTest, FiveStagesEndToEnd) {
   EXPECT_EQ(Get(id).stage(), v1::STAGE_APPLIED);
   // Stages only move forward.
   EXPECT_TRUE(absl::IsFailedPrecondition(m_->Apply(a).status()));
-  v1::DoctorRequest d;
-  d.set_session_id(id);
-  EXPECT_TRUE(absl::IsFailedPrecondition(m_->Doctor(d).status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(StartDoctor(id)));
 }
 
 TEST_F(SessionManagerTest, EveryFinishedTrialIsInTheBankOnce) {
@@ -278,9 +282,7 @@ TEST_F(SessionManagerTest, StagePreconditionsNameTheSession) {
 TEST_F(SessionManagerTest, AgentsOnlyGetTrialsTheirHardwareCanRun) {
   const std::string a100 = Agent("A100");
   const std::string id = NewSession();
-  v1::DoctorRequest d;
-  d.set_session_id(id);
-  ASSERT_TRUE(m_->Doctor(d).ok());
+  ASSERT_TRUE(StartDoctor(id).ok());
   auto lease = m_->TryLease(a100);
   ASSERT_TRUE(lease.ok());
   EXPECT_FALSE(lease->has_value());
@@ -292,10 +294,7 @@ TEST_F(SessionManagerTest, AgentsOnlyGetTrialsTheirHardwareCanRun) {
 TEST_F(SessionManagerTest, ExpiredLeaseRequeuesAndStaleCompletionIsRefused) {
   const std::string dead = Agent();
   const std::string id = NewSession();
-  v1::DoctorRequest d;
-  d.set_session_id(id);
-  d.set_repeats(1);
-  ASSERT_TRUE(m_->Doctor(d).ok());
+  ASSERT_TRUE(StartDoctor(id, 1).ok());
   const std::string live = Agent();
 
   auto first = m_->TryLease(dead);
@@ -349,10 +348,7 @@ TEST_F(SessionManagerTest, ExpiredLeaseRequeuesAndStaleCompletionIsRefused) {
 TEST_F(SessionManagerTest, TrialFailsAfterMaxAttempts) {
   const std::string agent = Agent();
   const std::string id = NewSession();
-  v1::DoctorRequest d;
-  d.set_session_id(id);
-  d.set_repeats(1);
-  ASSERT_TRUE(m_->Doctor(d).ok());
+  ASSERT_TRUE(StartDoctor(id, 1).ok());
   for (int i = 0; i < 2; ++i) {
     auto l = m_->TryLease(agent);
     ASSERT_TRUE(l.ok() && l->has_value());
@@ -423,9 +419,7 @@ TEST_F(SessionManagerTest, RestartContinuesWhereItStopped) {
 TEST_F(SessionManagerTest, CancelStopsTheSessionAndItsTrials) {
   const std::string agent = Agent();
   const std::string id = NewSession();
-  v1::DoctorRequest d;
-  d.set_session_id(id);
-  ASSERT_TRUE(m_->Doctor(d).ok());
+  ASSERT_TRUE(StartDoctor(id).ok());
   auto l = m_->TryLease(agent);
   ASSERT_TRUE(l.ok() && l->has_value());
   ASSERT_TRUE(m_->Cancel(id).ok());
@@ -467,10 +461,7 @@ TEST_F(SessionManagerTest, NoImprovementMeansNothingToApply) {
 TEST_F(SessionManagerTest, BadOutcomesAreRefusedOrFailed) {
   const std::string agent = Agent();
   const std::string id = NewSession();
-  v1::DoctorRequest d;
-  d.set_session_id(id);
-  d.set_repeats(1);
-  ASSERT_TRUE(m_->Doctor(d).ok());
+  ASSERT_TRUE(StartDoctor(id, 1).ok());
   auto l = m_->TryLease(agent);
   ASSERT_TRUE(l.ok() && l->has_value());
   v1::CompleteTrialRequest c;
@@ -494,10 +485,7 @@ TEST_F(SessionManagerTest, WatchStartsWithSnapshotThenStreams) {
   ASSERT_EQ(snap->size(), 1u);
   EXPECT_EQ((*snap)[0].kind(), "snapshot");
   const int64_t after = (*snap)[0].seq();
-  v1::DoctorRequest d;
-  d.set_session_id(id);
-  d.set_repeats(1);
-  ASSERT_TRUE(m_->Doctor(d).ok());
+  ASSERT_TRUE(StartDoctor(id, 1).ok());
   Drain(agent);
   auto evs = m_->WaitEvents(id, after, absl::ZeroDuration());
   ASSERT_TRUE(evs.ok());
