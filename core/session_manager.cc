@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "core/contract.h"
 #include "core/doctor.h"
+#include "core/model_optimizer.h"
 #include "core/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "models/stats.h"
@@ -143,7 +144,7 @@ SessionManager::SessionManager(const Options& options) : options_(options) {
   if (options_.optimizer) {
     optimizer_ = options_.optimizer;
   } else {
-    owned_optimizer_ = std::make_unique<RandomOptimizer>();
+    owned_optimizer_ = std::make_unique<ModelOptimizer>();
     optimizer_ = owned_optimizer_.get();
   }
   rng_.seed(static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())) ^ 0x9e3779b97f4a7c15ULL);

@@ -57,7 +57,7 @@ class SessionManager {
     Clock* clock = Clock::Real();
     // Not owned. Null: Apply fails with UNIMPLEMENTED.
     Committer* committer = nullptr;
-    // Not owned. Null: a RandomOptimizer owned by the manager.
+    // Not owned. Null: a ModelOptimizer owned by the manager.
     Optimizer* optimizer = nullptr;
     // How long an agent holds a trial without reporting progress.
     absl::Duration lease_timeout = absl::Seconds(30);

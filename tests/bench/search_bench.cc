@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "client/landscape.h"
+#include "core/model_optimizer.h"
 #include "core/optimizer.h"
 #include "core/sim_landscape.h"
 #include "core/spec.h"
@@ -118,6 +119,7 @@ int main(int argc, char** argv) {
 
   std::vector<std::unique_ptr<infrarsi::Optimizer>> strategies;
   strategies.push_back(std::make_unique<infrarsi::RandomOptimizer>());
+  strategies.push_back(std::make_unique<infrarsi::ModelOptimizer>());
 
   std::printf("%d seeds, budget %d trials; 'reached' = a trial within 2%% of the landscape's best\n\n",
               seeds, budget);
@@ -133,7 +135,9 @@ int main(int argc, char** argv) {
         // The baseline is measured by the doctor first, as in a session.
         infrarsi::Observation base;
         base.config = b.spec.baseline;
-        base.status = "ok";
+        const Outcome bo = b.evaluate(base.config);
+        base.status = bo.ok ? "ok" : "failed";
+        base.step_time_s = bo.step_time_s;
         history.push_back(base);
         int n = 0, oom = 0, failed = 0;
         bool hit = false;
