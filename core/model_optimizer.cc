@@ -37,6 +37,14 @@ class Features {
   }
   int dim() const { return dim_; }
   bool is_main(int i) const { return i < main_count_; }
+  // (knob, value) of each main-effect feature.
+  std::map<int, std::pair<std::string, std::string>> MainFeatures() const {
+    std::map<int, std::pair<std::string, std::string>> out;
+    for (size_t k = 0; k < main_.size(); ++k) {
+      for (const auto& [v, i] : main_[k]) out[i] = {spec_.knobs[k].name, v};
+    }
+    return out;
+  }
 
   Eigen::VectorXd Encode(const Config& c) const {
     Eigen::VectorXd x = Eigen::VectorXd::Zero(dim_);
@@ -120,7 +128,8 @@ std::vector<Config> ModelOptimizer::Propose(const SessionSpec& spec,
   int finished = 0;
   for (const Observation& o : history) finished += !InFlight(o.status);
   std::vector<double> score(pool.size(), 0.0);
-  if (finished < options_.initial_designs + 1) {
+  const int initial = options_.priors ? 0 : options_.initial_designs;
+  if (finished < initial + 1) {
     // Cold start: far from everything tried (space-filling).
     for (size_t i = 0; i < pool.size(); ++i) {
       int dmin = 1 << 20;
@@ -155,14 +164,25 @@ std::vector<Config> ModelOptimizer::Propose(const SessionSpec& spec,
     Eigen::VectorXd mean = Eigen::VectorXd::Zero(d), var(d);
     mean[0] = y_mean;
     for (int i = 0; i < d; ++i) var[i] = i == 0 ? 0.25 : (f.is_main(i) ? 0.5 : 0.1);
+    Eigen::VectorXd lmean = Eigen::VectorXd::Zero(d), lvar(d);
+    lmean[0] = 1.5;
+    for (int i = 0; i < d; ++i) lvar[i] = i == 0 ? 2.0 : 4.0;
+    if (options_.priors) {
+      for (const auto& [i, kv] : f.MainFeatures()) {
+        const Effect e = options_.priors->EffectOf(spec, kv.first, kv.second);
+        mean[i] = e.time;
+        var[i] = e.time_sd * e.time_sd;
+        lmean[i] = e.fit;
+        lvar[i] = e.fit_sd * e.fit_sd;
+      }
+      // The intercept is the baseline's own time: centre it there.
+      mean[0] = history.front().step_time_s > 0 ? std::log(history.front().step_time_s) : y_mean;
+    }
     models::BayesLinear time;
     time.Fit(stack(xs_ok), Eigen::Map<Eigen::VectorXd>(ys.data(), static_cast<Eigen::Index>(ys.size())),
              mean, var, 0.01);
     // Runs at all: start from "most settings run", learn the failing
     // values and pairs (launcher rules, OOM corners) as they show up.
-    Eigen::VectorXd lmean = Eigen::VectorXd::Zero(d), lvar(d);
-    lmean[0] = 1.5;
-    for (int i = 0; i < d; ++i) lvar[i] = i == 0 ? 2.0 : (f.is_main(i) ? 4.0 : 4.0);
     models::BayesLogistic runs;
     runs.Fit(stack(xs_all),
              Eigen::Map<Eigen::VectorXd>(labels.data(), static_cast<Eigen::Index>(labels.size())),

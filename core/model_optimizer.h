@@ -6,12 +6,16 @@
 // spaces; a sample plus the neighbourhood of the best in large ones), and a
 // batch keeps its picks apart.
 //
-// Not yet: priors from a knowledge file or the bank, a censored memory
-// model, memory-saver pairing, a stop rule (issue 4).
+// With priors, each knob value's main effect starts at its prior (time and
+// fit) instead of zero. Not yet: priors from the bank or an LLM, revision
+// reports, a censored memory model, memory-saver pairing, a stop rule.
 #ifndef INFRARSI_CORE_MODEL_OPTIMIZER_H_
 #define INFRARSI_CORE_MODEL_OPTIMIZER_H_
 
+#include <optional>
+
 #include "core/optimizer.h"
+#include "core/priors.h"
 
 namespace infrarsi {
 
@@ -23,13 +27,16 @@ class ModelOptimizer : public Optimizer {
     // Candidates scored per proposal in spaces larger than max_enumerate.
     int pool_size = 3000;
     int64_t max_enumerate = 20000;
+    // Prior knob effects (deploy/priors.yaml); none: a cold start, every
+    // effect centred on zero.
+    std::optional<Priors> priors;
   };
   ModelOptimizer() : ModelOptimizer(Options()) {}
   explicit ModelOptimizer(Options options) : options_(options) {}
 
   std::vector<Config> Propose(const SessionSpec& spec, const std::vector<Observation>& history,
                               int n, uint64_t seed) override;
-  std::string Name() const override { return "model"; }
+  std::string Name() const override { return options_.priors ? "model+priors" : "model"; }
 
  private:
   Options options_;

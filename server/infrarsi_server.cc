@@ -8,6 +8,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/model_optimizer.h"
+#include "core/priors.h"
 #include "core/session_manager.h"
 #include "core/status_macros.h"
 #include "server/git_committer.h"
@@ -52,6 +54,16 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   mo.lease_timeout = options.lease_timeout;
   mo.max_attempts = options.max_attempts;
   mo.hash_file = GitBlobHash;  // libgit2 is initialised by the committer
+  ModelOptimizer::Options oo;
+  const std::string priors =
+      options.priors_yaml.empty() ? std::string(kDefaultPriorsYaml) : options.priors_yaml;
+  if (priors != "none") {
+    auto parsed = ParsePriors(priors);
+    if (!parsed.ok()) return parsed.status();
+    oo.priors = *std::move(parsed);
+  }
+  s->optimizer_ = std::make_unique<ModelOptimizer>(oo);
+  mo.optimizer = s->optimizer_.get();
   ASSIGN_OR_RETURN(s->manager_, SessionManager::Create(mo));
 
   s->session_service_ = std::make_unique<SessionServiceImpl>(s->manager_.get());
@@ -82,9 +94,12 @@ std::string InfraRsiServer::address() const { return absl::StrCat(host_, ":", po
 
 void InfraRsiServer::Shutdown(absl::Duration grace) {
   std::call_once(shutdown_once_, [&] {
-    manager_->Shutdown();
-    grpc_server_->Shutdown(std::chrono::system_clock::now() +
-                           absl::ToChronoMilliseconds(grace));
+    // Create may have failed half-way: only what was built is stopped.
+    if (manager_) manager_->Shutdown();
+    if (grpc_server_) {
+      grpc_server_->Shutdown(std::chrono::system_clock::now() +
+                             absl::ToChronoMilliseconds(grace));
+    }
     stop_.Notify();
     if (reaper_.joinable()) reaper_.join();
     stopped_.Notify();

@@ -21,6 +21,7 @@ class Server;
 namespace infrarsi {
 class SessionManager;
 class Committer;
+class Optimizer;
 namespace storage {
 class SqliteStorage;
 }
@@ -28,6 +29,9 @@ namespace server {
 class SessionServiceImpl;
 class AgentServiceImpl;
 class BankServiceImpl;
+
+// deploy/priors.yaml, embedded at build time.
+extern const char* const kDefaultPriorsYaml;
 
 class InfraRsiServer {
  public:
@@ -44,6 +48,9 @@ class InfraRsiServer {
     absl::Duration reaper_interval = absl::Seconds(1);
     // Not owned; default: the real clock.
     Clock* clock = Clock::Real();
+    // The search's prior knob effects, as YAML (deploy/priors.yaml format).
+    // Default: the priors built into the binary; "none": a cold start.
+    std::string priors_yaml;
   };
 
   // Opens the database, resumes every session and starts serving.
@@ -71,6 +78,7 @@ class InfraRsiServer {
   int port_ = 0;
   std::unique_ptr<storage::SqliteStorage> storage_;
   std::unique_ptr<Committer> committer_;
+  std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<SessionManager> manager_;
   std::unique_ptr<SessionServiceImpl> session_service_;
   std::unique_ptr<AgentServiceImpl> agent_service_;

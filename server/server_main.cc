@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "server/infrarsi_server.h"
@@ -31,7 +33,23 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  std::string priors_path;
+  app.add_option("--priors", priors_path,
+                 "YAML file of prior knob effects for the search (deploy/priors.yaml format); "
+                 "default: the built-in priors; 'none': a cold start");
   CLI11_PARSE(app, argc, argv);
+  if (priors_path == "none") {
+    opts.priors_yaml = "none";
+  } else if (!priors_path.empty()) {
+    std::ifstream in(priors_path);
+    if (!in) {
+      std::fprintf(stderr, "--priors: cannot read %s\n", priors_path.c_str());
+      return 2;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    opts.priors_yaml = ss.str();
+  }
   opts.lease_timeout = absl::Seconds(lease_timeout_s);
 
   auto logger = spdlog::stderr_color_mt("infrarsi-server");

@@ -6,7 +6,7 @@
 // noise-free truth. Strategies: those behind core's Optimizer interface
 // (today: random without repeats, the server's current strategy).
 //
-// Usage: search_bench [seeds=30] [budget=200]
+// Usage: search_bench [seeds=30] [budget=200] [landscape-substring]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -70,6 +70,7 @@ double Percentile(std::vector<double> v, double q) {
 int main(int argc, char** argv) {
   const int seeds = argc > 1 ? std::atoi(argv[1]) : 30;
   const int budget = argc > 2 ? std::atoi(argv[2]) : 200;
+  const std::string only = argc > 3 ? argv[3] : "";
   const std::string root = INFRARSI_SOURCE_DIR;
   std::vector<Bench> benches;
 
@@ -120,12 +121,23 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<infrarsi::Optimizer>> strategies;
   strategies.push_back(std::make_unique<infrarsi::RandomOptimizer>());
   strategies.push_back(std::make_unique<infrarsi::ModelOptimizer>());
+  {
+    auto priors = infrarsi::ParsePriors(Read(root + "/deploy/priors.yaml"));
+    if (!priors.ok()) {
+      std::fprintf(stderr, "priors: %s\n", priors.status().ToString().c_str());
+      return 1;
+    }
+    infrarsi::ModelOptimizer::Options o;
+    o.priors = *priors;
+    strategies.push_back(std::make_unique<infrarsi::ModelOptimizer>(o));
+  }
 
   std::printf("%d seeds, budget %d trials; 'reached' = a trial within 2%% of the landscape's best\n\n",
               seeds, budget);
-  std::printf("%-30s %-8s %9s %9s %9s %12s %12s\n", "landscape", "strategy", "reached",
+  std::printf("%-30s %-12s %9s %9s %9s %12s %12s\n", "landscape", "strategy", "reached",
               "median", "p90", "OOM/session", "failed/sess");
   for (const Bench& b : benches) {
+    if (!only.empty() && b.name.find(only) == std::string::npos) continue;
     for (const auto& strat : strategies) {
       std::vector<double> trials_needed, ooms;
       int reached = 0;
@@ -167,7 +179,7 @@ int main(int argc, char** argv) {
         ooms.push_back(oom);
         failed_total += failed;
       }
-      std::printf("%-30s %-8s %6d/%-2d %9.0f %9.0f %12.1f %12.1f\n", b.name.c_str(),
+      std::printf("%-30s %-12s %6d/%-2d %9.0f %9.0f %12.1f %12.1f\n", b.name.c_str(),
                   strat->Name().c_str(), reached, seeds, Percentile(trials_needed, 0.5),
                   Percentile(trials_needed, 0.9),
                   [&] { double s = 0; for (double x : ooms) s += x; return s / seeds; }(),

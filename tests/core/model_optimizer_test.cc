@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <random>
 #include <set>
+#include <sstream>
 
 #include "absl/strings/numbers.h"
+#include "core/priors.h"
 #include "models/bayes_linear.h"
 
 namespace infrarsi {
@@ -140,6 +143,63 @@ TEST(ModelOptimizerTest, BatchesAreDistinctUntriedAndSpreadOut) {
     for (const Config& c : next) history.push_back(Measure(c));
   }
   EXPECT_EQ(static_cast<int64_t>(history.size()), spec.SpaceSize());
+}
+
+}  // namespace
+}  // namespace infrarsi
+
+namespace infrarsi {
+namespace {
+
+TEST(PriorsTest, ParsesTheShippedFileAndIsRelativeToTheBaseline) {
+  std::ifstream in(std::string(INFRARSI_SOURCE_DIR) + "/deploy/priors.yaml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto p = ParsePriors(ss.str());
+  ASSERT_TRUE(p.ok()) << p.status();
+  SessionSpec spec;
+  spec.baseline = {{"precision", "tf32"}, {"micro_batch", "2"}, {"ckpt", "false"}};
+  // bf16 vs a tf32 baseline: faster by the difference of both priors.
+  const Effect bf16 = p->EffectOf(spec, "precision", "bf16");
+  EXPECT_NEAR(bf16.time, -0.4 - 0.3, 1e-12);
+  EXPECT_GT(bf16.time_sd, 0.4);
+  // Numeric knobs scale with doublings from the baseline's value.
+  EXPECT_NEAR(p->EffectOf(spec, "micro_batch", "8").time, 2 * -0.05, 1e-12);
+  EXPECT_NEAR(p->EffectOf(spec, "micro_batch", "8").fit, 2 * -0.7, 1e-12);
+  EXPECT_GT(p->EffectOf(spec, "ckpt", "true").fit, 0);  // checkpointing saves memory
+  // An unknown knob has no prior: zero effect, wide uncertainty.
+  EXPECT_EQ(p->EffectOf(spec, "ckpt", "false").time, 0);
+}
+
+TEST(PriorsTest, BadFilesNameTheField) {
+  EXPECT_EQ(ParsePriors("knobs:\n  attn: {sdpa: {time: fast}}\n").status().message(),
+            "knobs.attn.sdpa.time: must be a number");
+  EXPECT_EQ(ParsePriors("knobs:\n  attn: {sdpa: {speed: 1}}\n").status().message(),
+            "knobs.attn.sdpa.speed: unknown field");
+  EXPECT_EQ(ParsePriors("knobz: {}\n").status().message(), "priors.knobz: unknown field");
+  EXPECT_FALSE(ParsePriors("knobs:\n  a: {b: {time: 1, time_sd: 0}}\n").ok());
+}
+
+TEST(PriorsTest, RightPriorsSpeedTheSearchUp) {
+  auto priors = ParsePriors(R"(
+knobs:
+  flash: {"true": {time: -0.3, time_sd: 0.2}}
+  ckpt: {"true": {time: 0.2, time_sd: 0.1, fit: 2.0, fit_sd: 1.0}}
+  fused: {"true": {time: -0.1, time_sd: 0.2}}
+per_doubling:
+  mbs: {time: -0.15, time_sd: 0.1, fit: -1.0, fit_sd: 1.0}
+)");
+  ASSERT_TRUE(priors.ok()) << priors.status();
+  ModelOptimizer::Options o;
+  o.priors = *priors;
+  ModelOptimizer informed(o), cold;
+  double informed_sum = 0, cold_sum = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    int ooms = 0;
+    informed_sum += TrialsToBest(informed, seed, &ooms);
+    cold_sum += TrialsToBest(cold, seed, &ooms);
+  }
+  EXPECT_LT(informed_sum, cold_sum) << informed_sum / 10 << " vs " << cold_sum / 10;
 }
 
 }  // namespace
