@@ -55,10 +55,8 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   mo.max_attempts = options.max_attempts;
   mo.hash_file = GitBlobHash;  // libgit2 is initialised by the committer
   ModelOptimizer::Options oo;
-  const std::string priors =
-      options.priors_yaml.empty() ? std::string(kDefaultPriorsYaml) : options.priors_yaml;
-  if (priors != "none") {
-    auto parsed = ParsePriors(priors);
+  if (!options.priors_yaml.empty()) {
+    auto parsed = ParsePriors(options.priors_yaml);
     if (!parsed.ok()) return parsed.status();
     oo.priors = *std::move(parsed);
   }

@@ -35,12 +35,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   std::string priors_path;
   app.add_option("--priors", priors_path,
-                 "YAML file of prior knob effects for the search (deploy/priors.yaml format); "
-                 "default: the built-in priors; 'none': a cold start");
+                 "YAML file of prior knob effects for the search, e.g. deploy/priors.yaml "
+                 "(default: none, a cold start)");
   CLI11_PARSE(app, argc, argv);
-  if (priors_path == "none") {
-    opts.priors_yaml = "none";
-  } else if (!priors_path.empty()) {
+  if (!priors_path.empty()) {
     std::ifstream in(priors_path);
     if (!in) {
       std::fprintf(stderr, "--priors: cannot read %s\n", priors_path.c_str());

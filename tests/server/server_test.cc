@@ -26,9 +26,9 @@ TEST(InfraRsiServerTest, FailedStartReturnsTheErrorWithoutCrashing) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(InfraRsiServerTest, StartsOnAFreePortWithBuiltInOrNoPriors) {
+TEST(InfraRsiServerTest, StartsOnAFreePortWithOrWithoutPriors) {
   const std::string dir = testing::MakeTempDir("server");
-  for (const char* priors : {"", "none"}) {
+  for (const char* priors : {"", "knobs:\n  attn: {sdpa: {time: -0.3}}\n"}) {
     InfraRsiServer::Options o;
     o.listen = "127.0.0.1:0";
     o.db_path = dir + "/db";
