@@ -215,12 +215,11 @@ absl::Status SessionManager::Load() {
   for (auto& [id, s] : sessions_) {
     const v1::Stage stage = StageFromName(s->rec.stage);
     if (stage == v1::STAGE_RUNNING) {
-      RETURN_IF_ERROR(options_.storage->Transaction([&] { return FillWindowLocked(*s); }));
+      RETURN_IF_ERROR(TransactLocked(*s, [&] { return FillWindowLocked(*s); }));
     } else if (stage == v1::STAGE_VERIFYING) {
-      RETURN_IF_ERROR(
-          options_.storage->Transaction([&] { return AdvanceVerificationLocked(*s); }));
+      RETURN_IF_ERROR(TransactLocked(*s, [&] { return AdvanceVerificationLocked(*s); }));
     } else if (stage == v1::STAGE_DOCTORING) {
-      RETURN_IF_ERROR(options_.storage->Transaction([&] { return AdvanceDoctorLocked(*s); }));
+      RETURN_IF_ERROR(TransactLocked(*s, [&] { return AdvanceDoctorLocked(*s); }));
     }
   }
   return absl::OkStatus();
@@ -311,6 +310,25 @@ void SessionManager::EmitLocked(SessionState& s, const std::string& kind,
   events_cv_.SignalAll();
 }
 
+absl::Status SessionManager::TransactLocked(SessionState& s,
+                                            const std::function<absl::Status()>& fn) {
+  // Snapshot everything but the event backlog, which can be long.
+  std::vector<v1::SessionEvent> events = std::move(s.events);
+  SessionState saved = s;
+  s.events = std::move(events);
+  const int64_t last_seq = next_seq_ - 1;
+  absl::Status st = options_.storage->Transaction(fn);
+  if (!st.ok()) {
+    events = std::move(s.events);
+    events.erase(std::remove_if(events.begin(), events.end(),
+                                [&](const v1::SessionEvent& e) { return e.seq() > last_seq; }),
+                 events.end());
+    s = std::move(saved);
+    s.events = std::move(events);
+  }
+  return st;
+}
+
 absl::Status SessionManager::SaveSessionLocked(SessionState& s, const std::string& stage) {
   const std::string old = s.rec.stage;
   s.rec.stage = stage;
@@ -374,8 +392,7 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorReques
   for (const auto& [id, a] : agents_) {
     if (AgentLiveLocked(id) && AgentCanRunLocked(a, *s)) hosts.push_back(id);
   }
-  const storage::SessionRecord saved = s->rec;
-  absl::Status st = options_.storage->Transaction([&]() -> absl::Status {
+  RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
     for (int i = 0; i < repeats; ++i) {
       storage::TrialRecord t;
       t.session_id = s->rec.id;
@@ -388,11 +405,7 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorReques
     }
     s->rec.doctor_repeats = repeats;
     return SaveSessionLocked(*s, StageName(v1::STAGE_DOCTORING));
-  });
-  if (!st.ok()) {
-    s->rec = saved;
-    return st;
-  }
+  }));
   work_cv_.SignalAll();
   return SummaryLocked(*s);
 }
@@ -511,19 +524,11 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
   if (StageFromName(s->rec.stage) != v1::STAGE_DOCTORED) {
     return StageError(s->rec.id, s->rec.stage, "run needs a finished doctor (stage doctored)");
   }
-  const storage::SessionRecord saved = s->rec;
-  const int saved_total = s->search_total, saved_flight = s->search_in_flight;
-  absl::Status st = options_.storage->Transaction([&]() -> absl::Status {
+  RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
     if (request.max_trials() > 0) s->rec.max_trials = request.max_trials();
     RETURN_IF_ERROR(SaveSessionLocked(*s, StageName(v1::STAGE_RUNNING)));
     return FillWindowLocked(*s);
-  });
-  if (!st.ok()) {
-    s->rec = saved;
-    s->search_total = saved_total;
-    s->search_in_flight = saved_flight;
-    return st;
-  }
+  }));
   work_cv_.SignalAll();
   return SummaryLocked(*s);
 }
@@ -737,7 +742,7 @@ absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
   // A new agent widens running sessions' windows.
   for (auto& [id, s] : sessions_) {
     if (StageFromName(s->rec.stage) != v1::STAGE_RUNNING) continue;
-    RETURN_IF_ERROR(options_.storage->Transaction([&] { return FillWindowLocked(*s); }));
+    RETURN_IF_ERROR(TransactLocked(*s, [&] { return FillWindowLocked(*s); }));
   }
   work_cv_.SignalAll();
   v1::RegisterAgentResponse resp;
@@ -771,7 +776,6 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
   }
   storage::AgentRecord& agent = ait->second;
   agent.last_heartbeat_ms = NowMs();
-  RETURN_IF_ERROR(ExpireLeasesLocked());
   ASSIGN_OR_RETURN(auto queued, options_.storage->ListTrialsByStatus(ts::kQueued, 1000));
   for (storage::TrialRecord& t : queued) {
     auto sit = sessions_.find(t.session_id);
@@ -953,8 +957,7 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::CompleteTrial(
   for (const v1::StepMetrics& m : o.steps()) new_steps.push_back(StepRecordOf(t.id, m));
   const std::vector<std::string> changed(o.protected_changed().begin(),
                                          o.protected_changed().end());
-  const SessionState saved = *s;
-  absl::Status st = options_.storage->Transaction([&]() -> absl::Status {
+  RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
     RETURN_IF_ERROR(options_.storage->PutSteps(new_steps));
     ASSIGN_OR_RETURN(auto steps, options_.storage->ListSteps(t.id));
     // The step time that counts is computed here from the per-step records,
@@ -982,13 +985,7 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::CompleteTrial(
     }
     RETURN_IF_ERROR(ApplyContractLocked(*s, t, changed));
     return FinishTrialLocked(*s, t);
-  });
-  if (!st.ok()) {
-    std::vector<v1::SessionEvent> events = std::move(s->events);
-    *s = saved;
-    s->events = std::move(events);
-    return st;
-  }
+  }));
   resp.set_accepted(true);
   return resp;
 }
@@ -1067,10 +1064,6 @@ absl::Status SessionManager::FinishTrialLocked(SessionState& s, storage::TrialRe
 
 absl::Status SessionManager::ExpireLeases() {
   absl::MutexLock lock(&mu_);
-  return ExpireLeasesLocked();
-}
-
-absl::Status SessionManager::ExpireLeasesLocked() {
   const int64_t now = NowMs();
   std::vector<storage::TrialRecord> expired;
   for (const char* status : {ts::kLeased, ts::kRunning}) {
@@ -1082,8 +1075,7 @@ absl::Status SessionManager::ExpireLeasesLocked() {
   for (storage::TrialRecord& t : expired) {
     ASSIGN_OR_RETURN(SessionState * s, RecordedSessionLocked(t));
     const std::string agent = t.lease_agent;
-    const SessionState saved = *s;
-    absl::Status st = options_.storage->Transaction([&]() -> absl::Status {
+    RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
       if (t.attempts >= options_.max_attempts) {
         t.status = ts::kFailed;
         t.error = absl::StrCat("lease expired ", t.attempts, " times (last agent ", agent,
@@ -1102,13 +1094,7 @@ absl::Status SessionManager::ExpireLeasesLocked() {
       RETURN_IF_ERROR(options_.storage->UpdateTrial(t));
       EmitLocked(*s, "trial_requeued", &t);
       return absl::OkStatus();
-    });
-    if (!st.ok()) {
-      std::vector<v1::SessionEvent> events = std::move(s->events);
-      *s = saved;
-      s->events = std::move(events);
-      return st;
-    }
+    }));
   }
   if (!expired.empty()) work_cv_.SignalAll();
   return absl::OkStatus();
@@ -1141,21 +1127,16 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Cancel(const std::string& ses
     return StageError(s->rec.id, s->rec.stage, "it has already ended");
   }
   ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
-  const storage::SessionRecord saved = s->rec;
-  absl::Status st = options_.storage->Transaction([&]() -> absl::Status {
+  RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
     for (auto& t : trials) {
       if (!IsInFlight(t.status)) continue;
       t.status = ts::kCancelled;
       t.finished_ms = NowMs();
       RETURN_IF_ERROR(options_.storage->UpdateTrial(t));
     }
+    s->search_in_flight = 0;
     return SaveSessionLocked(*s, StageName(v1::STAGE_CANCELLED));
-  });
-  if (!st.ok()) {
-    s->rec = saved;
-    return st;
-  }
-  s->search_in_flight = 0;
+  }));
   return SummaryLocked(*s);
 }
 
@@ -1291,14 +1272,10 @@ absl::StatusOr<v1::ApplyResponse> SessionManager::Apply(const v1::ApplyRequest& 
   resp.add_files(path);
   resp.set_dry_run(request.dry_run());
   if (!request.dry_run()) {
-    const storage::SessionRecord saved = s->rec;
-    s->rec.applied_commit = result.commit;
-    absl::Status st = options_.storage->Transaction(
-        [&] { return SaveSessionLocked(*s, StageName(v1::STAGE_APPLIED)); });
-    if (!st.ok()) {
-      s->rec = saved;
-      return st;
-    }
+    RETURN_IF_ERROR(TransactLocked(*s, [&] {
+      s->rec.applied_commit = result.commit;
+      return SaveSessionLocked(*s, StageName(v1::STAGE_APPLIED));
+    }));
   }
   return resp;
 }

@@ -105,7 +105,8 @@ class SessionManager {
   absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& r);
   absl::StatusOr<v1::CompleteTrialResponse> CompleteTrial(const v1::CompleteTrialRequest& r);
   // Re-queues (or fails, after max_attempts) trials whose lease expired.
-  // Called by the server's reaper and before each lease.
+  // The server's reaper calls it periodically (not the lease path, which
+  // every long-polling agent hits on each wake-up).
   absl::Status ExpireLeases();
 
   // ----- bank
@@ -142,9 +143,13 @@ class SessionManager {
   v1::TrialView ViewOf(const storage::TrialRecord& t) const;
   void EmitLocked(SessionState& s, const std::string& kind, const storage::TrialRecord* trial)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs `fn` as one storage transaction. If it fails, the session's
+  // in-memory state is put back as it was and the events it emitted are
+  // dropped, so memory never runs ahead of the database.
+  absl::Status TransactLocked(SessionState& s, const std::function<absl::Status()>& fn)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SaveSessionLocked(SessionState& s, const std::string& stage)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records a finished trial (bank entry included) and moves its session on.
   absl::Status FinishTrialLocked(SessionState& s, storage::TrialRecord& t)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
