@@ -52,7 +52,6 @@ class Agent {
   void Stop();
 
   std::string agent_id() const;
-  int trials_completed() const { return trials_completed_.load(); }
 
  private:
   explicit Agent(const Options& options);

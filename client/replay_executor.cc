@@ -75,11 +75,13 @@ absl::StatusOr<v1::TrialOutcome> ReplayExecutor::Run(const v1::TrialAssignment& 
 
   std::vector<v1::StepMetrics> steps;
   const int warm = land->warmup_steps;
+  // A probe may have processed fewer tokens than the landscape's steps.
+  const int64_t tokens = t->tokens_per_step > 0 ? t->tokens_per_step : land->tokens_per_step;
   for (int i = 0; i < warm && i < static_cast<int>(t->losses.size()); ++i) {
     v1::StepMetrics m;
     m.set_step(i);
     m.set_loss(t->losses[static_cast<size_t>(i)]);
-    m.set_tokens(t->tokens_per_step > 0 ? t->tokens_per_step : land->tokens_per_step);
+    m.set_tokens(tokens);
     m.set_peak_mem_gib(t->peak_reserved_gib);
     m.set_warmup(true);
     steps.push_back(m);
@@ -89,7 +91,7 @@ absl::StatusOr<v1::TrialOutcome> ReplayExecutor::Run(const v1::TrialAssignment& 
     const size_t step = static_cast<size_t>(warm) + i;
     m.set_step(static_cast<int64_t>(step));
     m.set_loss(step < t->losses.size() ? t->losses[step] : std::nan(""));
-    m.set_tokens(t->tokens_per_step > 0 ? t->tokens_per_step : land->tokens_per_step);
+    m.set_tokens(tokens);
     m.set_step_time_s(t->step_times_s[i] * factor);
     m.set_peak_mem_gib(t->peak_reserved_gib);
     if (i < t->phases.size()) {

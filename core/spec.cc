@@ -474,15 +474,11 @@ absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& optio
         ps.diff = pn["diff"].Scalar();
       } else {
         ASSIGN_OR_RETURN(std::string path, ResolvePath(pn["file"].Scalar(), field + ".file", options));
-        if (options.read_file) {
-          ASSIGN_OR_RETURN(ps.diff, options.read_file(path));
-        } else {
-          std::ifstream in(path);
-          if (!in) return FieldError(field + ".file", absl::StrCat("cannot read ", path));
-          std::stringstream ss;
-          ss << in.rdbuf();
-          ps.diff = ss.str();
-        }
+        std::ifstream in(path);
+        if (!in) return FieldError(field + ".file", absl::StrCat("cannot read ", path));
+        std::stringstream ss;
+        ss << in.rdbuf();
+        ps.diff = ss.str();
       }
       constexpr size_t kMaxPatchBytes = 1 << 20;
       if (ps.diff.size() > kMaxPatchBytes) {

@@ -118,8 +118,6 @@ struct SpecParseOptions {
   // Content hash of a file (protected files are locked by it). Null: the
   // protected files' hashes are left empty (the server always sets it).
   std::function<absl::StatusOr<std::string>(const std::string&)> hash_file;
-  // Reads a patch file named by the spec. Null: the real filesystem.
-  std::function<absl::StatusOr<std::string>(const std::string&)> read_file;
 };
 
 // The simulator's launch setting for `config` on top of the spec's fixed

@@ -83,6 +83,25 @@ class EndToEndTest : public ::testing::Test {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
 
+  // Creates a session with the CLI, whose stdout must be the id alone.
+  std::string CliCreate(const std::string& spec) {
+    std::string out, err;
+    EXPECT_EQ(Cli({"session", "create", spec}, &out, &err), 0) << err;
+    std::string id(absl::StripAsciiWhitespace(out));
+    EXPECT_EQ(id.rfind("ses-", 0), 0u) << "stdout must be the id alone: " << out;
+    return id;
+  }
+
+  // Runs `doctor` then `run` with the CLI; both must succeed.
+  void CliDoctorAndRun(const std::string& id, std::vector<std::string> doctor_args = {},
+                       std::vector<std::string> run_args = {}) {
+    std::string out, err;
+    doctor_args.insert(doctor_args.begin(), {"doctor", id});
+    run_args.insert(run_args.begin(), {"run", id});
+    EXPECT_EQ(Cli(doctor_args, &out, &err), 0) << err;
+    EXPECT_EQ(Cli(run_args, &out, &err), 0) << err;
+  }
+
   std::string WriteFile(const std::string& rel, const std::string& content) {
     const fs::path p = fs::path(dir_) / rel;
     fs::create_directories(p.parent_path());
@@ -172,11 +191,8 @@ verify: {candidates: 2, runs: 3}
 executor:
   replay: {landscape: ../landscapes/h200.jsonl}
 )");
+  const std::string id = CliCreate(spec);
   std::string out, err;
-  ASSERT_EQ(Cli({"session", "create", spec}, &out, &err), 0) << err;
-  const std::string id(absl::StripAsciiWhitespace(out));
-  ASSERT_EQ(id.rfind("ses-", 0), 0u) << "stdout must be the id alone: " << out;
-
   ASSERT_EQ(Cli({"doctor", id}, &out, &err), 0) << err;
   EXPECT_NE(out.find("baseline 1.11"), std::string::npos) << out;
   ASSERT_EQ(Cli({"run", id, "--max-trials", "12"}, &out, &err), 0) << err;
@@ -239,11 +255,8 @@ TEST_F(EndToEndTest, SimulatedClusterSessionWithSimAgents) {
   StartAgent("sim", "H100", 8);
   const std::string spec =
       std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads/dense-8b-1x8-h100.yaml";
-  std::string out, err;
-  ASSERT_EQ(Cli({"session", "create", spec}, &out, &err), 0) << err;
-  const std::string id(absl::StripAsciiWhitespace(out));
-  ASSERT_EQ(Cli({"doctor", id, "--repeats", "4"}, &out, &err), 0) << err;
-  ASSERT_EQ(Cli({"run", id, "--max-trials", "12"}, &out, &err), 0) << err;
+  const std::string id = CliCreate(spec);
+  CliDoctorAndRun(id, {"--repeats", "4"}, {"--max-trials", "12"});
   auto rep = client_->Report(id);
   ASSERT_TRUE(rep.ok()) << rep.status();
   EXPECT_EQ(rep->stage(), "searched");
@@ -272,6 +285,7 @@ TEST_F(EndToEndTest, SimulatedClusterSessionWithSimAgents) {
   EXPECT_EQ(rep->failed_trials().count(), failures);
   EXPECT_NEAR(rep->failed_trials().cost_s(), failure_cost, 1e-6);
   // sim optimum: the ground truth for the same spec, from the CLI.
+  std::string out, err;
   ASSERT_EQ(Cli({"sim", "optimum", spec, "--json"}, &out, &err), 0) << err;
   EXPECT_NE(out.find("\"settings\": 82944"), std::string::npos) << out;
 }
@@ -306,11 +320,8 @@ contract:
 executor:
   process: {command: "python3 harness_trainer.py --mode {mode} --steps 3 --step-ms 150", timeout_s: 60}
 )");
-  std::string out, err;
-  ASSERT_EQ(Cli({"session", "create", spec}, &out, &err), 0) << err;
-  const std::string id(absl::StripAsciiWhitespace(out));
-  ASSERT_EQ(Cli({"doctor", id}, &out, &err), 0) << err;
-  ASSERT_EQ(Cli({"run", id}, &out, &err), 0) << err;
+  const std::string id = CliCreate(spec);
+  CliDoctorAndRun(id);
   auto rep = client_->Report(id);
   ASSERT_TRUE(rep.ok()) << rep.status();
   const std::map<std::string, std::string> expected = {
@@ -335,6 +346,7 @@ executor:
   EXPECT_EQ(rep->violations_by_kind().at("timing"), 2);
   EXPECT_GT(rep->violation_cost_s_by_kind().at("loss"), 0.0);
   EXPECT_EQ(rep->contract().protected_hashes().at("infrarsi_harness.py").size(), 40u);
+  std::string out, err;
   ASSERT_EQ(Cli({"report", id}, &out, &err), 0) << err;
   EXPECT_NE(out.find("Contract violations (never promoted)"), std::string::npos) << out;
   // The doctor profiled the phases the harness reports.
@@ -361,11 +373,8 @@ budget: {max_trials: 1}
 doctor: {repeats: 3}
 executor:
   replay: {landscape: )", kLandscape, "}\n"));
-  std::string out, err;
-  ASSERT_EQ(Cli({"session", "create", spec}, &out, &err), 0) << err;
-  const std::string id(absl::StripAsciiWhitespace(out));
-  ASSERT_EQ(Cli({"doctor", id}, &out, &err), 0) << err;
-  ASSERT_EQ(Cli({"run", id}, &out, &err), 0) << err;
+  const std::string id = CliCreate(spec);
+  CliDoctorAndRun(id);
   auto rep = client_->Report(id);
   ASSERT_TRUE(rep.ok());
   const v1::TrialView* probe = nullptr;
