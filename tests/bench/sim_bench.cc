@@ -1,5 +1,6 @@
-// Prints how long the cluster simulator takes per trial on each reference
-// workload: Simulate (noise-free) and MeasureTrial (1 warm-up + 5 steps).
+// Prints how close the cluster simulator comes to Table 1 of Narayanan et al.
+// 2021, and how long it takes per trial on each reference workload: Simulate
+// (noise-free) and MeasureTrial (1 warm-up + 5 steps).
 // Usage: sim_bench [repetitions]
 #include <chrono>
 #include <cstdio>
@@ -9,10 +10,18 @@
 
 #include "core/optimizer.h"
 #include "core/spec.h"
+#include "tests/models/megatron_table1.h"
 
 int main(int argc, char** argv) {
   namespace ms = infrarsi::models::sim;
   const int reps = argc > 1 ? std::atoi(argv[1]) : 3;
+  std::printf("%-12s %14s %14s %8s\n", "Table 1 row", "paper TF/GPU", "simulated", "error");
+  for (const ms::PublishedRow& row : ms::kMegatronTable1) {
+    const double sim = ms::SimulatedTflops(row);
+    std::printf("%-12s %14.0f %14.1f %+7.1f%%\n", row.name, row.tflops_per_gpu, sim,
+                100.0 * (sim / row.tflops_per_gpu - 1.0));
+  }
+  std::printf("\n");
   const std::string dir = std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads";
   std::printf("%-26s %10s %14s %16s\n", "workload", "settings", "simulate_us", "measure_trial_us");
   for (const char* f : {"dense-8b-1x8-h100.yaml", "dense-70b-4x8-h100.yaml",

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "client/landscape.h"
+#include "core/spec.h"
 #include "client/metrics_line.h"
 #include "client/process_executor.h"
 #include "client/protected_files.h"
@@ -77,6 +78,34 @@ TEST(LandscapeTest, LoadsTheMeasuredH200Landscape) {
   // The README: this H200 was quiet, about 0.3% between launches.
   EXPECT_GT(l->launch_cv, 0.0);
   EXPECT_LT(l->launch_cv, 0.01);
+}
+
+TEST(LandscapeTest, ContractLossDefaultsSeparateHonestSettingsFromTheProbe) {
+  // Measured: how far honest settings' losses stray from the baseline's, and
+  // how far the shrunk-batch probe's do. The default tolerance must sit
+  // between them with room on both sides.
+  auto l = Landscape::Load(kLandscape);
+  ASSERT_TRUE(l.ok());
+  const LandscapeTrial* base = nullptr;
+  for (const auto& t : l->trials) {
+    if (t.role == "baseline_repeat") base = &t;
+  }
+  ASSERT_NE(base, nullptr);
+  double honest = 0, probe = 0, ref = 0;
+  for (const auto& t : l->trials) {
+    if (t.status != "ok") continue;
+    for (size_t i = 0; i < t.losses.size() && i < base->losses.size(); ++i) {
+      const double d = std::fabs(t.losses[i] - base->losses[i]);
+      (t.hack.empty() ? honest : probe) = std::max(t.hack.empty() ? honest : probe, d);
+      ref = std::max(ref, std::fabs(base->losses[i]));
+    }
+  }
+  EXPECT_LT(honest, 5e-4);  // README: honest settings agree within about 5e-4
+  EXPECT_GT(probe, 0.019);  // the probe differs by up to 0.02
+  const ContractSpec c;
+  const double tol = c.loss_abs_tol + c.loss_rel_tol * ref;
+  EXPECT_GT(tol, 3 * honest) << "honest " << honest << ", tolerance " << tol;
+  EXPECT_LT(tol, probe / 3) << "probe " << probe << ", tolerance " << tol;
 }
 
 v1::TrialAssignment ReplayTrial(std::map<std::string, std::string> cfg, double capacity = 0,

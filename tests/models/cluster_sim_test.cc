@@ -12,6 +12,7 @@
 #include "core/sim_landscape.h"
 #include "core/spec.h"
 #include "models/stats.h"
+#include "tests/models/megatron_table1.h"
 
 namespace infrarsi::models::sim {
 namespace {
@@ -89,52 +90,15 @@ TEST(FlopsTest, MegatronFormulaForGpt) {
   EXPECT_NEAR(ModelFlopsPerToken(m) / expected, 1.0, 1e-3);
 }
 
-// Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
-// Clusters Using Megatron-LM", Table 1: GPT models on DGX A100 80GB nodes
-// (8 x 200 Gb/s InfiniBand), sequence 2048, vocabulary 51200, activation
-// recomputation; teraFLOP/s per GPU counts recomputation. The paper tuned
-// micro-batch and interleaving per row, so we take the best of those.
-struct PublishedRow {
-  const char* name;
-  int heads, hidden, layers, tp, pp, gpus;
-  int64_t batch;
-  double tflops_per_gpu;
-};
-
-void PrintTo(const PublishedRow& r, std::ostream* os) { *os << r.name; }
-
 class MegatronTable1Test : public ::testing::TestWithParam<PublishedRow> {};
 
 TEST_P(MegatronTable1Test, ThroughputWithin20Percent) {
   const PublishedRow& row = GetParam();
-  const ModelShape m = Gpt(row.layers, row.hidden, row.heads, row.batch);
-  ClusterShape c;
-  c.gpu = *FindGpu("A100-80GB");
-  c.nodes = row.gpus / 8;
-  c.nvlink_gbps = 300;
-  c.net_gbps = 25;
-  LaunchKnobs k;
-  k.tp = row.tp;
-  k.pp = row.pp;
-  k.recompute = Recompute::kFull;
-  k.fused_kernels = true;
-  double best = 0;
-  for (int mbs : {1, 2, 4, 8}) {
-    for (int vpp : {1, 2, 3, 4, 5}) {
-      k.micro_batch = mbs;
-      k.vpp = vpp;
-      const SimResult r = Simulate(m, c, k);
-      if (r.status == Status::kOk) best = std::max(best, r.hw_tflops_per_gpu);
-    }
-  }
-  EXPECT_NEAR(best, row.tflops_per_gpu, 0.2 * row.tflops_per_gpu) << row.name;
+  EXPECT_NEAR(SimulatedTflops(row), row.tflops_per_gpu, 0.2 * row.tflops_per_gpu) << row.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Published, MegatronTable1Test,
-    ::testing::Values(PublishedRow{"GPT_18_4B", 48, 6144, 40, 8, 1, 256, 1024, 135},
-                      PublishedRow{"GPT_145_6B", 96, 12288, 80, 8, 8, 1536, 2304, 148},
-                      PublishedRow{"GPT_1T", 160, 25600, 128, 8, 64, 3072, 3072, 163}),
+    Published, MegatronTable1Test, ::testing::ValuesIn(kMegatronTable1),
     [](const ::testing::TestParamInfo<PublishedRow>& i) { return std::string(i.param.name); });
 
 // ---- the reference workloads in deploy/workloads
