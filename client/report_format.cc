@@ -121,6 +121,31 @@ std::string FormatReport(const v1::SessionReport& r) {
     }
   }
   if (!r.applied_commit().empty()) absl::StrAppend(&out, "Applied as commit ", r.applied_commit(), "\n");
+  const v1::SearchSummary& ss = r.search();
+  if (!ss.strategy().empty()) {
+    std::map<std::string, int> why(ss.proposals_by_reason().begin(),
+                                   ss.proposals_by_reason().end());
+    std::string picks;
+    for (const auto& [k, n] : why) absl::StrAppend(&picks, picks.empty() ? "" : ", ", k, " ", n);
+    absl::StrAppend(&out, "Search: ", ss.strategy(), ", priors ", ss.priors(), ", ",
+                    ss.warm_starts(), " bank settings offered; proposals: ",
+                    picks.empty() ? "none" : picks, "\n");
+    if (!ss.stop_reason().empty()) {
+      absl::StrAppend(&out, "  stopped: ", ss.stop_reason(), "\n");
+    }
+    if (ss.knob_effects_size() > 0) {
+      absl::StrAppendFormat(&out, "  %-28s %6s %16s %16s %12s  %s\n", "knob value (vs baseline)",
+                            "trials", "time (runs)", "time (prior)", "memory GiB", "flag");
+      for (const auto& e : ss.knob_effects()) {
+        absl::StrAppendFormat(
+            &out, "  %-28s %6d %+8.3f+-%-6.3f %16s %+12.1f  %s\n",
+            absl::StrCat(e.knob(), "=", e.value()), e.trials(), e.time(), e.time_sd(),
+            e.has_prior() ? absl::StrFormat("%+8.3f+-%-6.3f", e.prior_time(), e.prior_time_sd())
+                          : std::string("-"),
+            e.memory_price_gib(), e.miscalibrated() ? "MISCALIBRATED: " + e.note() : "");
+      }
+    }
+  }
   absl::StrAppend(&out, "\n");
   absl::StrAppendFormat(&out, "%6s  %-7s %-9s %9s %9s %4s %9s  %-18s %s\n", "trial", "purpose",
                         "status", "step_s", "peak_GiB", "att", "cost_s", "agent", "setting");

@@ -1,46 +1,99 @@
-// A model-based search strategy: a Bayesian linear model of log step time
-// over one-hot knob values and their pairwise interactions, and a Bayesian
-// logistic model of whether a setting runs at all (OOM, launcher errors,
-// contract violations count as not running). Proposals maximise expected
-// improvement times P(runs) over the untried settings (all of them in small
-// spaces; a sample plus the neighbourhood of the best in large ones), and a
-// batch keeps its picks apart.
+// The model-based search strategy.
 //
-// With priors, each knob value's main effect starts at its prior (time and
-// fit) instead of zero. Not yet: priors from the bank or an LLM, revision
-// reports, a censored memory model, memory-saver pairing, a stop rule.
+// Three models are fitted to a session's finished trials on every proposal:
+//  - step time: a Bayesian linear model of log step time over one-hot knob
+//    values and their pairwise interactions (models/bayes_linear);
+//  - peak memory: a censored (Tobit) regression of log peak memory on the
+//    same features plus, where the workload has one, the log of a textbook
+//    memory estimate. A trial that ran observes its peak; an OOM only tells
+//    that the peak exceeded the device (models/tobit). It gives P(fits) for
+//    any setting and each knob value's memory price;
+//  - launching: a Bayesian logistic model of the other failures (crashes,
+//    launcher errors, timeouts, contract violations).
+// Settings the launcher's known rules refuse are never proposed.
+//
+// Start: the bank's best settings of similar workloads (kept apart), else a
+// space-filling design. Then: expected improvement of log step time times
+// P(fits) x P(launches), over every untried setting in small spaces and a
+// sample plus the neighbourhood of the best in large ones. The best
+// predicted speed-ups that would not fit are paired with the memory savers
+// (knob values of negative memory price) that make them fit. A batch keeps
+// its picks at least two knobs apart.
+//
+// Priors (SearchContext::priors) centre each knob value's main effect on
+// time and memory; without them the search starts cold. Thread-safe: no
+// mutable state.
 #ifndef INFRARSI_CORE_MODEL_OPTIMIZER_H_
 #define INFRARSI_CORE_MODEL_OPTIMIZER_H_
 
-#include <optional>
+#include <string>
+#include <vector>
 
 #include "core/optimizer.h"
-#include "core/priors.h"
 
 namespace infrarsi {
 
 class ModelOptimizer : public Optimizer {
  public:
   struct Options {
-    // Settings proposed space-filling before the models take over.
+    // Settings proposed space-filling before the models take over, when
+    // neither priors nor bank starts are given.
     int initial_designs = 2;
-    // Candidates scored per proposal in spaces larger than max_enumerate.
+    // Candidates sampled per proposal in spaces larger than max_enumerate.
     int pool_size = 3000;
     int64_t max_enumerate = 20000;
-    // Prior knob effects (deploy/priors.yaml); none: a cold start, every
-    // effect centred on zero.
-    std::optional<Priors> priors;
+    // Bank settings tried first, at most.
+    int max_warm_starts = 3;
+    // Residual variance of log step time (run-to-run noise plus misfit).
+    double time_noise_var = 0.01;
+    // Residual sd of log peak memory.
+    double memory_sigma = 0.1;
+    // Past this many finished trials, the run and memory models fit a
+    // weighted subsample (the newest of each class), bounding a proposal's
+    // cost; the step-time model always sees every trial.
+    int max_fit_rows = 400;
   };
   ModelOptimizer() : ModelOptimizer(Options()) {}
   explicit ModelOptimizer(Options options) : options_(options) {}
 
-  std::vector<Config> Propose(const SessionSpec& spec, const std::vector<Observation>& history,
-                              int n, uint64_t seed) override;
-  std::string Name() const override { return options_.priors ? "model+priors" : "model"; }
+  Proposal Propose(const SearchContext& ctx, const std::vector<Observation>& history, int n,
+                   uint64_t seed) override;
+  std::string Name() const override { return "model"; }
+
+  const Options& options() const { return options_; }
 
  private:
   Options options_;
 };
+
+// What the runs showed about one knob value, relative to the baseline's
+// value, next to what the priors said.
+struct KnobEffectEstimate {
+  std::string knob, value;
+  bool has_prior = false;  // a prior was given (else prior_* are the cold defaults)
+  double prior_time = 0, prior_time_sd = 0;
+  double prior_mem = 0, prior_mem_sd = 0;
+  // From the runs alone (a cold fit): effect on log step time and log peak
+  // memory, with posterior sds.
+  double time = 0, time_sd = 0;
+  double mem = 0, mem_sd = 0;
+  // The prior revised by the runs (posterior with the prior).
+  double revised_time = 0, revised_mem = 0;
+  int trials = 0;  // finished trials with this value that ran
+  // Predicted peak memory of the baseline with this value minus the
+  // baseline's, in GiB (negative: the value saves memory). 0 without a
+  // memory model.
+  double memory_price_gib = 0;
+  // The prior lies outside what the runs allow: |prior - runs| > 2 sd of
+  // their difference, in time or in memory.
+  bool miscalibrated = false;
+  std::string note;  // which of time / memory is off, and by how much
+};
+
+// Fits the models to `history` and reports every non-baseline knob value.
+std::vector<KnobEffectEstimate> ExplainKnobs(const SearchContext& ctx,
+                                             const std::vector<Observation>& history,
+                                             const ModelOptimizer::Options& options);
 
 }  // namespace infrarsi
 

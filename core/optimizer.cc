@@ -16,9 +16,17 @@ Config ConfigAt(const SessionSpec& spec, int64_t index) {
   return c;
 }
 
-std::vector<Config> RandomOptimizer::Propose(const SessionSpec& spec,
-                                             const std::vector<Observation>& history, int n,
-                                             uint64_t seed) {
+Proposal RandomOptimizer::Propose(const SearchContext& ctx, const std::vector<Observation>& history,
+                                  int n, uint64_t seed) {
+  Proposal p;
+  p.configs = Sample(*ctx.spec, history, n, seed);
+  p.reasons.assign(p.configs.size(), "random");
+  return p;
+}
+
+std::vector<Config> RandomOptimizer::Sample(const SessionSpec& spec,
+                                            const std::vector<Observation>& history, int n,
+                                            uint64_t seed) {
   std::set<std::string> seen;
   for (const Observation& o : history) seen.insert(ConfigKey(o.config));
   std::mt19937_64 rng(seed);

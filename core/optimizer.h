@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/priors.h"
 #include "core/spec.h"
 
 namespace infrarsi {
@@ -20,25 +21,52 @@ struct Observation {
   double peak_mem_gib = 0;
 };
 
+// What a session brings to the search besides its own trials.
+struct SearchContext {
+  const SessionSpec* spec = nullptr;  // required; not owned
+  // Prior knob effects for this session (knowledge file, maybe blended with
+  // an LLM's answer); null: a cold start. Not owned.
+  const Priors* priors = nullptr;
+  // The bank's best settings of similar workloads (same or other hardware),
+  // already in this spec's space, most relevant first.
+  std::vector<Config> warm_starts;
+};
+
+struct Proposal {
+  std::vector<Config> configs;
+  // Why each setting was picked, parallel to `configs`: "bank",
+  // "space-filling", "model", "model+memory-saver", "random".
+  std::vector<std::string> reasons;
+  // The largest expected improvement of log step time over the best so far
+  // (weighted by the chance the setting runs) among the settings scored:
+  // about the relative speed-up still expected. -1: not known (no model
+  // yet); the stop rule then does not apply.
+  double expected_gain = -1;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // Proposes up to `n` settings of `spec`'s space that are in no observation
-  // of `history` (finished or in flight): no setting is run twice. Returns
-  // fewer, possibly none, when the space is exhausted. `seed` makes the
-  // proposal repeatable. Thread-compatible: callers serialise calls.
-  virtual std::vector<Config> Propose(const SessionSpec& spec,
-                                      const std::vector<Observation>& history, int n,
-                                      uint64_t seed) = 0;
+  // Proposes up to `n` settings of the context's space that are in no
+  // observation of `history` (finished or in flight): no setting is run
+  // twice. Returns fewer, possibly none, when the space is exhausted.
+  // `seed` makes the proposal repeatable. Thread-safe for distinct calls:
+  // implementations keep no per-call state.
+  virtual Proposal Propose(const SearchContext& ctx, const std::vector<Observation>& history,
+                           int n, uint64_t seed) = 0;
   virtual std::string Name() const = 0;
 };
 
 // Uniform random sampling without repeats.
 class RandomOptimizer : public Optimizer {
  public:
-  std::vector<Config> Propose(const SessionSpec& spec, const std::vector<Observation>& history,
-                              int n, uint64_t seed) override;
+  Proposal Propose(const SearchContext& ctx, const std::vector<Observation>& history, int n,
+                   uint64_t seed) override;
   std::string Name() const override { return "random"; }
+
+ private:
+  static std::vector<Config> Sample(const SessionSpec& spec,
+                                    const std::vector<Observation>& history, int n, uint64_t seed);
 };
 
 // The setting with mixed-radix index `index` (knobs in spec order).

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/numbers.h"
@@ -21,11 +22,11 @@ absl::StatusOr<Effect> ParseEffect(const YAML::Node& n, const std::string& field
     }
     if (key == "time") e.time = v;
     else if (key == "time_sd") e.time_sd = v;
-    else if (key == "fit") e.fit = v;
-    else if (key == "fit_sd") e.fit_sd = v;
+    else if (key == "mem") e.mem = v;
+    else if (key == "mem_sd") e.mem_sd = v;
     else return absl::InvalidArgumentError(absl::StrCat(field, ".", key, ": unknown field"));
   }
-  if (e.time_sd <= 0 || e.fit_sd <= 0) {
+  if (e.time_sd <= 0 || e.mem_sd <= 0) {
     return absl::InvalidArgumentError(field + ": uncertainties must be positive");
   }
   return e;
@@ -43,8 +44,8 @@ Effect Priors::EffectOf(const SessionSpec& spec, const std::string& knob,
       Effect e;
       e.time = d->second.time * doublings;
       e.time_sd = d->second.time_sd * std::max(1.0, std::fabs(doublings));
-      e.fit = d->second.fit * doublings;
-      e.fit_sd = d->second.fit_sd * std::max(1.0, std::fabs(doublings));
+      e.mem = d->second.mem * doublings;
+      e.mem_sd = d->second.mem_sd * std::max(1.0, std::fabs(doublings));
       return e;
     }
   }
@@ -58,11 +59,11 @@ Effect Priors::EffectOf(const SessionSpec& spec, const std::string& knob,
   const Effect a = of(value), b = of(base);
   Effect e;
   e.time = a.time - b.time;
-  e.fit = a.fit - b.fit;
+  e.mem = a.mem - b.mem;
   e.time_sd = std::sqrt(a.time_sd * a.time_sd + b.time_sd * b.time_sd);
-  e.fit_sd = std::sqrt(a.fit_sd * a.fit_sd + b.fit_sd * b.fit_sd);
+  e.mem_sd = std::sqrt(a.mem_sd * a.mem_sd + b.mem_sd * b.mem_sd);
   if (e.time_sd == 0) e.time_sd = Effect().time_sd;
-  if (e.fit_sd == 0) e.fit_sd = Effect().fit_sd;
+  if (e.mem_sd == 0) e.mem_sd = Effect().mem_sd;
   return e;
 }
 
@@ -99,6 +100,77 @@ absl::StatusOr<Priors> ParsePriors(const std::string& yaml) {
     }
   }
   return p;
+}
+
+absl::Status ValidatePriorsFor(const Priors& priors, const SessionSpec& spec) {
+  auto check = [](const Effect& e, const std::string& field) -> absl::Status {
+    for (const auto& [name, v] : {std::pair<const char*, double>{"time", e.time}, {"mem", e.mem}}) {
+      if (std::fabs(v) > 2.0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".", name, ": ", v, " is outside [-2, 2]"));
+      }
+    }
+    for (const auto& [name, v] :
+         {std::pair<const char*, double>{"time_sd", e.time_sd}, {"mem_sd", e.mem_sd}}) {
+      if (!(v > 0 && v <= 3.0)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".", name, ": ", v, " is outside (0, 3]"));
+      }
+    }
+    return absl::OkStatus();
+  };
+  for (const auto& [knob, vals] : priors.values) {
+    const Knob* k = spec.FindKnob(knob);
+    if (k == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("knobs.", knob, ": not a knob of this session"));
+    }
+    for (const auto& [value, e] : vals) {
+      if (std::find(k->values.begin(), k->values.end(), value) == k->values.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("knobs.", knob, ".", value, ": not a value of this knob"));
+      }
+      if (absl::Status st = check(e, absl::StrCat("knobs.", knob, ".", value)); !st.ok()) return st;
+    }
+  }
+  for (const auto& [knob, e] : priors.per_doubling) {
+    const Knob* k = spec.FindKnob(knob);
+    if (k == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("per_doubling.", knob, ": not a knob of this session"));
+    }
+    for (const std::string& v : k->values) {
+      double d = 0;
+      if (!absl::SimpleAtod(v, &d) || d <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("per_doubling.", knob, ": the knob is not numeric ('", v, "')"));
+      }
+    }
+    if (absl::Status st = check(e, "per_doubling." + knob); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+Priors BlendPriors(const Priors& base, const Priors& other, const SessionSpec& spec) {
+  auto blend = [](double m1, double s1, double m2, double s2, double* m, double* s) {
+    const double p1 = 1.0 / (s1 * s1), p2 = 1.0 / (s2 * s2);
+    *m = (m1 * p1 + m2 * p2) / (p1 + p2);
+    *s = std::sqrt(1.0 / (p1 + p2));
+  };
+  Priors out;
+  for (const Knob& k : spec.knobs) {
+    const std::string& b = spec.baseline.at(k.name);
+    for (const std::string& v : k.values) {
+      if (v == b) continue;
+      const Effect e1 = base.EffectOf(spec, k.name, v), e2 = other.EffectOf(spec, k.name, v);
+      Effect e;
+      blend(e1.time, e1.time_sd, e2.time, e2.time_sd, &e.time, &e.time_sd);
+      blend(e1.mem, e1.mem_sd, e2.mem, e2.mem_sd, &e.mem, &e.mem_sd);
+      out.values[k.name][v] = e;
+    }
+    // The baseline value is the reference: no effect, no uncertainty.
+    out.values[k.name][b] = Effect{0, 0, 0, 0};
+  }
+  return out;
 }
 
 }  // namespace infrarsi

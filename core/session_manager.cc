@@ -215,6 +215,8 @@ absl::Status SessionManager::Load() {
   for (auto& [id, s] : sessions_) {
     const v1::Stage stage = StageFromName(s->rec.stage);
     if (stage == v1::STAGE_RUNNING) {
+      if (options_.priors_for) std::tie(s->priors, s->priors_label) = options_.priors_for(s->spec);
+      ASSIGN_OR_RETURN(s->warm_starts, WarmStartsLocked(*s));
       RETURN_IF_ERROR(TransactLocked(*s, [&] { return FillWindowLocked(*s); }));
     } else if (stage == v1::STAGE_VERIFYING) {
       RETURN_IF_ERROR(TransactLocked(*s, [&] { return AdvanceVerificationLocked(*s); }));
@@ -519,11 +521,25 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
     return absl::InvalidArgumentError(
         absl::StrCat("max_trials: must be in [0, 100000], got ", request.max_trials()));
   }
+  // Priors may come over the network: ask for them before taking the lock.
+  std::pair<std::optional<Priors>, std::string> priors{std::nullopt, "none"};
+  if (options_.priors_for) {
+    std::optional<SessionSpec> spec;
+    {
+      absl::MutexLock lock(&mu_);
+      ASSIGN_OR_RETURN(SessionState * s, FindLocked(request.session_id()));
+      spec = s->spec;
+    }
+    priors = options_.priors_for(*spec);
+  }
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(SessionState * s, FindLocked(request.session_id()));
   if (StageFromName(s->rec.stage) != v1::STAGE_DOCTORED) {
     return StageError(s->rec.id, s->rec.stage, "run needs a finished doctor (stage doctored)");
   }
+  std::tie(s->priors, s->priors_label) = std::move(priors);
+  ASSIGN_OR_RETURN(s->warm_starts, WarmStartsLocked(*s));
+  s->stop_reason.clear();
   RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
     if (request.max_trials() > 0) s->rec.max_trials = request.max_trials();
     RETURN_IF_ERROR(SaveSessionLocked(*s, StageName(v1::STAGE_RUNNING)));
@@ -552,37 +568,136 @@ int SessionManager::LiveAgentsForLocked(const SessionState& s) const {
   return n;
 }
 
+absl::StatusOr<std::vector<Observation>> SessionManager::HistoryLocked(const SessionState& s,
+                                                                       double* gpu_seconds) {
+  ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
+  std::vector<Observation> history;
+  *gpu_seconds = 0;
+  for (const auto& t : trials) {
+    *gpu_seconds += t.cost_s * std::max(1, s.spec.gpu_count);
+    // Verification re-runs repeat settings on purpose; the search has
+    // their first measurement already.
+    if (t.purpose == "verify") continue;
+    Observation o;
+    ASSIGN_OR_RETURN(o.config, DecodeConfigJson(t.config));
+    o.status = t.status;
+    o.step_time_s = t.step_time_s;
+    o.peak_mem_gib = t.peak_mem_gib;
+    history.push_back(std::move(o));
+  }
+  return history;
+}
+
+absl::StatusOr<std::vector<Config>> SessionManager::WarmStartsLocked(const SessionState& s) {
+  // Relevance tiers: the same workload on the same GPU, on another GPU, the
+  // same model at another shape, then any session with the same knobs.
+  const std::string sig = s.spec.WorkloadSignature();
+  const std::string model = sig.substr(0, sig.find('/'));
+  struct Entry {
+    int tier;
+    int rank;  // rank within its session, fastest first
+    double time;
+    Config config;
+  };
+  std::map<std::string, std::vector<std::pair<double, Config>>> by_session;
+  std::map<std::string, int> tier_of;
+  storage::BankFilter f;
+  f.status = ts::kOk;
+  f.limit = 1000;
+  for (int page = 0; page < 20; ++page) {
+    ASSIGN_OR_RETURN(auto rows, options_.storage->QueryBank(f));
+    for (const auto& b : rows) {
+      if (b.session_id == s.rec.id || b.step_time_s <= 0) continue;
+      auto c = DecodeConfigJson(b.config);
+      if (!c.ok() || c->size() != s.spec.knobs.size()) continue;
+      bool in_space = true;
+      for (const Knob& k : s.spec.knobs) {
+        auto it = c->find(k.name);
+        in_space = in_space && it != c->end() &&
+                   std::find(k.values.begin(), k.values.end(), it->second) != k.values.end();
+      }
+      if (!in_space) continue;
+      const int tier = b.workload_signature == sig
+                           ? (absl::EqualsIgnoreCase(b.gpu_model, s.spec.gpu) ? 0 : 1)
+                           : (b.workload_signature.substr(0, b.workload_signature.find('/')) == model
+                                  ? 2
+                                  : 3);
+      tier_of[b.session_id] = tier;
+      by_session[b.session_id].push_back({b.step_time_s, *std::move(c)});
+    }
+    if (rows.size() < static_cast<size_t>(f.limit)) break;
+    f.after_id = rows.back().id;
+  }
+  std::vector<Entry> entries;
+  for (auto& [sid, rows] : by_session) {
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < rows.size() && i < 5; ++i) {
+      entries.push_back({tier_of[sid], static_cast<int>(i), rows[i].first, rows[i].second});
+    }
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.tier, a.rank, a.time) < std::tie(b.tier, b.rank, b.time);
+  });
+  std::vector<Config> out;
+  for (const Entry& e : entries) {
+    if (out.size() >= 12) break;
+    if (e.config == s.spec.baseline) continue;
+    if (std::find(out.begin(), out.end(), e.config) == out.end()) out.push_back(e.config);
+  }
+  return out;
+}
+
 absl::Status SessionManager::FillWindowLocked(SessionState& s) {
   if (StageFromName(s.rec.stage) != v1::STAGE_RUNNING) return absl::OkStatus();
   // Keep one trial in flight per live agent: enough to use the cluster, few
   // enough that every proposal sees nearly all results.
   const int window = std::clamp(LiveAgentsForLocked(s), 1, kMaxInFlightPerSession);
   const int budget_left = s.rec.max_trials - s.search_total;
-  const int want = std::min(window - s.search_in_flight, budget_left);
-  if (want > 0) {
-    ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
-    std::vector<Observation> history;
-    for (const auto& t : trials) {
-      Observation o;
-      ASSIGN_OR_RETURN(o.config, DecodeConfigJson(t.config));
-      o.status = t.status;
-      o.step_time_s = t.step_time_s;
-      o.peak_mem_gib = t.peak_mem_gib;
-      history.push_back(std::move(o));
+  int want = std::min(window - s.search_in_flight, budget_left);
+  if (budget_left <= 0 && s.stop_reason.empty()) {
+    s.stop_reason = absl::StrCat("trial budget spent (", s.rec.max_trials, " search trials)");
+  }
+  if (want > 0 && s.stop_reason.empty()) {
+    double gpu_s = 0;
+    ASSIGN_OR_RETURN(std::vector<Observation> history, HistoryLocked(s, &gpu_s));
+    if (s.spec.max_gpu_hours > 0 && gpu_s >= s.spec.max_gpu_hours * 3600) {
+      s.stop_reason = absl::StrFormat("GPU-hour budget spent (%.2f of %.2f GPU-hours)",
+                                      gpu_s / 3600, s.spec.max_gpu_hours);
+      want = 0;
     }
+    SearchContext ctx;
+    ctx.spec = &s.spec;
+    ctx.priors = s.priors ? &*s.priors : nullptr;
+    ctx.warm_starts = s.warm_starts;
     // Seeded by the session and its progress: a restarted server proposes
     // what the old one would have.
-    const uint64_t seed = s.spec.seed * 0x9e3779b97f4a7c15ULL + trials.size();
-    for (Config& c : optimizer_->Propose(s.spec, history, want, seed)) {
-      storage::TrialRecord t;
-      t.session_id = s.rec.id;
-      t.purpose = "search";
-      t.config = EncodeConfigJson(c);
-      t.status = ts::kQueued;
-      t.created_ms = NowMs();
-      ASSIGN_OR_RETURN(t.id, options_.storage->InsertTrial(t));
-      ++s.search_total;
-      ++s.search_in_flight;
+    const uint64_t seed = s.spec.seed * 0x9e3779b97f4a7c15ULL + history.size();
+    const Proposal p = want > 0 ? optimizer_->Propose(ctx, history, want, seed) : Proposal();
+    // Stop: nothing left to try, or nothing expected to beat the best by
+    // more than the noise (checked only once min_trials ran).
+    const double stop_below = std::max(s.spec.stop_gain, s.doctor.noise_floor());
+    if (want > 0 && p.configs.empty()) {
+      s.stop_reason = "every setting of the space was tried";
+    } else if (want > 0 && s.search_done >= s.spec.min_trials && p.expected_gain >= 0 &&
+               p.expected_gain < stop_below) {
+      s.stop_reason = absl::StrFormat(
+          "no setting is expected to beat the best by more than %.2f%% (expected gain %.3f%%) "
+          "after %d search trials",
+          100 * stop_below, 100 * p.expected_gain, s.search_done);
+    } else {
+      for (size_t i = 0; i < p.configs.size(); ++i) {
+        storage::TrialRecord t;
+        t.session_id = s.rec.id;
+        t.purpose = "search";
+        t.config = EncodeConfigJson(p.configs[i]);
+        t.tag = p.reasons[i];
+        t.status = ts::kQueued;
+        t.created_ms = NowMs();
+        ASSIGN_OR_RETURN(t.id, options_.storage->InsertTrial(t));
+        ++s.search_total;
+        ++s.search_in_flight;
+      }
     }
   }
   if (s.search_in_flight == 0) return FinishRunLocked(s);
@@ -608,6 +723,7 @@ absl::Status SessionManager::FinishRunLocked(SessionState& s) {
   }
   s.verification.Clear();
   s.verification.set_noise_floor(s.doctor.noise_floor());
+  s.verification.set_search_stop(s.stop_reason);
   if (ok.empty()) {
     s.verification.set_summary(s.spec.verify.candidates == 0
                                    ? "verification disabled (verify.candidates: 0)"
@@ -1186,6 +1302,45 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
     }
   }
   rep.set_total_cost_s(total);
+
+  v1::SearchSummary* search = rep.mutable_search();
+  search->set_strategy(optimizer_->Name());
+  search->set_priors(s->priors_label);
+  search->set_warm_starts(static_cast<int>(s->warm_starts.size()));
+  search->set_stop_reason(s->verification.search_stop().empty() ? s->stop_reason
+                                                                 : s->verification.search_stop());
+  for (const auto& t : trials) {
+    if (t.purpose == "search" && !t.tag.empty()) (*search->mutable_proposals_by_reason())[t.tag]++;
+  }
+  double unused = 0;
+  ASSIGN_OR_RETURN(std::vector<Observation> history, HistoryLocked(*s, &unused));
+  if (!history.empty()) {
+    SearchContext ctx;
+    ctx.spec = &s->spec;
+    ctx.priors = s->priors ? &*s->priors : nullptr;
+    const auto* mo = dynamic_cast<const ModelOptimizer*>(optimizer_);
+    for (const KnobEffectEstimate& e :
+         ExplainKnobs(ctx, history, mo ? mo->options() : ModelOptimizer::Options())) {
+      v1::KnobEffect* k = search->add_knob_effects();
+      k->set_knob(e.knob);
+      k->set_value(e.value);
+      k->set_has_prior(e.has_prior);
+      k->set_prior_time(e.prior_time);
+      k->set_prior_time_sd(e.prior_time_sd);
+      k->set_prior_mem(e.prior_mem);
+      k->set_prior_mem_sd(e.prior_mem_sd);
+      k->set_time(e.time);
+      k->set_time_sd(e.time_sd);
+      k->set_mem(e.mem);
+      k->set_mem_sd(e.mem_sd);
+      k->set_revised_time(e.revised_time);
+      k->set_revised_mem(e.revised_mem);
+      k->set_trials(e.trials);
+      k->set_memory_price_gib(e.memory_price_gib);
+      k->set_miscalibrated(e.miscalibrated);
+      k->set_note(e.note);
+    }
+  }
   return rep;
 }
 

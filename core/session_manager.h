@@ -26,6 +26,7 @@
 #include "core/clock.h"
 #include "core/committer.h"
 #include "core/optimizer.h"
+#include "core/priors.h"
 #include "core/spec.h"
 #include "infrarsi/v1/infrarsi.pb.h"
 #include "storage/storage.h"
@@ -71,6 +72,12 @@ class SessionManager {
     // Content hash that locks protected files at Init (the server uses git's
     // blob SHA-1, the same the agent checks). Null: hashes stay empty.
     std::function<absl::StatusOr<std::string>(const std::string&)> hash_file;
+    // Prior knob effects for a session's search, asked once when its run
+    // starts (and again for running sessions after a restart), outside the
+    // manager's lock: it may block on the network. Returns the priors (none:
+    // a cold start) and a label for the report ("file", "file+llm", or why
+    // the LLM's answer was not used). Null: every search starts cold.
+    std::function<std::pair<std::optional<Priors>, std::string>(const SessionSpec&)> priors_for;
   };
 
   // Loads every session from storage and resumes the active ones.
@@ -131,6 +138,11 @@ class SessionManager {
     v1::Verification verification;    // decoded rec.verification
     std::vector<v1::SessionEvent> events;  // bounded backlog
     int64_t dropped_through_seq = 0;       // newest seq dropped from it
+    // The search's inputs besides trials, set when the run starts.
+    std::optional<Priors> priors;
+    std::string priors_label = "none";
+    std::vector<Config> warm_starts;
+    std::string stop_reason;  // set when the search stops early
   };
 
   explicit SessionManager(const Options& options);
@@ -155,6 +167,12 @@ class SessionManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AdvanceDoctorLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status FillWindowLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The bank's best settings of workloads like this session's, in its space.
+  absl::StatusOr<std::vector<Config>> WarmStartsLocked(const SessionState& s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::vector<Observation>> HistoryLocked(const SessionState& s,
+                                                         double* gpu_seconds)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status FinishRunLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AdvanceVerificationLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks a finished trial against the contract; sets status "violation".

@@ -570,10 +570,17 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
   }
 
   ASSIGN_OR_RETURN(YAML::Node budget, RequireMap(root, "budget", "budget", true));
-  RETURN_IF_ERROR(CheckKeys(budget, "budget", {"max_trials"}));
+  RETURN_IF_ERROR(
+      CheckKeys(budget, "budget", {"max_trials", "max_gpu_hours", "min_trials", "stop_gain"}));
   ASSIGN_OR_RETURN(int64_t max_trials, ReadInt(budget, "max_trials", "budget.max_trials", 1,
                                                kMaxTrialsLimit, std::nullopt));
   spec.max_trials = static_cast<int32_t>(max_trials);
+  ASSIGN_OR_RETURN(spec.max_gpu_hours,
+                   ReadDouble(budget, "max_gpu_hours", "budget.max_gpu_hours", 0, 1e7, 0));
+  ASSIGN_OR_RETURN(int64_t min_trials, ReadInt(budget, "min_trials", "budget.min_trials", 0,
+                                               kMaxTrialsLimit, 10));
+  spec.min_trials = static_cast<int32_t>(min_trials);
+  ASSIGN_OR_RETURN(spec.stop_gain, ReadDouble(budget, "stop_gain", "budget.stop_gain", 0, 1, 0));
 
   ASSIGN_OR_RETURN(YAML::Node doctor, RequireMap(root, "doctor", "doctor", false));
   if (doctor) {

@@ -91,6 +91,14 @@ struct SessionSpec {
   std::vector<Knob> knobs;  // in spec order
   Config baseline;
   int32_t max_trials = 0;
+  // Search stops when trials x GPUs x their wall time reach this (0: no
+  // limit), ...
+  double max_gpu_hours = 0;
+  // ... or, after at least min_trials search trials, when no setting is
+  // expected to beat the best by more than max(stop_gain, the doctor's noise
+  // floor) (relative step time).
+  int32_t min_trials = 10;
+  double stop_gain = 0;
   int32_t doctor_repeats = 5;
   ContractSpec contract;
   VerifySpec verify;

@@ -8,7 +8,9 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libsqlite3-dev libeigen3-dev libspdlog-dev libfmt-dev
   libgit2-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
+  libcpp-httplib-dev libssl-dev  # the optional LLM priors client
   python3  # the harness and the reward-hack corpus tests
+  python3-optuna  # tests/bench/tpe_bench.py: Optuna's TPE as a baseline
 )
 
 missing=()

@@ -1,6 +1,10 @@
 // Small Bayesian models over binary (one-hot and interaction) features, for
 // the search: a conjugate Gaussian linear model (step time) and a MAP
-// logistic model (does a setting run). Pure Eigen; thread-compatible.
+// logistic model (does a setting launch). Pure Eigen; thread-compatible.
+//
+// Both are fitted once per proposal on up to thousands of trials, so they
+// use one symmetric rank-k update per fit (SYRK) and batch predictions
+// (one triangular solve for a whole candidate pool).
 #ifndef INFRARSI_MODELS_BAYES_LINEAR_H_
 #define INFRARSI_MODELS_BAYES_LINEAR_H_
 
@@ -8,6 +12,10 @@
 #include <vector>
 
 namespace infrarsi::models {
+
+// X' diag(w) X + diag(d), through one SYRK; w: none means all ones.
+Eigen::MatrixXd WeightedGram(const Eigen::MatrixXd& x, const Eigen::VectorXd* w,
+                             const Eigen::VectorXd& diag);
 
 // y = x'w + e, e ~ N(0, noise_var), w ~ N(prior_mean, diag(prior_var)).
 class BayesLinear {
@@ -18,7 +26,11 @@ class BayesLinear {
   double Mean(const Eigen::VectorXd& x) const { return x.dot(mean_); }
   // Predictive variance of a new observation at x.
   double Variance(const Eigen::VectorXd& x) const;
+  // Means and predictive variances of every row of `x`.
+  void PredictBatch(const Eigen::MatrixXd& x, Eigen::VectorXd* mean, Eigen::VectorXd* var) const;
   const Eigen::VectorXd& weights() const { return mean_; }
+  // Posterior sd of weight j.
+  double WeightSd(int j) const;
 
  private:
   Eigen::VectorXd mean_;
@@ -27,12 +39,14 @@ class BayesLinear {
 };
 
 // P(label = 1 | x) = sigmoid(x'w), w ~ N(prior_mean, diag(prior_var)),
-// fitted to its posterior mode by Newton's method (IRLS).
+// fitted to its posterior mode by Newton's method.
 class BayesLogistic {
  public:
+  // `weights` (optional): each row counts that many times (a subsample
+  // standing for a larger history).
   void Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& labels,
            const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_var,
-           int iterations = 25);
+           const Eigen::VectorXd* weights = nullptr, int iterations = 30);
   double Probability(const Eigen::VectorXd& x) const;
   const Eigen::VectorXd& weights() const { return w_; }
 

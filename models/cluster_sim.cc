@@ -301,6 +301,31 @@ ParamCounts CountParams(const ModelShape& m) {
   return p;
 }
 
+std::string LaunchCheck(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k) {
+  return LauncherCheck(m, c, k, k.global_batch_override > 0 ? k.global_batch_override
+                                                            : m.global_batch);
+}
+
+double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k) {
+  const ParamCounts p = CountParams(m);
+  const int tp = std::max(k.tp, 1), pp = std::max(k.pp, 1), cp = std::max(k.cp, 1);
+  const int ep = std::max(k.ep, 1);
+  const int dp = std::max(1, c.world() / (tp * pp * cp));
+  const double layers = static_cast<double>(m.layers) / pp;
+  const double params =
+      (p.embedding / 2 + layers * (p.per_layer_dense + p.per_layer_expert / ep)) / tp;
+  const double state = params * (k.dist_opt ? 6.0 + 12.0 / dp : 18.0);
+  const double s = static_cast<double>(m.seq_len) / cp, b = k.micro_batch, h = m.hidden;
+  double act;
+  if (k.recompute == Recompute::kFull) {
+    act = 2.0 * s * b * h;
+  } else {
+    act = 34.0 * s * b * h / (k.seq_par ? tp : 1);
+    if (!k.flash_attn && k.recompute == Recompute::kNone) act += 5.0 * m.heads * s * s * b / tp;
+  }
+  return (state + act * layers * pp) / (1024.0 * 1024.0 * 1024.0);
+}
+
 double ModelFlopsPerToken(const ModelShape& m) {
   const ParamCounts p = CountParams(m);
   // 6 per parameter per token through every layer, the output layer's

@@ -147,6 +147,22 @@ double ModelFlopsPerToken(const ModelShape& m);
 // as Korthikanti et al. count them (exposed for tests).
 double ActivationBytesPerLayer(const ModelShape& m, const LaunchKnobs& k);
 
+// Megatron's launch-time argument checks (divisibility of the world by the
+// parallel sizes, heads and layers by TP and PP, the batch by micro-batches,
+// ...): the error a launcher prints, or "" when the setting launches. These
+// rules are public and known before any run, so a tuner may skip settings
+// that cannot launch instead of paying for them.
+std::string LaunchCheck(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k);
+
+// A textbook estimate of peak memory per GPU in GiB, what a planner computes
+// before any run: Megatron's 18 (or 6 + 12/d) bytes per parameter over TP x
+// PP (experts over EP too), plus Korthikanti's activations (34sbh + 5as^2b
+// per layer; 2sbh with full recompute; no s^2 term with flash attention or
+// selective recompute) for the first stage's PP in-flight micro-batches.
+// Deliberately simpler than Simulate (no logits, buffers, fp8 or
+// interleaving terms): the search's memory model learns how far off it is.
+double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k);
+
 // Noise-free outcome of one setting.
 SimResult Simulate(const ModelShape& model, const ClusterShape& cluster, const LaunchKnobs& k);
 

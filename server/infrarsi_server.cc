@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/model_optimizer.h"
 #include "core/priors.h"
+#include "server/llm_client.h"
 #include "core/session_manager.h"
 #include "core/status_macros.h"
 #include "server/git_committer.h"
@@ -54,13 +55,35 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   mo.lease_timeout = options.lease_timeout;
   mo.max_attempts = options.max_attempts;
   mo.hash_file = GitBlobHash;  // libgit2 is initialised by the committer
-  ModelOptimizer::Options oo;
+  std::optional<Priors> file_priors;
   if (!options.priors_yaml.empty()) {
     auto parsed = ParsePriors(options.priors_yaml);
     if (!parsed.ok()) return parsed.status();
-    oo.priors = *std::move(parsed);
+    file_priors = *std::move(parsed);
   }
-  s->optimizer_ = std::make_unique<ModelOptimizer>(oo);
+  std::shared_ptr<LlmPriorClient> llm;
+  if (!options.llm_endpoint.empty()) {
+    LlmPriorClient::Options lo;
+    lo.endpoint = options.llm_endpoint;
+    lo.model = options.llm_model;
+    lo.api_key = options.llm_api_key;
+    lo.timeout = options.llm_timeout;
+    ASSIGN_OR_RETURN(llm, LlmPriorClient::Create(lo));
+  }
+  mo.priors_for = [file_priors, llm](const SessionSpec& spec)
+      -> std::pair<std::optional<Priors>, std::string> {
+    const std::string file_label = file_priors ? "file" : "none";
+    if (!llm) return {file_priors, file_label};
+    absl::StatusOr<Priors> answer = llm->Ask(spec);
+    if (!answer.ok()) {
+      spdlog::warn("session {}: LLM priors not used: {}", spec.name, answer.status().ToString());
+      return {file_priors, absl::StrCat(file_label, " (LLM answer not used: ",
+                                        answer.status().message(), ")")};
+    }
+    if (!file_priors) return {*std::move(answer), "llm"};
+    return {BlendPriors(*file_priors, *answer, spec), "file+llm"};
+  };
+  s->optimizer_ = std::make_unique<ModelOptimizer>();
   mo.optimizer = s->optimizer_.get();
   ASSIGN_OR_RETURN(s->manager_, SessionManager::Create(mo));
 

@@ -50,6 +50,15 @@ class InfraRsiServer {
     // they were written next to but hurt on the simulator workloads (see
     // search_bench), so they are opt-in until they are revised from runs.
     std::string priors_yaml;
+    // Optional LLM priors: an OpenAI-compatible base URL (e.g.
+    // "http://127.0.0.1:8080/v1"), the model name, and the API key (the
+    // daemon reads it from an environment variable, never a flag). Asked
+    // once per session run; its answer is validated and blended with the
+    // file; a bad or missing answer falls back to the file.
+    std::string llm_endpoint;
+    std::string llm_model;
+    std::string llm_api_key;
+    absl::Duration llm_timeout = absl::Seconds(30);
   };
 
   // Opens the database, resumes every session and starts serving.

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -37,7 +38,26 @@ int main(int argc, char** argv) {
   app.add_option("--priors", priors_path,
                  "YAML file of prior knob effects for the search, e.g. deploy/priors.yaml "
                  "(default: none, a cold start)");
+  std::string llm_key_env = "INFRARSI_LLM_API_KEY";
+  double llm_timeout_s = 30;
+  app.add_option("--llm-endpoint", opts.llm_endpoint,
+                 "OpenAI-compatible base URL asked for knob priors per session, e.g. "
+                 "http://127.0.0.1:8080/v1 (optional; a bad or missing answer falls back to "
+                 "--priors)");
+  app.add_option("--llm-model", opts.llm_model, "model name sent to --llm-endpoint");
+  app.add_option("--llm-key-env", llm_key_env,
+                 "environment variable holding the endpoint's API key (may be unset)")
+      ->capture_default_str();
+  app.add_option("--llm-timeout-s", llm_timeout_s, "seconds to wait for the LLM's answer")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 600.0));
   CLI11_PARSE(app, argc, argv);
+  if (!opts.llm_endpoint.empty() && opts.llm_model.empty()) {
+    std::fprintf(stderr, "--llm-model: required with --llm-endpoint\n");
+    return 2;
+  }
+  if (const char* key = std::getenv(llm_key_env.c_str()); key != nullptr) opts.llm_api_key = key;
+  opts.llm_timeout = absl::Seconds(llm_timeout_s);
   if (!priors_path.empty()) {
     std::ifstream in(priors_path);
     if (!in) {

@@ -1,37 +1,54 @@
 // Search benchmark: how many trials a strategy needs to come within 2% of a
-// landscape's best setting, and how many OOMs it pays on the way.
+// landscape's best setting, how many OOMs it pays on the way, and how much
+// of the optimum's speed-up it holds after 40 trials.
 //
 // Landscapes: the measured H200 landscape (data/landscapes) and the four
 // simulator reference workloads (deploy/workloads), scored against their
-// noise-free truth. Strategies: those behind core's Optimizer interface
-// (today: random without repeats, the server's current strategy).
+// noise-free truth. Strategies: random without repeats, a DeepSpeed-
+// autotuner-like heuristic (largest micro-batch that fits, memory-saving
+// stage by stage), the model search cold and with deploy/priors.yaml.
+// Optuna's TPE runs from tests/bench/tpe_bench.py against `--oracle`.
 //
-// Usage: search_bench [seeds=30] [budget=200] [landscape-substring]
+// Usage:
+//   search_bench [seeds=30] [budget=200] [landscape-substring]
+//   search_bench --transfer [seeds=10]   same workload on another GPU, bank vs cold
+//   search_bench --latency [history=2000] proposal latency with a long history
+//   search_bench --describe               landscapes as JSON lines (for tpe_bench.py)
+//   search_bench --oracle NAME            answers "k=v,..." lines with "ok T MEM" / "oom" / "failed"
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "client/landscape.h"
 #include "core/model_optimizer.h"
 #include "core/optimizer.h"
 #include "core/sim_landscape.h"
 #include "core/spec.h"
+#include "models/cluster_sim.h"
 
 namespace {
 
 using infrarsi::Config;
+using infrarsi::Observation;
 
 struct Outcome {
   bool ok = false;
   bool oom = false;
   double step_time_s = 0;
+  double peak_mem_gib = 0;
 };
 
 struct Bench {
@@ -39,6 +56,7 @@ struct Bench {
   infrarsi::SessionSpec spec;
   std::function<Outcome(const Config&)> evaluate;
   double best = 0;
+  double baseline = 0;
 };
 
 std::string Read(const std::string& path) {
@@ -48,12 +66,13 @@ std::string Read(const std::string& path) {
   return ss.str();
 }
 
-infrarsi::SessionSpec Parse(const std::string& path, const std::string& dir) {
+infrarsi::SessionSpec Parse(const std::string& text, const std::string& dir,
+                            const std::string& what) {
   infrarsi::SpecParseOptions o;
   o.spec_dir = dir;
-  auto spec = infrarsi::ParseSpec(Read(path), o);
+  auto spec = infrarsi::ParseSpec(text, o);
   if (!spec.ok()) {
-    std::fprintf(stderr, "%s: %s\n", path.c_str(), spec.status().ToString().c_str());
+    std::fprintf(stderr, "%s: %s\n", what.c_str(), spec.status().ToString().c_str());
     std::exit(1);
   }
   return *spec;
@@ -65,20 +84,37 @@ double Percentile(std::vector<double> v, double q) {
   return v[i];
 }
 
-}  // namespace
+Bench SimBench(const infrarsi::SessionSpec& spec) {
+  Bench b;
+  b.spec = spec;
+  b.name = spec.name + " (sim)";
+  auto land = infrarsi::EnumerateSimLandscape(b.spec, 1);
+  b.best = land->best.front().result.step_time_s;
+  b.baseline = land->baseline.result.step_time_s;
+  b.evaluate = [spec](const Config& c) {
+    namespace ms = infrarsi::models::sim;
+    const ms::SimResult r = ms::Simulate(spec.sim.model, spec.sim.cluster, infrarsi::SimKnobs(spec, c));
+    Outcome o;
+    o.ok = r.status == ms::Status::kOk;
+    o.oom = r.status == ms::Status::kOom;
+    o.step_time_s = r.step_time_s;
+    o.peak_mem_gib = r.peak_mem_gib;
+    return o;
+  };
+  return b;
+}
 
-int main(int argc, char** argv) {
-  const int seeds = argc > 1 ? std::atoi(argv[1]) : 30;
-  const int budget = argc > 2 ? std::atoi(argv[2]) : 200;
-  const std::string only = argc > 3 ? argv[3] : "";
+const char* kWorkloads[] = {"dense-8b-1x8-h100.yaml", "dense-70b-4x8-h100.yaml",
+                            "moe-8x7b-16l-1x8-h100.yaml", "moe-8x7b-2x8-h200.yaml"};
+
+std::vector<Bench> Landscapes() {
   const std::string root = INFRARSI_SOURCE_DIR;
   std::vector<Bench> benches;
-
-  // The measured H200 landscape: truth is the measured grid.
   {
     Bench b;
     b.name = "h200-gpt-354m (measured)";
-    b.spec = Parse(root + "/data/specs/demo-h200-gpt-354m.yaml", root + "/data/specs");
+    const std::string path = root + "/data/specs/demo-h200-gpt-354m.yaml";
+    b.spec = Parse(Read(path), root + "/data/specs", path);
     auto land = std::make_shared<infrarsi::client::Landscape>(
         *infrarsi::client::Landscape::Load(root + "/data/landscapes/h200-gpt-354m-seq2048.jsonl"));
     b.evaluate = [land](const Config& c) {
@@ -88,6 +124,7 @@ int main(int argc, char** argv) {
       o.ok = t->status == "ok";
       o.oom = t->status == "oom";
       o.step_time_s = t->step_time_s;
+      o.peak_mem_gib = t->peak_reserved_gib;
       return o;
     };
     for (const auto& t : land->trials) {
@@ -95,97 +132,343 @@ int main(int argc, char** argv) {
         b.best = t.step_time_s;
       }
     }
+    b.baseline = b.evaluate(b.spec.baseline).step_time_s;
     benches.push_back(std::move(b));
   }
-  // The simulator workloads: truth is the noise-free simulation.
-  for (const char* f : {"dense-8b-1x8-h100.yaml", "dense-70b-4x8-h100.yaml",
-                        "moe-8x7b-16l-1x8-h100.yaml", "moe-8x7b-2x8-h200.yaml"}) {
-    Bench b;
-    b.spec = Parse(root + "/deploy/workloads/" + f, root + "/deploy/workloads");
-    b.name = b.spec.name + " (sim)";
-    auto land = infrarsi::EnumerateSimLandscape(b.spec, 1);
-    b.best = land->best.front().result.step_time_s;
-    const infrarsi::SessionSpec spec = b.spec;
-    b.evaluate = [spec](const Config& c) {
-      namespace ms = infrarsi::models::sim;
-      const ms::SimResult r = ms::Simulate(spec.sim.model, spec.sim.cluster, infrarsi::SimKnobs(spec, c));
-      Outcome o;
-      o.ok = r.status == ms::Status::kOk;
-      o.oom = r.status == ms::Status::kOom;
-      o.step_time_s = r.step_time_s;
-      return o;
-    };
-    benches.push_back(std::move(b));
+  for (const char* f : kWorkloads) {
+    const std::string path = root + "/deploy/workloads/" + f;
+    benches.push_back(SimBench(Parse(Read(path), root + "/deploy/workloads", path)));
   }
+  return benches;
+}
 
-  std::vector<std::unique_ptr<infrarsi::Optimizer>> strategies;
-  strategies.push_back(std::make_unique<infrarsi::RandomOptimizer>());
-  strategies.push_back(std::make_unique<infrarsi::ModelOptimizer>());
-  {
-    auto priors = infrarsi::ParsePriors(Read(root + "/deploy/priors.yaml"));
-    if (!priors.ok()) {
-      std::fprintf(stderr, "priors: %s\n", priors.status().ToString().c_str());
-      return 1;
-    }
-    infrarsi::ModelOptimizer::Options o;
-    o.priors = *priors;
-    strategies.push_back(std::make_unique<infrarsi::ModelOptimizer>(o));
-  }
-
-  std::printf("%d seeds, budget %d trials; 'reached' = a trial within 2%% of the landscape's best\n\n",
-              seeds, budget);
-  std::printf("%-30s %-12s %9s %9s %9s %12s %12s\n", "landscape", "strategy", "reached",
-              "median", "p90", "OOM/session", "failed/sess");
-  for (const Bench& b : benches) {
-    if (!only.empty() && b.name.find(only) == std::string::npos) continue;
-    for (const auto& strat : strategies) {
-      std::vector<double> trials_needed, ooms;
-      int reached = 0;
-      double failed_total = 0;
-      for (int seed = 1; seed <= seeds; ++seed) {
-        std::vector<infrarsi::Observation> history;
-        // The baseline is measured by the doctor first, as in a session.
-        infrarsi::Observation base;
-        base.config = b.spec.baseline;
-        const Outcome bo = b.evaluate(base.config);
-        base.status = bo.ok ? "ok" : "failed";
-        base.step_time_s = bo.step_time_s;
-        history.push_back(base);
-        int n = 0, oom = 0, failed = 0;
-        bool hit = false;
-        while (n < budget) {
-          auto next = strat->Propose(b.spec, history, 1, static_cast<uint64_t>(seed) * 1000 + n);
-          if (next.empty()) break;
-          ++n;
-          const Outcome o = b.evaluate(next[0]);
-          infrarsi::Observation obs;
-          obs.config = next[0];
-          obs.status = o.ok ? "ok" : o.oom ? "oom" : "failed";
-          obs.step_time_s = o.step_time_s;
-          history.push_back(obs);
-          oom += o.oom;
-          failed += !o.ok && !o.oom;
-          if (o.ok && o.step_time_s <= 1.02 * b.best) {
-            hit = true;
-            break;
-          }
-        }
-        if (hit) {
-          ++reached;
-          trials_needed.push_back(n);
-        } else {
-          trials_needed.push_back(budget + 1);  // censored: counted as beyond the budget
-        }
-        ooms.push_back(oom);
-        failed_total += failed;
+// DeepSpeed-autotuner-like: memory-saving stages in turn (as the autotuner
+// walks ZeRO stages), and within each the micro-batch sizes from small to
+// large until one runs out of memory. Other knobs stay at the baseline.
+class HeuristicOptimizer : public infrarsi::Optimizer {
+ public:
+  infrarsi::Proposal Propose(const infrarsi::SearchContext& ctx,
+                             const std::vector<Observation>& history, int n,
+                             uint64_t) override {
+    const infrarsi::SessionSpec& spec = *ctx.spec;
+    std::vector<Config> stages = {spec.baseline};
+    auto add_stage = [&](const char* knob, const char* value) {
+      const infrarsi::Knob* k = spec.FindKnob(knob);
+      if (k == nullptr || std::find(k->values.begin(), k->values.end(), value) == k->values.end()) {
+        return;
       }
-      std::printf("%-30s %-12s %6d/%-2d %9.0f %9.0f %12.1f %12.1f\n", b.name.c_str(),
-                  strat->Name().c_str(), reached, seeds, Percentile(trials_needed, 0.5),
-                  Percentile(trials_needed, 0.9),
-                  [&] { double s = 0; for (double x : ooms) s += x; return s / seeds; }(),
-                  failed_total / seeds);
+      Config c = stages.back();
+      c[knob] = value;
+      if (c != stages.back()) stages.push_back(c);
+    };
+    add_stage("dist_opt", "true");
+    add_stage("recompute", "selective");
+    add_stage("ckpt", "true");
+    add_stage("recompute", "full");
+    std::map<std::string, std::string> status;
+    for (const Observation& o : history) status[infrarsi::ConfigKey(o.config)] = o.status;
+    const infrarsi::Knob* mb = spec.FindKnob("micro_batch");
+    infrarsi::Proposal p;
+    for (const Config& stage : stages) {
+      std::vector<Config> seq;
+      if (mb == nullptr) {
+        seq.push_back(stage);
+      } else {
+        std::vector<std::string> values = mb->values;
+        std::sort(values.begin(), values.end(), [](const std::string& a, const std::string& b) {
+          double x = 0, y = 0;
+          (void)absl::SimpleAtod(a, &x);
+          (void)absl::SimpleAtod(b, &y);
+          return x < y;
+        });
+        for (const std::string& v : values) {
+          Config c = stage;
+          c["micro_batch"] = v;
+          seq.push_back(c);
+        }
+      }
+      for (const Config& c : seq) {
+        auto it = status.find(infrarsi::ConfigKey(c));
+        if (it == status.end()) {
+          if (static_cast<int>(p.configs.size()) < n) {
+            p.configs.push_back(c);
+            p.reasons.push_back("heuristic");
+          }
+          break;  // one step of this stage at a time
+        }
+        if (it->second == "oom") break;  // largest that fits found
+      }
+    }
+    return p;
+  }
+  std::string Name() const override { return "heuristic"; }
+};
+
+struct Strategy {
+  std::string name;
+  std::unique_ptr<infrarsi::Optimizer> opt;
+  const infrarsi::Priors* priors = nullptr;
+};
+
+struct SessionResult {
+  int trials_to_2pct = 0;  // budget + 1 when never
+  int ooms = 0, failed = 0;
+  double best_at_40 = 0;     // best step time within 40 trials (0: none ran)
+  double best_found = 0;
+};
+
+SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrarsi::Priors* priors,
+                         const std::vector<Config>& warm, int budget, uint64_t seed) {
+  std::vector<Observation> history;
+  // The baseline is measured by the doctor first, as in a session.
+  Observation base;
+  base.config = b.spec.baseline;
+  const Outcome bo = b.evaluate(base.config);
+  base.status = bo.ok ? "ok" : "failed";
+  base.step_time_s = bo.step_time_s;
+  base.peak_mem_gib = bo.peak_mem_gib;
+  history.push_back(base);
+  SessionResult r;
+  r.trials_to_2pct = budget + 1;
+  r.best_found = bo.ok ? bo.step_time_s : 0;
+  infrarsi::SearchContext ctx;
+  ctx.spec = &b.spec;
+  ctx.priors = priors;
+  ctx.warm_starts = warm;
+  for (int n = 1; n <= budget; ++n) {
+    auto next = opt.Propose(ctx, history, 1, seed * 1000 + static_cast<uint64_t>(n)).configs;
+    if (next.empty()) break;
+    const Outcome o = b.evaluate(next[0]);
+    Observation obs;
+    obs.config = next[0];
+    obs.status = o.ok ? "ok" : o.oom ? "oom" : "failed";
+    obs.step_time_s = o.step_time_s;
+    obs.peak_mem_gib = o.peak_mem_gib;
+    history.push_back(obs);
+    // Failures count until the session gets within 2% (what it paid to
+    // get there), or over the whole budget if it never does.
+    if (r.trials_to_2pct > budget) {
+      r.ooms += o.oom;
+      r.failed += !o.ok && !o.oom;
+    }
+    if (o.ok && (r.best_found == 0 || o.step_time_s < r.best_found)) r.best_found = o.step_time_s;
+    if (n <= 40) r.best_at_40 = r.best_found;
+    if (o.ok && o.step_time_s <= 1.02 * b.best && r.trials_to_2pct > budget) {
+      r.trials_to_2pct = n;
+      if (n >= 40) break;  // nothing left to measure
+    }
+  }
+  if (r.best_at_40 == 0) r.best_at_40 = r.best_found;
+  return r;
+}
+
+int Main(int seeds, int budget, const std::string& only) {
+  const std::string root = INFRARSI_SOURCE_DIR;
+  auto priors = infrarsi::ParsePriors(Read(root + "/deploy/priors.yaml"));
+  if (!priors.ok()) {
+    std::fprintf(stderr, "priors: %s\n", priors.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<Strategy> strategies;
+  strategies.push_back({"random", std::make_unique<infrarsi::RandomOptimizer>()});
+  strategies.push_back({"heuristic", std::make_unique<HeuristicOptimizer>()});
+  strategies.push_back({"model", std::make_unique<infrarsi::ModelOptimizer>()});
+  strategies.push_back({"model+priors", std::make_unique<infrarsi::ModelOptimizer>(), &*priors});
+
+  std::printf("%d seeds, budget %d trials; 'reached' = a trial within 2%% of the landscape's best;\n"
+              "OOM and fail per session: paid until then (or over the budget when never).\n"
+              "@40 = median share of the optimum's speed-up held after 40 trials; found = median\n"
+              "speed-up found (not re-verified; the benchmark has no noise).\n\n",
+              seeds, budget);
+  std::printf("%-28s %-13s %8s %7s %5s %9s %9s %7s %8s\n", "landscape", "strategy", "reached",
+              "median", "p90", "OOM/sess", "fail/sess", "@40", "found");
+  for (const Bench& b : Landscapes()) {
+    if (!only.empty() && b.name.find(only) == std::string::npos) continue;
+    for (const Strategy& s : strategies) {
+      std::vector<double> need, at40, found;
+      double ooms = 0, failed = 0;
+      int reached = 0;
+      for (int seed = 1; seed <= seeds; ++seed) {
+        const SessionResult r = RunSession(b, *s.opt, s.priors, {}, budget, static_cast<uint64_t>(seed));
+        need.push_back(r.trials_to_2pct);
+        reached += r.trials_to_2pct <= budget;
+        ooms += r.ooms;
+        failed += r.failed;
+        const double opt_speedup = b.baseline / b.best;
+        at40.push_back(r.best_at_40 > 0 ? (b.baseline / r.best_at_40) / opt_speedup : 0);
+        found.push_back(r.best_found > 0 ? b.baseline / r.best_found : 0);
+      }
+      std::printf("%-28s %-13s %5d/%-2d %7.0f %5.0f %9.1f %9.1f %6.1f%% %7.2fx\n", b.name.c_str(),
+                  s.name.c_str(), reached, seeds, Percentile(need, 0.5), Percentile(need, 0.9),
+                  ooms / seeds, failed / seeds, 100 * Percentile(at40, 0.5),
+                  Percentile(found, 0.5));
+      std::fflush(stdout);
     }
   }
   std::printf("\nA median or p90 of budget+1 means that share of sessions never got within 2%%.\n");
   return 0;
+}
+
+// Transfer: the bank holds one 40-trial session of the same workload on the
+// other GPU model; the new session starts from its best settings.
+int Transfer(int seeds) {
+  const std::string root = INFRARSI_SOURCE_DIR;
+  std::printf("Transfer: same workload, other GPU; the bank holds one 40-trial cold session on the\n"
+              "source GPU. Trials to within 2%% of the target's best (%d seeds, budget 200).\n\n",
+              seeds);
+  std::printf("%-28s %-6s -> %-6s %12s %12s %10s %10s\n", "workload", "from", "to", "cold median",
+              "bank median", "cold p90", "bank p90");
+  infrarsi::ModelOptimizer model;
+  for (const char* f : kWorkloads) {
+    const std::string path = root + "/deploy/workloads/" + f;
+    const std::string text = Read(path);
+    const infrarsi::SessionSpec target = Parse(text, root + "/deploy/workloads", path);
+    const std::string other = target.gpu == "H100" ? "H200" : "H100";
+    infrarsi::SessionSpec source = target;
+    source.gpu = other;
+    source.sim.cluster.gpu = *infrarsi::models::sim::FindGpu(other);
+    const Bench src = SimBench(source), dst = SimBench(target);
+    std::vector<double> cold, warm;
+    for (int seed = 1; seed <= seeds; ++seed) {
+      // The bank session: its best settings, fastest first, as the server's
+      // WarmStarts ranks them.
+      std::vector<Observation> hist;
+      {
+        infrarsi::SearchContext ctx;
+        ctx.spec = &src.spec;
+        Observation base;
+        base.config = src.spec.baseline;
+        const Outcome bo = src.evaluate(base.config);
+        base.status = bo.ok ? "ok" : "failed";
+        base.step_time_s = bo.step_time_s;
+        base.peak_mem_gib = bo.peak_mem_gib;
+        hist.push_back(base);
+        for (int n = 1; n <= 40; ++n) {
+          auto next = model.Propose(ctx, hist, 1, 7777u * static_cast<uint64_t>(seed) + static_cast<uint64_t>(n)).configs;
+          if (next.empty()) break;
+          const Outcome o = src.evaluate(next[0]);
+          Observation obs;
+          obs.config = next[0];
+          obs.status = o.ok ? "ok" : o.oom ? "oom" : "failed";
+          obs.step_time_s = o.step_time_s;
+          obs.peak_mem_gib = o.peak_mem_gib;
+          hist.push_back(obs);
+        }
+      }
+      std::vector<Observation> ok;
+      for (const Observation& o : hist) {
+        if (o.status == "ok" && o.config != src.spec.baseline) ok.push_back(o);
+      }
+      std::sort(ok.begin(), ok.end(), [](const Observation& a, const Observation& b) {
+        return a.step_time_s < b.step_time_s;
+      });
+      std::vector<Config> bank;
+      for (size_t i = 0; i < ok.size() && i < 5; ++i) bank.push_back(ok[i].config);
+      cold.push_back(RunSession(dst, model, nullptr, {}, 200, static_cast<uint64_t>(seed)).trials_to_2pct);
+      warm.push_back(RunSession(dst, model, nullptr, bank, 200, static_cast<uint64_t>(seed)).trials_to_2pct);
+    }
+    std::printf("%-28s %-6s -> %-6s %12.0f %12.0f %10.0f %10.0f\n", target.name.c_str(),
+                other.c_str(), target.gpu.c_str(), Percentile(cold, 0.5), Percentile(warm, 0.5),
+                Percentile(cold, 0.9), Percentile(warm, 0.9));
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+int Latency(int history_size) {
+  const std::string root = INFRARSI_SOURCE_DIR;
+  std::printf("Proposal latency with %d trials of history (1 proposal of 1 setting each)\n\n",
+              history_size);
+  std::printf("%-28s %10s %10s %10s\n", "landscape", "p50 ms", "p99 ms", "max ms");
+  for (const char* f : kWorkloads) {
+    const std::string path = root + "/deploy/workloads/" + f;
+    const Bench b = SimBench(Parse(Read(path), root + "/deploy/workloads", path));
+    infrarsi::RandomOptimizer random;
+    infrarsi::SearchContext ctx;
+    ctx.spec = &b.spec;
+    std::vector<Observation> hist;
+    for (const Config& c : random.Propose(ctx, {}, history_size, 1).configs) {
+      const Outcome o = b.evaluate(c);
+      Observation obs;
+      obs.config = c;
+      obs.status = o.ok ? "ok" : o.oom ? "oom" : "failed";
+      obs.step_time_s = o.step_time_s;
+      obs.peak_mem_gib = o.peak_mem_gib;
+      hist.push_back(obs);
+    }
+    infrarsi::ModelOptimizer model;
+    std::vector<double> ms;
+    for (int i = 0; i < (std::getenv("LATENCY_N") ? std::atoi(std::getenv("LATENCY_N")) : 100); ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto p = model.Propose(ctx, hist, 1, static_cast<uint64_t>(i));
+      const auto t1 = std::chrono::steady_clock::now();
+      ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      if (p.configs.empty()) break;
+    }
+    std::printf("%-28s %10.1f %10.1f %10.1f\n", b.name.c_str(), Percentile(ms, 0.5),
+                Percentile(ms, 0.99), Percentile(ms, 1.0));
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+int Describe() {
+  for (const Bench& b : Landscapes()) {
+    std::string knobs;
+    for (const auto& k : b.spec.knobs) {
+      std::string vals;
+      for (const auto& v : k.values) vals += (vals.empty() ? "" : ",") + infrarsi::JsonQuote(v);
+      knobs += (knobs.empty() ? "" : ",") + infrarsi::JsonQuote(k.name) + ":[" + vals + "]";
+    }
+    std::printf("{\"name\":%s,\"knobs\":{%s},\"baseline\":%s,\"best\":%.9g,\"baseline_time\":%.9g}\n",
+                infrarsi::JsonQuote(b.name).c_str(), knobs.c_str(),
+                infrarsi::EncodeConfigJson(b.spec.baseline).c_str(), b.best, b.baseline);
+  }
+  return 0;
+}
+
+int Oracle(const std::string& name) {
+  for (const Bench& b : Landscapes()) {
+    if (b.name != name) continue;
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      Config c;
+      for (absl::string_view kv : absl::StrSplit(line, ',', absl::SkipEmpty())) {
+        const size_t eq = kv.find('=');
+        if (eq == absl::string_view::npos) continue;
+        c[std::string(kv.substr(0, eq))] = std::string(kv.substr(eq + 1));
+      }
+      if (c.size() != b.spec.knobs.size()) {
+        std::printf("failed\n");
+      } else {
+        const Outcome o = b.evaluate(c);
+        if (o.ok) std::printf("ok %.9g %.4f\n", o.step_time_s, o.peak_mem_gib);
+        else std::printf("%s\n", o.oom ? "oom" : "failed");
+      }
+      std::fflush(stdout);
+    }
+    return 0;
+  }
+  std::fprintf(stderr, "--oracle: no landscape named '%s' (see --describe)\n", name.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--describe") == 0) return Describe();
+  if (argc > 2 && std::strcmp(argv[1], "--oracle") == 0) return Oracle(argv[2]);
+  if (argc > 1 && std::strcmp(argv[1], "--transfer") == 0) {
+    return Transfer(argc > 2 ? std::atoi(argv[2]) : 10);
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--latency") == 0) {
+    return Latency(argc > 2 ? std::atoi(argv[2]) : 2000);
+  }
+  const int seeds = argc > 1 ? std::atoi(argv[1]) : 30;
+  const int budget = argc > 2 ? std::atoi(argv[2]) : 200;
+  if (seeds < 1 || budget < 1) {
+    std::fprintf(stderr, "usage: search_bench [seeds>=1] [budget>=1] [landscape-substring]\n");
+    return 2;
+  }
+  return Main(seeds, budget, argc > 3 ? argv[3] : "");
 }

@@ -10,7 +10,10 @@
 #include <sstream>
 
 #include "absl/strings/numbers.h"
+#include "core/llm_priors.h"
 #include "core/priors.h"
+#include "models/cluster_sim.h"
+#include "models/tobit.h"
 #include "models/bayes_linear.h"
 
 namespace infrarsi {
@@ -86,19 +89,25 @@ Observation Measure(const Config& c) {
   return o;
 }
 
-int TrialsToBest(Optimizer& opt, uint64_t seed, int* ooms) {
-  const SessionSpec spec = ToySpec();
+Observation MeasureMem(const Config& c);
+
+int TrialsToBest(Optimizer& opt, uint64_t seed, int* ooms, const Priors* priors = nullptr,
+                 const SessionSpec& spec = ToySpec(),
+                 const std::function<Observation(const Config&)>& measure = Measure) {
+  SearchContext ctx;
+  ctx.spec = &spec;
+  ctx.priors = priors;
   double best = 1e9;
   for (int64_t i = 0; i < spec.SpaceSize(); ++i) {
-    const Observation o = Measure(ConfigAt(spec, i));
+    const Observation o = measure(ConfigAt(spec, i));
     if (o.status == "ok") best = std::min(best, o.step_time_s);
   }
-  std::vector<Observation> history = {Measure(spec.baseline)};
+  std::vector<Observation> history = {measure(spec.baseline)};
   *ooms = 0;
   for (int n = 1; n <= spec.SpaceSize(); ++n) {
-    auto next = opt.Propose(spec, history, 1, seed * 1000 + n);
+    auto next = opt.Propose(ctx, history, 1, seed * 1000 + n).configs;
     if (next.empty()) return n;
-    history.push_back(Measure(next[0]));
+    history.push_back(measure(next[0]));
     *ooms += history.back().status == "oom";
     if (history.back().status == "ok" && history.back().step_time_s <= 1.02 * best) return n;
   }
@@ -125,9 +134,11 @@ TEST(ModelOptimizerTest, FindsTheBestInFewerTrialsThanRandom) {
 TEST(ModelOptimizerTest, BatchesAreDistinctUntriedAndSpreadOut) {
   const SessionSpec spec = ToySpec();
   std::vector<Observation> history = {Measure(spec.baseline)};
+  SearchContext ctx;
+  ctx.spec = &spec;
   ModelOptimizer model;
   for (int round = 0; round < 4; ++round) {
-    auto batch = model.Propose(spec, history, 4, round);
+    auto batch = model.Propose(ctx, history, 4, round).configs;
     ASSERT_EQ(batch.size(), 4u);
     std::set<std::string> keys;
     for (const Config& c : batch) {
@@ -138,7 +149,7 @@ TEST(ModelOptimizerTest, BatchesAreDistinctUntriedAndSpreadOut) {
   }
   // The space runs out, then proposals stop.
   for (int i = 0; i < 200; ++i) {
-    auto next = model.Propose(spec, history, 8, 100 + i);
+    auto next = model.Propose(ctx, history, 8, 100 + i).configs;
     if (next.empty()) break;
     for (const Config& c : next) history.push_back(Measure(c));
   }
@@ -165,8 +176,8 @@ TEST(PriorsTest, ParsesTheShippedFileAndIsRelativeToTheBaseline) {
   EXPECT_GT(bf16.time_sd, 0.4);
   // Numeric knobs scale with doublings from the baseline's value.
   EXPECT_NEAR(p->EffectOf(spec, "micro_batch", "8").time, 2 * -0.05, 1e-12);
-  EXPECT_NEAR(p->EffectOf(spec, "micro_batch", "8").fit, 2 * -0.7, 1e-12);
-  EXPECT_GT(p->EffectOf(spec, "ckpt", "true").fit, 0);  // checkpointing saves memory
+  EXPECT_NEAR(p->EffectOf(spec, "micro_batch", "8").mem, 2 * 0.3, 1e-12);
+  EXPECT_LT(p->EffectOf(spec, "ckpt", "true").mem, 0);  // checkpointing saves memory
   // An unknown knob has no prior: zero effect, wide uncertainty.
   EXPECT_EQ(p->EffectOf(spec, "ckpt", "false").time, 0);
 }
@@ -184,22 +195,247 @@ TEST(PriorsTest, RightPriorsSpeedTheSearchUp) {
   auto priors = ParsePriors(R"(
 knobs:
   flash: {"true": {time: -0.3, time_sd: 0.2}}
-  ckpt: {"true": {time: 0.2, time_sd: 0.1, fit: 2.0, fit_sd: 1.0}}
+  ckpt: {"true": {time: 0.2, time_sd: 0.1, mem: -0.5, mem_sd: 0.3}}
   fused: {"true": {time: -0.1, time_sd: 0.2}}
 per_doubling:
-  mbs: {time: -0.15, time_sd: 0.1, fit: -1.0, fit_sd: 1.0}
+  mbs: {time: -0.15, time_sd: 0.1, mem: 0.5, mem_sd: 0.3}
 )");
   ASSERT_TRUE(priors.ok()) << priors.status();
-  ModelOptimizer::Options o;
-  o.priors = *priors;
-  ModelOptimizer informed(o), cold;
+  // On an H200 with the memory-hungry toy: the best setting needs
+  // checkpointing to fit the largest micro-batch.
+  SessionSpec spec = ToySpec();
+  spec.gpu = "H200";
+  ModelOptimizer model;
   double informed_sum = 0, cold_sum = 0;
   for (uint64_t seed = 1; seed <= 10; ++seed) {
     int ooms = 0;
-    informed_sum += TrialsToBest(informed, seed, &ooms);
-    cold_sum += TrialsToBest(cold, seed, &ooms);
+    informed_sum += TrialsToBest(model, seed, &ooms, &*priors, spec, MeasureMem);
+    cold_sum += TrialsToBest(model, seed, &ooms, nullptr, spec, MeasureMem);
   }
   EXPECT_LT(informed_sum, cold_sum) << informed_sum / 10 << " vs " << cold_sum / 10;
+}
+
+}  // namespace
+}  // namespace infrarsi
+
+namespace infrarsi {
+namespace {
+
+TEST(CensoredLinearTest, OutOfMemoryTrialsAreCensoredNotDropped) {
+  // log peak = 3 + 1.0 * x1; capacity log 3.6: every x1 = 1 trial OOMs.
+  std::mt19937_64 rng(2);
+  std::normal_distribution<double> noise(0, 0.05);
+  const int n = 60;
+  Eigen::MatrixXd x(n, 2);
+  Eigen::VectorXd y(n), cens(n);
+  const double cap = 3.6;
+  for (int i = 0; i < n; ++i) {
+    x.row(i) << 1.0, (i % 2);
+    const double peak = 3.0 + 1.0 * (i % 2) + noise(rng);
+    cens[i] = peak > cap ? 1.0 : 0.0;
+    y[i] = peak > cap ? cap : peak;
+  }
+  models::CensoredLinear m;
+  m.Fit(x, y, cens, Eigen::Vector2d::Zero(), Eigen::Vector2d(10.0, 0.25), 0.05);
+  // The censored rows only say "above 3.6": the fit puts x1 = 1 above it
+  // (its prior pulls the effect towards 0; the censoring pushes it up).
+  EXPECT_GT(m.Mean(Eigen::Vector2d(1, 1)), cap);
+  EXPECT_NEAR(m.weights()[0], 3.0, 0.03);
+  EXPECT_LT(m.ProbabilityBelow(Eigen::Vector2d(1, 1), std::log(1e9)) -
+                m.ProbabilityBelow(Eigen::Vector2d(1, 1), cap),
+            1.0);
+  EXPECT_LT(m.ProbabilityBelow(Eigen::Vector2d(1, 1), cap), 0.1);
+  EXPECT_GT(m.ProbabilityBelow(Eigen::Vector2d(1, 0), cap), 0.9);
+  // Treating the OOMs as observed at the capacity would put the peak of x1 =
+  // 1 at the capacity, so P(fits) would be about one half.
+  models::CensoredLinear naive;
+  naive.Fit(x, y, Eigen::VectorXd::Zero(n), Eigen::Vector2d::Zero(), Eigen::Vector2d(10.0, 0.25),
+            0.05);
+  EXPECT_GT(naive.ProbabilityBelow(Eigen::Vector2d(1, 1), cap), 0.3);
+  // Batch and single predictions agree.
+  Eigen::MatrixXd q(2, 2);
+  q << 1, 0, 1, 1;
+  const Eigen::VectorXd pb = m.ProbabilityBelowBatch(q, cap);
+  EXPECT_NEAR(pb[0], m.ProbabilityBelow(Eigen::Vector2d(1, 0), cap), 1e-12);
+  EXPECT_NEAR(pb[1], m.ProbabilityBelow(Eigen::Vector2d(1, 1), cap), 1e-12);
+}
+
+// The toy landscape on an H200 (capacity 139.8 GiB): 40 GiB per micro-batch,
+// checkpointing keeps 30% of it.
+Observation MeasureMem(const Config& c) {
+  int mbs = 1;
+  (void)absl::SimpleAtoi(c.at("mbs"), &mbs);
+  const double peak = 40.0 * mbs * (c.at("ckpt") == "true" ? 0.3 : 1.0);
+  Observation o;
+  o.config = c;
+  if (peak > 139.8) {
+    o.status = "oom";
+    return o;
+  }
+  o = Measure(c);
+  o.peak_mem_gib = peak;
+  return o;
+}
+
+TEST(ModelOptimizerTest, MemoryPricesAndMemorySaverPairing) {
+  SessionSpec spec = ToySpec();
+  spec.gpu = "H200";
+  SearchContext ctx;
+  ctx.spec = &spec;
+  // History: the baseline, a few settings that ran, and the OOMs of mbs 4
+  // and 8 without checkpointing.
+  std::vector<Observation> h;
+  for (const char* mbs : {"1", "2", "4", "8"}) {
+    for (const char* ckpt : {"false", "true"}) {
+      Config c = spec.baseline;
+      c["mbs"] = mbs;
+      c["ckpt"] = ckpt;
+      h.push_back(MeasureMem(c));
+    }
+  }
+  const auto effects = ExplainKnobs(ctx, h, ModelOptimizer::Options());
+  std::map<std::string, KnobEffectEstimate> by;
+  for (const auto& e : effects) by[e.knob + "=" + e.value] = e;
+  EXPECT_LT(by["ckpt=true"].memory_price_gib, -10.0);  // saves most of 40 GiB
+  EXPECT_NEAR(by["mbs=2"].memory_price_gib, 40.0, 12.0);
+  EXPECT_GT(by["mbs=8"].memory_price_gib, 100.0);  // censored: above capacity - 40
+  // Proposals that would not fit get checkpointing paired with them; none
+  // of the OOM settings is proposed again, and none is too big.
+  ModelOptimizer model;
+  const Proposal p = model.Propose(ctx, h, 6, 1);
+  ASSERT_FALSE(p.configs.empty());
+  EXPECT_GE(p.expected_gain, 0);
+  for (const Config& c : p.configs) {
+    EXPECT_NE(MeasureMem(c).status, "oom") << ConfigKey(c);
+  }
+}
+
+TEST(ModelOptimizerTest, BankStartsComeFirstAndApart) {
+  const SessionSpec spec = ToySpec();
+  SearchContext ctx;
+  ctx.spec = &spec;
+  Config a = spec.baseline, b = spec.baseline, c = spec.baseline, d = spec.baseline;
+  a["mbs"] = "4";
+  a["flash"] = "true";
+  b = a;
+  b["fused"] = "true";  // one knob from a: skipped for diversity
+  c["mbs"] = "2";
+  c["ckpt"] = "true";
+  d["bucket"] = "10";
+  d["fused"] = "true";
+  ctx.warm_starts = {a, b, c, d};
+  std::vector<Observation> h = {Measure(spec.baseline)};
+  ModelOptimizer model;
+  const Proposal p = model.Propose(ctx, h, 4, 1);
+  ASSERT_EQ(p.configs.size(), 4u);
+  EXPECT_EQ(p.configs[0], a);
+  EXPECT_EQ(p.configs[1], c);
+  EXPECT_EQ(p.configs[2], d);
+  EXPECT_EQ(p.reasons[0], "bank");
+  EXPECT_EQ(p.reasons[2], "bank");
+  EXPECT_NE(p.reasons[3], "bank");  // at most max_warm_starts (3)
+  // Once run, they are not proposed again.
+  for (const Config& x : p.configs) h.push_back(Measure(x));
+  for (const Config& x : model.Propose(ctx, h, 3, 2).configs) {
+    EXPECT_NE(x, a);
+    EXPECT_NE(x, c);
+  }
+}
+
+SessionSpec SimSpec() {
+  std::ifstream in(std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads/dense-70b-4x8-h100.yaml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  SpecParseOptions o;
+  o.spec_dir = std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads";
+  auto spec = ParseSpec(ss.str(), o);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+TEST(ModelOptimizerTest, SettingsTheLauncherRefusesAreNeverProposed) {
+  const SessionSpec spec = SimSpec();
+  SearchContext ctx;
+  ctx.spec = &spec;
+  const auto rule = [&](const Config& c) {
+    return models::sim::LaunchCheck(spec.sim.model, spec.sim.cluster, SimKnobs(spec, c));
+  };
+  // Most of this space cannot launch (e.g. vpp without pp, or 5 virtual
+  // stages of 20 layers over pp 8).
+  int refused = 0;
+  for (int64_t i = 0; i < spec.SpaceSize(); i += 97) refused += !rule(ConfigAt(spec, i)).empty();
+  EXPECT_GT(refused, 0);
+  Observation base;
+  base.config = spec.baseline;
+  base.status = "ok";
+  base.step_time_s = 10;
+  base.peak_mem_gib = 40;
+  ModelOptimizer model;
+  const Proposal p = model.Propose(ctx, {base}, 8, 3);
+  ASSERT_EQ(p.configs.size(), 8u);
+  for (const Config& c : p.configs) EXPECT_EQ(rule(c), "") << ConfigKey(c);
+}
+
+TEST(PriorsTest, ValidationForASessionIsStrict) {
+  const SessionSpec spec = ToySpec();
+  auto ok = ParsePriors("knobs: {flash: {\"true\": {time: -0.3, time_sd: 0.2}}}\n"
+                        "per_doubling: {mbs: {time: -0.1, time_sd: 0.1}}\n");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_TRUE(ValidatePriorsFor(*ok, spec).ok());
+  EXPECT_EQ(ValidatePriorsFor(*ParsePriors("knobs: {tp: {\"2\": {time: 0.1}}}"), spec).message(),
+            "knobs.tp: not a knob of this session");
+  EXPECT_EQ(ValidatePriorsFor(*ParsePriors("knobs: {flash: {maybe: {time: 0.1}}}"), spec).message(),
+            "knobs.flash.maybe: not a value of this knob");
+  EXPECT_EQ(ValidatePriorsFor(*ParsePriors("knobs: {flash: {\"true\": {time: -5}}}"), spec).message(),
+            "knobs.flash.true.time: -5 is outside [-2, 2]");
+  EXPECT_EQ(ValidatePriorsFor(*ParsePriors("per_doubling: {flash: {time: 0.1}}"), spec).message(),
+            "per_doubling.flash: the knob is not numeric ('false')");
+}
+
+TEST(PriorsTest, BlendingWeighsBySureness) {
+  const SessionSpec spec = ToySpec();
+  auto file = ParsePriors("knobs: {flash: {\"true\": {time: -0.4, time_sd: 0.4}}}");
+  auto llm = ParsePriors("knobs: {flash: {\"true\": {time: -0.1, time_sd: 0.1}}}");
+  const Priors blended = BlendPriors(*file, *llm, spec);
+  const Effect e = blended.EffectOf(spec, "flash", "true");
+  // Precision weights 1/0.16 and 1/0.01: mostly the surer source.
+  EXPECT_NEAR(e.time, (-0.4 / 0.16 + -0.1 / 0.01) / (1 / 0.16 + 1 / 0.01), 1e-9);
+  EXPECT_LT(e.time_sd, 0.1);
+  EXPECT_EQ(blended.EffectOf(spec, "flash", "false").time, 0);  // the baseline
+}
+
+std::string Chat(const std::string& content) {
+  return "{\"id\": \"x\", \"choices\": [{\"index\": 0, \"message\": {\"role\": \"assistant\", "
+         "\"content\": " + JsonQuote(content) + "}}]}";
+}
+
+TEST(LlmPriorsTest, AnswersAreReadStrictly) {
+  const SessionSpec spec = ToySpec();
+  const std::string good = R"({"knobs": {"flash": {"true": {"time": -0.3, "time_sd": 0.2, "mem": -0.1, "mem_sd": 0.2}}}})";
+  auto p = ParseLlmPriorResponse(Chat(good), spec);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NEAR(p->EffectOf(spec, "flash", "true").time, -0.3, 1e-12);
+  // Fenced answers are accepted.
+  EXPECT_TRUE(ParseLlmPriorResponse(Chat("```json\n" + good + "\n```"), spec).ok());
+  // Everything else is refused, naming what is wrong.
+  EXPECT_EQ(ParseLlmPriorResponse("{\"choices\": []}", spec).status().message(),
+            "response.choices: missing or empty");
+  EXPECT_EQ(ParseLlmPriorResponse(Chat("Flash attention is faster."), spec).status().message(),
+            "response content: not a JSON object");
+  EXPECT_EQ(ParseLlmPriorResponse(Chat(R"({"knobs": {"tp": {"2": {"time": 0.1}}}})"), spec)
+                .status()
+                .message(),
+            "response content: knobs.tp: not a knob of this session");
+  EXPECT_EQ(
+      ParseLlmPriorResponse(Chat(R"({"knobs": {"flash": {"true": {"time": "fast"}}}})"), spec)
+          .status()
+          .message(),
+      "response content: knobs.flash.true.time: must be a number");
+  EXPECT_FALSE(ParseLlmPriorResponse("not json at all {", spec).ok());
+  // The request names every knob and asks for JSON.
+  const std::string req = LlmPriorRequestJson(spec, "m1");
+  EXPECT_NE(req.find("\"model\":\"m1\""), std::string::npos);
+  EXPECT_NE(req.find("bucket: values [10, 40, 160]"), std::string::npos);
 }
 
 }  // namespace

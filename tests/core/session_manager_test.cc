@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/priors.h"
 #include "storage/sqlite_storage.h"
 #include "tests/testing/subprocess.h"
 
@@ -95,6 +97,7 @@ class SessionManagerTest : public ::testing::Test {
     o.lease_timeout = absl::Seconds(30);
     o.max_attempts = 2;
     o.file_readable = [](const std::string&) { return true; };
+    o.priors_for = priors_for_;
     auto m = SessionManager::Create(o);
     ASSERT_TRUE(m.ok()) << m.status();
     m_ = std::move(*m);
@@ -156,6 +159,7 @@ class SessionManagerTest : public ::testing::Test {
     ASSERT_TRUE(m_->Run(r).ok());
   }
 
+  std::function<std::pair<std::optional<Priors>, std::string>(const SessionSpec&)> priors_for_;
   std::string dir_;
   FakeClock clock_;
   FakeCommitter committer_;
@@ -498,6 +502,116 @@ TEST_F(SessionManagerTest, WatchStartsWithSnapshotThenStreams) {
   auto none = m_->WaitEvents(id, evs->back().seq(), absl::Milliseconds(1));
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
+}
+
+}  // namespace
+}  // namespace infrarsi
+
+namespace infrarsi {
+namespace {
+
+std::string WithBudget(const std::string& budget, const std::string& gpu = "H200") {
+  std::string spec = kSpec;
+  spec.replace(spec.find("budget: {max_trials: 6}"), std::string("budget: {max_trials: 6}").size(),
+               budget);
+  spec.replace(spec.find("gpu: H200"), 9, "gpu: " + gpu);
+  return spec;
+}
+
+TEST_F(SessionManagerTest, SearchStopsWhenNothingIsExpectedToBeatTheBest) {
+  const std::string agent = Agent();
+  // Any expected gain under 99% counts as noise here: the search stops as
+  // soon as min_trials ran, well before the budget.
+  const std::string id =
+      NewSession(WithBudget("budget: {max_trials: 16, min_trials: 3, stop_gain: 0.99}"));
+  DoctorAndRun(id, agent);
+  Drain(agent);
+  EXPECT_EQ(Get(id).stage(), v1::STAGE_SEARCHED);
+  EXPECT_EQ(Get(id).trials_done(), 3);
+  auto rep = m_->Report(id);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_NE(rep->search().stop_reason().find("no setting is expected to beat the best"),
+            std::string::npos)
+      << rep->search().stop_reason();
+  EXPECT_EQ(rep->verification().search_stop(), rep->search().stop_reason());
+}
+
+TEST_F(SessionManagerTest, SearchStopsAtTheTrialAndGpuHourBudgets) {
+  const std::string agent = Agent();
+  const std::string a = NewSession();  // max_trials 6, min_trials 10: the budget ends it
+  DoctorAndRun(a, agent);
+  Drain(agent);
+  EXPECT_EQ(m_->Report(a)->search().stop_reason(), "trial budget spent (6 search trials)");
+  // Every toy trial costs 30 s on 1 GPU: 3 doctor runs + 1 search trial
+  // reach 2 minutes.
+  const std::string b =
+      NewSession(WithBudget("budget: {max_trials: 16, max_gpu_hours: 0.0333}"));
+  DoctorAndRun(b, agent);
+  Drain(agent);
+  EXPECT_EQ(Get(b).trials_done(), 1);
+  EXPECT_NE(m_->Report(b)->search().stop_reason().find("GPU-hour budget spent"), std::string::npos)
+      << m_->Report(b)->search().stop_reason();
+}
+
+TEST_F(SessionManagerTest, TheBankSeedsTheSameWorkloadOnOtherHardware) {
+  const std::string h200 = Agent("H200");
+  const std::string a = NewSession();
+  DoctorAndRun(a, h200);
+  Drain(h200);
+  auto first = m_->Report(a);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->search().warm_starts(), 0);  // an empty bank: a cold start
+  const std::map<std::string, std::string> best(first->best().config().begin(),
+                                                first->best().config().end());
+
+  const std::string h100 = Agent("H100");
+  const std::string b = NewSession(WithBudget("budget: {max_trials: 6}", "H100"));
+  DoctorAndRun(b, h100);
+  Drain(h100);
+  auto rep = m_->Report(b);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_GT(rep->search().warm_starts(), 0);
+  EXPECT_GE(rep->search().proposals_by_reason().at("bank"), 1);
+  // The first search trial is the other GPU's best setting.
+  const v1::TrialView* first_search = nullptr;
+  for (const auto& t : rep->trials()) {
+    if (t.purpose() == "search" && first_search == nullptr) first_search = &t;
+  }
+  ASSERT_NE(first_search, nullptr);
+  EXPECT_EQ(first_search->tag(), "bank");
+  const std::map<std::string, std::string> got(first_search->config().begin(),
+                                                first_search->config().end());
+  EXPECT_EQ(got, best);
+}
+
+TEST_F(SessionManagerTest, ReportShowsPriorsAndWhatTheRunsShowed) {
+  priors_for_ = [](const SessionSpec&) -> std::pair<std::optional<Priors>, std::string> {
+    auto p = ParsePriors(
+        "knobs:\n"
+        "  attn: {sdpa: {time: 0.5, time_sd: 0.05}}\n"   // wrong: sdpa halves the time
+        "  ckpt: {\"true\": {time: 0.25, time_sd: 0.2, mem: -0.5, mem_sd: 0.3}}\n");
+    return {*p, "file"};
+  };
+  Restart();
+  const std::string agent = Agent();
+  const std::string id = NewSession(WithBudget("budget: {max_trials: 12, min_trials: 12}"));
+  DoctorAndRun(id, agent);
+  Drain(agent);
+  auto rep = m_->Report(id);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_EQ(rep->search().priors(), "file");
+  EXPECT_EQ(rep->search().strategy(), "model");
+  std::map<std::string, v1::KnobEffect> by;
+  for (const auto& e : rep->search().knob_effects()) by[e.knob() + "=" + e.value()] = e;
+  ASSERT_TRUE(by.count("attn=sdpa"));
+  const v1::KnobEffect& sdpa = by["attn=sdpa"];
+  EXPECT_TRUE(sdpa.has_prior());
+  EXPECT_NEAR(sdpa.time(), std::log(0.5), 0.15);  // the runs: twice as fast
+  EXPECT_TRUE(sdpa.miscalibrated()) << sdpa.note();
+  EXPECT_NE(sdpa.note().find("time"), std::string::npos);
+  EXPECT_FALSE(by["ckpt=true"].miscalibrated()) << by["ckpt=true"].note();
+  // Memory prices: the toy's peak is 10 GiB per micro-batch.
+  EXPECT_GT(by["mbs=4"].memory_price_gib(), 10.0);
 }
 
 }  // namespace

@@ -1,0 +1,33 @@
+// What the search can know about a setting before running it: whether the
+// launcher accepts it, a textbook memory estimate, and the device's memory.
+// Only the simulator executor's specs carry a model shape and cluster, so
+// only they get launch rules and estimates; every spec naming a catalog GPU
+// gets a capacity.
+#ifndef INFRARSI_CORE_PLANNER_H_
+#define INFRARSI_CORE_PLANNER_H_
+
+#include <functional>
+#include <string>
+
+#include "core/spec.h"
+
+namespace infrarsi {
+
+struct Planner {
+  // Usable device memory per GPU in GiB; 0: unknown (OOMs are then learned
+  // as plain failures, not as censored memory observations).
+  double capacity_gib = 0;
+  // "" when the setting can launch, else the launcher's error. Null: no
+  // rules known.
+  std::function<std::string(const Config&)> launch_check;
+  // Analytic peak memory per GPU in GiB. Null: none.
+  std::function<double(const Config&)> memory_estimate_gib;
+};
+
+// Precondition: `spec` passed ParseSpec. The functions hold a copy of what
+// they need, so the result may outlive `spec`.
+Planner PlannerFor(const SessionSpec& spec);
+
+}  // namespace infrarsi
+
+#endif  // INFRARSI_CORE_PLANNER_H_

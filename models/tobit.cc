@@ -1,0 +1,92 @@
+#include "models/tobit.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "models/bayes_linear.h"
+
+namespace infrarsi::models {
+namespace {
+
+double Pdf(double z) { return std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI); }
+double UpperTail(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }  // 1 - Phi(z)
+
+// phi(z) / (1 - Phi(z)), stable far in the tail where both vanish.
+double InverseMills(double z) {
+  const double tail = UpperTail(z);
+  if (z > 8.0 || tail < 1e-300) return z + 1.0 / z;  // asymptotic expansion
+  return Pdf(z) / tail;
+}
+
+}  // namespace
+
+void CensoredLinear::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
+                         const Eigen::VectorXd& censored, const Eigen::VectorXd& prior_mean,
+                         const Eigen::VectorXd& prior_var, double sigma,
+                         const Eigen::VectorXd* weights, int iterations) {
+  sigma_ = sigma;
+  const Eigen::VectorXd prior_prec = prior_var.cwiseInverse();
+  const Eigen::Index n = x.rows();
+  w_ = prior_mean;
+  const double s2 = sigma * sigma;
+  const Eigen::VectorXd ones = Eigen::VectorXd::Ones(n);
+  const Eigen::VectorXd& rw = weights != nullptr ? *weights : ones;
+  Eigen::VectorXd grad_r(n), curv(n);  // d loglik / d mu, -d2 loglik / d mu2
+  auto derivatives = [&](const Eigen::VectorXd& mu) {
+    for (Eigen::Index i = 0; i < n; ++i) {
+      const double z = (y[i] - mu[i]) / sigma;
+      if (censored[i] > 0.5) {
+        // log(1 - Phi(z)), z = (c - mu)/sigma: gradient lambda/sigma,
+        // curvature lambda (lambda - z) / sigma^2, in (0, 1/sigma^2).
+        const double lam = InverseMills(z);
+        grad_r[i] = lam / sigma;
+        curv[i] = std::clamp(lam * (lam - z), 1e-12, 1.0) / s2;
+      } else {
+        grad_r[i] = z / sigma;
+        curv[i] = 1.0 / s2;
+      }
+    }
+  };
+  for (int it = 0; it < iterations; ++it) {
+    derivatives(x * w_);
+    const Eigen::VectorXd g =
+        x.transpose() * rw.cwiseProduct(grad_r) - prior_prec.cwiseProduct(w_ - prior_mean);
+    const Eigen::VectorXd wc = rw.cwiseProduct(curv);
+    const Eigen::VectorXd step = WeightedGram(x, &wc, prior_prec).llt().solve(g);
+    w_ += step;
+    if (step.lpNorm<Eigen::Infinity>() < 1e-4) break;
+  }
+  // The true curvature at the mode, for the uncertainties.
+  derivatives(x * w_);
+  const Eigen::VectorXd wc = rw.cwiseProduct(curv);
+  hessian_llt_.compute(WeightedGram(x, &wc, prior_prec));
+}
+
+double CensoredLinear::Sd(const Eigen::VectorXd& x) const {
+  const Eigen::VectorXd v = hessian_llt_.matrixL().solve(x);
+  return std::sqrt(sigma_ * sigma_ + v.squaredNorm());
+}
+
+double CensoredLinear::ProbabilityBelow(const Eigen::VectorXd& x, double threshold) const {
+  return 1.0 - UpperTail((threshold - Mean(x)) / Sd(x));
+}
+
+Eigen::VectorXd CensoredLinear::ProbabilityBelowBatch(const Eigen::MatrixXd& x,
+                                                      double threshold) const {
+  const Eigen::VectorXd mu = x * w_;
+  const Eigen::MatrixXd v = hessian_llt_.matrixL().solve(x.transpose());
+  Eigen::VectorXd p(x.rows());
+  for (Eigen::Index i = 0; i < x.rows(); ++i) {
+    const double sd = std::sqrt(sigma_ * sigma_ + v.col(i).squaredNorm());
+    p[i] = 1.0 - UpperTail((threshold - mu[i]) / sd);
+  }
+  return p;
+}
+
+double CensoredLinear::WeightSd(int j) const {
+  Eigen::VectorXd e = Eigen::VectorXd::Zero(w_.size());
+  e[j] = 1.0;
+  return std::sqrt(hessian_llt_.solve(e)[j]);
+}
+
+}  // namespace infrarsi::models

@@ -1,0 +1,50 @@
+// A right-censored Gaussian regression (Tobit model) for peak memory.
+//
+// A trial that runs observes its peak memory y; an out-of-memory trial only
+// tells that the peak exceeded the device's capacity c. With
+// y = x'w + e, e ~ N(0, sigma^2), w ~ N(prior_mean, diag(prior_var)), the
+// log posterior is
+//   sum_observed log phi((y - x'w)/sigma) + sum_censored log(1 - Phi((c - x'w)/sigma))
+//   - 1/2 sum_j (w_j - m_j)^2 / v_j,
+// which is concave in w, so Newton's method finds its mode. The search works
+// in log GiB, so knob effects are relative (a value that halves activation
+// memory shifts the log peak, whatever the model size).
+//
+// Pure Eigen; thread-compatible.
+#ifndef INFRARSI_MODELS_TOBIT_H_
+#define INFRARSI_MODELS_TOBIT_H_
+
+#include <Eigen/Dense>
+
+namespace infrarsi::models {
+
+class CensoredLinear {
+ public:
+  // Rows of `x` are trials. `y` holds the observed value where
+  // censored[i] == 0 and the censoring threshold (the value exceeded) where
+  // censored[i] == 1. `sigma` is the residual sd. `weights` (optional):
+  // each row counts that many times. Precondition: sizes agree.
+  void Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y, const Eigen::VectorXd& censored,
+           const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_var, double sigma,
+           const Eigen::VectorXd* weights = nullptr, int iterations = 30);
+  // Posterior mode's prediction and its predictive sd (Laplace approximation
+  // around the mode, plus the residual sd).
+  double Mean(const Eigen::VectorXd& x) const { return x.dot(w_); }
+  double Sd(const Eigen::VectorXd& x) const;
+  // P(y <= threshold) for a new trial at x: the probability that it fits.
+  double ProbabilityBelow(const Eigen::VectorXd& x, double threshold) const;
+  // ProbabilityBelow for every row of `x`, with one triangular solve.
+  Eigen::VectorXd ProbabilityBelowBatch(const Eigen::MatrixXd& x, double threshold) const;
+  const Eigen::VectorXd& weights() const { return w_; }
+  // Posterior sd of weight j (Laplace).
+  double WeightSd(int j) const;
+
+ private:
+  Eigen::VectorXd w_;
+  Eigen::LLT<Eigen::MatrixXd> hessian_llt_;  // negative Hessian at the mode
+  double sigma_ = 1.0;
+};
+
+}  // namespace infrarsi::models
+
+#endif  // INFRARSI_MODELS_TOBIT_H_

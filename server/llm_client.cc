@@ -1,0 +1,54 @@
+#include "server/llm_client.h"
+
+#include <httplib.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "core/llm_priors.h"
+
+namespace infrarsi {
+
+absl::StatusOr<std::unique_ptr<LlmPriorClient>> LlmPriorClient::Create(const Options& options) {
+  if (options.model.empty()) return absl::InvalidArgumentError("llm model: required");
+  absl::string_view url = options.endpoint;
+  if (!absl::StartsWith(url, "http://") && !absl::StartsWith(url, "https://")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "llm endpoint: expected an http:// or https:// URL, got '", options.endpoint, "'"));
+  }
+  const size_t scheme_end = url.find("://") + 3;
+  const size_t slash = url.find('/', scheme_end);
+  std::unique_ptr<LlmPriorClient> c(new LlmPriorClient(options));
+  c->scheme_host_port_ = std::string(url.substr(0, slash));
+  std::string path = slash == absl::string_view::npos ? "" : std::string(url.substr(slash));
+  while (absl::EndsWith(path, "/")) path.pop_back();
+  c->path_ = path + "/chat/completions";
+  if (c->scheme_host_port_.size() <= scheme_end) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("llm endpoint: no host in '", options.endpoint, "'"));
+  }
+  return c;
+}
+
+absl::StatusOr<Priors> LlmPriorClient::Ask(const SessionSpec& spec) const {
+  httplib::Client cli(scheme_host_port_);
+  const auto secs = absl::ToInt64Seconds(options_.timeout);
+  const auto usecs = absl::ToInt64Microseconds(options_.timeout) % 1000000;
+  cli.set_connection_timeout(secs, usecs);
+  cli.set_read_timeout(secs, usecs);
+  cli.set_write_timeout(secs, usecs);
+  httplib::Headers headers;
+  if (!options_.api_key.empty()) headers.emplace("Authorization", "Bearer " + options_.api_key);
+  auto res = cli.Post(path_, headers, LlmPriorRequestJson(spec, options_.model), "application/json");
+  if (!res) {
+    return absl::UnavailableError(absl::StrCat("llm endpoint ", scheme_host_port_, path_, ": ",
+                                               httplib::to_string(res.error())));
+  }
+  if (res->status != 200) {
+    return absl::UnavailableError(absl::StrCat("llm endpoint ", scheme_host_port_, path_,
+                                               ": HTTP ", res->status));
+  }
+  return ParseLlmPriorResponse(res->body, spec);
+}
+
+}  // namespace infrarsi

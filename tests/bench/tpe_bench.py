@@ -1,0 +1,114 @@
+#!/usr/bin/python3
+"""Optuna's TPE against the same landscapes as search_bench.
+
+Each landscape is replayed by `search_bench --oracle NAME` (same truth, same
+baseline), so the figures compare with search_bench's table. The baseline is
+measured first for free, as in an InfraRSI session (enqueued as trial 0).
+OOMs and launch failures are told to Optuna as pruned trials, which its TPE
+ranks below every completed one (failed trials it would ignore and propose
+again). Repeated settings count as trials:
+each would be a real run.
+
+Usage: tpe_bench.py [seeds=30] [budget=200] [landscape-substring] [--multivariate]
+Needs Debian's python3-optuna (deploy/install_deps.sh installs it).
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import optuna
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def bench_binary():
+    for cand in (os.environ.get("SEARCH_BENCH"), os.path.join(HERE, "search_bench"),
+                 os.path.join(HERE, "..", "..", "build", "tests", "search_bench")):
+        if cand and os.path.exists(cand):
+            return cand
+    sys.exit("tpe_bench: search_bench not found; build it or set SEARCH_BENCH")
+
+
+def percentile(v, q):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(q * (len(v) - 1) + 0.5))]
+
+
+def run_session(oracle, land, seed, budget, multivariate):
+    sampler = optuna.samplers.TPESampler(seed=seed, multivariate=multivariate)
+    study = optuna.create_study(sampler=sampler, direction="minimize")
+    study.enqueue_trial(land["baseline"])
+    knobs = land["knobs"]
+    best = land["best"]
+    base_time = land["baseline_time"]
+    n = ooms = 0
+    reached = budget + 1
+    found = base_time
+    at40 = base_time
+    first = True
+    while n < budget:
+        trial = study.ask()
+        cfg = {k: trial.suggest_categorical(k, v) for k, v in knobs.items()}
+        oracle.stdin.write(",".join(f"{k}={cfg[k]}" for k in sorted(cfg)) + "\n")
+        oracle.stdin.flush()
+        ans = oracle.stdout.readline().split()
+        if not first:
+            n += 1
+        if ans[0] == "ok":
+            t = float(ans[1])
+            study.tell(trial, t)
+            if not first:
+                found = min(found, t)
+                if n <= 40:
+                    at40 = found
+                if t <= 1.02 * best and reached > budget:
+                    reached = n
+                    if n >= 40:
+                        break
+        else:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            if not first and reached > budget:
+                ooms += ans[0] == "oom"  # paid until within 2%, as search_bench counts
+        first = False
+    return reached, ooms, (base_time / at40) / (base_time / best), base_time / found
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    multivariate = "--multivariate" in sys.argv
+    seeds = int(args[0]) if len(args) > 0 else 30
+    budget = int(args[1]) if len(args) > 1 else 200
+    only = args[2] if len(args) > 2 else ""
+    binary = bench_binary()
+    lands = [json.loads(l) for l in subprocess.run([binary, "--describe"], check=True,
+                                                   capture_output=True, text=True).stdout.splitlines()]
+    name = "tpe-multivar" if multivariate else "tpe"
+    print(f"Optuna {optuna.__version__} TPE{' (multivariate)' if multivariate else ''}: "
+          f"{seeds} seeds, budget {budget}")
+    print(f"{'landscape':<28} {'strategy':<13} {'reached':>8} {'median':>7} {'p90':>5} "
+          f"{'OOM/sess':>9} {'@40':>7} {'found':>8}")
+    for land in lands:
+        if only and only not in land["name"]:
+            continue
+        oracle = subprocess.Popen([binary, "--oracle", land["name"]], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        need, ooms, at40, found = [], [], [], []
+        for seed in range(1, seeds + 1):
+            r, o, a, f = run_session(oracle, land, seed, budget, multivariate)
+            need.append(r)
+            ooms.append(o)
+            at40.append(a)
+            found.append(f)
+        oracle.stdin.close()
+        oracle.wait()
+        reached = sum(1 for r in need if r <= budget)
+        print(f"{land['name']:<28} {name:<13} {reached:>5}/{seeds:<2} {percentile(need, .5):>7} "
+              f"{percentile(need, .9):>5} {statistics.mean(ooms):>9.1f} "
+              f"{100 * percentile(at40, .5):>6.1f}% {percentile(found, .5):>7.2f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main()
