@@ -204,6 +204,18 @@ class HeuristicOptimizer : public infrarsi::Optimizer {
   std::string Name() const override { return "heuristic"; }
 };
 
+// One trial of `c` as the search sees it.
+Observation Observe(const Bench& b, const Config& c, Outcome* out = nullptr) {
+  const Outcome o = b.evaluate(c);
+  Observation obs;
+  obs.config = c;
+  obs.status = o.ok ? "ok" : o.oom ? "oom" : "failed";
+  obs.step_time_s = o.step_time_s;
+  obs.peak_mem_gib = o.peak_mem_gib;
+  if (out != nullptr) *out = o;
+  return obs;
+}
+
 struct Strategy {
   std::string name;
   std::unique_ptr<infrarsi::Optimizer> opt;
@@ -219,15 +231,9 @@ struct SessionResult {
 
 SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrarsi::Priors* priors,
                          const std::vector<Config>& warm, int budget, uint64_t seed) {
-  std::vector<Observation> history;
   // The baseline is measured by the doctor first, as in a session.
-  Observation base;
-  base.config = b.spec.baseline;
-  const Outcome bo = b.evaluate(base.config);
-  base.status = bo.ok ? "ok" : "failed";
-  base.step_time_s = bo.step_time_s;
-  base.peak_mem_gib = bo.peak_mem_gib;
-  history.push_back(base);
+  Outcome bo;
+  std::vector<Observation> history = {Observe(b, b.spec.baseline, &bo)};
   SessionResult r;
   r.trials_to_2pct = budget + 1;
   r.best_found = bo.ok ? bo.step_time_s : 0;
@@ -238,13 +244,8 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
   for (int n = 1; n <= budget; ++n) {
     auto next = opt.Propose(ctx, history, 1, seed * 1000 + static_cast<uint64_t>(n)).configs;
     if (next.empty()) break;
-    const Outcome o = b.evaluate(next[0]);
-    Observation obs;
-    obs.config = next[0];
-    obs.status = o.ok ? "ok" : o.oom ? "oom" : "failed";
-    obs.step_time_s = o.step_time_s;
-    obs.peak_mem_gib = o.peak_mem_gib;
-    history.push_back(obs);
+    Outcome o;
+    history.push_back(Observe(b, next[0], &o));
     // Failures count until the session gets within 2% (what it paid to
     // get there), or over the whole budget if it never does.
     if (r.trials_to_2pct > budget) {
@@ -332,28 +333,13 @@ int Transfer(int seeds) {
     for (int seed = 1; seed <= seeds; ++seed) {
       // The bank session: its best settings, fastest first, as the server's
       // WarmStarts ranks them.
-      std::vector<Observation> hist;
-      {
-        infrarsi::SearchContext ctx;
-        ctx.spec = &src.spec;
-        Observation base;
-        base.config = src.spec.baseline;
-        const Outcome bo = src.evaluate(base.config);
-        base.status = bo.ok ? "ok" : "failed";
-        base.step_time_s = bo.step_time_s;
-        base.peak_mem_gib = bo.peak_mem_gib;
-        hist.push_back(base);
-        for (int n = 1; n <= 40; ++n) {
-          auto next = model.Propose(ctx, hist, 1, 7777u * static_cast<uint64_t>(seed) + static_cast<uint64_t>(n)).configs;
-          if (next.empty()) break;
-          const Outcome o = src.evaluate(next[0]);
-          Observation obs;
-          obs.config = next[0];
-          obs.status = o.ok ? "ok" : o.oom ? "oom" : "failed";
-          obs.step_time_s = o.step_time_s;
-          obs.peak_mem_gib = o.peak_mem_gib;
-          hist.push_back(obs);
-        }
+      std::vector<Observation> hist = {Observe(src, src.spec.baseline)};
+      infrarsi::SearchContext ctx;
+      ctx.spec = &src.spec;
+      for (int n = 1; n <= 40; ++n) {
+        auto next = model.Propose(ctx, hist, 1, 7777u * static_cast<uint64_t>(seed) + static_cast<uint64_t>(n)).configs;
+        if (next.empty()) break;
+        hist.push_back(Observe(src, next[0]));
       }
       std::vector<Observation> ok;
       for (const Observation& o : hist) {
@@ -388,13 +374,7 @@ int Latency(int history_size) {
     ctx.spec = &b.spec;
     std::vector<Observation> hist;
     for (const Config& c : random.Propose(ctx, {}, history_size, 1).configs) {
-      const Outcome o = b.evaluate(c);
-      Observation obs;
-      obs.config = c;
-      obs.status = o.ok ? "ok" : o.oom ? "oom" : "failed";
-      obs.step_time_s = o.step_time_s;
-      obs.peak_mem_gib = o.peak_mem_gib;
-      hist.push_back(obs);
+      hist.push_back(Observe(b, c));
     }
     infrarsi::ModelOptimizer model;
     std::vector<double> ms;
