@@ -183,7 +183,6 @@ class Models {
         if (h.config == spec_.baseline) base_peak = h.peak_mem_gib;
       }
     }
-    ran_ = static_cast<int>(ys.size());
     // Step time: knob effects are a few tens of percent each (main effects
     // wider than interactions); the intercept centres on the baseline.
     const double y_mean =
@@ -248,17 +247,6 @@ class Models {
     double ei = 0;          // expected improvement of log time over the best
     double Score() const { return ei * p_fit * p_launch; }
   };
-  Prediction Predict(const Config& c) const {
-    Prediction p;
-    const Eigen::VectorXd x = f_.Encode(c);
-    p.mu = time_.Mean(x);
-    p.sd = std::sqrt(time_.Variance(x));
-    const double z = (best_ - p.mu) / p.sd;
-    p.ei = (best_ - p.mu) * NormalCdf(z) + p.sd * NormalPdf(z);
-    if (fit_launch_) p.p_launch = launch_.Probability(x);
-    if (memory_) p.p_fit = memory_->ProbabilityBelow(MemX(c), std::log(planner_.capacity_gib));
-    return p;
-  }
   std::vector<Prediction> PredictAll(const std::vector<Config>& cs) const {
     const Eigen::Index n = static_cast<Eigen::Index>(cs.size());
     std::vector<Prediction> out(cs.size());
@@ -292,7 +280,6 @@ class Models {
   const Features& features() const { return f_; }
   const models::BayesLinear& time() const { return time_; }
   const std::optional<models::CensoredLinear>& memory() const { return memory_; }
-  int ran() const { return ran_; }
 
  private:
   Eigen::VectorXd MemX(const Config& c) const {
@@ -309,7 +296,6 @@ class Models {
   int mem_dim_ = 0;
   double base_estimate_ = 0;
   double best_ = 0;
-  int ran_ = 0;
   models::BayesLinear time_;
   bool fit_launch_ = false;
   models::BayesLogistic launch_;
