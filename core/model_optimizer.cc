@@ -7,6 +7,12 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+static double NowMs(){return std::chrono::duration<double,std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();}
+#define TMARK(name) if(std::getenv("TPROF")) std::fprintf(stderr,"%s %.1f\n",name,NowMs()-t_start_);
+#include <unordered_set>
 
 #include "core/planner.h"
 #include "models/bayes_linear.h"
@@ -76,6 +82,26 @@ class Features {
       for (int b = a + 1; b < n_on; ++b) row[pair_[static_cast<size_t>(on[a] * main_count_ + on[b])]] = 1.0;
     }
   }
+  // The same for the setting at `index` of the space (ConfigAt), without
+  // building it.
+  template <typename Row>
+  void EncodeAt(int64_t index, Row&& row) const {
+    row.head(dim_).setZero();
+    row[0] = 1.0;
+    int on[64];
+    int n_on = 0;
+    for (size_t k = main_.size(); k-- > 0;) {
+      const int64_t radix = static_cast<int64_t>(main_[k].size());
+      const int f = main_[k][static_cast<size_t>(index % radix)];
+      index /= radix;
+      if (f >= 0 && n_on < 64) on[n_on++] = f;
+    }
+    std::sort(on, on + n_on);  // pairs are indexed (lower, higher)
+    for (int a = 0; a < n_on; ++a) {
+      row[on[a]] = 1.0;
+      for (int b = a + 1; b < n_on; ++b) row[pair_[static_cast<size_t>(on[a] * main_count_ + on[b])]] = 1.0;
+    }
+  }
   Eigen::VectorXd Encode(const Config& c, int extra = 0) const {
     Eigen::VectorXd x(dim_ + extra);
     x.setZero();
@@ -91,23 +117,12 @@ class Features {
   int dim_ = 1;
 };
 
-int Hamming(const Config& a, const Config& b) {
-  int d = 0;
-  for (const auto& [k, v] : a) d += b.at(k) != v;
-  return d;
-}
-
 double NormalCdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
 double NormalPdf(double z) { return std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI); }
 
 bool InFlight(const std::string& s) { return s == "queued" || s == "leased" || s == "running"; }
 bool Ran(const Observation& o) { return o.status == "ok" && o.step_time_s > 0; }
 
-Eigen::MatrixXd Stack(const std::vector<Eigen::VectorXd>& rows, Eigen::Index cols) {
-  Eigen::MatrixXd m(static_cast<Eigen::Index>(rows.size()), cols);
-  for (size_t i = 0; i < rows.size(); ++i) m.row(static_cast<Eigen::Index>(i)) = rows[i];
-  return m;
-}
 // Past `cap` rows, the run and memory models (iterative fits) see a
 // weighted subsample: the newest rows of each class (rare: failures or
 // OOMs; common: the rest), each weighted to stand for its whole class, so
@@ -150,39 +165,51 @@ class Models {
   Models(const SearchContext& ctx, const Planner& planner, const std::vector<Observation>& history,
          const ModelOptimizer::Options& o, const Priors* priors)
       : spec_(*ctx.spec), f_(spec_), planner_(planner) {
+    const double t_start_ = NowMs();
     const int d = f_.dim();
     const bool memory = planner_.capacity_gib > 0;
     const bool estimate = static_cast<bool>(planner_.memory_estimate_gib);
     mem_dim_ = d + (estimate ? 1 : 0);
     if (estimate) base_estimate_ = std::log(std::max(planner_.memory_estimate_gib(spec_.baseline), 1e-3));
 
-    std::vector<Eigen::VectorXd> xs_ok, xs_all, xs_mem;
+    // One row per finished trial, encoded once; each model takes its rows.
+    std::vector<const Observation*> done;
+    for (const Observation& h : history) {
+      if (!InFlight(h.status)) done.push_back(&h);
+    }
+    Eigen::MatrixXd x_all(static_cast<Eigen::Index>(done.size()), d);
+    std::vector<Eigen::Index> ok_rows, mem_rows;
     std::vector<double> ys, launched, mem_y, mem_cens;
     double base_time = 0, base_peak = 0;
-    for (const Observation& h : history) {
-      if (InFlight(h.status)) continue;
-      const Eigen::VectorXd x = f_.Encode(h.config);
+    for (size_t r = 0; r < done.size(); ++r) {
+      const Observation& h = *done[r];
+      const int64_t index = IndexOf(spec_, h.config);
+      if (index >= 0) {
+        f_.EncodeAt(index, x_all.row(static_cast<Eigen::Index>(r)));
+      } else {
+        f_.EncodeInto(h.config, x_all.row(static_cast<Eigen::Index>(r)));
+      }
       const bool oom = h.status == "oom";
-      xs_all.push_back(x);
       // Without a capacity, an OOM is just a failure to run.
       launched.push_back(Ran(h) || (oom && memory) ? 1.0 : 0.0);
       if (Ran(h)) {
-        xs_ok.push_back(x);
+        ok_rows.push_back(static_cast<Eigen::Index>(r));
         ys.push_back(std::log(h.step_time_s));
         if (h.config == spec_.baseline) base_time = h.step_time_s;
       }
       if (!memory) continue;
       if (oom) {
-        xs_mem.push_back(MemX(h.config));
+        mem_rows.push_back(static_cast<Eigen::Index>(r));
         mem_y.push_back(std::log(planner_.capacity_gib));
         mem_cens.push_back(1.0);
-      } else if (h.peak_mem_gib > 0 && !InFlight(h.status)) {
-        xs_mem.push_back(MemX(h.config));
+      } else if (h.peak_mem_gib > 0) {
+        mem_rows.push_back(static_cast<Eigen::Index>(r));
         mem_y.push_back(std::log(h.peak_mem_gib));
         mem_cens.push_back(0.0);
         if (h.config == spec_.baseline) base_peak = h.peak_mem_gib;
       }
     }
+    TMARK("  loop")
     // Step time: knob effects are a few tens of percent each (main effects
     // wider than interactions); the intercept centres on the baseline.
     const double y_mean =
@@ -217,8 +244,10 @@ class Models {
       }
     }
     best_ = ys.empty() ? mean[0] : *std::min_element(ys.begin(), ys.end());
-    time_.Fit(Stack(xs_ok, d), Vec(ys), mean, var, o.time_noise_var);
+    TMARK("  prior")
+    time_.Fit(x_all(ok_rows, Eigen::all), Vec(ys), mean, var, o.time_noise_var);
 
+    TMARK("  time")
     // Launching: most settings launch; learn the failing values and pairs.
     Eigen::VectorXd lmean = Eigen::VectorXd::Zero(d), lvar(d);
     lmean[0] = 3.0;
@@ -228,15 +257,25 @@ class Models {
       std::vector<bool> rare;
       for (double l : launched) rare.push_back(l == 0.0);
       const Sample sub = Subsample(rare, static_cast<size_t>(o.max_fit_rows));
-      launch_.Fit(Stack(Pick(xs_all, sub.rows), d), Vec(Pick(launched, sub.rows)), lmean, lvar,
+      std::vector<Eigen::Index> rows(sub.rows.begin(), sub.rows.end());
+      launch_.Fit(x_all(rows, Eigen::all), Vec(Pick(launched, sub.rows)), lmean, lvar,
                   &sub.weights);
     }
+    TMARK("  launch")
     if (memory) {
       std::vector<bool> rare;
       for (double c : mem_cens) rare.push_back(c == 1.0);
       const Sample sub = Subsample(rare, static_cast<size_t>(o.max_fit_rows));
+      // The textbook estimate is computed only for the rows the fit sees.
+      Eigen::MatrixXd xm(static_cast<Eigen::Index>(sub.rows.size()), mem_dim_);
+      for (size_t i = 0; i < sub.rows.size(); ++i) {
+        const Eigen::Index r = mem_rows[sub.rows[i]];
+        xm.row(static_cast<Eigen::Index>(i)).head(d) = x_all.row(r);
+        if (estimate) xm(static_cast<Eigen::Index>(i), d) = EstimateFeature(done[static_cast<size_t>(r)]->config);
+      }
+      TMARK("  memX")
       memory_.emplace();
-      memory_->Fit(Stack(Pick(xs_mem, sub.rows), mem_dim_), Vec(Pick(mem_y, sub.rows)),
+      memory_->Fit(xm, Vec(Pick(mem_y, sub.rows)),
                    Vec(Pick(mem_cens, sub.rows)), mmean, mvar, o.memory_sigma, &sub.weights);
     }
   }
@@ -247,12 +286,13 @@ class Models {
     double ei = 0;          // expected improvement of log time over the best
     double Score() const { return ei * p_fit * p_launch; }
   };
-  std::vector<Prediction> PredictAll(const std::vector<Config>& cs) const {
-    const Eigen::Index n = static_cast<Eigen::Index>(cs.size());
-    std::vector<Prediction> out(cs.size());
+  // Predictions for the settings at `indices` of the space.
+  std::vector<Prediction> PredictAll(const std::vector<int64_t>& indices) const {
+    const Eigen::Index n = static_cast<Eigen::Index>(indices.size());
+    std::vector<Prediction> out(indices.size());
     if (n == 0) return out;
     Eigen::MatrixXd x(n, f_.dim());
-    for (Eigen::Index i = 0; i < n; ++i) f_.EncodeInto(cs[static_cast<size_t>(i)], x.row(i));
+    for (Eigen::Index i = 0; i < n; ++i) f_.EncodeAt(indices[static_cast<size_t>(i)], x.row(i));
     Eigen::VectorXd mu, var;
     time_.PredictBatch(x, &mu, &var);
     Eigen::VectorXd launch;
@@ -260,7 +300,12 @@ class Models {
     Eigen::VectorXd fit;
     if (memory_) {
       Eigen::MatrixXd xm(n, mem_dim_);
-      for (Eigen::Index i = 0; i < n; ++i) xm.row(i) = MemX(cs[static_cast<size_t>(i)]);
+      xm.leftCols(f_.dim()) = x;
+      if (mem_dim_ > f_.dim()) {
+        for (Eigen::Index i = 0; i < n; ++i) {
+          xm(i, f_.dim()) = LogEstimate(planner_.memory_estimate_gib_at(indices[static_cast<size_t>(i)]));
+        }
+      }
       fit = memory_->ProbabilityBelowBatch(xm, std::log(planner_.capacity_gib));
     }
     for (Eigen::Index i = 0; i < n; ++i) {
@@ -282,11 +327,11 @@ class Models {
   const std::optional<models::CensoredLinear>& memory() const { return memory_; }
 
  private:
+  double LogEstimate(double gib) const { return std::log(std::max(gib, 1e-3)) - base_estimate_; }
+  double EstimateFeature(const Config& c) const { return LogEstimate(planner_.memory_estimate_gib(c)); }
   Eigen::VectorXd MemX(const Config& c) const {
     Eigen::VectorXd x = f_.Encode(c, mem_dim_ - f_.dim());
-    if (mem_dim_ > f_.dim()) {
-      x[f_.dim()] = std::log(std::max(planner_.memory_estimate_gib(c), 1e-3)) - base_estimate_;
-    }
+    if (mem_dim_ > f_.dim()) x[f_.dim()] = EstimateFeature(c);
     return x;
   }
 
@@ -302,6 +347,41 @@ class Models {
   std::optional<models::CensoredLinear> memory_;
 };
 
+// Mixed-radix arithmetic on indices of the space (ConfigAt's order): a
+// proposal handles thousands of settings, so it keys, moves and compares
+// them as integers and builds a Config only for what it returns.
+class Space {
+ public:
+  explicit Space(const SessionSpec& spec) : stride_(spec.knobs.size()), radix_(spec.knobs.size()) {
+    int64_t stride = 1;
+    for (size_t k = spec.knobs.size(); k-- > 0;) {
+      stride_[k] = stride;
+      radix_[k] = static_cast<int64_t>(spec.knobs[k].values.size());
+      stride *= radix_[k];
+    }
+  }
+  size_t knobs() const { return radix_.size(); }
+  int64_t radix(size_t k) const { return radix_[k]; }
+  int64_t Digit(int64_t index, size_t k) const { return (index / stride_[k]) % radix_[k]; }
+  // `index` with knob k set to its value v.
+  int64_t With(int64_t index, size_t k, int64_t v) const {
+    return index + (v - Digit(index, k)) * stride_[k];
+  }
+  // Knobs that differ.
+  int Distance(int64_t a, int64_t b) const {
+    int d = 0;
+    for (size_t k = radix_.size(); k-- > 0;) {
+      d += a % radix_[k] != b % radix_[k];
+      a /= radix_[k];
+      b /= radix_[k];
+    }
+    return d;
+  }
+
+ private:
+  std::vector<int64_t> stride_, radix_;
+};
+
 }  // namespace
 
 Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Observation>& history,
@@ -310,32 +390,41 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
   if (n <= 0) return out;
   const SessionSpec& spec = *ctx.spec;
   const Planner planner = PlannerFor(spec);
+  const Space space(spec);
   std::mt19937_64 rng(seed);
-  std::set<std::string> seen;
-  for (const Observation& o : history) seen.insert(ConfigKey(o.config));
-  auto launches = [&](const Config& c) {
-    return !planner.launch_check || planner.launch_check(c).empty();
-  };
-  auto take = [&](const Config& c, const std::string& why) {
-    for (const Config& p : out.configs) {
-      if (p == c) return;
-    }
-    out.configs.push_back(c);
+  // Settings tried (history outside the space can never be proposed).
+  std::unordered_set<int64_t> seen;
+  std::vector<int64_t> tried;
+  for (const Observation& o : history) {
+    const int64_t i = IndexOf(spec, o.config);
+    if (i >= 0 && seen.insert(i).second) tried.push_back(i);
+  }
+  auto launches = [&](int64_t i) { return !planner.launches_at || planner.launches_at(i); };
+  std::vector<int64_t> picked;
+  auto take = [&](int64_t i, const std::string& why) {
+    if (std::find(picked.begin(), picked.end(), i) != picked.end()) return;
+    picked.push_back(i);
+    out.configs.push_back(ConfigAt(spec, i));
     out.reasons.push_back(why);
-    seen.insert(ConfigKey(c));
+    seen.insert(i);
+  };
+  auto near_picked = [&](int64_t i) {
+    for (int64_t p : picked) {
+      if (space.Distance(p, i) < 2) return true;
+    }
+    return false;
   };
 
   // Start: the bank's settings, kept at least two knobs apart.
+  std::vector<int64_t> warm;
   int warm_used = 0;
   for (const Config& w : ctx.warm_starts) {
-    for (const Observation& o : history) warm_used += o.config == w;
+    warm.push_back(IndexOf(spec, w));
+    warm_used += warm.back() >= 0 && seen.count(warm.back()) > 0;
   }
-  for (const Config& w : ctx.warm_starts) {
+  for (int64_t w : warm) {
     if (static_cast<int>(out.configs.size()) >= n || warm_used >= options_.max_warm_starts) break;
-    if (seen.count(ConfigKey(w)) || !launches(w)) continue;
-    bool close = false;
-    for (const Config& p : out.configs) close = close || Hamming(p, w) < 2;
-    if (close) continue;
+    if (w < 0 || seen.count(w) || !launches(w) || near_picked(w)) continue;
     take(w, "bank");
     ++warm_used;
   }
@@ -343,44 +432,47 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
 
   // Candidates: every untried setting that launches, or a sample plus the
   // neighbourhood of the best settings seen.
-  std::vector<Config> pool;
-  std::vector<std::string> why;
+  std::vector<int64_t> pool;
   const int64_t size = spec.SpaceSize();
   if (size <= options_.max_enumerate) {
     for (int64_t i = 0; i < size; ++i) {
-      Config c = ConfigAt(spec, i);
-      if (!seen.count(ConfigKey(c)) && launches(c)) pool.push_back(std::move(c));
+      if (!seen.count(i) && launches(i)) pool.push_back(i);
     }
   } else {
-    std::set<std::string> pooled = seen;
+    std::unordered_set<int64_t> pooled = seen;
     std::uniform_int_distribution<int64_t> pick(0, size - 1);
     for (int i = 0; i < options_.pool_size; ++i) {
-      Config c = ConfigAt(spec, pick(rng));
-      if (pooled.insert(ConfigKey(c)).second && launches(c)) pool.push_back(std::move(c));
+      const int64_t c = pick(rng);
+      if (pooled.insert(c).second && launches(c)) pool.push_back(c);
     }
     std::vector<const Observation*> ok;
     for (const Observation& o : history) {
       if (Ran(o)) ok.push_back(&o);
     }
-    std::sort(ok.begin(), ok.end(),
-              [](const auto* a, const auto* b) { return a->step_time_s < b->step_time_s; });
-    for (size_t i = 0; i < ok.size() && i < 5; ++i) {
-      for (const Knob& k : spec.knobs) {
-        for (const std::string& v : k.values) {
-          Config c = ok[i]->config;
-          c[k.name] = v;
-          if (pooled.insert(ConfigKey(c)).second && launches(c)) pool.push_back(std::move(c));
+    const size_t top = std::min<size_t>(ok.size(), 5);
+    std::partial_sort(ok.begin(), ok.begin() + static_cast<std::ptrdiff_t>(top), ok.end(),
+                      [](const auto* a, const auto* b) { return a->step_time_s < b->step_time_s; });
+    for (size_t i = 0; i < top; ++i) {
+      const int64_t base = IndexOf(spec, ok[i]->config);
+      if (base < 0) continue;
+      for (size_t k = 0; k < space.knobs(); ++k) {
+        for (int64_t v = 0; v < space.radix(k); ++v) {
+          const int64_t c = space.With(base, k, v);
+          if (pooled.insert(c).second && launches(c)) pool.push_back(c);
         }
       }
     }
   }
   if (pool.empty()) return out;
-  why.assign(pool.size(), "model");
+  std::vector<std::string> why(pool.size(), "model");
 
-  // Distinct settings measured (the doctor's baseline repeats count once).
+  // Distinct settings measured (the doctor's baseline repeats count once);
+  // only whether there are more than a few matters.
   std::set<std::string> measured;
   for (const Observation& o : history) {
-    if (!InFlight(o.status)) measured.insert(ConfigKey(o.config));
+    if (!InFlight(o.status) && measured.size() <= static_cast<size_t>(options_.initial_designs)) {
+      measured.insert(ConfigKey(o.config));
+    }
   }
   const int finished = static_cast<int>(measured.size());
   std::vector<double> score(pool.size(), 0.0);
@@ -390,8 +482,8 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     // Cold start: far from everything tried (space-filling).
     for (size_t i = 0; i < pool.size(); ++i) {
       int dmin = 1 << 20;
-      for (const Observation& o : history) dmin = std::min(dmin, Hamming(pool[i], o.config));
-      for (const Config& c : out.configs) dmin = std::min(dmin, Hamming(pool[i], c));
+      for (int64_t t : tried) dmin = std::min(dmin, space.Distance(pool[i], t));
+      for (int64_t p : picked) dmin = std::min(dmin, space.Distance(pool[i], p));
       score[i] = dmin + std::uniform_real_distribution<double>(0, 0.5)(rng);
       why[i] = "space-filling";
     }
@@ -402,40 +494,40 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     // Memory-saver pairing: the best predicted speed-ups that would not fit
     // get the values the memory model prices cheapest (one, then two).
     if (m.memory()) {
-      std::vector<std::pair<double, std::pair<std::string, std::string>>> savers;
+      struct Saver {
+        double price;
+        size_t knob;
+        int64_t value;
+        bool operator<(const Saver& o) const { return price < o.price; }
+      };
+      std::vector<Saver> savers;
       const double base_peak = m.PeakGib(spec.baseline);
-      for (const Knob& k : spec.knobs) {
-        for (const std::string& v : k.values) {
+      for (size_t k = 0; k < spec.knobs.size(); ++k) {
+        const Knob& knob = spec.knobs[k];
+        for (size_t v = 0; v < knob.values.size(); ++v) {
           Config c = spec.baseline;
-          if (c[k.name] == v) continue;
-          c[k.name] = v;
+          if (c[knob.name] == knob.values[v]) continue;
+          c[knob.name] = knob.values[v];
           const double price = m.PeakGib(c) - base_peak;
-          if (price < 0) savers.push_back({price, {k.name, v}});
+          if (price < 0) savers.push_back({price, k, static_cast<int64_t>(v)});
         }
       }
       std::sort(savers.begin(), savers.end());
       std::vector<size_t> by_ei(pool.size());
       std::iota(by_ei.begin(), by_ei.end(), 0);
-      std::sort(by_ei.begin(), by_ei.end(),
-                [&](size_t a, size_t b) { return pred[a].ei > pred[b].ei; });
-      std::set<std::string> pooled;
-      for (const Config& c : pool) pooled.insert(ConfigKey(c));
-      const size_t base_pool = pool.size();
-      std::vector<Config> extra;
+      std::sort(by_ei.begin(), by_ei.end(), [&](size_t a, size_t b) { return pred[a].ei > pred[b].ei; });
+      std::unordered_set<int64_t> pooled(pool.begin(), pool.end());
+      std::vector<int64_t> extra;
       for (size_t r = 0, paired = 0; r < by_ei.size() && paired < 20; ++r) {
         const size_t i = by_ei[r];
-        if (i >= base_pool || pred[i].p_fit >= 0.5) continue;
+        if (pred[i].p_fit >= 0.5) continue;
         ++paired;
         for (size_t a = 0; a < savers.size() && a < 4; ++a) {
           for (size_t b = a; b < savers.size() && b < 4; ++b) {
-            Config c = pool[i];
-            c[savers[a].second.first] = savers[a].second.second;
-            c[savers[b].second.first] = savers[b].second.second;
-            if (c == pool[i] || seen.count(ConfigKey(c)) || !pooled.insert(ConfigKey(c)).second ||
-                !launches(c)) {
-              continue;
-            }
-            extra.push_back(std::move(c));
+            const int64_t c = space.With(space.With(pool[i], savers[a].knob, savers[a].value),
+                                         savers[b].knob, savers[b].value);
+            if (c == pool[i] || seen.count(c) || !pooled.insert(c).second || !launches(c)) continue;
+            extra.push_back(c);
           }
         }
       }
@@ -454,9 +546,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] > score[b]; });
   for (size_t i : order) {
     if (static_cast<int>(out.configs.size()) >= n) break;
-    bool close = false;
-    for (const Config& c : out.configs) close = close || Hamming(c, pool[i]) < 2;
-    if (!close) take(pool[i], why[i]);
+    if (!near_picked(pool[i])) take(pool[i], why[i]);
   }
   for (size_t i : order) {  // small spaces may not allow the spacing
     if (static_cast<int>(out.configs.size()) >= n) break;

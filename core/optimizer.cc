@@ -16,6 +16,18 @@ Config ConfigAt(const SessionSpec& spec, int64_t index) {
   return c;
 }
 
+int64_t IndexOf(const SessionSpec& spec, const Config& config) {
+  int64_t index = 0;
+  for (const Knob& k : spec.knobs) {
+    auto it = config.find(k.name);
+    if (it == config.end()) return -1;
+    const auto v = std::find(k.values.begin(), k.values.end(), it->second);
+    if (v == k.values.end()) return -1;
+    index = index * static_cast<int64_t>(k.values.size()) + (v - k.values.begin());
+  }
+  return index;
+}
+
 Proposal RandomOptimizer::Propose(const SearchContext& ctx, const std::vector<Observation>& history,
                                   int n, uint64_t seed) {
   Proposal p;

@@ -73,6 +73,10 @@ class RandomOptimizer : public Optimizer {
 // Precondition: 0 <= index < spec.SpaceSize().
 Config ConfigAt(const SessionSpec& spec, int64_t index);
 
+// The inverse of ConfigAt: the index of `config` in the space, or -1 when a
+// knob is missing or holds a value the spec does not offer.
+int64_t IndexOf(const SessionSpec& spec, const Config& config);
+
 }  // namespace infrarsi
 
 #endif  // INFRARSI_CORE_OPTIMIZER_H_

@@ -19,6 +19,25 @@ Planner PlannerFor(const SessionSpec& spec) {
   p.memory_estimate_gib = [s](const Config& c) {
     return ms::TextbookMemoryGib(s->sim.model, s->sim.cluster, SimKnobs(*s, c));
   };
+  // Knobs at an index: the fixed values, then each knob's value by digit
+  // (each knob sets its own field, so the order does not matter).
+  auto base = std::make_shared<const ms::LaunchKnobs>(SimKnobs(*s, {}));
+  auto knobs_at = [s, base](int64_t index) {
+    ms::LaunchKnobs k = *base;
+    std::string unused;
+    for (auto it = s->knobs.rbegin(); it != s->knobs.rend(); ++it) {
+      const int64_t radix = static_cast<int64_t>(it->values.size());
+      ms::SetKnob(&k, it->name, it->values[static_cast<size_t>(index % radix)], &unused);
+      index /= radix;
+    }
+    return k;
+  };
+  p.launches_at = [s, knobs_at](int64_t index) {
+    return ms::LaunchCheck(s->sim.model, s->sim.cluster, knobs_at(index)).empty();
+  };
+  p.memory_estimate_gib_at = [s, knobs_at](int64_t index) {
+    return ms::TextbookMemoryGib(s->sim.model, s->sim.cluster, knobs_at(index));
+  };
   return p;
 }
 

@@ -1,24 +1,74 @@
 #include "models/bayes_linear.h"
 
 #include <cmath>
+#include <vector>
 
 namespace infrarsi::models {
 
-Eigen::MatrixXd WeightedGram(const Eigen::MatrixXd& x, const Eigen::VectorXd* w,
-                             const Eigen::VectorXd& diag) {
-  const Eigen::Index d = x.cols();
+RowPattern::RowPattern(const Eigen::MatrixXd& x) : x_(x) {
+  const Eigen::Index nnz = (x.array() != 0.0).count();
+  sparse_ = nnz * 4 <= x.size();
+  if (!sparse_) return;
+  start_.reserve(static_cast<size_t>(x.rows()) + 1);
+  col_.reserve(static_cast<size_t>(nnz));
+  val_.reserve(static_cast<size_t>(nnz));
+  const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> rows = x;
+  for (Eigen::Index i = 0; i < x.rows(); ++i) {
+    start_.push_back(static_cast<int>(col_.size()));
+    for (Eigen::Index j = 0; j < x.cols(); ++j) {
+      if (rows(i, j) != 0.0) {
+        col_.push_back(static_cast<int>(j));
+        val_.push_back(rows(i, j));
+      }
+    }
+  }
+  start_.push_back(static_cast<int>(col_.size()));
+}
+
+Eigen::MatrixXd RowPattern::Gram(const Eigen::VectorXd* w, const Eigen::VectorXd& diag) const {
+  const Eigen::Index d = x_.cols();
   Eigen::MatrixXd g = Eigen::MatrixXd::Zero(d, d);
-  if (x.rows() > 0) {
+  if (!sparse_ && x_.rows() > 0) {
     if (w == nullptr) {
-      g.selfadjointView<Eigen::Lower>().rankUpdate(x.transpose());
+      g.selfadjointView<Eigen::Lower>().rankUpdate(x_.transpose());
     } else {
-      const Eigen::MatrixXd xs = w->cwiseSqrt().asDiagonal() * x;
+      const Eigen::MatrixXd xs = w->cwiseSqrt().asDiagonal() * x_;
       g.selfadjointView<Eigen::Lower>().rankUpdate(xs.transpose());
+    }
+  } else if (sparse_) {
+    for (size_t i = 0; i + 1 < start_.size(); ++i) {
+      const double wi = w == nullptr ? 1.0 : (*w)[static_cast<Eigen::Index>(i)];
+      for (int a = start_[i]; a < start_[i + 1]; ++a) {
+        double* col = g.col(col_[static_cast<size_t>(a)]).data();
+        const double va = wi * val_[static_cast<size_t>(a)];
+        // Columns ascend within a row, so this fills the lower triangle.
+        for (int b = a; b < start_[i + 1]; ++b) {
+          col[col_[static_cast<size_t>(b)]] += va * val_[static_cast<size_t>(b)];
+        }
+      }
     }
   }
   g.diagonal() += diag;
   g.triangularView<Eigen::StrictlyUpper>() = g.transpose();
   return g;
+}
+
+Eigen::VectorXd RowPattern::QuadraticForms(const Eigen::MatrixXd& cov) const {
+  if (!sparse_) return (x_ * cov).cwiseProduct(x_).rowwise().sum();
+  Eigen::VectorXd out(x_.rows());
+  for (size_t i = 0; i + 1 < start_.size(); ++i) {
+    double q = 0;
+    for (int a = start_[i]; a < start_[i + 1]; ++a) {
+      const double* col = cov.col(col_[static_cast<size_t>(a)]).data();  // symmetric
+      double s = 0;
+      for (int b = start_[i]; b < start_[i + 1]; ++b) {
+        s += col[col_[static_cast<size_t>(b)]] * val_[static_cast<size_t>(b)];
+      }
+      q += val_[static_cast<size_t>(a)] * s;
+    }
+    out[static_cast<Eigen::Index>(i)] = q;
+  }
+  return out;
 }
 
 void BayesLinear::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
@@ -27,10 +77,11 @@ void BayesLinear::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
   noise_var_ = noise_var;
   const Eigen::VectorXd prior_prec = prior_var.cwiseInverse();
   // (X'X / s2 + P) w = X'y / s2 + P m, scaled by s2.
-  Eigen::MatrixXd a = WeightedGram(x, nullptr, prior_prec * noise_var);
+  Eigen::MatrixXd a = RowPattern(x).Gram(nullptr, prior_prec * noise_var);
   precision_llt_.compute(a / noise_var);
   const Eigen::VectorXd b = x.transpose() * y / noise_var + prior_prec.cwiseProduct(prior_mean);
   mean_ = precision_llt_.solve(b);
+  covariance_ = precision_llt_.solve(Eigen::MatrixXd::Identity(a.rows(), a.cols()));
 }
 
 double BayesLinear::Variance(const Eigen::VectorXd& x) const {
@@ -42,14 +93,11 @@ double BayesLinear::Variance(const Eigen::VectorXd& x) const {
 void BayesLinear::PredictBatch(const Eigen::MatrixXd& x, Eigen::VectorXd* mean,
                                Eigen::VectorXd* var) const {
   *mean = x * mean_;
-  const Eigen::MatrixXd v = precision_llt_.matrixL().solve(x.transpose());
-  *var = v.colwise().squaredNorm().transpose().array() + noise_var_;
+  *var = RowPattern(x).QuadraticForms(covariance_).array() + noise_var_;
 }
 
 double BayesLinear::WeightSd(int j) const {
-  Eigen::VectorXd e = Eigen::VectorXd::Zero(mean_.size());
-  e[j] = 1.0;
-  return std::sqrt(precision_llt_.solve(e)[j]);
+  return std::sqrt(covariance_(j, j));
 }
 
 void BayesLogistic::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& labels,
@@ -60,18 +108,45 @@ void BayesLogistic::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& labels,
   if (x.rows() == 0) return;
   const Eigen::VectorXd ones = Eigen::VectorXd::Ones(x.rows());
   const Eigen::VectorXd& rw = weights != nullptr ? *weights : ones;
+  // Log posterior at w, given eta = x w (log(1 + e^eta) computed stably).
+  auto objective = [&](const Eigen::VectorXd& w, const Eigen::VectorXd& eta) {
+    double f = 0;
+    for (Eigen::Index i = 0; i < eta.size(); ++i) {
+      const double e = eta[i];
+      const double softplus = e > 0 ? e + std::log1p(std::exp(-e)) : std::log1p(std::exp(e));
+      f += rw[i] * (labels[i] * e - softplus);
+    }
+    return f - 0.5 * (w - prior_mean).cwiseProduct(prior_prec).dot(w - prior_mean);
+  };
+  const RowPattern pattern(x);
+  Eigen::VectorXd eta = x * w_;
+  double f = objective(w_, eta);
   for (int it = 0; it < iterations; ++it) {
-    const Eigen::VectorXd eta = x * w_;
     const Eigen::VectorXd p = eta.unaryExpr([](double e) { return 1.0 / (1.0 + std::exp(-e)); });
     const Eigen::VectorXd g =
         x.transpose() * rw.cwiseProduct(labels - p) - prior_prec.cwiseProduct(w_ - prior_mean);
     // Newton step on the log posterior (curvature floored so the Hessian
-    // stays well-conditioned where the model is sure).
+    // stays well-conditioned where the model is sure), damped by
+    // backtracking: a full step from far away can overshoot where the
+    // classes separate, and undamped Newton then diverges.
     const Eigen::VectorXd c =
         rw.cwiseProduct(p.cwiseProduct((1.0 - p.array()).matrix()).cwiseMax(1e-6));
-    const Eigen::VectorXd step = WeightedGram(x, &c, prior_prec).llt().solve(g);
-    w_ += step;
-    if (step.lpNorm<Eigen::Infinity>() < 1e-4) break;
+    const Eigen::VectorXd step = pattern.Gram(&c, prior_prec).llt().solve(g);
+    const Eigen::VectorXd x_step = x * step;
+    const double slope = g.dot(step);
+    double t = 1.0;
+    Eigen::VectorXd next_eta = eta + x_step;
+    double next_f = objective(w_ + step, next_eta);
+    while (next_f < f + 1e-4 * t * slope && t > 1e-6) {
+      t *= 0.5;
+      next_eta = eta + t * x_step;
+      next_f = objective(w_ + t * step, next_eta);
+    }
+    w_ += t * step;
+    eta = std::move(next_eta);
+    const double change = f - next_f;
+    f = next_f;
+    if ((t * step).lpNorm<Eigen::Infinity>() < 1e-4 || std::fabs(change) < 1e-8 * (1 + std::fabs(f))) break;
   }
 }
 

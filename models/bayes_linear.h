@@ -13,9 +13,25 @@
 
 namespace infrarsi::models {
 
-// X' diag(w) X + diag(d), through one SYRK; w: none means all ones.
-Eigen::MatrixXd WeightedGram(const Eigen::MatrixXd& x, const Eigen::VectorXd* w,
-                             const Eigen::VectorXd& diag);
+// The non-zeros of each row of a design matrix, found once per fit. The
+// search's rows are one-hot codes with a few dozen of a few hundred entries
+// set, so products that touch only the non-zeros are an order of magnitude
+// cheaper than dense ones; dense matrices fall back to BLAS-style kernels.
+class RowPattern {
+ public:
+  explicit RowPattern(const Eigen::MatrixXd& x);
+  // X' diag(w) X + diag(d); w: none means all ones.
+  Eigen::MatrixXd Gram(const Eigen::VectorXd* w, const Eigen::VectorXd& diag) const;
+  // x_i' cov x_i for every row.
+  Eigen::VectorXd QuadraticForms(const Eigen::MatrixXd& cov) const;
+
+ private:
+  const Eigen::MatrixXd& x_;
+  bool sparse_ = false;
+  std::vector<int> start_;  // row i's entries: [start_[i], start_[i + 1])
+  std::vector<int> col_;
+  std::vector<double> val_;
+};
 
 // y = x'w + e, e ~ N(0, noise_var), w ~ N(prior_mean, diag(prior_var)).
 class BayesLinear {
@@ -35,6 +51,7 @@ class BayesLinear {
  private:
   Eigen::VectorXd mean_;
   Eigen::LLT<Eigen::MatrixXd> precision_llt_;
+  Eigen::MatrixXd covariance_;  // posterior covariance of the weights
   double noise_var_ = 1.0;
 };
 

@@ -47,19 +47,21 @@ void CensoredLinear::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
       }
     }
   };
+  const RowPattern pattern(x);
   for (int it = 0; it < iterations; ++it) {
     derivatives(x * w_);
     const Eigen::VectorXd g =
         x.transpose() * rw.cwiseProduct(grad_r) - prior_prec.cwiseProduct(w_ - prior_mean);
     const Eigen::VectorXd wc = rw.cwiseProduct(curv);
-    const Eigen::VectorXd step = WeightedGram(x, &wc, prior_prec).llt().solve(g);
+    const Eigen::VectorXd step = pattern.Gram(&wc, prior_prec).llt().solve(g);
     w_ += step;
     if (step.lpNorm<Eigen::Infinity>() < 1e-4) break;
   }
   // The true curvature at the mode, for the uncertainties.
   derivatives(x * w_);
   const Eigen::VectorXd wc = rw.cwiseProduct(curv);
-  hessian_llt_.compute(WeightedGram(x, &wc, prior_prec));
+  hessian_llt_.compute(pattern.Gram(&wc, prior_prec));
+  covariance_ = hessian_llt_.solve(Eigen::MatrixXd::Identity(w_.size(), w_.size()));
 }
 
 double CensoredLinear::Sd(const Eigen::VectorXd& x) const {
@@ -74,19 +76,17 @@ double CensoredLinear::ProbabilityBelow(const Eigen::VectorXd& x, double thresho
 Eigen::VectorXd CensoredLinear::ProbabilityBelowBatch(const Eigen::MatrixXd& x,
                                                       double threshold) const {
   const Eigen::VectorXd mu = x * w_;
-  const Eigen::MatrixXd v = hessian_llt_.matrixL().solve(x.transpose());
+  const Eigen::VectorXd q = RowPattern(x).QuadraticForms(covariance_);
   Eigen::VectorXd p(x.rows());
   for (Eigen::Index i = 0; i < x.rows(); ++i) {
-    const double sd = std::sqrt(sigma_ * sigma_ + v.col(i).squaredNorm());
+    const double sd = std::sqrt(sigma_ * sigma_ + q[i]);
     p[i] = 1.0 - UpperTail((threshold - mu[i]) / sd);
   }
   return p;
 }
 
 double CensoredLinear::WeightSd(int j) const {
-  Eigen::VectorXd e = Eigen::VectorXd::Zero(w_.size());
-  e[j] = 1.0;
-  return std::sqrt(hessian_llt_.solve(e)[j]);
+  return std::sqrt(covariance_(j, j));
 }
 
 }  // namespace infrarsi::models

@@ -33,7 +33,7 @@ class CensoredLinear {
   double Sd(const Eigen::VectorXd& x) const;
   // P(y <= threshold) for a new trial at x: the probability that it fits.
   double ProbabilityBelow(const Eigen::VectorXd& x, double threshold) const;
-  // ProbabilityBelow for every row of `x`, with one triangular solve.
+  // ProbabilityBelow for every row of `x`.
   Eigen::VectorXd ProbabilityBelowBatch(const Eigen::MatrixXd& x, double threshold) const;
   const Eigen::VectorXd& weights() const { return w_; }
   // Posterior sd of weight j (Laplace).
@@ -42,6 +42,7 @@ class CensoredLinear {
  private:
   Eigen::VectorXd w_;
   Eigen::LLT<Eigen::MatrixXd> hessian_llt_;  // negative Hessian at the mode
+  Eigen::MatrixXd covariance_;               // its inverse
   double sigma_ = 1.0;
 };
 

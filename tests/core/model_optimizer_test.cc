@@ -56,6 +56,63 @@ TEST(BayesLogisticTest, LearnsWhichFeatureFails) {
   EXPECT_GT(m.Probability(Eigen::Vector2d(1, 0)), 0.8);
 }
 
+TEST(BayesLogisticTest, SeparableWeightedDataConvergesToAFiniteMode) {
+  // A long session's launch model: 400 heavily weighted rows of 60 sparse
+  // binary features, where a few features and one pair decide failure
+  // outright. Undamped Newton overshoots here and diverges (weights in the
+  // thousands); the line search stops at the posterior mode, which the
+  // prior keeps finite.
+  std::mt19937_64 rng(7);
+  std::bernoulli_distribution on(0.2);
+  const int n = 400, d = 60;
+  Eigen::MatrixXd x = Eigen::MatrixXd::Zero(n, d);
+  Eigen::VectorXd y(n), w = Eigen::VectorXd::Constant(n, 5.0);
+  for (int i = 0; i < n; ++i) {
+    x(i, 0) = 1.0;
+    for (int j = 1; j < d; ++j) x(i, j) = on(rng) ? 1.0 : 0.0;
+    y[i] = (x(i, 1) > 0 || x(i, 2) > 0 || (x(i, 3) > 0 && x(i, 4) > 0)) ? 0.0 : 1.0;
+  }
+  Eigen::VectorXd mean = Eigen::VectorXd::Zero(d), var = Eigen::VectorXd::Constant(d, 4.0);
+  mean[0] = 3.0;
+  models::BayesLogistic m;
+  m.Fit(x, y, mean, var, &w);
+  EXPECT_LT(m.weights().lpNorm<Eigen::Infinity>(), 30.0);
+  int wrong = 0;
+  for (int i = 0; i < n; ++i) {
+    wrong += (m.Probability(x.row(i).transpose()) > 0.5) != (y[i] > 0.5);
+  }
+  EXPECT_LT(wrong, n / 20);
+}
+
+TEST(RowPatternTest, SparseProductsMatchDenseOnes) {
+  std::mt19937_64 rng(3);
+  std::bernoulli_distribution on(0.1);
+  Eigen::MatrixXd x = Eigen::MatrixXd::Zero(50, 30);
+  for (int i = 0; i < 50; ++i) {
+    x(i, 0) = 1.0;
+    for (int j = 1; j < 30; ++j) x(i, j) = on(rng) ? 1.0 + 0.1 * j : 0.0;
+  }
+  Eigen::VectorXd w = Eigen::VectorXd::LinSpaced(50, 0.5, 2.0);
+  const Eigen::VectorXd diag = Eigen::VectorXd::Constant(30, 0.3);
+  const models::RowPattern pattern(x);
+  const Eigen::MatrixXd dense = x.transpose() * w.asDiagonal() * x + Eigen::MatrixXd(diag.asDiagonal());
+  EXPECT_LT((pattern.Gram(&w, diag) - dense).cwiseAbs().maxCoeff(), 1e-9);
+  EXPECT_LT((pattern.Gram(nullptr, diag) - (x.transpose() * x + Eigen::MatrixXd(diag.asDiagonal())))
+                .cwiseAbs()
+                .maxCoeff(),
+            1e-9);
+  const Eigen::MatrixXd cov = dense.inverse();
+  const Eigen::VectorXd q = pattern.QuadraticForms(cov);
+  for (int i = 0; i < 50; ++i) EXPECT_NEAR(q[i], x.row(i) * cov * x.row(i).transpose(), 1e-9);
+  // A dense matrix takes the dense path and agrees too.
+  const Eigen::MatrixXd full = Eigen::MatrixXd::Random(20, 5);
+  const models::RowPattern dense_pattern(full);
+  EXPECT_LT((dense_pattern.Gram(nullptr, Eigen::VectorXd::Zero(5)) - full.transpose() * full)
+                .cwiseAbs()
+                .maxCoeff(),
+            1e-9);
+}
+
 // A toy landscape with an interaction and an out-of-memory corner: larger
 // micro-batches and flash attention are faster, mbs 8 without checkpointing
 // runs out of memory, and fused kernels help only with flash.
@@ -129,6 +186,17 @@ TEST(ModelOptimizerTest, FindsTheBestInFewerTrialsThanRandom) {
   // 96 settings, 12 of them OOM: random needs ~1/3 of the space on average.
   EXPECT_LT(model_sum, 0.5 * random_sum) << model_sum / 20 << " vs " << random_sum / 20;
   EXPECT_LE(model_ooms, random_ooms);
+}
+
+TEST(ModelOptimizerTest, IndexOfInvertsConfigAt) {
+  const SessionSpec spec = ToySpec();
+  for (int64_t i = 0; i < spec.SpaceSize(); ++i) EXPECT_EQ(IndexOf(spec, ConfigAt(spec, i)), i);
+  Config odd = spec.baseline;
+  odd["mbs"] = "3";
+  EXPECT_EQ(IndexOf(spec, odd), -1);
+  odd = spec.baseline;
+  odd.erase("flash");
+  EXPECT_EQ(IndexOf(spec, odd), -1);
 }
 
 TEST(ModelOptimizerTest, BatchesAreDistinctUntriedAndSpreadOut) {
