@@ -7,11 +7,6 @@
 #include <optional>
 #include <random>
 #include <set>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-static double NowMs(){return std::chrono::duration<double,std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();}
-#define TMARK(name) if(std::getenv("TPROF")) std::fprintf(stderr,"%s %.1f\n",name,NowMs()-t_start_);
 #include <unordered_set>
 
 #include "core/planner.h"
@@ -162,10 +157,11 @@ Eigen::VectorXd Vec(const std::vector<double>& v) {
 // The three models fitted to one history.
 class Models {
  public:
+  // `indices`: IndexOf of each history entry, when the caller has them.
   Models(const SearchContext& ctx, const Planner& planner, const std::vector<Observation>& history,
-         const ModelOptimizer::Options& o, const Priors* priors)
+         const ModelOptimizer::Options& o, const Priors* priors,
+         const std::vector<int64_t>* indices = nullptr)
       : spec_(*ctx.spec), f_(spec_), planner_(planner) {
-    const double t_start_ = NowMs();
     const int d = f_.dim();
     const bool memory = planner_.capacity_gib > 0;
     const bool estimate = static_cast<bool>(planner_.memory_estimate_gib);
@@ -174,28 +170,37 @@ class Models {
 
     // One row per finished trial, encoded once; each model takes its rows.
     std::vector<const Observation*> done;
-    for (const Observation& h : history) {
-      if (!InFlight(h.status)) done.push_back(&h);
+    std::vector<int64_t> done_index;
+    for (size_t i = 0; i < history.size(); ++i) {
+      if (InFlight(history[i].status)) continue;
+      done.push_back(&history[i]);
+      done_index.push_back(indices != nullptr ? (*indices)[i] : IndexOf(spec_, history[i].config));
     }
+    const int64_t base_index = IndexOf(spec_, spec_.baseline);
     Eigen::MatrixXd x_all(static_cast<Eigen::Index>(done.size()), d);
-    std::vector<Eigen::Index> ok_rows, mem_rows;
+    std::vector<Eigen::Index> ok_rows, mem_rows, launch_rows;
     std::vector<double> ys, launched, mem_y, mem_cens;
     double base_time = 0, base_peak = 0;
     for (size_t r = 0; r < done.size(); ++r) {
       const Observation& h = *done[r];
-      const int64_t index = IndexOf(spec_, h.config);
+      const int64_t index = done_index[r];
       if (index >= 0) {
         f_.EncodeAt(index, x_all.row(static_cast<Eigen::Index>(r)));
       } else {
         f_.EncodeInto(h.config, x_all.row(static_cast<Eigen::Index>(r)));
       }
       const bool oom = h.status == "oom";
-      // Without a capacity, an OOM is just a failure to run.
-      launched.push_back(Ran(h) || (oom && memory) ? 1.0 : 0.0);
+      // Without a capacity, an OOM is just a failure to run. Failures the
+      // launcher's known rules explain are left out: such settings are
+      // never proposed, and the model is for the failures nobody predicted.
+      if (Ran(h) || !planner_.launches_at || index < 0 || planner_.launches_at(index)) {
+        launch_rows.push_back(static_cast<Eigen::Index>(r));
+        launched.push_back(Ran(h) || (oom && memory) ? 1.0 : 0.0);
+      }
       if (Ran(h)) {
         ok_rows.push_back(static_cast<Eigen::Index>(r));
         ys.push_back(std::log(h.step_time_s));
-        if (h.config == spec_.baseline) base_time = h.step_time_s;
+        if (index == base_index) base_time = h.step_time_s;
       }
       if (!memory) continue;
       if (oom) {
@@ -206,10 +211,9 @@ class Models {
         mem_rows.push_back(static_cast<Eigen::Index>(r));
         mem_y.push_back(std::log(h.peak_mem_gib));
         mem_cens.push_back(0.0);
-        if (h.config == spec_.baseline) base_peak = h.peak_mem_gib;
+        if (index == base_index) base_peak = h.peak_mem_gib;
       }
     }
-    TMARK("  loop")
     // Step time: knob effects are a few tens of percent each (main effects
     // wider than interactions); the intercept centres on the baseline.
     const double y_mean =
@@ -244,10 +248,8 @@ class Models {
       }
     }
     best_ = ys.empty() ? mean[0] : *std::min_element(ys.begin(), ys.end());
-    TMARK("  prior")
     time_.Fit(x_all(ok_rows, Eigen::all), Vec(ys), mean, var, o.time_noise_var);
 
-    TMARK("  time")
     // Launching: most settings launch; learn the failing values and pairs.
     Eigen::VectorXd lmean = Eigen::VectorXd::Zero(d), lvar(d);
     lmean[0] = 3.0;
@@ -257,11 +259,11 @@ class Models {
       std::vector<bool> rare;
       for (double l : launched) rare.push_back(l == 0.0);
       const Sample sub = Subsample(rare, static_cast<size_t>(o.max_fit_rows));
-      std::vector<Eigen::Index> rows(sub.rows.begin(), sub.rows.end());
+      std::vector<Eigen::Index> rows;
+      for (size_t i : sub.rows) rows.push_back(launch_rows[i]);
       launch_.Fit(x_all(rows, Eigen::all), Vec(Pick(launched, sub.rows)), lmean, lvar,
                   &sub.weights);
     }
-    TMARK("  launch")
     if (memory) {
       std::vector<bool> rare;
       for (double c : mem_cens) rare.push_back(c == 1.0);
@@ -271,9 +273,13 @@ class Models {
       for (size_t i = 0; i < sub.rows.size(); ++i) {
         const Eigen::Index r = mem_rows[sub.rows[i]];
         xm.row(static_cast<Eigen::Index>(i)).head(d) = x_all.row(r);
-        if (estimate) xm(static_cast<Eigen::Index>(i), d) = EstimateFeature(done[static_cast<size_t>(r)]->config);
+        if (estimate) {
+          const int64_t index = done_index[static_cast<size_t>(r)];
+          xm(static_cast<Eigen::Index>(i), d) =
+              index >= 0 ? LogEstimate(planner_.memory_estimate_gib_at(index))
+                         : EstimateFeature(done[static_cast<size_t>(r)]->config);
+        }
       }
-      TMARK("  memX")
       memory_.emplace();
       memory_->Fit(xm, Vec(Pick(mem_y, sub.rows)),
                    Vec(Pick(mem_cens, sub.rows)), mmean, mvar, o.memory_sigma, &sub.weights);
@@ -394,10 +400,12 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
   std::mt19937_64 rng(seed);
   // Settings tried (history outside the space can never be proposed).
   std::unordered_set<int64_t> seen;
-  std::vector<int64_t> tried;
+  std::vector<int64_t> tried, history_index;
   for (const Observation& o : history) {
-    const int64_t i = IndexOf(spec, o.config);
-    if (i >= 0 && seen.insert(i).second) tried.push_back(i);
+    history_index.push_back(IndexOf(spec, o.config));
+    if (history_index.back() >= 0 && seen.insert(history_index.back()).second) {
+      tried.push_back(history_index.back());
+    }
   }
   auto launches = [&](int64_t i) { return !planner.launches_at || planner.launches_at(i); };
   std::vector<int64_t> picked;
@@ -488,7 +496,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       why[i] = "space-filling";
     }
   } else {
-    const Models m(ctx, planner, history, options_, ctx.priors);
+    const Models m(ctx, planner, history, options_, ctx.priors, &history_index);
     std::vector<Models::Prediction> pred = m.PredictAll(pool);
     for (size_t i = 0; i < pool.size(); ++i) score[i] = pred[i].Score();
     // Memory-saver pairing: the best predicted speed-ups that would not fit

@@ -20,14 +20,25 @@ Planner PlannerFor(const SessionSpec& spec) {
     return ms::TextbookMemoryGib(s->sim.model, s->sim.cluster, SimKnobs(*s, c));
   };
   // Knobs at an index: the fixed values, then each knob's value by digit
-  // (each knob sets its own field, so the order does not matter).
+  // (each knob sets its own field, so the order does not matter). Values
+  // are parsed once here; ParseSpec has validated them.
   auto base = std::make_shared<const ms::LaunchKnobs>(SimKnobs(*s, {}));
-  auto knobs_at = [s, base](int64_t index) {
+  auto setters = std::make_shared<std::vector<std::vector<ms::KnobSetter>>>();
+  for (const Knob& k : s->knobs) {
+    std::vector<ms::KnobSetter> row;
+    for (const std::string& v : k.values) {
+      std::string unused;
+      ms::KnobSetter set = ms::CompileKnob(k.name, v, &unused);
+      row.push_back(set ? std::move(set) : [](ms::LaunchKnobs*) {});
+    }
+    setters->push_back(std::move(row));
+  }
+  auto knobs_at = [base, setters](int64_t index) {
     ms::LaunchKnobs k = *base;
-    std::string unused;
-    for (auto it = s->knobs.rbegin(); it != s->knobs.rend(); ++it) {
-      const int64_t radix = static_cast<int64_t>(it->values.size());
-      ms::SetKnob(&k, it->name, it->values[static_cast<size_t>(index % radix)], &unused);
+    for (size_t i = setters->size(); i-- > 0;) {
+      const auto& row = (*setters)[i];
+      const int64_t radix = static_cast<int64_t>(row.size());
+      row[static_cast<size_t>(index % radix)](&k);
       index /= radix;
     }
     return k;

@@ -271,6 +271,37 @@ bool SetKnob(LaunchKnobs* k, const std::string& name, const std::string& value,
   return false;
 }
 
+namespace {
+template <typename T>
+KnobSetter Assign(T LaunchKnobs::*field, T value) {
+  return [field, value](LaunchKnobs* k) { k->*field = value; };
+}
+}  // namespace
+
+KnobSetter CompileKnob(const std::string& name, const std::string& value, std::string* error) {
+  LaunchKnobs p;
+  if (!SetKnob(&p, name, value, error)) return nullptr;
+  // Copy only the field `name` sets, as SetKnob parsed it.
+  if (name == "tp") return Assign(&LaunchKnobs::tp, p.tp);
+  if (name == "pp") return Assign(&LaunchKnobs::pp, p.pp);
+  if (name == "cp") return Assign(&LaunchKnobs::cp, p.cp);
+  if (name == "ep") return Assign(&LaunchKnobs::ep, p.ep);
+  if (name == "micro_batch") return Assign(&LaunchKnobs::micro_batch, p.micro_batch);
+  if (name == "vpp") return Assign(&LaunchKnobs::vpp, p.vpp);
+  if (name == "recompute") return Assign(&LaunchKnobs::recompute, p.recompute);
+  if (name == "dist_opt") return Assign(&LaunchKnobs::dist_opt, p.dist_opt);
+  if (name == "seq_par") return Assign(&LaunchKnobs::seq_par, p.seq_par);
+  if (name == "overlap_grad_reduce") return Assign(&LaunchKnobs::overlap_grad_reduce, p.overlap_grad_reduce);
+  if (name == "overlap_param_gather") return Assign(&LaunchKnobs::overlap_param_gather, p.overlap_param_gather);
+  if (name == "bucket_mb") return Assign(&LaunchKnobs::bucket_mb, p.bucket_mb);
+  if (name == "precision") return Assign(&LaunchKnobs::precision, p.precision);
+  if (name == "fused_kernels") return Assign(&LaunchKnobs::fused_kernels, p.fused_kernels);
+  if (name == "flash_attn") return Assign(&LaunchKnobs::flash_attn, p.flash_attn);
+  if (name == "global_batch_override") return Assign(&LaunchKnobs::global_batch_override, p.global_batch_override);
+  *error = name + ": not a simulator knob";
+  return nullptr;
+}
+
 const char* StatusName(Status s) {
   switch (s) {
     case Status::kOk: return "ok";

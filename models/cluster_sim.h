@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <map>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -107,6 +108,11 @@ const std::vector<std::string>& KnobNames();
 // *error set on an unknown name or a bad value.
 bool SetKnob(LaunchKnobs* knobs, const std::string& name, const std::string& value,
              std::string* error);
+// The same assignment parsed once, to apply many times: the search checks
+// thousands of settings per proposal. Null with *error set where SetKnob
+// would fail.
+using KnobSetter = std::function<void(LaunchKnobs*)>;
+KnobSetter CompileKnob(const std::string& name, const std::string& value, std::string* error);
 
 enum class Status { kOk, kOom, kLauncherError };
 const char* StatusName(Status s);

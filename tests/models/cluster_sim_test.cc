@@ -394,5 +394,38 @@ TEST(KnobTest, SetKnobValidates) {
   EXPECT_EQ(FindGpu("TPU"), nullptr);
 }
 
+TEST(KnobTest, CompiledKnobsSetWhatSetKnobSets) {
+  auto same = [](const LaunchKnobs& a, const LaunchKnobs& b) {
+    return a.tp == b.tp && a.pp == b.pp && a.cp == b.cp && a.ep == b.ep &&
+           a.micro_batch == b.micro_batch && a.vpp == b.vpp && a.recompute == b.recompute &&
+           a.dist_opt == b.dist_opt && a.seq_par == b.seq_par &&
+           a.overlap_grad_reduce == b.overlap_grad_reduce &&
+           a.overlap_param_gather == b.overlap_param_gather && a.bucket_mb == b.bucket_mb &&
+           a.precision == b.precision && a.fused_kernels == b.fused_kernels &&
+           a.flash_attn == b.flash_attn && a.global_batch_override == b.global_batch_override;
+  };
+  const std::map<std::string, std::string> odd = {
+      {"tp", "4"}, {"pp", "2"}, {"cp", "2"}, {"ep", "8"}, {"micro_batch", "3"}, {"vpp", "5"},
+      {"recompute", "full"}, {"dist_opt", "true"}, {"seq_par", "true"},
+      {"overlap_grad_reduce", "true"}, {"overlap_param_gather", "true"}, {"bucket_mb", "160"},
+      {"precision", "fp8"}, {"fused_kernels", "true"}, {"flash_attn", "true"},
+      {"global_batch_override", "64"}};
+  ASSERT_EQ(odd.size(), KnobNames().size());  // every knob is covered
+  for (const auto& [name, value] : odd) {
+    std::string err;
+    LaunchKnobs by_set, by_compiled;
+    ASSERT_TRUE(SetKnob(&by_set, name, value, &err)) << name;
+    const KnobSetter set = CompileKnob(name, value, &err);
+    ASSERT_TRUE(set) << name;
+    set(&by_compiled);
+    EXPECT_TRUE(same(by_set, by_compiled)) << name;
+    EXPECT_FALSE(same(LaunchKnobs(), by_compiled)) << name << " changed nothing";
+  }
+  std::string err;
+  EXPECT_FALSE(CompileKnob("tp", "two", &err));
+  EXPECT_NE(err.find("tp:"), std::string::npos);
+  EXPECT_FALSE(CompileKnob("warp_speed", "9", &err));
+}
+
 }  // namespace
 }  // namespace infrarsi::models::sim
