@@ -15,14 +15,25 @@ struct CommitRequest {
   std::string repo_path;
   std::string branch;  // must not exist yet
   std::string message;
-  // (path inside the repository, content) added on top of HEAD's tree.
+  // The commit the session ran on (empty: HEAD). The new commit's parent is
+  // always HEAD: when HEAD has moved past base_commit, the patches are
+  // re-applied onto HEAD if they apply cleanly (CommitResult::note says so),
+  // else FAILED_PRECONDITION names the patch that no longer applies.
+  std::string base_commit;
+  // (name, unified diff), applied in order to the parent's tree.
+  std::vector<std::pair<std::string, std::string>> patches;
+  // (path inside the repository, content) added on top of the patched tree.
   std::vector<std::pair<std::string, std::string>> files;
   bool dry_run = false;
 };
 
 struct CommitResult {
   std::string commit;  // empty on a dry run
-  std::string base_commit;
+  std::string base_commit;  // the parent: HEAD
+  std::string note;         // set when the patches were re-applied onto a moved HEAD
+  std::string message;      // the commit message: the request's, plus the note
+  // Every path the commit changes against its parent, sorted.
+  std::vector<std::string> changed_paths;
 };
 
 // Implementations must never touch the checked-out branch, the index or the

@@ -60,9 +60,9 @@ class Features {
   void EncodeInto(const Config& c, Row&& row) const {
     row.head(dim_).setZero();
     row[0] = 1.0;
-    int on[64];
+    int on[128];  // knobs (at most 64) plus patch switches (at most 16)
     int n_on = 0;
-    for (size_t k = 0; k < spec_.knobs.size() && n_on < 64; ++k) {
+    for (size_t k = 0; k < spec_.knobs.size() && n_on < 128; ++k) {
       const std::string& v = c.at(spec_.knobs[k].name);
       const auto& vals = spec_.knobs[k].values;
       for (size_t j = 0; j < vals.size(); ++j) {
@@ -83,13 +83,13 @@ class Features {
   void EncodeAt(int64_t index, Row&& row) const {
     row.head(dim_).setZero();
     row[0] = 1.0;
-    int on[64];
+    int on[128];  // knobs (at most 64) plus patch switches (at most 16)
     int n_on = 0;
     for (size_t k = main_.size(); k-- > 0;) {
       const int64_t radix = static_cast<int64_t>(main_[k].size());
       const int f = main_[k][static_cast<size_t>(index % radix)];
       index /= radix;
-      if (f >= 0 && n_on < 64) on[n_on++] = f;
+      if (f >= 0 && n_on < 128) on[n_on++] = f;
     }
     std::sort(on, on + n_on);  // pairs are indexed (lower, higher)
     for (int a = 0; a < n_on; ++a) {

@@ -51,7 +51,8 @@ std::vector<Config> RandomOptimizer::Sample(const SessionSpec& spec,
     std::vector<Config> rest;
     for (int64_t i = 0; i < size; ++i) {
       Config c = ConfigAt(spec, i);
-      if (!seen.count(ConfigKey(c))) rest.push_back(std::move(c));
+      // Conflicting patches are never combined, even at random.
+      if (!seen.count(ConfigKey(c)) && spec.PatchConflict(c).empty()) rest.push_back(std::move(c));
     }
     std::shuffle(rest.begin(), rest.end(), rng);
     if (rest.size() > static_cast<size_t>(n)) rest.resize(static_cast<size_t>(n));
@@ -60,7 +61,7 @@ std::vector<Config> RandomOptimizer::Sample(const SessionSpec& spec,
   std::uniform_int_distribution<int64_t> pick(0, size - 1);
   for (int attempts = 0; static_cast<int>(out.size()) < n && attempts < 100 * n; ++attempts) {
     Config c = ConfigAt(spec, pick(rng));
-    if (seen.insert(ConfigKey(c)).second) out.push_back(std::move(c));
+    if (seen.insert(ConfigKey(c)).second && spec.PatchConflict(c).empty()) out.push_back(std::move(c));
   }
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "core/optimizer.h"
 #include "models/cluster_sim.h"
 
 namespace infrarsi {
@@ -10,7 +11,14 @@ Planner PlannerFor(const SessionSpec& spec) {
   namespace ms = models::sim;
   Planner p;
   if (const ms::GpuSpec* g = ms::FindGpu(spec.gpu); g != nullptr) p.capacity_gib = g->memory_gib;
-  if (spec.executor_kind != SessionSpec::ExecutorKind::kSim) return p;
+  if (spec.executor_kind != SessionSpec::ExecutorKind::kSim) {
+    if (spec.patch_conflicts.empty()) return p;
+    // Conflicting patches are never combined.
+    auto s = std::make_shared<const SessionSpec>(spec);
+    p.launch_check = [s](const Config& c) { return s->PatchConflict(c); };
+    p.launches_at = [s](int64_t index) { return s->PatchConflict(ConfigAt(*s, index)).empty(); };
+    return p;
+  }
   p.capacity_gib = spec.sim.cluster.gpu.memory_gib;
   auto s = std::make_shared<const SessionSpec>(spec);
   p.launch_check = [s](const Config& c) {

@@ -36,6 +36,15 @@ absl::StatusOr<Effect> ParseEffect(const YAML::Node& n, const std::string& field
 
 Effect Priors::EffectOf(const SessionSpec& spec, const std::string& knob,
                         const std::string& value) const {
+  // A patch's own prior, from the spec, speaks for switching it on.
+  for (const PatchSpec& p : spec.patches) {
+    if (p.knob == knob && p.has_prior && value == "on" && !values.count(knob)) {
+      Effect e;
+      e.time = p.prior_time;
+      e.time_sd = p.prior_time_sd;
+      return e;
+    }
+  }
   const std::string& base = spec.baseline.at(knob);
   if (auto d = per_doubling.find(knob); d != per_doubling.end()) {
     double v = 0, b = 0;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/audit.h"
 #include "core/contract.h"
 #include "core/doctor.h"
 #include "core/model_optimizer.h"
@@ -78,7 +79,28 @@ v1::Contract ContractProto(const SessionSpec& spec, const std::string& hash) {
   for (const auto& x : c.protected_files) p.add_protected_files(x);
   for (const auto& [k, v] : c.protected_hashes) (*p.mutable_protected_hashes())[k] = v;
   for (const auto& patch : spec.patches) p.add_patches(patch.name);
+  p.set_repository(spec.repository.path);
+  p.set_base_commit(spec.repository.base_commit);
+  for (const auto& [a, b] : spec.patch_conflicts) p.add_patch_conflicts(absl::StrCat(a, "+", b));
   return p;
+}
+
+// The session's priors, given what priors_for found: patches' own priors
+// in the spec make a session informed even without a priors file.
+void UsePriors(std::pair<std::optional<Priors>, std::string> priors, const SessionSpec& spec,
+               std::optional<Priors>* out, std::string* label) {
+  *out = std::move(priors.first);
+  *label = std::move(priors.second);
+  const bool patch_priors =
+      std::any_of(spec.patches.begin(), spec.patches.end(), [](const PatchSpec& p) { return p.has_prior; });
+  if (patch_priors) {
+    if (!out->has_value()) {
+      *out = Priors();
+      *label = "patch priors in the spec";
+    } else {
+      *label += " + patch priors in the spec";
+    }
+  }
 }
 
 StepEvidence EvidenceOf(const storage::StepRecord& r) {
@@ -194,6 +216,13 @@ absl::Status SessionManager::Load() {
     const v1::Contract frozen = FromJson<v1::Contract>(s->rec.contract);
     s->spec.contract.protected_hashes = {frozen.protected_hashes().begin(),
                                          frozen.protected_hashes().end()};
+    s->spec.repository.base_commit = frozen.base_commit();
+    for (const std::string& pair : frozen.patch_conflicts()) {
+      const size_t plus = pair.find('+');
+      if (plus != std::string::npos) {
+        s->spec.patch_conflicts.emplace_back(pair.substr(0, plus), pair.substr(plus + 1));
+      }
+    }
     s->doctor = FromJson<v1::DoctorReport>(s->rec.doctor_report);
     s->verification = FromJson<v1::Verification>(s->rec.verification);
     ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
@@ -215,7 +244,9 @@ absl::Status SessionManager::Load() {
   for (auto& [id, s] : sessions_) {
     const v1::Stage stage = StageFromName(s->rec.stage);
     if (stage == v1::STAGE_RUNNING) {
-      if (options_.priors_for) std::tie(s->priors, s->priors_label) = options_.priors_for(s->spec);
+      std::pair<std::optional<Priors>, std::string> priors{std::nullopt, "none"};
+      if (options_.priors_for) priors = options_.priors_for(s->spec);
+      UsePriors(std::move(priors), s->spec, &s->priors, &s->priors_label);
       ASSIGN_OR_RETURN(s->warm_starts, WarmStartsLocked(*s));
       RETURN_IF_ERROR(TransactLocked(*s, [&] { return FillWindowLocked(*s); }));
     } else if (stage == v1::STAGE_VERIFYING) {
@@ -348,6 +379,7 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Init(const v1::InitRequest& r
   po.spec_dir = request.spec_dir();
   po.file_readable = options_.file_readable;
   po.hash_file = options_.hash_file;
+  po.source_repo = options_.source_repo;
   ASSIGN_OR_RETURN(SessionSpec spec, ParseSpec(request.spec_yaml(), po));
 
   absl::MutexLock lock(&mu_);
@@ -537,7 +569,7 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
   if (StageFromName(s->rec.stage) != v1::STAGE_DOCTORED) {
     return StageError(s->rec.id, s->rec.stage, "run needs a finished doctor (stage doctored)");
   }
-  std::tie(s->priors, s->priors_label) = std::move(priors);
+  UsePriors(std::move(priors), s->spec, &s->priors, &s->priors_label);
   ASSIGN_OR_RETURN(s->warm_starts, WarmStartsLocked(*s));
   s->stop_reason.clear();
   RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
@@ -981,6 +1013,17 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
       for (const auto& [path, hash] : s.spec.contract.protected_hashes) {
         (*p->mutable_protected_hashes())[path] = hash;
       }
+      if (!s.spec.repository.path.empty()) {
+        v1::SourceSpec* src = p->mutable_source();
+        src->set_repository(s.spec.repository.path);
+        src->set_base_commit(s.spec.repository.base_commit);
+        ASSIGN_OR_RETURN(Config cfg, DecodeConfigJson(t.config));
+        for (const PatchSpec* patch : s.spec.PatchesOn(cfg)) {
+          v1::SourceSpec::Patch* sp = src->add_patches();
+          sp->set_name(patch->name);
+          sp->set_diff(patch->diff);
+        }
+      }
     }
     return std::optional<v1::TrialAssignment>(std::move(a));
   }
@@ -1302,6 +1345,35 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
     }
   }
   rep.set_total_cost_s(total);
+  std::vector<FailedTrialCost> costs;
+  for (const auto& t : trials) {
+    if (!IsFailure(t.status)) continue;
+    FailedTrialCost c;
+    c.status = t.status;
+    c.violation = t.violation;
+    c.error = t.error;
+    c.cost_s = t.cost_s;
+    ASSIGN_OR_RETURN(c.config, DecodeConfigJson(t.config));
+    costs.push_back(std::move(c));
+  }
+  for (const FailureCost& c : FailureCosts(s->spec, costs)) {
+    v1::SessionReport::FailureCost* f = rep.add_failure_costs();
+    f->set_failure_class(c.failure_class);
+    f->set_knob(c.knob);
+    f->set_value(c.value);
+    f->set_trials(c.trials);
+    f->set_gpu_s(c.gpu_s);
+  }
+  // The promoted setting's source changes, each inside the editable scope.
+  const int rank = s->verification.promoted_rank();
+  if (rank > 0 && rank <= s->verification.candidates_size()) {
+    for (const SourcePathAudit& a : AuditSourcePaths(s->spec, s->best_config)) {
+      v1::SessionReport::SourcePath* p = rep.add_source_audit();
+      p->set_path(a.path);
+      p->set_patch(a.patch);
+      p->set_editable_glob(a.editable_glob);
+    }
+  }
 
   v1::SearchSummary* search = rep.mutable_search();
   search->set_strategy(optimizer_->Name());
@@ -1347,13 +1419,16 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
 // ------------------------------------------------------------------ Apply
 
 absl::StatusOr<v1::ApplyResponse> SessionManager::Apply(const v1::ApplyRequest& request) {
-  if (request.repo_path().empty()) return absl::InvalidArgumentError("repo_path: required");
   if (request.branch().empty()) return absl::InvalidArgumentError("branch: required");
   if (options_.committer == nullptr) {
     return absl::UnimplementedError("apply: this server has no committer configured");
   }
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(SessionState * s, FindLocked(request.session_id()));
+  // A session with a repository commits there unless told otherwise.
+  const std::string repo_path =
+      request.repo_path().empty() ? s->spec.repository.path : request.repo_path();
+  if (repo_path.empty()) return absl::InvalidArgumentError("repo_path: required");
   const v1::Stage stage = StageFromName(s->rec.stage);
   if (stage == v1::STAGE_APPLIED) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -1386,6 +1461,16 @@ absl::StatusOr<v1::ApplyResponse> SessionManager::Apply(const v1::ApplyRequest& 
                       s->rec.baseline_step_time_s, speedup, cand.ci_low(), cand.ci_high()),
       "contract_hash: ", s->rec.contract_hash, "\n", "setting:\n");
   for (const Knob& k : s->spec.knobs) absl::StrAppend(&file, "  ", k.name, ": ", cfg[k.name], "\n");
+  const std::vector<const PatchSpec*> patches = s->spec.PatchesOn(cfg);
+  std::string patch_lines;
+  if (!patches.empty()) {
+    absl::StrAppend(&file, "patches:\n");
+    for (const PatchSpec* p : patches) {
+      absl::StrAppend(&file, "  - ", p->name, "\n");
+      absl::StrAppend(&patch_lines, "  ", p->name, ": ", p->rationale.empty() ? "(no rationale)" : p->rationale,
+                      " [", absl::StrJoin(p->paths, ", "), "]\n");
+    }
+  }
 
   std::string checks = absl::StrFormat(
       "tokens/step %d, loss within %.3g + %.3g*|loss| of the baseline, harness timing "
@@ -1400,21 +1485,32 @@ absl::StatusOr<v1::ApplyResponse> SessionManager::Apply(const v1::ApplyRequest& 
     absl::StrAppend(&checks, ", protected files unchanged (",
                     absl::StrJoin(contract.protected_files(), ", "), ")");
   }
+  // Every path the commit changes: the patches' files and the launch file.
+  std::set<std::string> path_set = {path};
+  for (const PatchSpec* p : patches) path_set.insert(p->paths.begin(), p->paths.end());
+  const std::vector<std::string> source_paths(path_set.begin(), path_set.end());
   std::string message = absl::StrFormat(
-      "infrarsi: promote launch setting for %s (%.2fx)\n\n"
+      "infrarsi: promote %s for %s (%.2fx)\n\n"
       "Session: %s\nWorkload: %s on %s x%d\n"
       "Baseline: %.4f s/step (median of %d runs, CV %.2f%%, noise floor %.2f%%)\n"
       "Speedup: %.3fx, 95%% interval [%.3f, %.3f] over %d interleaved A/B pairs (trial %d)\n"
       "Setting: %s\nContract %s checks passed: %s\nSource paths changed: %s\n",
-      s->rec.name, speedup, s->rec.id, s->rec.workload_signature, s->spec.gpu,
+      patches.empty() ? "launch setting" : "launch setting and patches", s->rec.name, speedup, s->rec.id, s->rec.workload_signature, s->spec.gpu,
       s->spec.gpu_count, s->rec.baseline_step_time_s, s->rec.baseline_runs,
       100.0 * s->rec.baseline_cv, 100.0 * s->doctor.noise_floor(), speedup, cand.ci_low(),
-      cand.ci_high(), cand.runs(), best.id, ConfigKey(cfg), s->rec.contract_hash, checks, path);
+      cand.ci_high(), cand.runs(), best.id, ConfigKey(cfg), s->rec.contract_hash, checks,
+      absl::StrJoin(source_paths, ", "));
+  if (!patch_lines.empty()) absl::StrAppend(&message, "Patches:\n", patch_lines);
+  if (!s->spec.repository.base_commit.empty()) {
+    absl::StrAppend(&message, "Tuned on: ", s->spec.repository.base_commit, "\n");
+  }
 
   CommitRequest cr;
-  cr.repo_path = request.repo_path();
+  cr.repo_path = repo_path;
   cr.branch = request.branch();
   cr.message = message;
+  cr.base_commit = s->spec.repository.base_commit;
+  for (const PatchSpec* p : patches) cr.patches.emplace_back(p->name, p->diff);
   cr.files.emplace_back(path, file);
   cr.dry_run = request.dry_run();
   ASSIGN_OR_RETURN(CommitResult result, options_.committer->Commit(cr));
@@ -1423,9 +1519,11 @@ absl::StatusOr<v1::ApplyResponse> SessionManager::Apply(const v1::ApplyRequest& 
   resp.set_commit(result.commit);
   resp.set_branch(request.branch());
   resp.set_base_commit(result.base_commit);
-  resp.set_message(message);
-  resp.add_files(path);
+  resp.set_message(result.message.empty() ? message : result.message);
+  for (const std::string& f : result.changed_paths) resp.add_files(f);
+  if (result.changed_paths.empty()) resp.add_files(path);
   resp.set_dry_run(request.dry_run());
+  resp.set_note(result.note);
   if (!request.dry_run()) {
     RETURN_IF_ERROR(TransactLocked(*s, [&] {
       s->rec.applied_commit = result.commit;

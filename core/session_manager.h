@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "core/clock.h"
 #include "core/committer.h"
+#include "core/source_repo.h"
 #include "core/optimizer.h"
 #include "core/priors.h"
 #include "core/spec.h"
@@ -78,6 +79,9 @@ class SessionManager {
     // a cold start) and a label for the report ("file", "file+llm", or why
     // the LLM's answer was not used). Null: every search starts cold.
     std::function<std::pair<std::optional<Priors>, std::string>(const SessionSpec&)> priors_for;
+    // Not owned. Checks a session's patches against its repository at Init
+    // (the server's is libgit2). Null: patches are checked as text only.
+    const SourceRepo* source_repo = nullptr;
   };
 
   // Loads every session from storage and resumes the active ones.

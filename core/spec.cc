@@ -28,6 +28,7 @@ namespace {
 constexpr int32_t kMaxTrialsLimit = 100000;
 constexpr int32_t kMaxKnobs = 64;
 constexpr int32_t kMaxValuesPerKnob = 256;
+constexpr int32_t kMaxPatches = 16;
 
 absl::Status FieldError(const std::string& field, absl::string_view msg) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", msg));
@@ -374,6 +375,44 @@ absl::StatusOr<std::vector<std::string>> ReadStringList(const YAML::Node& parent
   return out;
 }
 
+absl::Status ParseRepository(const YAML::Node& root, const SpecParseOptions& options,
+                             SessionSpec& spec) {
+  ASSIGN_OR_RETURN(YAML::Node r, RequireMap(root, "repository", "repository", false));
+  if (!r || r.IsNull()) return absl::OkStatus();  // RequireMap gives a null node when absent
+  RETURN_IF_ERROR(CheckKeys(r, "repository", {"path", "base"}));
+  if (spec.executor_kind != SessionSpec::ExecutorKind::kProcess) {
+    return FieldError("repository", "only a process executor runs code from a repository");
+  }
+  ASSIGN_OR_RETURN(std::string path, RequireString(r, "path", "repository.path"));
+  ASSIGN_OR_RETURN(spec.repository.path, ResolvePath(path, "repository.path", options));
+  if (r["base"] && !r["base"].IsNull()) {
+    ASSIGN_OR_RETURN(spec.repository.base, RequireString(r, "base", "repository.base"));
+  }
+  // Trials run at the root of a clean work tree of the repository, so
+  // workdir-relative (protected) and repository-relative (patched) paths
+  // are the same paths.
+  YAML::Node wd = root["executor"]["process"]["workdir"];
+  if (wd && !wd.IsNull() && spec.process.workdir != spec.repository.path) {
+    return FieldError("executor.process.workdir",
+                      absl::StrCat("with a repository, trials run at its root; leave workdir out "
+                                   "or set it to ", spec.repository.path));
+  }
+  spec.process.workdir = spec.repository.path;
+  if (options.source_repo != nullptr) {
+    auto sha = options.source_repo->ResolveCommit(spec.repository.path, spec.repository.base);
+    if (!sha.ok()) return FieldError("repository", sha.status().message());
+    spec.repository.base_commit = *sha;
+  }
+  return absl::OkStatus();
+}
+
+// "patch_<name>" with the characters a knob name may not hold as '_'.
+std::string PatchKnobName(const std::string& patch) {
+  std::string out = "patch_";
+  for (char c : patch) out += absl::ascii_isalnum(c) ? c : '_';
+  return out;
+}
+
 absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& options,
                            SessionSpec& spec) {
   ContractSpec& c = spec.contract;
@@ -433,6 +472,14 @@ absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& optio
       if (p.is_absolute() || rel.find("..") != std::string::npos) {
         return FieldError(field, "must be a path inside the workdir");
       }
+      if (options.source_repo != nullptr && !spec.repository.base_commit.empty()) {
+        // Trials run on the base commit: lock the file as committed there.
+        auto h = options.source_repo->BlobAt(spec.repository.path, spec.repository.base_commit,
+                                             p.lexically_normal().generic_string());
+        if (!h.ok()) return FieldError(field, h.status().message());
+        c.protected_hashes[rel] = *h;
+        continue;
+      }
       const std::string full = (std::filesystem::path(spec.process.workdir) / p).string();
       auto readable = options.file_readable ? options.file_readable : DefaultFileReadable;
       if (!readable(full)) return FieldError(field, absl::StrCat("file not found: ", full));
@@ -459,14 +506,29 @@ absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& optio
     std::set<std::string> names;
     for (const auto& pn : patches) {
       if (!pn.IsMap()) return FieldError("patches", "items must be mappings");
-      RETURN_IF_ERROR(CheckKeys(pn, "patches[]", {"name", "rationale", "diff", "file"}));
+      RETURN_IF_ERROR(CheckKeys(pn, "patches[]", {"name", "rationale", "diff", "file", "prior"}));
       PatchSpec ps;
       ASSIGN_OR_RETURN(ps.name, RequireString(pn, "name", "patches[].name"));
       const std::string field = absl::StrCat("patches[", ps.name, "]");
       if (!ValidName(ps.name) || !names.insert(ps.name).second) {
         return FieldError(field, "names must be unique and use letters, digits, '-', '_' or '.'");
       }
+      if (spec.repository.path.empty()) {
+        return FieldError(field, "patches need a repository to apply to (repository: {path: ...})");
+      }
+      if (names.size() > static_cast<size_t>(kMaxPatches)) {
+        return FieldError("patches", absl::StrCat("at most ", kMaxPatches, " patches"));
+      }
       if (pn["rationale"] && pn["rationale"].IsScalar()) ps.rationale = pn["rationale"].Scalar();
+      if (pn["prior"] && !pn["prior"].IsNull()) {
+        ASSIGN_OR_RETURN(YAML::Node pr, RequireMap(pn, "prior", field + ".prior", true));
+        RETURN_IF_ERROR(CheckKeys(pr, field + ".prior", {"time", "time_sd"}));
+        if (!pr["time"] || pr["time"].IsNull()) return FieldError(field + ".prior.time", "is required");
+        ASSIGN_OR_RETURN(ps.prior_time, ReadDouble(pr, "time", field + ".prior.time", -2, 2, 0));
+        ASSIGN_OR_RETURN(ps.prior_time_sd,
+                         ReadDouble(pr, "time_sd", field + ".prior.time_sd", 1e-3, 3, 0.5));
+        ps.has_prior = true;
+      }
       const bool has_diff = pn["diff"] && pn["diff"].IsScalar();
       const bool has_file = pn["file"] && pn["file"].IsScalar();
       if (has_diff == has_file) return FieldError(field, "give exactly one of diff or file");
@@ -488,7 +550,35 @@ absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& optio
       if (!files.ok()) return FieldError(field, files.status().message());
       RETURN_IF_ERROR(CheckPatchScope(ps.name, *files, c.editable, c.protected_files));
       for (const PatchedFile& f : *files) ps.paths.push_back(f.path);
+      if (options.source_repo != nullptr && !spec.repository.base_commit.empty()) {
+        // Git's own reading of the diff: it must apply to the base commit,
+        // and the files it changes are held to the same scope.
+        auto paths = options.source_repo->CheckPatch(spec.repository.path,
+                                                     spec.repository.base_commit, {}, ps.diff);
+        if (!paths.ok()) return FieldError(field, paths.status().message());
+        std::vector<PatchedFile> by_git;
+        for (const std::string& path : *paths) by_git.push_back({path});
+        RETURN_IF_ERROR(CheckPatchScope(ps.name, by_git, c.editable, c.protected_files));
+        ps.paths = *paths;
+      }
+      ps.knob = PatchKnobName(ps.name);
+      if (spec.FindKnob(ps.knob) != nullptr) {
+        return FieldError(field, absl::StrCat("its switch '", ps.knob, "' clashes with another knob"));
+      }
+      spec.knobs.push_back({ps.knob, {"off", "on"}});
+      spec.baseline[ps.knob] = "off";
       spec.patches.push_back(std::move(ps));
+    }
+  }
+  // Pairs that do not apply one after the other are never combined.
+  if (options.source_repo != nullptr && !spec.repository.base_commit.empty()) {
+    for (size_t i = 0; i < spec.patches.size(); ++i) {
+      for (size_t j = i + 1; j < spec.patches.size(); ++j) {
+        auto both = options.source_repo->CheckPatch(spec.repository.path,
+                                                    spec.repository.base_commit,
+                                                    {spec.patches[i].diff}, spec.patches[j].diff);
+        if (!both.ok()) spec.patch_conflicts.emplace_back(spec.patches[i].name, spec.patches[j].name);
+      }
     }
   }
   return absl::OkStatus();
@@ -499,7 +589,7 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
   if (!root.IsMap()) return FieldError("spec", "must be a YAML mapping");
   RETURN_IF_ERROR(CheckKeys(root, "", {"name", "workload", "hardware", "knobs", "baseline",
                                        "budget", "doctor", "seed", "executor", "contract",
-                                       "verify", "patches"}));
+                                       "verify", "patches", "repository"}));
   SessionSpec spec;
   ASSIGN_OR_RETURN(spec.name, RequireString(root, "name", "name"));
   if (!ValidName(spec.name)) {
@@ -593,6 +683,7 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
   spec.seed = static_cast<uint64_t>(seed);
 
   RETURN_IF_ERROR(ParseExecutor(root, options, spec));
+  RETURN_IF_ERROR(ParseRepository(root, options, spec));
   RETURN_IF_ERROR(ParseContract(root, options, spec));
   return spec;
 }
@@ -614,7 +705,32 @@ std::string ContractText(const SessionSpec& s) {
       absl::StrJoin(c.protected_hashes, "|", absl::PairFormatter("@")), "\nknobs=");
   for (const Knob& k : s.knobs) absl::StrAppend(&out, k.name, ":", absl::StrJoin(k.values, "|"), ";");
   for (const PatchSpec& p : s.patches) absl::StrAppend(&out, "\npatch=", p.name, ":", StableHash(p.diff));
+  if (!s.repository.path.empty()) {
+    absl::StrAppend(&out, "\nrepository=", s.repository.path, "@", s.repository.base_commit);
+  }
+  for (const auto& [a, b] : s.patch_conflicts) absl::StrAppend(&out, "\nconflict=", a, "+", b);
   return out;
+}
+
+std::vector<const PatchSpec*> SessionSpec::PatchesOn(const Config& config) const {
+  std::vector<const PatchSpec*> out;
+  for (const PatchSpec& p : patches) {
+    auto it = config.find(p.knob);
+    if (it != config.end() && it->second == "on") out.push_back(&p);
+  }
+  return out;
+}
+
+std::string SessionSpec::PatchConflict(const Config& config) const {
+  for (const auto& [a, b] : patch_conflicts) {
+    bool on_a = false, on_b = false;
+    for (const PatchSpec* p : PatchesOn(config)) {
+      on_a = on_a || p->name == a;
+      on_b = on_b || p->name == b;
+    }
+    if (on_a && on_b) return absl::StrCat("patches ", a, " and ", b, " do not apply together");
+  }
+  return "";
 }
 
 std::string SessionSpec::WorkloadSignature() const {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/source_repo.h"
 #include "models/cluster_sim.h"
 
 namespace infrarsi {
@@ -74,6 +75,20 @@ struct PatchSpec {
   std::string rationale;
   std::string diff;
   std::vector<std::string> paths;  // files it changes
+  // The knob that switches it ("patch_<name>", values off/on, baseline off):
+  // patches are searched together with the launch knobs.
+  std::string knob;
+  // Optional prior effect of switching it on, on log step time.
+  bool has_prior = false;
+  double prior_time = 0, prior_time_sd = 0.5;
+};
+
+// The team's repository the patches apply to. Trials run in a clean work
+// tree of it at base_commit with their patches applied; Apply commits there.
+struct RepositorySpec {
+  std::string path;             // local path; empty: the session has no repository
+  std::string base = "HEAD";    // as written
+  std::string base_commit;      // full SHA-1, resolved at Init
 };
 
 struct VerifySpec {
@@ -103,6 +118,10 @@ struct SessionSpec {
   ContractSpec contract;
   VerifySpec verify;
   std::vector<PatchSpec> patches;
+  RepositorySpec repository;
+  // Pairs of patch names that do not apply together; a setting never
+  // switches on both (found at Init).
+  std::vector<std::pair<std::string, std::string>> patch_conflicts;
   uint64_t seed = 0;
   enum class ExecutorKind { kReplay, kProcess, kSim } executor_kind = ExecutorKind::kReplay;
   ReplayExecutorSpec replay;
@@ -115,6 +134,10 @@ struct SessionSpec {
   int64_t SpaceSize() const;
   const Knob* FindKnob(const std::string& name) const;
   std::string ExecutorName() const;
+  // The patches `config` switches on, in spec order.
+  std::vector<const PatchSpec*> PatchesOn(const Config& config) const;
+  // "" when `config` may run, else why not (two conflicting patches on).
+  std::string PatchConflict(const Config& config) const;
 };
 
 struct SpecParseOptions {
@@ -126,6 +149,10 @@ struct SpecParseOptions {
   // Content hash of a file (protected files are locked by it). Null: the
   // protected files' hashes are left empty (the server always sets it).
   std::function<absl::StatusOr<std::string>(const std::string&)> hash_file;
+  // Checks patches against the repository and resolves its base commit.
+  // Null: patches are checked as text only and the base stays unresolved
+  // (re-loading a stored spec, whose frozen contract holds the results).
+  const SourceRepo* source_repo = nullptr;
 };
 
 // The simulator's launch setting for `config` on top of the spec's fixed

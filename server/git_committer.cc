@@ -1,8 +1,12 @@
 #include "server/git_committer.h"
 
 #include <git2.h>
+#include <git2/sys/mempack.h>
+#include <git2/sys/odb_backend.h>
 
+#include <algorithm>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -28,6 +32,10 @@ using CommitPtr = GitPtr<git_commit, git_commit_free>;
 using TreePtr = GitPtr<git_tree, git_tree_free>;
 using RefPtr = GitPtr<git_reference, git_reference_free>;
 using SigPtr = GitPtr<git_signature, git_signature_free>;
+using DiffPtr = GitPtr<git_diff, git_diff_free>;
+using IndexPtr = GitPtr<git_index, git_index_free>;
+using ObjectPtr = GitPtr<git_object, git_object_free>;
+using OdbPtr = GitPtr<git_odb, git_odb_free>;
 
 std::string OidHex(const git_oid& oid) {
   char buf[GIT_OID_HEXSZ + 1];
@@ -35,20 +43,144 @@ std::string OidHex(const git_oid& oid) {
   return buf;
 }
 
+absl::StatusOr<RepoPtr> OpenRepo(const std::string& path, const std::string& field) {
+  git_repository* raw = nullptr;
+  if (git_repository_open_ext(&raw, path.c_str(), GIT_REPOSITORY_OPEN_NO_SEARCH, nullptr) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(field, ": not a git repository: ", path));
+  }
+  return RepoPtr(raw);
+}
+
+// Puts an in-memory object store in front of the repository's own, so that
+// objects written from now on (patched trees) never reach its disk. The
+// store lives as long as the repository object.
+absl::Status UseScratchStore(git_repository* repo) {
+  git_odb* raw_odb = nullptr;
+  if (git_repository_odb(&raw_odb, repo) != 0) {
+    return absl::InternalError(absl::StrCat("git: object database: ", LastGitError()));
+  }
+  OdbPtr odb(raw_odb);
+  git_odb_backend* mem = nullptr;
+  if (git_mempack_new(&mem) != 0 || git_odb_add_backend(odb.get(), mem, 1000) != 0) {
+    return absl::InternalError(absl::StrCat("git: in-memory object store: ", LastGitError()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CommitPtr> CommitOf(git_repository* repo, const std::string& rev) {
+  git_object* raw = nullptr;
+  if (git_revparse_single(&raw, repo, rev.c_str()) != 0) {
+    return absl::NotFoundError(absl::StrCat("'", rev, "' names no commit: ", LastGitError()));
+  }
+  ObjectPtr obj(raw);
+  git_object* peeled = nullptr;
+  if (git_object_peel(&peeled, obj.get(), GIT_OBJECT_COMMIT) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("'", rev, "' is not a commit"));
+  }
+  return CommitPtr(reinterpret_cast<git_commit*>(peeled));
+}
+
+absl::StatusOr<TreePtr> TreeOf(git_commit* commit) {
+  git_tree* raw = nullptr;
+  if (git_commit_tree(&raw, commit) != 0) {
+    return absl::InternalError(absl::StrCat("git: commit tree: ", LastGitError()));
+  }
+  return TreePtr(raw);
+}
+
+absl::StatusOr<DiffPtr> ParseDiff(const std::string& diff) {
+  git_diff* raw = nullptr;
+  if (git_diff_from_buffer(&raw, diff.data(), diff.size()) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("git cannot read the diff: ", LastGitError()));
+  }
+  return DiffPtr(raw);
+}
+
+std::vector<std::string> DiffPaths(git_diff* diff) {
+  std::set<std::string> paths;
+  for (size_t i = 0; i < git_diff_num_deltas(diff); ++i) {
+    const git_diff_delta* d = git_diff_get_delta(diff, i);
+    if (d->old_file.path != nullptr && d->status != GIT_DELTA_ADDED) paths.insert(d->old_file.path);
+    if (d->new_file.path != nullptr && d->status != GIT_DELTA_DELETED) paths.insert(d->new_file.path);
+  }
+  return {paths.begin(), paths.end()};
+}
+
+// `tree` with `diff` applied. FAILED_PRECONDITION with git's reason (which
+// names the file) when it does not apply.
+absl::StatusOr<TreePtr> Apply(git_repository* repo, git_tree* tree, const std::string& diff) {
+  ASSIGN_OR_RETURN(DiffPtr parsed, ParseDiff(diff));
+  git_index* raw_index = nullptr;
+  if (git_apply_to_tree(&raw_index, repo, tree, parsed.get(), nullptr) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("does not apply: ", LastGitError()));
+  }
+  IndexPtr index(raw_index);
+  git_oid oid;
+  if (git_index_write_tree_to(&oid, index.get(), repo) != 0) {
+    return absl::InternalError(absl::StrCat("git: writing the patched tree: ", LastGitError()));
+  }
+  git_tree* out = nullptr;
+  if (git_tree_lookup(&out, repo, &oid) != 0) {
+    return absl::InternalError(absl::StrCat("git: patched tree: ", LastGitError()));
+  }
+  return TreePtr(out);
+}
+
 }  // namespace
 
 GitCommitter::GitCommitter() { git_libgit2_init(); }
 GitCommitter::~GitCommitter() { git_libgit2_shutdown(); }
 
+absl::StatusOr<std::string> GitCommitter::ResolveCommit(const std::string& repo_path,
+                                                        const std::string& rev) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(RepoPtr repo, OpenRepo(repo_path, "path"));
+  ASSIGN_OR_RETURN(CommitPtr commit, CommitOf(repo.get(), rev));
+  return OidHex(*git_commit_id(commit.get()));
+}
+
+absl::StatusOr<std::vector<std::string>> GitCommitter::CheckPatch(
+    const std::string& repo_path, const std::string& base, const std::vector<std::string>& earlier,
+    const std::string& diff) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(RepoPtr repo, OpenRepo(repo_path, "repository"));
+  RETURN_IF_ERROR(UseScratchStore(repo.get()));
+  ASSIGN_OR_RETURN(CommitPtr commit, CommitOf(repo.get(), base));
+  ASSIGN_OR_RETURN(TreePtr tree, TreeOf(commit.get()));
+  for (const std::string& e : earlier) {
+    ASSIGN_OR_RETURN(tree, Apply(repo.get(), tree.get(), e));
+  }
+  ASSIGN_OR_RETURN(DiffPtr parsed, ParseDiff(diff));
+  std::vector<std::string> paths = DiffPaths(parsed.get());
+  auto applied = Apply(repo.get(), tree.get(), diff);
+  if (!applied.ok()) {
+    return absl::Status(applied.status().code(),
+                        absl::StrCat(applied.status().message(), " (base ", base.substr(0, 12), ")"));
+  }
+  return paths;
+}
+
+absl::StatusOr<std::string> GitCommitter::BlobAt(const std::string& repo_path,
+                                                 const std::string& base,
+                                                 const std::string& path) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(RepoPtr repo, OpenRepo(repo_path, "repository"));
+  ASSIGN_OR_RETURN(CommitPtr commit, CommitOf(repo.get(), base));
+  ASSIGN_OR_RETURN(TreePtr tree, TreeOf(commit.get()));
+  git_tree_entry* entry = nullptr;
+  if (git_tree_entry_bypath(&entry, tree.get(), path.c_str()) != 0) {
+    return absl::NotFoundError(absl::StrCat("file not found in commit ", base.substr(0, 12), ": ", path));
+  }
+  const std::string id = OidHex(*git_tree_entry_id(entry));
+  git_tree_entry_free(entry);
+  return id;
+}
+
 absl::StatusOr<CommitResult> GitCommitter::Commit(const CommitRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
-  git_repository* raw_repo = nullptr;
-  if (git_repository_open_ext(&raw_repo, req.repo_path.c_str(), GIT_REPOSITORY_OPEN_NO_SEARCH,
-                              nullptr) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("repo_path: not a git repository: ", req.repo_path));
-  }
-  RepoPtr repo(raw_repo);
+  ASSIGN_OR_RETURN(RepoPtr repo, OpenRepo(req.repo_path, "repo_path"));
+  // A dry run writes nothing to the repository, objects included.
+  if (req.dry_run) RETURN_IF_ERROR(UseScratchStore(repo.get()));
   const std::string ref_name = absl::StrCat("refs/heads/", req.branch);
   int valid = 0;
   if (git_reference_name_is_valid(&valid, ref_name.c_str()) != 0 || !valid) {
@@ -72,11 +204,36 @@ absl::StatusOr<CommitResult> GitCommitter::Commit(const CommitRequest& req) {
     return absl::InternalError(absl::StrCat("git: HEAD commit: ", LastGitError()));
   }
   CommitPtr head(raw_head);
-  git_tree* raw_tree = nullptr;
-  if (git_commit_tree(&raw_tree, head.get()) != 0) {
-    return absl::InternalError(absl::StrCat("git: HEAD tree: ", LastGitError()));
+  ASSIGN_OR_RETURN(TreePtr head_tree, TreeOf(head.get()));
+  CommitResult result;
+  result.base_commit = OidHex(head_oid);
+  const bool moved = !req.base_commit.empty() && req.base_commit != result.base_commit;
+
+  // The patches, on HEAD's tree (the base's, unless HEAD moved).
+  ASSIGN_OR_RETURN(TreePtr tree, TreeOf(head.get()));
+  for (const auto& [name, diff] : req.patches) {
+    auto next = Apply(repo.get(), tree.get(), diff);
+    if (!next.ok()) {
+      if (moved) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "repo_path: HEAD moved from ", req.base_commit.substr(0, 12), " (where the session ran) to ",
+            result.base_commit.substr(0, 12), " and patch ", name,
+            " no longer applies: ", next.status().message(),
+            ". Run a new session on the new HEAD, or apply onto a branch at the old base."));
+      }
+      return absl::FailedPreconditionError(
+          absl::StrCat("patch ", name, ": ", next.status().message()));
+    }
+    tree = *std::move(next);
   }
-  TreePtr base_tree(raw_tree);
+  if (moved) {
+    result.note = absl::StrCat("HEAD moved from ", req.base_commit.substr(0, 12),
+                               " (where the session ran) to ", result.base_commit.substr(0, 12),
+                               "; the patches applied cleanly onto it");
+  }
+
+  result.message = req.message;
+  if (!result.note.empty()) absl::StrAppend(&result.message, "Note: ", result.note, "\n");
 
   std::vector<git_tree_update> updates(req.files.size());
   for (size_t i = 0; i < req.files.size(); ++i) {
@@ -91,19 +248,21 @@ absl::StatusOr<CommitResult> GitCommitter::Commit(const CommitRequest& req) {
     updates[i].path = path.c_str();
   }
   git_oid tree_oid;
-  if (git_tree_create_updated(&tree_oid, repo.get(), base_tree.get(), updates.size(),
-                              updates.data()) != 0) {
+  if (git_tree_create_updated(&tree_oid, repo.get(), tree.get(), updates.size(), updates.data()) != 0) {
     return absl::InternalError(absl::StrCat("git: building tree: ", LastGitError()));
   }
-  CommitResult result;
-  result.base_commit = OidHex(head_oid);
-  if (req.dry_run) return result;
-
   git_tree* raw_new_tree = nullptr;
   if (git_tree_lookup(&raw_new_tree, repo.get(), &tree_oid) != 0) {
     return absl::InternalError(absl::StrCat("git: tree lookup: ", LastGitError()));
   }
   TreePtr new_tree(raw_new_tree);
+  git_diff* raw_changes = nullptr;
+  if (git_diff_tree_to_tree(&raw_changes, repo.get(), head_tree.get(), new_tree.get(), nullptr) != 0) {
+    return absl::InternalError(absl::StrCat("git: diff: ", LastGitError()));
+  }
+  result.changed_paths = DiffPaths(DiffPtr(raw_changes).get());
+  if (req.dry_run) return result;
+
   git_signature* raw_sig = nullptr;
   if (git_signature_default(&raw_sig, repo.get()) != 0 &&
       git_signature_now(&raw_sig, "InfraRSI", "infrarsi@localhost") != 0) {
@@ -114,7 +273,7 @@ absl::StatusOr<CommitResult> GitCommitter::Commit(const CommitRequest& req) {
   git_oid commit_oid;
   // No update_ref: the branch is created below, refusing to overwrite.
   if (git_commit_create(&commit_oid, repo.get(), nullptr, sig.get(), sig.get(), "UTF-8",
-                        req.message.c_str(), new_tree.get(), 1, parents) != 0) {
+                        result.message.c_str(), new_tree.get(), 1, parents) != 0) {
     return absl::InternalError(absl::StrCat("git: commit: ", LastGitError()));
   }
   git_commit* raw_commit = nullptr;

@@ -52,6 +52,7 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   mo.storage = s->storage_.get();
   mo.clock = options.clock;
   mo.committer = s->committer_.get();
+  mo.source_repo = s->committer_.get();
   mo.lease_timeout = options.lease_timeout;
   mo.max_attempts = options.max_attempts;
   mo.hash_file = GitBlobHash;  // libgit2 is initialised by the committer

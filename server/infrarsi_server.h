@@ -13,6 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "core/clock.h"
+#include "server/git_committer.h"
 
 namespace grpc {
 class Server;
@@ -85,7 +86,7 @@ class InfraRsiServer {
   std::string host_;
   int port_ = 0;
   std::unique_ptr<storage::SqliteStorage> storage_;
-  std::unique_ptr<Committer> committer_;
+  std::unique_ptr<GitCommitter> committer_;  // also the sessions' SourceRepo
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<SessionManager> manager_;
   std::unique_ptr<SessionServiceImpl> session_service_;

@@ -68,7 +68,10 @@ class FakeCommitter : public Committer {
   absl::StatusOr<CommitResult> Commit(const CommitRequest& r) override {
     last = r;
     ++calls;
-    return CommitResult{r.dry_run ? "" : "c0ffee", "base123"};
+    CommitResult result;
+    result.commit = r.dry_run ? "" : "c0ffee";
+    result.base_commit = "base123";
+    return result;
   }
   CommitRequest last;
   int calls = 0;

@@ -196,6 +196,95 @@ TEST(SpecTest, SimExecutorErrorsNameTheField) {
   }
 }
 
+// A repository whose patches apply unless they say "CONFLICT" after another
+// patch, or "NOAPPLY" at all.
+class FakeRepo : public SourceRepo {
+ public:
+  absl::StatusOr<std::string> ResolveCommit(const std::string& repo,
+                                            const std::string& rev) const override {
+    if (repo != "/repo") return absl::FailedPreconditionError("not a git repository: " + repo);
+    if (rev != "HEAD" && rev != "main") return absl::NotFoundError("'" + rev + "' names no commit");
+    return std::string(40, 'c');
+  }
+  absl::StatusOr<std::vector<std::string>> CheckPatch(const std::string&, const std::string& base,
+                                                      const std::vector<std::string>& earlier,
+                                                      const std::string& diff) const override {
+    EXPECT_EQ(base, std::string(40, 'c'));
+    if (diff.find("NOAPPLY") != std::string::npos) {
+      return absl::FailedPreconditionError("does not apply: model/attn.py: hunk 1 failed");
+    }
+    if (!earlier.empty() && diff.find("CONFLICT") != std::string::npos) {
+      return absl::FailedPreconditionError("does not apply: model/attn.py");
+    }
+    return std::vector<std::string>{"model/attn.py"};
+  }
+  absl::StatusOr<std::string> BlobAt(const std::string&, const std::string& base,
+                                     const std::string& path) const override {
+    return base.substr(0, 4) + ":" + path;
+  }
+};
+
+TEST(SpecTest, PatchesAreCheckedAgainstTheRepository) {
+  const std::string process = absl::StrReplaceAll(
+      kGood, {{"replay: {landscape: data/land.jsonl}", "process: {command: 'python3 train.py'}"}});
+  FakeRepo repo;
+  SpecParseOptions o = Opts();
+  o.source_repo = &repo;
+  auto patch = [](const std::string& name, const std::string& marker) {
+    return "  - name: " + name + "\n    prior: {time: -0.2}\n    diff: |\n      --- a/model/attn.py\n"
+           "      +++ b/model/attn.py\n      @@ -1 +1 @@\n      -a\n      +b " + marker + "\n";
+  };
+  const std::string head =
+      "repository: {path: /repo, base: main}\n"
+      "contract: {editable: ['model/**'], protected: [data.py]}\npatches:\n";
+  auto ok = ParseSpec(process + head + patch("a", "") + patch("b", "CONFLICT") + patch("c", ""), o);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->repository.base_commit, std::string(40, 'c'));
+  // Protected files are locked as committed at the base.
+  EXPECT_EQ(ok->contract.protected_hashes.at("data.py"), "cccc:data.py");
+  EXPECT_TRUE(ok->patches[0].has_prior);
+  EXPECT_DOUBLE_EQ(ok->patches[0].prior_time, -0.2);
+  // Trials apply patches in spec order, and b does not apply after a: that
+  // pair is never switched on together (c after b applies).
+  const std::vector<std::pair<std::string, std::string>> conflicts = {{"a", "b"}};
+  EXPECT_EQ(ok->patch_conflicts, conflicts);
+  Config both = ok->baseline;
+  both["patch_a"] = "on";
+  both["patch_b"] = "on";
+  EXPECT_EQ(ok->PatchConflict(both), "patches a and b do not apply together");
+  both["patch_b"] = "off";
+  both["patch_c"] = "on";
+  EXPECT_EQ(ok->PatchConflict(both), "");
+  EXPECT_EQ(ok->PatchesOn(both).size(), 2u);
+  // The base commit and the conflicts are part of the locked contract.
+  SessionSpec moved = *ok;
+  moved.repository.base_commit = std::string(40, 'd');
+  EXPECT_NE(ContractText(*ok), ContractText(moved));
+
+  struct Case {
+    std::string yaml, expect;
+  };
+  const std::vector<Case> bad = {
+      {process + head + patch("x", "NOAPPLY"), "patches[x]: does not apply: model/attn.py: hunk 1 failed"},
+      {absl::StrReplaceAll(process + head + patch("x", ""), {{"base: main", "base: nope"}}),
+       "repository: 'nope' names no commit"},
+      {absl::StrReplaceAll(process + head + patch("x", ""), {{"path: /repo", "path: /elsewhere"}}),
+       "repository: not a git repository: /elsewhere"},
+      {absl::StrReplaceAll(process + head + patch("x", ""), {{"prior: {time: -0.2}", "prior: {time: -9}"}}),
+       "patches[x].prior.time: must be in [-2, 2], got -9"},
+      {process + "contract: {editable: ['model/**']}\npatches:\n" + patch("x", ""),
+       "patches[x]: patches need a repository to apply to (repository: {path: ...})"},
+      {absl::StrReplaceAll(process, {{"python3 train.py'", "python3 train.py', workdir: /other"}}) + head +
+           patch("x", ""),
+       "executor.process.workdir: with a repository, trials run at its root"},
+  };
+  for (const Case& c : bad) {
+    auto spec = ParseSpec(c.yaml, o);
+    ASSERT_FALSE(spec.ok()) << c.expect;
+    EXPECT_EQ(spec.status().message().substr(0, c.expect.size()), c.expect) << spec.status();
+  }
+}
+
 TEST(SpecTest, ContractAndPatchesAreValidatedAtInit) {
   const std::string process = absl::StrReplaceAll(
       kGood, {{"replay: {landscape: data/land.jsonl}",
@@ -205,6 +294,7 @@ TEST(SpecTest, ContractAndPatchesAreValidatedAtInit) {
     return std::string(40, path.back() == 'y' ? 'a' : 'b');
   };
   const std::string contract =
+      "repository: {path: /repo}\n"
       "contract: {editable: ['model/**'], protected: [infrarsi_harness.py], data_seed: 5}\n";
   auto ok = ParseSpec(process + contract +
                           "patches:\n  - name: fast-attn\n    diff: |\n      --- a/model/attn.py\n"
@@ -214,6 +304,11 @@ TEST(SpecTest, ContractAndPatchesAreValidatedAtInit) {
   EXPECT_EQ(ok->contract.protected_hashes.at("infrarsi_harness.py"), std::string(40, 'a'));
   ASSERT_EQ(ok->patches.size(), 1u);
   EXPECT_EQ(ok->patches[0].paths, std::vector<std::string>{"model/attn.py"});
+  // Each patch is a switch in the search space, off in the baseline.
+  EXPECT_EQ(ok->patches[0].knob, "patch_fast_attn");
+  ASSERT_NE(ok->FindKnob("patch_fast_attn"), nullptr);
+  EXPECT_EQ(ok->baseline.at("patch_fast_attn"), "off");
+  EXPECT_EQ(ok->process.workdir, "/repo");  // trials run at the repository's root
   EXPECT_TRUE(ok->contract.data_seed_set);
   // The contract text (what Init hashes) changes with any locked field.
   SessionSpec other = *ok;
