@@ -100,8 +100,9 @@ int main(int argc, char** argv) {
   auto* apply = app.add_subcommand(
       "apply", "commit the promoted setting to a new branch of a git repository");
   apply->add_option("id", id, "session id")->required();
-  apply->add_option("--repo", repo, "path of the target git repository (on the server host)")
-      ->required();
+  apply->add_option("--repo", repo,
+                    "path of the target git repository (on the server host); default: the "
+                    "session's repository");
   apply->add_option("--branch", branch, "new branch to create")->required();
   apply->add_flag("--dry-run", dry_run, "show the commit without making it");
 
@@ -221,7 +222,8 @@ int main(int argc, char** argv) {
     } else {
       std::cout << "committed " << a->commit() << " on new branch " << a->branch() << "\n";
     }
-    for (const auto& f : a->files()) std::cout << "  + " << f << "\n";
+    if (!a->note().empty()) std::cout << "note: " << a->note() << "\n";
+    for (const auto& f : a->files()) std::cout << "  M " << f << "\n";
     std::cout << "\n" << a->message();
     return 0;
   }

@@ -75,6 +75,15 @@ class LineTailer {
 
 }  // namespace
 
+ProcessExecutor::ProcessExecutor(Options options) : options_(std::move(options)) {
+  if (options_.git_cache_root.empty()) {
+    options_.git_cache_root = (fs::path(options_.scratch_root) / "git-cache").string();
+  }
+  WorkTrees::Options wo;
+  wo.cache_root = options_.git_cache_root;
+  work_trees_ = std::make_unique<WorkTrees>(wo);
+}
+
 absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment& trial,
                                                       ProgressSink* sink) {
   const v1::ProcessSpec& spec = trial.executor().process();
@@ -94,6 +103,21 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   const std::string stderr_path = (scratch / "stderr.log").string();
   { std::ofstream touch(metrics_path); }
 
+  // The code to run: the workdir as it is, or a fresh patched work tree.
+  std::string workdir = spec.workdir();
+  if (!spec.source().repository().empty()) {
+    workdir = (scratch / "tree").string();
+    const absl::Time made = absl::Now();
+    if (absl::Status st = work_trees_->Make(spec.source(), workdir); !st.ok()) {
+      v1::TrialOutcome outcome;
+      outcome.set_status("failed");
+      outcome.set_error(absl::StrCat("launcher: ", st.message()));
+      outcome.set_wall_s(absl::ToDoubleSeconds(absl::Now() - made));
+      fs::remove_all(scratch, ec);
+      return outcome;
+    }
+  }
+
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) {
     if (!absl::StartsWith(*e, "INFRARSI_")) env_strings.emplace_back(*e);
@@ -102,7 +126,11 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   env_strings.push_back(absl::StrCat("INFRARSI_TRIAL_ID=", trial.trial_id()));
   env_strings.push_back("INFRARSI_SESSION_ID=" + trial.session_id());
   for (const auto& [k, v] : config) {
-    env_strings.push_back(absl::StrCat("INFRARSI_KNOB_", absl::AsciiStrToUpper(k), "=", v));
+    std::string name = absl::AsciiStrToUpper(k);
+    for (char& c : name) {
+      if (!absl::ascii_isalnum(c)) c = '_';
+    }
+    env_strings.push_back(absl::StrCat("INFRARSI_KNOB_", name, "=", v));
   }
   std::vector<char*> cargv, cenv;
   for (auto& a : argv) cargv.push_back(a.data());
@@ -122,8 +150,8 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     if (out >= 0) dup2(out, 1);
     if (err >= 0) dup2(err, 2);
     if (devnull >= 0) dup2(devnull, 0);
-    if (!spec.workdir().empty() && chdir(spec.workdir().c_str()) != 0) {
-      dprintf(2, "infrarsi: cannot enter workdir %s: %s\n", spec.workdir().c_str(), std::strerror(errno));
+    if (!workdir.empty() && chdir(workdir.c_str()) != 0) {
+      dprintf(2, "infrarsi: cannot enter workdir %s: %s\n", workdir.c_str(), std::strerror(errno));
       _exit(126);
     }
     execvpe(cargv[0], cargv.data(), cenv.data());
@@ -135,7 +163,7 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   LineTailer tailer(metrics_path);
   v1::TrialOutcome outcome;
   // Protected files must be as Init locked them, before and after.
-  for (const std::string& bad : ChangedProtectedFiles(spec.workdir(), spec.protected_hashes())) {
+  for (const std::string& bad : ChangedProtectedFiles(workdir, spec.protected_hashes())) {
     outcome.add_protected_changed(bad + " (before the trial)");
   }
   // When each metrics line arrived: the timer the training code cannot touch.
@@ -226,7 +254,7 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     report_cv.notify_one();
   }
   reporter.join();  // every step reaches the sink before the outcome is sent
-  for (const std::string& bad : ChangedProtectedFiles(spec.workdir(), spec.protected_hashes())) {
+  for (const std::string& bad : ChangedProtectedFiles(workdir, spec.protected_hashes())) {
     outcome.add_protected_changed(bad);
   }
   const std::string err_tail = ReadTail(stderr_path, 2000);

@@ -3,6 +3,12 @@
 // exec'd directly, never through a shell, in its own process group so that a
 // timeout or a cancel kills everything it started.
 //
+// When the trial carries a source (the session has a repository), it runs
+// at the root of a fresh work tree of the repository at the base commit
+// with the trial's patches applied (client/work_tree.h), made inside the
+// trial's scratch folder and removed with it; a patch that does not apply
+// fails the trial as a launcher error.
+//
 // The process appends metrics lines (see metrics_line.h) to the file named by
 // $INFRARSI_METRICS. It also gets $INFRARSI_TRIAL_ID, $INFRARSI_SESSION_ID and
 // $INFRARSI_KNOB_<NAME> for every knob. The executor records when each line
@@ -11,10 +17,12 @@
 #ifndef INFRARSI_CLIENT_PROCESS_EXECUTOR_H_
 #define INFRARSI_CLIENT_PROCESS_EXECUTOR_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/time/time.h"
 #include "client/executor.h"
+#include "client/work_tree.h"
 
 namespace infrarsi::client {
 
@@ -27,8 +35,11 @@ class ProcessExecutor : public Executor {
     // How often the metrics file and the child are checked; also the
     // resolution of the observed intervals between metrics lines.
     absl::Duration poll_interval = absl::Milliseconds(10);
+    // The agent's bare clones of session repositories. Default:
+    // scratch_root/git-cache.
+    std::string git_cache_root;
   };
-  explicit ProcessExecutor(Options options) : options_(std::move(options)) {}
+  explicit ProcessExecutor(Options options);
 
   // Thread-compatible per call; several calls may run concurrently.
   absl::StatusOr<v1::TrialOutcome> Run(const v1::TrialAssignment& trial,
@@ -36,6 +47,7 @@ class ProcessExecutor : public Executor {
 
  private:
   Options options_;
+  std::unique_ptr<WorkTrees> work_trees_;
 };
 
 }  // namespace infrarsi::client

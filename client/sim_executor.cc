@@ -74,7 +74,9 @@ absl::StatusOr<v1::TrialOutcome> SimExecutor::Run(const v1::TrialAssignment& tri
                                cluster.world(), 100.0 * meas.truth.mfu));
   if (meas.status != ms::Status::kOk) {
     out.set_status(ms::StatusName(meas.status));
-    out.set_error(meas.message);
+    // The failure class the report counts: a refused launch, not a crash.
+    out.set_error(meas.status == ms::Status::kLauncherError ? absl::StrCat("launcher: ", meas.message)
+                                                            : meas.message);
     return out;
   }
   std::vector<v1::StepMetrics> steps;

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "client/rpc_client.h"
 #include "google/protobuf/util/json_util.h"
@@ -585,6 +586,163 @@ TEST_F(EndToEndTest, AgentKilledMidTrialIsReplacedAfterTheLeaseExpires) {
   EXPECT_EQ(t.attempts(), 2);
   EXPECT_NE(t.agent(), first_agent);
   EXPECT_FALSE(first_agent.empty());
+}
+
+}  // namespace
+}  // namespace infrarsi
+
+namespace infrarsi {
+namespace {
+
+// A python3 that imports torch (Debian's python3-torch), or "".
+std::string TorchPython() {
+  for (const char* py : {"/usr/bin/python3", "/usr/local/bin/python3"}) {
+    if (!fs::exists(py)) continue;
+    Subprocess p({py, "-c", "import torch"}, "/dev/null");
+    p.ReadAll();
+    const int status = p.Wait();
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return py;
+  }
+  return "";
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The content of `path` in the tree of `rev`, or "" when absent.
+std::string FileAt(git_repository* repo, const std::string& rev, const std::string& path) {
+  git_object* obj = nullptr;
+  if (git_revparse_single(&obj, repo, absl::StrCat(rev, ":", path).c_str()) != 0) return "";
+  const git_blob* blob = reinterpret_cast<const git_blob*>(obj);
+  std::string out(static_cast<const char*>(git_blob_rawcontent(blob)),
+                  static_cast<size_t>(git_blob_rawsize(blob)));
+  git_object_free(obj);
+  return out;
+}
+
+// deploy/examples/tiny-gpt tuned for real: a PyTorch GPT trained on CPU by
+// two process agents, its code patches searched with its launch knobs, the
+// reward-hacking patch rejected by the contract, a verified speed-up
+// promoted and committed to a new branch of the job's repository.
+TEST_F(EndToEndTest, TinyGptTunedForRealWithPatchesAndCommitted) {
+  const std::string python = TorchPython();
+  if (python.empty()) GTEST_SKIP() << "no python3 with torch (deploy/install_deps.sh installs python3-torch)";
+  const std::string example = std::string(INFRARSI_SOURCE_DIR) + "/deploy/examples/tiny-gpt";
+  const std::string repo = dir_ + "/tiny-gpt";
+  {
+    Subprocess make({"/bin/sh", example + "/make_repo.sh", repo}, dir_ + "/make_repo.log");
+    make.ReadAll();
+    ASSERT_EQ(make.Wait(), 0) << ReadText(dir_ + "/make_repo.log");
+  }
+  const std::string model_before = ReadText(repo + "/model.py");
+  // The example's spec, pointed at this repository and interpreter.
+  fs::create_directories(dir_ + "/example");
+  fs::copy(example + "/patches", dir_ + "/example/patches");
+  std::string spec = ReadText(example + "/spec.yaml");
+  spec = absl::StrReplaceAll(spec, {{"path: repo,", absl::StrCat("path: ", repo, ",")},
+                                    {"\"python3 train.py", absl::StrCat("\"", python, " train.py")}});
+  const std::string spec_path = WriteFile("example/spec.yaml", spec);
+
+  StartServer();
+  // One agent: on a small CI machine two trainings at once would time each
+  // other's contention, not the code.
+  StartAgent("process", "cpu", 1);
+  const std::string id = CliCreate(spec_path);
+  CliDoctorAndRun(id);
+  auto rep = client_->Report(id);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+
+  // Every trial that switched the harmful patch on broke the contract, and
+  // the search tried it.
+  int harmful = 0;
+  for (const auto& t : rep->trials()) {
+    if (t.config().at("patch_half_sequence") != "on") continue;
+    ++harmful;
+    EXPECT_EQ(t.status(), "violation") << t.error();
+    EXPECT_EQ(t.violation(), "tokens_per_step") << t.error();
+  }
+  EXPECT_GT(harmful, 0) << "the search never tried the harmful patch";
+  bool costed = false;
+  for (const auto& c : rep->failure_costs()) {
+    costed = costed || (c.failure_class() == "violation:tokens_per_step" && c.knob() == "patch" &&
+                        c.value() == "half-sequence" && c.gpu_s() > 0);
+  }
+  EXPECT_TRUE(costed) << "the report prices the harmful patch's failures";
+
+  // A verified speed-up was promoted, without the harmful patch.
+  const auto& v = rep->verification();
+  if (v.promoted_rank() <= 0 || std::getenv("TINY_GPT_TRIALS") != nullptr) {
+    std::printf("doctor: cv %.4f floor %.4f; search stop: %s; verification: %s\n", rep->doctor().cv(),
+                rep->doctor().noise_floor(), rep->search().stop_reason().c_str(), v.summary().c_str());
+    for (const auto& t : rep->trials()) {
+      std::string cfg;
+      for (const auto& [k, val] : t.config()) absl::StrAppend(&cfg, k, "=", val, " ");
+      std::printf("trial %ld %s %s %.4f s %s| %s\n", static_cast<long>(t.id()), t.purpose().c_str(),
+                  t.status().c_str(), t.step_time_s(), t.error().c_str(), cfg.c_str());
+    }
+  }
+  ASSERT_GT(v.promoted_rank(), 0) << v.summary();
+  const auto& promoted = v.candidates(v.promoted_rank() - 1);
+  EXPECT_GT(promoted.ci_low(), 1.0);
+  EXPECT_EQ(rep->best().config().at("patch_half_sequence"), "off");
+  std::set<std::string> patches_on;
+  for (const char* p : {"batched_heads", "fused_layernorm", "fused_gelu"}) {
+    if (rep->best().config().at(absl::StrCat("patch_", p)) == "on") patches_on.insert(p);
+  }
+  // Every source path of the promoted patches is inside the editable scope.
+  for (const auto& a : rep->source_audit()) {
+    EXPECT_FALSE(a.editable_glob().empty()) << a.path();
+    EXPECT_EQ(a.path(), "model.py");
+  }
+  EXPECT_EQ(rep->source_audit_size(), static_cast<int>(patches_on.size()));
+
+  std::string out, err;
+  ASSERT_EQ(Cli({"apply", id, "--branch", "infrarsi/tuned", "--dry-run"}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("dry run: would commit"), std::string::npos) << out;
+  ASSERT_EQ(Cli({"apply", id, "--branch", "infrarsi/tuned"}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("committed "), std::string::npos) << out;
+
+  // The commit: on the new branch only, with the patches and the setting.
+  git_libgit2_init();
+  git_repository* r = nullptr;
+  ASSERT_EQ(git_repository_open(&r, repo.c_str()), 0);
+  const std::string launch = FileAt(r, "infrarsi/tuned", "infrarsi/tiny-gpt-cpu.launch.yaml");
+  EXPECT_NE(launch.find(absl::StrCat("micro_batch: ", rep->best().config().at("micro_batch"))),
+            std::string::npos) << launch;
+  EXPECT_NE(launch.find(absl::StrCat("session_id: ", id)), std::string::npos) << launch;
+  const std::string model_after = FileAt(r, "infrarsi/tuned", "model.py");
+  EXPECT_EQ(model_after.find("torch.stack") != std::string::npos, patches_on.count("batched_heads") > 0);
+  EXPECT_EQ(model_after.find("F.layer_norm") != std::string::npos, patches_on.count("fused_layernorm") > 0);
+  EXPECT_EQ(model_after.find("F.gelu") != std::string::npos, patches_on.count("fused_gelu") > 0);
+  EXPECT_EQ(FileAt(r, "infrarsi/tuned", "train.py"), FileAt(r, "HEAD", "train.py"));
+  git_object* tip = nullptr;
+  ASSERT_EQ(git_revparse_single(&tip, r, "infrarsi/tuned"), 0);
+  const std::string message = git_commit_message(reinterpret_cast<git_commit*>(tip));
+  git_object_free(tip);
+  for (const std::string& want :
+       {absl::StrCat("Session: ", id), std::string("Speedup: "), std::string("95% interval"),
+        std::string("checks passed: tokens/step 512"), std::string("Source paths changed: "),
+        std::string("Tuned on: ")}) {
+    EXPECT_NE(message.find(want), std::string::npos) << want << " in\n" << message;
+  }
+  if (!patches_on.empty()) {
+    EXPECT_NE(message.find("model.py"), std::string::npos) << message;
+  }
+  // The user's branch and work tree are untouched.
+  EXPECT_EQ(FileAt(r, "HEAD", "model.py"), model_before);
+  EXPECT_EQ(ReadText(repo + "/model.py"), model_before);
+  git_reference* head = nullptr;
+  ASSERT_EQ(git_repository_head(&head, r), 0);
+  EXPECT_STRNE(git_reference_shorthand(head), "infrarsi/tuned");
+  git_reference_free(head);
+  git_repository_free(r);
+  git_libgit2_shutdown();
+  std::printf("tiny-gpt: promoted %.2fx [%.2f, %.2f], patches on: %zu, harmful trials: %d\n",
+              promoted.speedup(), promoted.ci_low(), promoted.ci_high(), patches_on.size(), harmful);
 }
 
 }  // namespace
