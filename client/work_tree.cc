@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "core/patch_scope.h"
 #include "core/spec.h"
 #include "core/status_macros.h"
 
@@ -109,8 +110,9 @@ absl::Status WorkTrees::Make(const v1::SourceSpec& source, const std::string& di
   }
   TreePtr tree(raw_tree);
   for (const v1::SourceSpec::Patch& p : source.patches()) {
+    const std::string text = GitStyleDiff(p.diff());  // plain `diff -u` output too
     git_diff* raw_diff = nullptr;
-    if (git_diff_from_buffer(&raw_diff, p.diff().data(), p.diff().size()) != 0) {
+    if (git_diff_from_buffer(&raw_diff, text.data(), text.size()) != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("patch ", p.name(), ": git cannot read it: ", LastGitError()));
     }

@@ -128,4 +128,40 @@ absl::Status CheckPatchScope(const std::string& name, const std::vector<PatchedF
   return absl::OkStatus();
 }
 
+std::string GitStyleDiff(const std::string& diff) {
+  std::vector<std::string> lines = absl::StrSplit(diff, '\n');
+  std::string out;
+  bool in_git_header = false;  // a "diff --git" line covers the next ---/+++ pair
+  auto side = [](const std::string& line) {
+    std::string p = line.substr(4);
+    const size_t tab = p.find('\t');  // diff -u appends a timestamp
+    if (tab != std::string::npos) p = p.substr(0, tab);
+    return p;
+  };
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
+    if (absl::StartsWith(line, "diff --git ")) in_git_header = true;
+    if (absl::StartsWith(line, "--- ") && i + 1 < lines.size() && absl::StartsWith(lines[i + 1], "+++ ")) {
+      if (!in_git_header) {
+        const std::string from = side(line), to = side(lines[i + 1]);
+        auto strip = [](const std::string& p) {
+          return absl::StartsWith(p, "a/") || absl::StartsWith(p, "b/") ? p.substr(2) : p;
+        };
+        const std::string path = strip(from == "/dev/null" ? to : from);
+        absl::StrAppend(&out, "diff --git a/", path, " b/", from == "/dev/null" || to == "/dev/null" ? path : strip(to), "\n");
+        if (from == "/dev/null") absl::StrAppend(&out, "new file mode 100644\n");
+        if (to == "/dev/null") absl::StrAppend(&out, "deleted file mode 100644\n");
+        absl::StrAppend(&out, "--- ", from == "/dev/null" ? from : "a/" + path, "\n");
+        absl::StrAppend(&out, "+++ ", to == "/dev/null" ? to : "b/" + strip(to), "\n");
+        ++i;
+        continue;
+      }
+      in_git_header = false;
+    }
+    out += line;
+    if (i + 1 < lines.size()) out += '\n';
+  }
+  return out;
+}
+
 }  // namespace infrarsi

@@ -21,6 +21,12 @@ struct PatchedFile {
 // when the text has no file header at all.
 absl::StatusOr<std::vector<PatchedFile>> ParsePatchedFiles(const std::string& diff);
 
+// `diff` with a "diff --git" header before each file that lacks one (plain
+// `diff -u` output), which libgit2's parser requires; new and deleted files
+// (/dev/null sides) get their mode lines. Git-style diffs come back as they
+// are.
+std::string GitStyleDiff(const std::string& diff);
+
 // Glob match on '/'-separated paths: '*' and '?' stay within one segment,
 // '**' spans segments ("model/**" matches everything below model/).
 bool GlobMatch(const std::string& pattern, const std::string& path);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/patch_scope.h"
 #include "core/status_macros.h"
 
 namespace infrarsi::server {
@@ -88,7 +89,8 @@ absl::StatusOr<TreePtr> TreeOf(git_commit* commit) {
   return TreePtr(raw);
 }
 
-absl::StatusOr<DiffPtr> ParseDiff(const std::string& diff) {
+absl::StatusOr<DiffPtr> ParseDiff(const std::string& text) {
+  const std::string diff = GitStyleDiff(text);  // plain `diff -u` output too
   git_diff* raw = nullptr;
   if (git_diff_from_buffer(&raw, diff.data(), diff.size()) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("git cannot read the diff: ", LastGitError()));

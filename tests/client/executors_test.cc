@@ -1,5 +1,6 @@
 // The agent's executors: metrics-line parsing, replay of the measured H200
 // landscape, and real processes (the fake trainer) with timeouts and OOMs.
+#include <git2.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -317,6 +318,83 @@ TEST_F(ProcessExecutorTest, ArgumentsAreNeverInterpretedByAShell) {
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->status(), "ok");
   EXPECT_FALSE(std::filesystem::exists(marker));
+}
+
+
+// A repository with one commit holding train.py; returns its SHA-1.
+std::string MakeRepo(const std::string& path) {
+  git_libgit2_init();
+  git_repository* repo = nullptr;
+  git_oid blob, tree_oid, commit_oid;
+  git_treebuilder* tb = nullptr;
+  git_tree* tree = nullptr;
+  git_signature* sig = nullptr;
+  const std::string content = "print('train')\n";
+  EXPECT_EQ(git_repository_init(&repo, path.c_str(), 0), 0);
+  EXPECT_EQ(git_blob_create_from_buffer(&blob, repo, content.data(), content.size()), 0);
+  EXPECT_EQ(git_treebuilder_new(&tb, repo, nullptr), 0);
+  EXPECT_EQ(git_treebuilder_insert(nullptr, tb, "train.py", &blob, GIT_FILEMODE_BLOB), 0);
+  EXPECT_EQ(git_treebuilder_write(&tree_oid, tb), 0);
+  EXPECT_EQ(git_tree_lookup(&tree, repo, &tree_oid), 0);
+  EXPECT_EQ(git_signature_now(&sig, "Dev", "dev@example.com"), 0);
+  EXPECT_EQ(git_commit_create(&commit_oid, repo, "HEAD", sig, sig, "UTF-8", "init", tree, 0, nullptr), 0);
+  char sha[GIT_OID_HEXSZ + 1];
+  git_oid_tostr(sha, sizeof(sha), &commit_oid);
+  git_signature_free(sig);
+  git_tree_free(tree);
+  git_treebuilder_free(tb);
+  git_repository_free(repo);
+  git_libgit2_shutdown();
+  return sha;
+}
+
+TEST_F(ProcessExecutorTest, PatchedTrialsRunInACleanWorkTreeOfTheBaseCommit) {
+  const std::string repo = dir_ + "/repo";
+  const std::string base = MakeRepo(repo);
+  ProcessExecutor::Options o;
+  o.scratch_root = dir_ + "/scratch";
+  ProcessExecutor ex(o);
+  auto run = [&](const std::string& pattern, const std::string& diff) {
+    v1::TrialAssignment a;
+    a.set_trial_id(7);
+    v1::ProcessSpec* p = a.mutable_executor()->mutable_process();
+    // The check runs in the trial's tree: does train.py hold the pattern?
+    for (const char* arg : {"/bin/grep", "-q"}) p->add_argv(arg);
+    p->add_argv(pattern);
+    p->add_argv("train.py");
+    p->set_timeout_s(30);
+    v1::SourceSpec* src = p->mutable_source();
+    src->set_repository(repo);
+    src->set_base_commit(base);
+    if (!diff.empty()) {
+      auto* patch = src->add_patches();
+      patch->set_name("faster");
+      patch->set_diff(diff);
+    }
+    return ex.Run(a, &local_sink_);
+  };
+  const std::string faster =
+      "--- a/train.py\n+++ b/train.py\n@@ -1 +1 @@\n-print('train')\n+print('train faster')\n";
+  auto patched = run("faster", faster);
+  ASSERT_TRUE(patched.ok()) << patched.status();
+  EXPECT_EQ(patched->status(), "ok") << patched->error();
+  // The next trial starts from the base again: the patch left nothing behind.
+  auto clean = run("faster", "");
+  ASSERT_TRUE(clean.ok());
+  EXPECT_EQ(clean->status(), "failed") << "train.py still patched";
+  auto base_tree = run("print('train')", "");
+  ASSERT_TRUE(base_tree.ok());
+  EXPECT_EQ(base_tree->status(), "ok") << base_tree->error();
+  // A patch that does not apply fails the trial as a launcher error.
+  auto stale = run("x", "--- a/train.py\n+++ b/train.py\n@@ -1 +1 @@\n-print('y')\n+z\n");
+  ASSERT_TRUE(stale.ok());
+  EXPECT_EQ(stale->status(), "failed");
+  EXPECT_EQ(stale->error().rfind("launcher: patch faster does not apply", 0), 0u) << stale->error();
+  // Only the agent's clone cache stays; the team's work tree is untouched.
+  for (const auto& e : std::filesystem::directory_iterator(dir_ + "/scratch")) {
+    EXPECT_EQ(e.path().filename(), "git-cache") << e.path();
+  }
+  EXPECT_FALSE(std::filesystem::exists(repo + "/train.py"));  // never checked out there
 }
 
 }  // namespace

@@ -179,6 +179,16 @@ TEST(PatchScopeTest, CorpusIsRefusedNamingThePath) {
   EXPECT_FALSE(ParsePatchedFiles("no headers here").ok());
 }
 
+TEST(PatchScopeTest, PlainDiffsGetGitHeaders) {
+  EXPECT_EQ(GitStyleDiff("--- a/m.py\t2024-01-01\n+++ b/m.py\n@@ -1 +1 @@\n-a\n+b\n"),
+            "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-a\n+b\n");
+  EXPECT_EQ(GitStyleDiff("--- /dev/null\n+++ b/new.py\n@@ -0,0 +1 @@\n+x\n"),
+            "diff --git a/new.py b/new.py\nnew file mode 100644\n--- /dev/null\n+++ b/new.py\n"
+            "@@ -0,0 +1 @@\n+x\n");
+  const std::string git = "diff --git a/m.py b/m.py\nindex 1..2 100644\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-a\n+b\n";
+  EXPECT_EQ(GitStyleDiff(git), git);
+}
+
 TEST(PatchScopeTest, Globs) {
   EXPECT_TRUE(GlobMatch("model/**", "model/a/b.py"));
   EXPECT_TRUE(GlobMatch("model/**", "model/x.py"));

@@ -65,6 +65,50 @@ class GitCommitterTest : public ::testing::Test {
     return r;
   }
 
+  // Commits `content` as `path` on top of HEAD, through the index.
+  std::string CommitFile(const std::string& path, const std::string& content) {
+    std::ofstream(repo_path_ + "/" + path) << content;
+    git_index* index = nullptr;
+    EXPECT_EQ(git_repository_index(&index, repo_), 0);
+    EXPECT_EQ(git_index_add_bypath(index, path.c_str()), 0);
+    EXPECT_EQ(git_index_write(index), 0);
+    git_oid tree_oid, commit_oid, head_oid;
+    EXPECT_EQ(git_index_write_tree(&tree_oid, index), 0);
+    git_index_free(index);
+    git_tree* tree = nullptr;
+    EXPECT_EQ(git_tree_lookup(&tree, repo_, &tree_oid), 0);
+    EXPECT_EQ(git_reference_name_to_id(&head_oid, repo_, "HEAD"), 0);
+    git_commit* parent = nullptr;
+    EXPECT_EQ(git_commit_lookup(&parent, repo_, &head_oid), 0);
+    git_signature* sig = nullptr;
+    EXPECT_EQ(git_signature_now(&sig, "Dev", "dev@example.com"), 0);
+    const git_commit* parents[] = {parent};
+    EXPECT_EQ(git_commit_create(&commit_oid, repo_, "HEAD", sig, sig, "UTF-8", "change", tree, 1,
+                                parents),
+              0);
+    git_signature_free(sig);
+    git_commit_free(parent);
+    git_tree_free(tree);
+    return HeadOf(repo_, "HEAD");
+  }
+  // Loose objects in the repository: what a check must not add to.
+  size_t ObjectCount() const {
+    size_t n = 0;
+    for (const auto& e : fs::recursive_directory_iterator(repo_path_ + "/.git/objects")) {
+      n += e.is_regular_file();
+    }
+    return n;
+  }
+  std::string BlobContent(const std::string& rev, const std::string& path) {
+    git_object* obj = nullptr;
+    if (git_revparse_single(&obj, repo_, (rev + ":" + path).c_str()) != 0) return "";
+    const git_blob* blob = reinterpret_cast<const git_blob*>(obj);
+    std::string out(static_cast<const char*>(git_blob_rawcontent(blob)),
+                    static_cast<size_t>(git_blob_rawsize(blob)));
+    git_object_free(obj);
+    return out;
+  }
+
   std::string dir_, repo_path_, base_;
   git_repository* repo_ = nullptr;
   GitCommitter committer_;
@@ -140,6 +184,83 @@ TEST_F(GitCommitterTest, BadBranchNameIsRefused) {
   auto res = committer_.Commit(Request("bad..name"));
   ASSERT_FALSE(res.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(res.status()));
+}
+
+const char kPatch[] =
+    "--- a/train.py\n+++ b/train.py\n@@ -1 +1 @@\n-print('train')\n+print('train faster')\n";
+const char kOtherPatch[] =
+    "--- a/train.py\n+++ b/train.py\n@@ -1 +1 @@\n-print('train')\n+print('train slower')\n";
+
+TEST_F(GitCommitterTest, PatchesAreCheckedAgainstTheBaseWithoutWritingAnything) {
+  auto head = committer_.ResolveCommit(repo_path_, "HEAD");
+  ASSERT_TRUE(head.ok()) << head.status();
+  EXPECT_EQ(*head, base_);
+  EXPECT_EQ(committer_.ResolveCommit(repo_path_, "no-such-branch").status().code(),
+            absl::StatusCode::kNotFound);
+  const size_t objects = ObjectCount();
+  auto paths = committer_.CheckPatch(repo_path_, base_, {}, kPatch);
+  ASSERT_TRUE(paths.ok()) << paths.status();
+  EXPECT_EQ(*paths, std::vector<std::string>{"train.py"});
+  // Two edits of the same line do not apply one after the other.
+  auto both = committer_.CheckPatch(repo_path_, base_, {kPatch}, kOtherPatch);
+  ASSERT_FALSE(both.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(both.status())) << both.status();
+  EXPECT_NE(both.status().message().find("does not apply"), std::string::npos) << both.status();
+  auto stale = committer_.CheckPatch(
+      repo_path_, base_, {}, "--- a/train.py\n+++ b/train.py\n@@ -1 +1 @@\n-print('x')\n+y\n");
+  EXPECT_TRUE(absl::IsFailedPrecondition(stale.status())) << stale.status();
+  EXPECT_TRUE(absl::IsInvalidArgument(committer_.CheckPatch(repo_path_, base_, {}, "not a diff").status()));
+  EXPECT_EQ(ObjectCount(), objects) << "checking patches wrote objects into the repository";
+
+  auto blob = committer_.BlobAt(repo_path_, base_, "train.py");
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  EXPECT_EQ(blob->size(), 40u);
+  EXPECT_TRUE(absl::IsNotFound(committer_.BlobAt(repo_path_, base_, "nope.py").status()));
+}
+
+TEST_F(GitCommitterTest, PatchesAreCommittedAndReappliedOntoAMovedHead) {
+  CommitRequest r = Request("with-patch");
+  r.base_commit = base_;
+  r.patches = {{"faster", kPatch}};
+  auto res = committer_.Commit(r);
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_TRUE(res->note.empty());
+  EXPECT_EQ(BlobContent("with-patch", "train.py"), "print('train faster')\n");
+  const std::vector<std::string> changed = {"infrarsi/job.launch.yaml", "train.py"};
+  EXPECT_EQ(res->changed_paths, changed);
+  EXPECT_EQ(BlobContent("HEAD", "train.py"), "print('train')\n");  // HEAD untouched
+
+  // HEAD moves on without touching the patched lines: re-applied, said so.
+  const std::string moved = CommitFile("README.md", "docs\n");
+  r.branch = "onto-moved";
+  auto again = committer_.Commit(r);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->base_commit, moved);
+  EXPECT_NE(again->note.find("HEAD moved from " + base_.substr(0, 12)), std::string::npos) << again->note;
+  EXPECT_NE(again->message.find("Note: HEAD moved"), std::string::npos) << again->message;
+  EXPECT_EQ(BlobContent("onto-moved", "train.py"), "print('train faster')\n");
+  EXPECT_EQ(BlobContent("onto-moved", "README.md"), "docs\n");
+
+  // HEAD changes the patched line: refused, naming the patch; no branch.
+  CommitFile("train.py", "print('rewritten')\n");
+  r.branch = "refused";
+  auto refused = committer_.Commit(r);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status()));
+  EXPECT_NE(refused.status().message().find("patch faster no longer applies"), std::string::npos)
+      << refused.status();
+  EXPECT_EQ(HeadOf(repo_, "refs/heads/refused"), "");
+}
+
+TEST_F(GitCommitterTest, DryRunWithPatchesWritesNoObjects) {
+  const size_t objects = ObjectCount();
+  CommitRequest r = Request("dry", /*dry_run=*/true);
+  r.patches = {{"faster", kPatch}};
+  auto res = committer_.Commit(r);
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_TRUE(res->commit.empty());
+  EXPECT_EQ(res->changed_paths.size(), 2u);
+  EXPECT_EQ(ObjectCount(), objects);
 }
 
 }  // namespace
