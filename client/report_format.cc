@@ -120,6 +120,27 @@ std::string FormatReport(const v1::SessionReport& r) {
                             cand.ci_high(), cand.runs(), cand.reason());
     }
   }
+  if (r.source_audit_size() > 0) {
+    absl::StrAppend(&out, "Source paths the promoted patches change:\n");
+    for (const auto& a : r.source_audit()) {
+      absl::StrAppend(&out, "  ", a.path(), " (patch ", a.patch(), "): ",
+                      a.editable_glob().empty() ? "OUTSIDE the editable scope"
+                                                : absl::StrCat("inside editable '", a.editable_glob(), "'"),
+                      "\n");
+    }
+  }
+  if (r.failure_costs_size() > 0) {
+    absl::StrAppend(&out, "Failed-trial costs (GPU-seconds):\n");
+    for (const auto& c : r.failure_costs()) {
+      if (c.knob().empty()) {
+        absl::StrAppendFormat(&out, "  %-28s %4d trials %10.1f\n", c.failure_class(), c.trials(), c.gpu_s());
+      } else {
+        absl::StrAppendFormat(&out, "    %-26s %4d trials %10.1f\n",
+                              absl::StrCat(c.knob(), c.knob() == "patch" ? " " : "=", c.value()),
+                              c.trials(), c.gpu_s());
+      }
+    }
+  }
   if (!r.applied_commit().empty()) absl::StrAppend(&out, "Applied as commit ", r.applied_commit(), "\n");
   const v1::SearchSummary& ss = r.search();
   if (!ss.strategy().empty()) {

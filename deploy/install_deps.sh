@@ -11,6 +11,9 @@ PACKAGES=(
   libcpp-httplib-dev libssl-dev  # the optional LLM priors client
   python3  # the harness and the reward-hack corpus tests
   python3-optuna  # tests/bench/tpe_bench.py: Optuna's TPE as a baseline
+  # deploy/examples/tiny-gpt, the real training job the e2e test tunes;
+  # OpenBLAS gives Debian's torch a fast CPU BLAS instead of the reference one
+  python3-torch libopenblas0-pthread
 )
 
 missing=()

@@ -701,6 +701,13 @@ TEST_F(EndToEndTest, TinyGptTunedForRealWithPatchesAndCommitted) {
   EXPECT_EQ(rep->source_audit_size(), static_cast<int>(patches_on.size()));
 
   std::string out, err;
+  ASSERT_EQ(Cli({"report", id}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("Failed-trial costs (GPU-seconds):"), std::string::npos) << out;
+  EXPECT_NE(out.find("patch half-sequence"), std::string::npos) << out;
+  if (!patches_on.empty()) {
+    EXPECT_NE(out.find("model.py (patch "), std::string::npos) << out;
+    EXPECT_NE(out.find("inside editable 'model.py'"), std::string::npos) << out;
+  }
   ASSERT_EQ(Cli({"apply", id, "--branch", "infrarsi/tuned", "--dry-run"}, &out, &err), 0) << err;
   EXPECT_NE(out.find("dry run: would commit"), std::string::npos) << out;
   ASSERT_EQ(Cli({"apply", id, "--branch", "infrarsi/tuned"}, &out, &err), 0) << err;

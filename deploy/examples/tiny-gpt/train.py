@@ -33,7 +33,7 @@ def main():
     ap.add_argument("--recompute", default="false")
     ap.add_argument("--attn", default="matmul")
     ap.add_argument("--optimizer", default="adamw")
-    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     args = ap.parse_args()
     if GLOBAL_BATCH % args.micro_batch != 0:
