@@ -82,7 +82,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const Options& options) {
     const char* tmp = std::getenv("TMPDIR");
     a->options_.scratch_root = absl::StrCat(tmp ? tmp : "/tmp", "/infrarsi-agent-", getpid());
   }
-  auto channel = grpc::CreateChannel(options.server, grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel(options.server, ChannelCredentialsFor(options.tls));
   a->stub_ = v1::AgentService::NewStub(channel);
   a->replay_ = std::make_unique<ReplayExecutor>();
   ProcessExecutor::Options po;

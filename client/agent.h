@@ -15,6 +15,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "client/executor.h"
+#include "client/rpc_client.h"
 #include "infrarsi/v1/infrarsi.grpc.pb.h"
 
 namespace infrarsi::client {
@@ -24,6 +25,7 @@ class Agent {
   struct Options {
     // HOST:PORT of infrarsi-server. Required.
     std::string server;
+    TlsOptions tls;  // default: plaintext (a loopback server)
     // What the agent registers; a CPU host can stand in for a GPU model.
     std::string host;  // default: gethostname()
     std::string gpu_model = "cpu";

@@ -69,7 +69,19 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  std::string tls_ca, tls_cert, tls_key;
+  app.add_option("--tls-ca", tls_ca, "PEM CA that signed the server's certificate: connect with TLS");
+  app.add_option("--tls-cert", tls_cert, "PEM client certificate (servers that require mutual TLS)");
+  app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert");
   CLI11_PARSE(app, argc, argv);
+  {
+    auto tls = infrarsi::client::LoadTlsFiles(tls_ca, tls_cert, tls_key);
+    if (!tls.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(tls.status().message()).c_str());
+      return 2;
+    }
+    o.tls = *std::move(tls);
+  }
   o.executors = absl::StrSplit(executors, ',', absl::SkipEmpty());
   // Scripts (and tests) wait for this line to know the agent can take work.
   o.on_registered = [](const std::string& id) {

@@ -153,7 +153,19 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 16));
   demo->add_option("--max-trials", demo_opts.max_trials, "trial budget (0: the spec's)");
 
+  std::string tls_ca, tls_cert, tls_key;
+  app.add_option("--tls-ca", tls_ca, "PEM CA that signed the server's certificate: connect with TLS");
+  app.add_option("--tls-cert", tls_cert, "PEM client certificate (servers that require mutual TLS)");
+  app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert");
   CLI11_PARSE(app, argc, argv);
+  {
+    auto tls = infrarsi::client::LoadTlsFiles(tls_ca, tls_cert, tls_key);
+    if (!tls.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(tls.status().message()).c_str());
+      return 2;
+    }
+    co.tls = *std::move(tls);
+  }
   spdlog::set_level(spdlog::level::warn);
 
   if (*optimum) return SimOptimum(spec_path, top, json);

@@ -3,10 +3,45 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 
 namespace infrarsi::client {
+
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const TlsOptions& tls) {
+  if (tls.ca_pem.empty()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions o;
+  o.pem_root_certs = tls.ca_pem;
+  o.pem_cert_chain = tls.cert_pem;
+  o.pem_private_key = tls.key_pem;
+  return grpc::SslCredentials(o);
+}
+
+absl::StatusOr<TlsOptions> LoadTlsFiles(const std::string& ca_path, const std::string& cert_path,
+                                        const std::string& key_path) {
+  TlsOptions tls;
+  for (auto [flag, path, out] : {std::tuple{"--tls-ca", &ca_path, &tls.ca_pem},
+                                 std::tuple{"--tls-cert", &cert_path, &tls.cert_pem},
+                                 std::tuple{"--tls-key", &key_path, &tls.key_pem}}) {
+    if (path->empty()) continue;
+    std::ifstream in(*path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (!in || ss.str().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", *path));
+    }
+    *out = ss.str();
+  }
+  if (tls.cert_pem.empty() != tls.key_pem.empty()) {
+    return absl::InvalidArgumentError(tls.cert_pem.empty() ? "--tls-cert: required with --tls-key"
+                                                           : "--tls-key: required with --tls-cert");
+  }
+  if (!tls.cert_pem.empty() && tls.ca_pem.empty()) {
+    return absl::InvalidArgumentError("--tls-ca: required with --tls-cert (the server's CA)");
+  }
+  return tls;
+}
 
 absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Create(const Options& options) {
   if (options.server.empty()) return absl::InvalidArgumentError("server: required");
@@ -14,7 +49,7 @@ absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Create(const Options& opti
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   auto channel =
-      grpc::CreateCustomChannel(options.server, grpc::InsecureChannelCredentials(), args);
+      grpc::CreateCustomChannel(options.server, ChannelCredentialsFor(options.tls), args);
   c->sessions_ = v1::SessionService::NewStub(channel);
   c->bank_ = v1::BankService::NewStub(channel);
   return c;

@@ -22,12 +22,27 @@ inline absl::Status FromGrpcStatus(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
+// How a client reaches the server: plaintext when ca_pem is empty, else
+// TLS verifying the server against ca_pem, presenting cert/key (mutual TLS)
+// when given.
+struct TlsOptions {
+  std::string ca_pem;
+  std::string cert_pem;
+  std::string key_pem;
+};
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const TlsOptions& tls);
+// Reads the PEM files named by the --tls-ca/--tls-cert/--tls-key flags
+// (empty paths are skipped). INVALID_ARGUMENT names the flag.
+absl::StatusOr<TlsOptions> LoadTlsFiles(const std::string& ca_path, const std::string& cert_path,
+                                        const std::string& key_path);
+
 // Thread-safe (stubs are).
 class RpcClient {
  public:
   struct Options {
     std::string server = "127.0.0.1:7420";  // HOST:PORT
     absl::Duration call_timeout = absl::Seconds(30);
+    TlsOptions tls;  // default: plaintext (a loopback server)
   };
   static absl::StatusOr<std::unique_ptr<RpcClient>> Create(const Options& options);
 

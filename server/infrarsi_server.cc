@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/model_optimizer.h"
 #include "core/priors.h"
@@ -33,6 +34,10 @@ absl::StatusOr<std::string> GitBlobHash(const std::string& path) {
 }
 }  // namespace
 
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || absl::StartsWith(host, "127.");
+}
+
 absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Options& options) {
   const size_t colon = options.listen.rfind(':');
   int port = -1;
@@ -41,9 +46,26 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
     return absl::InvalidArgumentError(
         absl::StrCat("listen: expected HOST:PORT, got '", options.listen, "'"));
   }
+  const std::string host = options.listen.substr(0, colon);
+  if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
+    return absl::InvalidArgumentError(options.tls_cert_pem.empty()
+                                          ? "tls_cert: required with tls_key"
+                                          : "tls_key: required with tls_cert");
+  }
+  if (!options.tls_client_ca_pem.empty() && options.tls_cert_pem.empty()) {
+    return absl::InvalidArgumentError("tls_client_ca: needs tls_cert and tls_key");
+  }
+  // Tokens and commits cross this port: plaintext only where nobody else
+  // can listen, unless the operator says otherwise.
+  if (options.tls_cert_pem.empty() && !options.insecure && !IsLoopbackHost(host)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "listen: refusing to serve ", host,
+        " without TLS; give a certificate and key (--tls-cert, --tls-key), listen on "
+        "127.0.0.1, or pass --insecure to accept plaintext on the network"));
+  }
   std::unique_ptr<InfraRsiServer> s(new InfraRsiServer());
   s->options_ = options;
-  s->host_ = options.listen.substr(0, colon);
+  s->host_ = host;
   storage::SqliteStorage::Options so;
   so.path = options.db_path;
   ASSIGN_OR_RETURN(s->storage_, storage::SqliteStorage::Create(so));
@@ -92,7 +114,17 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   s->agent_service_ = std::make_unique<AgentServiceImpl>(s->manager_.get());
   s->bank_service_ = std::make_unique<BankServiceImpl>(s->manager_.get());
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  if (!options.tls_cert_pem.empty()) {
+    grpc::SslServerCredentialsOptions ssl(
+        options.tls_client_ca_pem.empty()
+            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = options.tls_client_ca_pem;
+    ssl.pem_key_cert_pairs.push_back({options.tls_key_pem, options.tls_cert_pem});
+    creds = grpc::SslServerCredentials(ssl);
+  }
+  builder.AddListeningPort(options.listen, creds, &s->port_);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.RegisterService(s->session_service_.get());
   builder.RegisterService(s->agent_service_.get());

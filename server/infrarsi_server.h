@@ -31,6 +31,9 @@ class SessionServiceImpl;
 class AgentServiceImpl;
 class BankServiceImpl;
 
+// 127.0.0.0/8, ::1 and "localhost".
+bool IsLoopbackHost(const std::string& host);
+
 class InfraRsiServer {
  public:
   struct Options {
@@ -60,6 +63,14 @@ class InfraRsiServer {
     std::string llm_model;
     std::string llm_api_key;
     absl::Duration llm_timeout = absl::Seconds(30);
+    // TLS: the server's certificate chain and private key (PEM). With a
+    // client CA, clients must present a certificate it signed (mutual TLS).
+    // Without TLS the server listens only on a loopback address unless
+    // `insecure` says plaintext on the network is wanted.
+    std::string tls_cert_pem;
+    std::string tls_key_pem;
+    std::string tls_client_ca_pem;
+    bool insecure = false;
   };
 
   // Opens the database, resumes every session and starts serving.

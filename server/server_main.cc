@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <tuple>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -51,7 +52,28 @@ int main(int argc, char** argv) {
   app.add_option("--llm-timeout-s", llm_timeout_s, "seconds to wait for the LLM's answer")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 600.0));
+  std::string tls_cert, tls_key, tls_client_ca;
+  app.add_option("--tls-cert", tls_cert, "PEM certificate chain: serve TLS")->check(CLI::ExistingFile);
+  app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert")->check(CLI::ExistingFile);
+  app.add_option("--tls-client-ca", tls_client_ca,
+                 "PEM CA: clients must present a certificate it signed (mutual TLS)")
+      ->check(CLI::ExistingFile);
+  app.add_flag("--insecure", opts.insecure,
+               "allow plaintext on a non-loopback --listen address (default: refused)");
   CLI11_PARSE(app, argc, argv);
+  for (auto [flag, path, out] : {std::tuple{"--tls-cert", &tls_cert, &opts.tls_cert_pem},
+                                 std::tuple{"--tls-key", &tls_key, &opts.tls_key_pem},
+                                 std::tuple{"--tls-client-ca", &tls_client_ca, &opts.tls_client_ca_pem}}) {
+    if (path->empty()) continue;
+    std::ifstream in(*path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (!in || ss.str().empty()) {
+      std::fprintf(stderr, "%s: cannot read %s\n", flag, path->c_str());
+      return 2;
+    }
+    *out = ss.str();
+  }
   if (!opts.llm_endpoint.empty() && opts.llm_model.empty()) {
     std::fprintf(stderr, "--llm-model: required with --llm-endpoint\n");
     return 2;

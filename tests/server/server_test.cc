@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
+#include "client/rpc_client.h"
 #include "tests/testing/subprocess.h"
 
 namespace infrarsi::server {
@@ -40,6 +43,90 @@ TEST(InfraRsiServerTest, StartsOnAFreePortWithOrWithoutPriors) {
     (*s)->Shutdown();  // idempotent
   }
   std::filesystem::remove_all(dir);
+}
+
+std::string Pem(const std::string& name) {
+  std::ifstream in(std::string(INFRARSI_SOURCE_DIR) + "/tests/testing/certs/" + name);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(InfraRsiServerTest, PlaintextOnlyOnLoopbackUnlessInsecure) {
+  EXPECT_TRUE(IsLoopbackHost("127.0.0.1"));
+  EXPECT_TRUE(IsLoopbackHost("localhost"));
+  EXPECT_TRUE(IsLoopbackHost("[::1]"));
+  EXPECT_FALSE(IsLoopbackHost("0.0.0.0"));
+  EXPECT_FALSE(IsLoopbackHost("[::]"));
+  EXPECT_FALSE(IsLoopbackHost("10.1.2.3"));
+  const std::string dir = testing::MakeTempDir("server");
+  InfraRsiServer::Options o;
+  o.listen = "0.0.0.0:0";
+  o.db_path = dir + "/db";
+  auto refused = InfraRsiServer::Create(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message().substr(0, 46), "listen: refusing to serve 0.0.0.0 without TLS;")
+      << refused.status();
+  o.insecure = true;
+  auto allowed = InfraRsiServer::Create(o);
+  ASSERT_TRUE(allowed.ok()) << allowed.status();
+  (*allowed)->Shutdown();
+  o.insecure = false;
+  o.tls_cert_pem = Pem("server.pem");
+  EXPECT_EQ(InfraRsiServer::Create(o).status().message(), "tls_key: required with tls_cert");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(InfraRsiServerTest, TlsAndMutualTls) {
+  const std::string dir = testing::MakeTempDir("server");
+  auto reach = [](int port, const client::TlsOptions& tls) {
+    client::RpcClient::Options co;
+    co.server = "localhost:" + std::to_string(port);
+    co.call_timeout = absl::Seconds(5);
+    co.tls = tls;
+    auto c = client::RpcClient::Create(co);
+    return c.ok() ? (*c)->ListSessions().status() : c.status();
+  };
+  const client::TlsOptions plain;
+  const client::TlsOptions server_only{Pem("ca.pem"), "", ""};
+  const client::TlsOptions with_cert{Pem("ca.pem"), Pem("client.pem"), Pem("client.key")};
+  {
+    InfraRsiServer::Options o;
+    o.listen = "0.0.0.0:0";  // TLS makes a non-loopback address acceptable
+    o.db_path = dir + "/tls.db";
+    o.tls_cert_pem = Pem("server.pem");
+    o.tls_key_pem = Pem("server.key");
+    auto s = InfraRsiServer::Create(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_TRUE(reach((*s)->port(), server_only).ok());
+    EXPECT_FALSE(reach((*s)->port(), plain).ok()) << "plaintext client reached a TLS server";
+    (*s)->Shutdown();
+  }
+  {
+    InfraRsiServer::Options o;
+    o.listen = "127.0.0.1:0";
+    o.db_path = dir + "/mtls.db";
+    o.tls_cert_pem = Pem("server.pem");
+    o.tls_key_pem = Pem("server.key");
+    o.tls_client_ca_pem = Pem("ca.pem");
+    auto s = InfraRsiServer::Create(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_TRUE(reach((*s)->port(), with_cert).ok());
+    EXPECT_FALSE(reach((*s)->port(), server_only).ok()) << "a client without a certificate got in";
+    (*s)->Shutdown();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TlsFilesTest, BadFlagsAreNamed) {
+  EXPECT_EQ(client::LoadTlsFiles("/no/such.pem", "", "").status().message(),
+            "--tls-ca: cannot read /no/such.pem");
+  const std::string certs = std::string(INFRARSI_SOURCE_DIR) + "/tests/testing/certs/";
+  EXPECT_EQ(client::LoadTlsFiles(certs + "ca.pem", certs + "client.pem", "").status().message(),
+            "--tls-key: required with --tls-cert");
+  auto ok = client::LoadTlsFiles(certs + "ca.pem", certs + "client.pem", certs + "client.key");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_NE(ok->ca_pem.find("BEGIN CERTIFICATE"), std::string::npos);
 }
 
 }  // namespace
