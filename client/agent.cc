@@ -26,8 +26,8 @@ bool Retryable(const absl::Status& s) {
 // next report or with the completion: the server stores steps idempotently.
 class RpcProgressSink : public ProgressSink {
  public:
-  RpcProgressSink(v1::AgentService::Stub* stub, const v1::TrialAssignment& t)
-      : stub_(stub), trial_(t) {}
+  RpcProgressSink(v1::AgentService::Stub* stub, const v1::TrialAssignment& t, std::string token)
+      : stub_(stub), trial_(t), token_(std::move(token)) {}
   bool OnSteps(const std::vector<v1::StepMetrics>& steps) override {
     std::lock_guard<std::mutex> lock(mu_);
     unsent_.insert(unsent_.end(), steps.begin(), steps.end());
@@ -37,6 +37,7 @@ class RpcProgressSink : public ProgressSink {
     for (const auto& s : unsent_) *req.add_steps() = s;
     v1::ReportProgressResponse resp;
     grpc::ClientContext ctx;
+    AddToken(&ctx, token_);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     const absl::Status st = FromGrpcStatus(stub_->ReportProgress(&ctx, req, &resp));
     if (st.ok()) {
@@ -56,6 +57,7 @@ class RpcProgressSink : public ProgressSink {
  private:
   v1::AgentService::Stub* stub_;
   const v1::TrialAssignment& trial_;
+  std::string token_;
   std::mutex mu_;
   std::vector<v1::StepMetrics> unsent_;
 };
@@ -112,6 +114,7 @@ absl::Status Agent::Register() {
   while (!stop_.HasBeenNotified()) {
     v1::RegisterAgentResponse resp;
     grpc::ClientContext ctx;
+    AddToken(&ctx, options_.token);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     const absl::Status st = FromGrpcStatus(stub_->RegisterAgent(&ctx, req, &resp));
     if (st.ok()) {
@@ -140,7 +143,7 @@ Executor* Agent::ExecutorFor(const v1::TrialAssignment& trial) {
 absl::Status Agent::RunTrial(const v1::TrialAssignment& trial) {
   spdlog::info("trial {} (session {}, attempt {}): starting", trial.trial_id(),
                trial.session_id(), trial.attempt());
-  RpcProgressSink sink(stub_.get(), trial);
+  RpcProgressSink sink(stub_.get(), trial, options_.token);
   v1::TrialOutcome outcome;
   Executor* ex = ExecutorFor(trial);
   if (ex == nullptr) {
@@ -165,6 +168,7 @@ absl::Status Agent::RunTrial(const v1::TrialAssignment& trial) {
   while (true) {
     v1::CompleteTrialResponse resp;
     grpc::ClientContext ctx;
+    AddToken(&ctx, options_.token);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     const absl::Status st = FromGrpcStatus(stub_->CompleteTrial(&ctx, req, &resp));
     if (st.ok()) {
@@ -189,6 +193,7 @@ absl::Status Agent::RunLoop() {
       req.set_agent_id(agent_id());
       v1::HeartbeatResponse resp;
       grpc::ClientContext ctx;
+    AddToken(&ctx, options_.token);
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
       (void)stub_->Heartbeat(&ctx, req, &resp);
     }
@@ -201,6 +206,7 @@ absl::Status Agent::RunLoop() {
     req.set_wait_ms(absl::ToInt64Milliseconds(options_.lease_wait));
     v1::LeaseTrialResponse resp;
     grpc::ClientContext ctx;
+    AddToken(&ctx, options_.token);
     ctx.set_deadline(std::chrono::system_clock::now() +
                      absl::ToChronoMilliseconds(options_.lease_wait + absl::Seconds(10)));
     const absl::Status st = FromGrpcStatus(stub_->LeaseTrial(&ctx, req, &resp));

@@ -26,6 +26,7 @@ class Agent {
     // HOST:PORT of infrarsi-server. Required.
     std::string server;
     TlsOptions tls;  // default: plaintext (a loopback server)
+    std::string token;  // bearer token of role agent (empty: an open server)
     // What the agent registers; a CPU host can stand in for a GPU model.
     std::string host;  // default: gethostname()
     std::string gpu_model = "cpu";

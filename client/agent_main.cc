@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 
@@ -69,11 +70,16 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  app.add_option("--token", o.token,
+                 "bearer token (default: $INFRARSI_TOKEN; none needed before the server has tokens)");
   std::string tls_ca, tls_cert, tls_key;
   app.add_option("--tls-ca", tls_ca, "PEM CA that signed the server's certificate: connect with TLS");
   app.add_option("--tls-cert", tls_cert, "PEM client certificate (servers that require mutual TLS)");
   app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert");
   CLI11_PARSE(app, argc, argv);
+  if (o.token.empty()) {
+    if (const char* t = std::getenv("INFRARSI_TOKEN"); t != nullptr) o.token = t;
+  }
   {
     auto tls = infrarsi::client::LoadTlsFiles(tls_ca, tls_cert, tls_key);
     if (!tls.ok()) {

@@ -153,11 +153,16 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 16));
   demo->add_option("--max-trials", demo_opts.max_trials, "trial budget (0: the spec's)");
 
+  app.add_option("--token", co.token,
+                 "bearer token (default: $INFRARSI_TOKEN; none needed before the server has tokens)");
   std::string tls_ca, tls_cert, tls_key;
   app.add_option("--tls-ca", tls_ca, "PEM CA that signed the server's certificate: connect with TLS");
   app.add_option("--tls-cert", tls_cert, "PEM client certificate (servers that require mutual TLS)");
   app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert");
   CLI11_PARSE(app, argc, argv);
+  if (co.token.empty()) {
+    if (const char* t = std::getenv("INFRARSI_TOKEN"); t != nullptr) co.token = t;
+  }
   {
     auto tls = infrarsi::client::LoadTlsFiles(tls_ca, tls_cert, tls_key);
     if (!tls.ok()) {

@@ -55,9 +55,14 @@ absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Create(const Options& opti
   return c;
 }
 
+void AddToken(grpc::ClientContext* ctx, const std::string& token) {
+  if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+}
+
 void RpcClient::Prepare(grpc::ClientContext* ctx) const {
   ctx->set_deadline(std::chrono::system_clock::now() +
                     absl::ToChronoMilliseconds(options_.call_timeout));
+  AddToken(ctx, options_.token);
 }
 
 #define INFRARSI_UNARY(Method, Stub, Req, Resp)            \
@@ -127,6 +132,7 @@ absl::StatusOr<v1::SessionSummary> RpcClient::Watch(
   while (absl::Now() < deadline) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(deadline));
+    AddToken(&ctx, options_.token);
     v1::WatchSessionRequest req;
     req.set_session_id(session_id);
     // Each (re)connection starts from a snapshot: the server may have

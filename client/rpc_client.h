@@ -36,6 +36,9 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const TlsOptions
 absl::StatusOr<TlsOptions> LoadTlsFiles(const std::string& ca_path, const std::string& cert_path,
                                         const std::string& key_path);
 
+// Sends `token` as "authorization: Bearer <token>" (nothing when empty).
+void AddToken(grpc::ClientContext* ctx, const std::string& token);
+
 // Thread-safe (stubs are).
 class RpcClient {
  public:
@@ -43,6 +46,7 @@ class RpcClient {
     std::string server = "127.0.0.1:7420";  // HOST:PORT
     absl::Duration call_timeout = absl::Seconds(30);
     TlsOptions tls;  // default: plaintext (a loopback server)
+    std::string token;  // bearer token (empty: an open server)
   };
   static absl::StatusOr<std::unique_ptr<RpcClient>> Create(const Options& options);
 

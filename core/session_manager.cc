@@ -373,7 +373,9 @@ absl::Status SessionManager::SaveSessionLocked(SessionState& s, const std::strin
 
 // ------------------------------------------------------------------ Init
 
-absl::StatusOr<v1::SessionSummary> SessionManager::Init(const v1::InitRequest& request) {
+absl::StatusOr<v1::SessionSummary> SessionManager::Init(const v1::InitRequest& request,
+                                                        const Principal& who) {
+  RETURN_IF_ERROR(Authorize(who, Action::kSubmit));
   if (request.spec_yaml().empty()) return absl::InvalidArgumentError("spec_yaml: required");
   SpecParseOptions po;
   po.spec_dir = request.spec_dir();
@@ -400,6 +402,8 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Init(const v1::InitRequest& r
   rec.created_ms = rec.updated_ms = NowMs();
   rec.doctor_repeats = s->spec.doctor_repeats;
   rec.max_trials = s->spec.max_trials;
+  rec.team = who.team;
+  rec.share_bank = s->spec.share_bank;
   RETURN_IF_ERROR(options_.storage->InsertSession(rec));
   SessionState* raw = s.get();
   sessions_[rec.id] = std::move(s);
@@ -409,13 +413,14 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Init(const v1::InitRequest& r
 
 // ------------------------------------------------------------------ Doctor
 
-absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorRequest& request) {
+absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorRequest& request,
+                                                          const Principal& who) {
   if (request.repeats() < 0 || request.repeats() > 100) {
     return absl::InvalidArgumentError(
         absl::StrCat("repeats: must be in [0, 100], got ", request.repeats()));
   }
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(SessionState * s, FindLocked(request.session_id()));
+  ASSIGN_OR_RETURN(SessionState * s, FindForLocked(request.session_id(), who, Action::kSubmit));
   if (StageFromName(s->rec.stage) != v1::STAGE_INITIALIZED) {
     return StageError(s->rec.id, s->rec.stage, "doctor runs once, right after init");
   }
@@ -548,7 +553,8 @@ absl::Status SessionManager::AdvanceDoctorLocked(SessionState& s) {
 
 // ------------------------------------------------------------------ Run
 
-absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& request) {
+absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& request,
+                                                       const Principal& who) {
   if (request.max_trials() < 0 || request.max_trials() > 100000) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_trials: must be in [0, 100000], got ", request.max_trials()));
@@ -559,13 +565,13 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
     std::optional<SessionSpec> spec;
     {
       absl::MutexLock lock(&mu_);
-      ASSIGN_OR_RETURN(SessionState * s, FindLocked(request.session_id()));
+      ASSIGN_OR_RETURN(SessionState * s, FindForLocked(request.session_id(), who, Action::kSubmit));
       spec = s->spec;
     }
     priors = options_.priors_for(*spec);
   }
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(SessionState * s, FindLocked(request.session_id()));
+  ASSIGN_OR_RETURN(SessionState * s, FindForLocked(request.session_id(), who, Action::kSubmit));
   if (StageFromName(s->rec.stage) != v1::STAGE_DOCTORED) {
     return StageError(s->rec.id, s->rec.stage, "run needs a finished doctor (stage doctored)");
   }
@@ -640,6 +646,11 @@ absl::StatusOr<std::vector<Config>> SessionManager::WarmStartsLocked(const Sessi
     ASSIGN_OR_RETURN(auto rows, options_.storage->QueryBank(f));
     for (const auto& b : rows) {
       if (b.session_id == s.rec.id || b.step_time_s <= 0) continue;
+      // Another team's experience only where it was shared.
+      Principal owner;
+      owner.role = Role::kSubmitter;
+      owner.team = s.rec.team;
+      if (!BankVisibleLocked(b.session_id, owner)) continue;
       auto c = DecodeConfigJson(b.config);
       if (!c.ok() || c->size() != s.spec.knobs.size()) continue;
       bool in_space = true;
@@ -1261,16 +1272,20 @@ absl::Status SessionManager::ExpireLeases() {
 
 // ------------------------------------------------------------------ read side
 
-absl::StatusOr<v1::SessionSummary> SessionManager::GetSession(const std::string& session_id) {
+absl::StatusOr<v1::SessionSummary> SessionManager::GetSession(const std::string& session_id,
+                                                              const Principal& who) {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(SessionState * s, FindLocked(session_id));
+  ASSIGN_OR_RETURN(SessionState * s, FindForLocked(session_id, who, Action::kRead));
   return SummaryLocked(*s);
 }
 
-absl::StatusOr<v1::ListSessionsResponse> SessionManager::ListSessions() {
+absl::StatusOr<v1::ListSessionsResponse> SessionManager::ListSessions(const Principal& who) {
+  RETURN_IF_ERROR(Authorize(who, Action::kRead));
   absl::MutexLock lock(&mu_);
   std::vector<const SessionState*> all;
-  for (const auto& [id, s] : sessions_) all.push_back(s.get());
+  for (const auto& [id, s] : sessions_) {
+    if (who.SeesTeam(s->rec.team)) all.push_back(s.get());
+  }
   std::sort(all.begin(), all.end(), [](const SessionState* a, const SessionState* b) {
     return std::tie(a->rec.created_ms, a->rec.id) < std::tie(b->rec.created_ms, b->rec.id);
   });
@@ -1279,9 +1294,10 @@ absl::StatusOr<v1::ListSessionsResponse> SessionManager::ListSessions() {
   return resp;
 }
 
-absl::StatusOr<v1::SessionSummary> SessionManager::Cancel(const std::string& session_id) {
+absl::StatusOr<v1::SessionSummary> SessionManager::Cancel(const std::string& session_id,
+                                                          const Principal& who) {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(SessionState * s, FindLocked(session_id));
+  ASSIGN_OR_RETURN(SessionState * s, FindForLocked(session_id, who, Action::kSubmit));
   if (IsTerminalStage(StageFromName(s->rec.stage))) {
     return StageError(s->rec.id, s->rec.stage, "it has already ended");
   }
@@ -1299,9 +1315,10 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Cancel(const std::string& ses
   return SummaryLocked(*s);
 }
 
-absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& session_id) {
+absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& session_id,
+                                                        const Principal& who) {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(SessionState * s, FindLocked(session_id));
+  ASSIGN_OR_RETURN(SessionState * s, FindForLocked(session_id, who, Action::kRead));
   ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
   v1::SessionReport rep;
   rep.set_session_id(s->rec.id);
@@ -1418,13 +1435,14 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
 
 // ------------------------------------------------------------------ Apply
 
-absl::StatusOr<v1::ApplyResponse> SessionManager::Apply(const v1::ApplyRequest& request) {
+absl::StatusOr<v1::ApplyResponse> SessionManager::Apply(const v1::ApplyRequest& request,
+                                                        const Principal& who) {
   if (request.branch().empty()) return absl::InvalidArgumentError("branch: required");
   if (options_.committer == nullptr) {
     return absl::UnimplementedError("apply: this server has no committer configured");
   }
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(SessionState * s, FindLocked(request.session_id()));
+  ASSIGN_OR_RETURN(SessionState * s, FindForLocked(request.session_id(), who, Action::kSubmit));
   // A session with a repository commits there unless told otherwise.
   const std::string repo_path =
       request.repo_path().empty() ? s->spec.repository.path : request.repo_path();
@@ -1536,9 +1554,10 @@ absl::StatusOr<v1::ApplyResponse> SessionManager::Apply(const v1::ApplyRequest& 
 // ------------------------------------------------------------------ events, bank
 
 absl::StatusOr<std::vector<v1::SessionEvent>> SessionManager::WaitEvents(
-    const std::string& session_id, int64_t after_seq, absl::Duration timeout) {
+    const std::string& session_id, int64_t after_seq, absl::Duration timeout,
+    const Principal& who) {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(SessionState * s, FindLocked(session_id));
+  ASSIGN_OR_RETURN(SessionState * s, FindForLocked(session_id, who, Action::kRead));
   if (shutdown_) return absl::UnavailableError("server is shutting down");
   std::vector<v1::SessionEvent> out;
   if (after_seq <= 0 || after_seq < s->dropped_through_seq) {
@@ -1561,7 +1580,8 @@ absl::StatusOr<std::vector<v1::SessionEvent>> SessionManager::WaitEvents(
 }
 
 absl::StatusOr<v1::QueryExperienceResponse> SessionManager::QueryExperience(
-    const v1::QueryExperienceRequest& request) {
+    const v1::QueryExperienceRequest& request, const Principal& who) {
+  RETURN_IF_ERROR(Authorize(who, Action::kRead));
   if (request.page_size() < 0 || request.page_size() > 1000) {
     return absl::InvalidArgumentError("page_size: must be in [0, 1000]");
   }
@@ -1575,13 +1595,27 @@ absl::StatusOr<v1::QueryExperienceResponse> SessionManager::QueryExperience(
   if (!request.page_token().empty() && !absl::SimpleAtoi(request.page_token(), &f.after_id)) {
     return absl::InvalidArgumentError("page_token: not a token this server issued");
   }
-  const int32_t page = request.page_size() > 0 ? request.page_size() : 50;
-  f.limit = page + 1;  // one extra tells whether another page exists
+  const size_t page = request.page_size() > 0 ? static_cast<size_t>(request.page_size()) : 50;
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(auto rows, options_.storage->QueryBank(f));
+  // Pages of what `who` may see: read on past entries it may not.
+  std::vector<storage::BankRecord> rows;
+  bool more = false;
+  while (true) {
+    f.limit = static_cast<int32_t>(page + 1);
+    ASSIGN_OR_RETURN(auto chunk, options_.storage->QueryBank(f));
+    for (auto& b : chunk) {
+      if (!BankVisibleLocked(b.session_id, who)) continue;
+      if (rows.size() == page) {
+        more = true;
+        break;
+      }
+      rows.push_back(std::move(b));
+    }
+    if (more || chunk.size() < page + 1) break;
+    f.after_id = chunk.back().id;
+  }
   v1::QueryExperienceResponse resp;
-  for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(page); ++i) {
-    const auto& b = rows[i];
+  for (const auto& b : rows) {
     v1::ExperienceEntry* e = resp.add_entries();
     e->set_id(b.id);
     e->set_session_id(b.session_id);
@@ -1596,10 +1630,22 @@ absl::StatusOr<v1::QueryExperienceResponse> SessionManager::QueryExperience(
     e->set_cost_s(b.cost_s);
     e->set_created_unix_ms(b.created_ms);
   }
-  if (rows.size() > static_cast<size_t>(page)) {
-    resp.set_next_page_token(absl::StrCat(rows[static_cast<size_t>(page) - 1].id));
-  }
+  if (more) resp.set_next_page_token(absl::StrCat(rows.back().id));
   return resp;
+}
+
+absl::StatusOr<SessionManager::SessionState*> SessionManager::FindForLocked(
+    const std::string& id, const Principal& who, Action action) {
+  RETURN_IF_ERROR(Authorize(who, action));
+  ASSIGN_OR_RETURN(SessionState * s, FindLocked(id));
+  if (!who.SeesTeam(s->rec.team)) return NotYourTeam();
+  return s;
+}
+
+bool SessionManager::BankVisibleLocked(const std::string& session_id, const Principal& who) const {
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) return who.open || who.role == Role::kAdmin;
+  return who.SeesTeam(it->second->rec.team) || it->second->rec.share_bank;
 }
 
 void SessionManager::Shutdown() {

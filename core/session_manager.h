@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/clock.h"
+#include "core/auth.h"
 #include "core/committer.h"
 #include "core/source_repo.h"
 #include "core/optimizer.h"
@@ -88,14 +89,25 @@ class SessionManager {
   static absl::StatusOr<std::unique_ptr<SessionManager>> Create(const Options& options);
 
   // ----- sessions
-  absl::StatusOr<v1::SessionSummary> Init(const v1::InitRequest& request);
-  absl::StatusOr<v1::SessionSummary> Doctor(const v1::DoctorRequest& request);
-  absl::StatusOr<v1::SessionSummary> Run(const v1::RunRequest& request);
-  absl::StatusOr<v1::SessionReport> Report(const std::string& session_id);
-  absl::StatusOr<v1::ApplyResponse> Apply(const v1::ApplyRequest& request);
-  absl::StatusOr<v1::SessionSummary> GetSession(const std::string& session_id);
-  absl::StatusOr<v1::ListSessionsResponse> ListSessions();
-  absl::StatusOr<v1::SessionSummary> Cancel(const std::string& session_id);
+  // `who` (core/auth.h) is the caller: a session belongs to the team that
+  // created it; others get PERMISSION_DENIED and nothing else. The default
+  // is the open server (no tokens).
+  absl::StatusOr<v1::SessionSummary> Init(const v1::InitRequest& request,
+                                          const Principal& who = Principal::Open());
+  absl::StatusOr<v1::SessionSummary> Doctor(const v1::DoctorRequest& request,
+                                            const Principal& who = Principal::Open());
+  absl::StatusOr<v1::SessionSummary> Run(const v1::RunRequest& request,
+                                         const Principal& who = Principal::Open());
+  absl::StatusOr<v1::SessionReport> Report(const std::string& session_id,
+                                           const Principal& who = Principal::Open());
+  absl::StatusOr<v1::ApplyResponse> Apply(const v1::ApplyRequest& request,
+                                          const Principal& who = Principal::Open());
+  absl::StatusOr<v1::SessionSummary> GetSession(const std::string& session_id,
+                                                const Principal& who = Principal::Open());
+  // Only the sessions `who` may see.
+  absl::StatusOr<v1::ListSessionsResponse> ListSessions(const Principal& who = Principal::Open());
+  absl::StatusOr<v1::SessionSummary> Cancel(const std::string& session_id,
+                                            const Principal& who = Principal::Open());
 
   // Events of a session with seq > after_seq, waiting up to `timeout` (real
   // time) for one. after_seq 0 (or one older than the retained backlog)
@@ -103,7 +115,8 @@ class SessionManager {
   // after Shutdown().
   absl::StatusOr<std::vector<v1::SessionEvent>> WaitEvents(const std::string& session_id,
                                                            int64_t after_seq,
-                                                           absl::Duration timeout);
+                                                           absl::Duration timeout,
+                                                           const Principal& who = Principal::Open());
 
   // ----- agents
   absl::StatusOr<v1::RegisterAgentResponse> RegisterAgent(const v1::RegisterAgentRequest& r);
@@ -121,13 +134,22 @@ class SessionManager {
   absl::Status ExpireLeases();
 
   // ----- bank
+  // Entries of `who`'s team's sessions and of sessions shared with every
+  // team (`share_bank: true`).
   absl::StatusOr<v1::QueryExperienceResponse> QueryExperience(
-      const v1::QueryExperienceRequest& request);
+      const v1::QueryExperienceRequest& request, const Principal& who = Principal::Open());
 
   // Wakes every waiter; later waits return at once.
   void Shutdown();
 
  private:
+  struct SessionState;
+  // FindLocked, after checking that `who` may do `action` to the session.
+  absl::StatusOr<SessionState*> FindForLocked(const std::string& id, const Principal& who,
+                                              Action action) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a bank entry of `session_id` may be read by `team`'s callers.
+  bool BankVisibleLocked(const std::string& session_id, const Principal& who) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct SessionState {
     storage::SessionRecord rec;
     SessionSpec spec;

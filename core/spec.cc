@@ -589,7 +589,7 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
   if (!root.IsMap()) return FieldError("spec", "must be a YAML mapping");
   RETURN_IF_ERROR(CheckKeys(root, "", {"name", "workload", "hardware", "knobs", "baseline",
                                        "budget", "doctor", "seed", "executor", "contract",
-                                       "verify", "patches", "repository"}));
+                                       "verify", "patches", "repository", "share_bank"}));
   SessionSpec spec;
   ASSIGN_OR_RETURN(spec.name, RequireString(root, "name", "name"));
   if (!ValidName(spec.name)) {
@@ -681,6 +681,11 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
   ASSIGN_OR_RETURN(int64_t seed, ReadInt(root, "seed", "seed", 0,
                                          std::numeric_limits<int64_t>::max(), 0));
   spec.seed = static_cast<uint64_t>(seed);
+  if (root["share_bank"] && !root["share_bank"].IsNull()) {
+    const std::string v = NormalizeScalar(root["share_bank"].Scalar());
+    if (v != "true" && v != "false") return FieldError("share_bank", "must be true or false");
+    spec.share_bank = v == "true";
+  }
 
   RETURN_IF_ERROR(ParseExecutor(root, options, spec));
   RETURN_IF_ERROR(ParseRepository(root, options, spec));

@@ -123,6 +123,9 @@ struct SessionSpec {
   // switches on both (found at Init).
   std::vector<std::pair<std::string, std::string>> patch_conflicts;
   uint64_t seed = 0;
+  // Whether other teams may read this session's bank entries (and start
+  // their searches from them).
+  bool share_bank = false;
   enum class ExecutorKind { kReplay, kProcess, kSim } executor_kind = ExecutorKind::kReplay;
   ReplayExecutorSpec replay;
   ProcessExecutorSpec process;

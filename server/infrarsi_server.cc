@@ -1,5 +1,7 @@
 #include "server/infrarsi_server.h"
 
+#include "server/tokens.h"
+
 #include <git2.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
@@ -110,9 +112,17 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   mo.optimizer = s->optimizer_.get();
   ASSIGN_OR_RETURN(s->manager_, SessionManager::Create(mo));
 
-  s->session_service_ = std::make_unique<SessionServiceImpl>(s->manager_.get());
-  s->agent_service_ = std::make_unique<AgentServiceImpl>(s->manager_.get());
-  s->bank_service_ = std::make_unique<BankServiceImpl>(s->manager_.get());
+  Authenticator::Options ao;
+  ao.storage = s->storage_.get();
+  ao.hash = Sha256Hex;
+  s->auth_ = std::make_unique<Authenticator>(ao);
+  ASSIGN_OR_RETURN(auto tokens, s->storage_->ListTokens());
+  if (tokens.empty()) {
+    spdlog::warn("no API tokens: every caller is admin until `infrarsi-server token create`");
+  }
+  s->session_service_ = std::make_unique<SessionServiceImpl>(s->manager_.get(), s->auth_.get());
+  s->agent_service_ = std::make_unique<AgentServiceImpl>(s->manager_.get(), s->auth_.get());
+  s->bank_service_ = std::make_unique<BankServiceImpl>(s->manager_.get(), s->auth_.get());
   grpc::ServerBuilder builder;
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
   if (!options.tls_cert_pem.empty()) {

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "core/auth.h"
 #include "core/clock.h"
 #include "server/git_committer.h"
 
@@ -97,7 +98,8 @@ class InfraRsiServer {
   std::string host_;
   int port_ = 0;
   std::unique_ptr<storage::SqliteStorage> storage_;
-  std::unique_ptr<GitCommitter> committer_;  // also the sessions' SourceRepo
+  std::unique_ptr<GitCommitter> committer_;
+  std::unique_ptr<Authenticator> auth_;  // also the sessions' SourceRepo
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<SessionManager> manager_;
   std::unique_ptr<SessionServiceImpl> session_service_;

@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "server/infrarsi_server.h"
+#include "server/tokens.h"
+#include "storage/sqlite_storage.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -60,7 +62,45 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_flag("--insecure", opts.insecure,
                "allow plaintext on a non-loopback --listen address (default: refused)");
+  // infrarsi-server token create|list|revoke: manage API tokens in --db.
+  auto* token = app.add_subcommand("token", "manage API tokens (stored hashed in --db)");
+  std::string token_role, token_team, token_name, token_id;
+  auto* token_create = token->add_subcommand("create", "issue a token; prints it once");
+  token_create->add_option("--role", token_role, "admin, submitter, reader or agent")->required();
+  token_create->add_option("--team", token_team, "the team it acts for (submitter, reader)");
+  token_create->add_option("--name", token_name, "a label for `token list`");
+  auto* token_list = token->add_subcommand("list", "list tokens (never the tokens themselves)");
+  auto* token_revoke = token->add_subcommand("revoke", "revoke a token by id");
+  token_revoke->add_option("id", token_id, "token id from `token list`")->required();
+  token->require_subcommand(1);
   CLI11_PARSE(app, argc, argv);
+  if (*token) {
+    infrarsi::storage::SqliteStorage::Options so;
+    so.path = opts.db_path;
+    auto db = infrarsi::storage::SqliteStorage::Create(so);
+    if (!db.ok()) {
+      std::fprintf(stderr, "%s\n", db.status().ToString().c_str());
+      return 1;
+    }
+    absl::Status st;
+    if (*token_create) {
+      auto t = infrarsi::server::CreateToken(db->get(), token_role, token_team, token_name);
+      if (t.ok()) std::printf("%s\n", t->c_str());
+      st = t.status();
+    } else if (*token_list) {
+      auto l = infrarsi::server::ListTokens(db->get());
+      if (l.ok()) std::printf("%s", l->c_str());
+      st = l.status();
+    } else {
+      st = infrarsi::server::RevokeToken(db->get(), token_id);
+      if (st.ok()) std::printf("revoked %s\n", token_id.c_str());
+    }
+    if (!st.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
+      return 1;
+    }
+    return 0;
+  }
   for (auto [flag, path, out] : {std::tuple{"--tls-cert", &tls_cert, &opts.tls_cert_pem},
                                  std::tuple{"--tls-key", &tls_key, &opts.tls_key_pem},
                                  std::tuple{"--tls-client-ca", &tls_client_ca, &opts.tls_client_ca_pem}}) {

@@ -2,66 +2,107 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
+
+#include "core/status_macros.h"
 #include "server/grpc_status.h"
 
 namespace infrarsi::server {
 namespace {
 
+// Denials are logged (who was refused what, never the token).
+grpc::Status Fail(grpc::ServerContext* ctx, const char* rpc, const absl::Status& st) {
+  if (absl::IsPermissionDenied(st) || absl::IsUnauthenticated(st)) {
+    spdlog::warn("denied {} from {}: {}", rpc, ctx->peer(), std::string(st.message()));
+  }
+  return ToGrpcStatus(st);
+}
+
 // Copies a StatusOr's value into the response, or returns its error.
 template <typename T>
-grpc::Status Reply(absl::StatusOr<T> result, T* response) {
-  if (!result.ok()) return ToGrpcStatus(result.status());
+grpc::Status Reply(grpc::ServerContext* ctx, const char* rpc, absl::StatusOr<T> result,
+                   T* response) {
+  if (!result.ok()) return Fail(ctx, rpc, result.status());
   *response = *std::move(result);
   return grpc::Status::OK;
 }
+
+// The caller, from the "authorization" metadata.
+absl::StatusOr<Principal> Caller(grpc::ServerContext* ctx, const Authenticator* auth) {
+  if (auth == nullptr) return Principal::Open();
+  const auto& md = ctx->client_metadata();
+  auto it = md.find("authorization");
+  return auth->Authenticate(it == md.end() ? "" : std::string(it->second.data(), it->second.size()));
+}
+
+// The caller of an AgentService method: an agent (or admin, or open).
+absl::StatusOr<Principal> AgentCaller(grpc::ServerContext* ctx, const Authenticator* auth) {
+  ASSIGN_OR_RETURN(Principal who, Caller(ctx, auth));
+  RETURN_IF_ERROR(Authorize(who, Action::kAgent));
+  return who;
+}
+
+#define INFRARSI_CALLER(who, expr)                   \
+  auto who##_or = (expr);                            \
+  if (!who##_or.ok()) return Fail(ctx, __func__, who##_or.status()); \
+  [[maybe_unused]] const Principal& who = *who##_or
 
 constexpr int64_t kMaxLeaseWaitMs = 30000;
 
 }  // namespace
 
-grpc::Status SessionServiceImpl::Init(grpc::ServerContext*, const v1::InitRequest* req,
+grpc::Status SessionServiceImpl::Init(grpc::ServerContext* ctx, const v1::InitRequest* req,
                                       v1::SessionSummary* resp) {
-  return Reply(m_->Init(*req), resp);
+  INFRARSI_CALLER(who, Caller(ctx, auth_));
+  return Reply(ctx, __func__, m_->Init(*req, who), resp);
 }
-grpc::Status SessionServiceImpl::Doctor(grpc::ServerContext*, const v1::DoctorRequest* req,
+grpc::Status SessionServiceImpl::Doctor(grpc::ServerContext* ctx, const v1::DoctorRequest* req,
                                         v1::SessionSummary* resp) {
-  return Reply(m_->Doctor(*req), resp);
+  INFRARSI_CALLER(who, Caller(ctx, auth_));
+  return Reply(ctx, __func__, m_->Doctor(*req, who), resp);
 }
-grpc::Status SessionServiceImpl::Run(grpc::ServerContext*, const v1::RunRequest* req,
+grpc::Status SessionServiceImpl::Run(grpc::ServerContext* ctx, const v1::RunRequest* req,
                                      v1::SessionSummary* resp) {
-  return Reply(m_->Run(*req), resp);
+  INFRARSI_CALLER(who, Caller(ctx, auth_));
+  return Reply(ctx, __func__, m_->Run(*req, who), resp);
 }
-grpc::Status SessionServiceImpl::Report(grpc::ServerContext*, const v1::ReportRequest* req,
+grpc::Status SessionServiceImpl::Report(grpc::ServerContext* ctx, const v1::ReportRequest* req,
                                         v1::SessionReport* resp) {
-  return Reply(m_->Report(req->session_id()), resp);
+  INFRARSI_CALLER(who, Caller(ctx, auth_));
+  return Reply(ctx, __func__, m_->Report(req->session_id(), who), resp);
 }
-grpc::Status SessionServiceImpl::Apply(grpc::ServerContext*, const v1::ApplyRequest* req,
+grpc::Status SessionServiceImpl::Apply(grpc::ServerContext* ctx, const v1::ApplyRequest* req,
                                        v1::ApplyResponse* resp) {
-  return Reply(m_->Apply(*req), resp);
+  INFRARSI_CALLER(who, Caller(ctx, auth_));
+  return Reply(ctx, __func__, m_->Apply(*req, who), resp);
 }
-grpc::Status SessionServiceImpl::GetSession(grpc::ServerContext*,
+grpc::Status SessionServiceImpl::GetSession(grpc::ServerContext* ctx,
                                             const v1::GetSessionRequest* req,
                                             v1::SessionSummary* resp) {
-  return Reply(m_->GetSession(req->session_id()), resp);
+  INFRARSI_CALLER(who, Caller(ctx, auth_));
+  return Reply(ctx, __func__, m_->GetSession(req->session_id(), who), resp);
 }
-grpc::Status SessionServiceImpl::ListSessions(grpc::ServerContext*,
+grpc::Status SessionServiceImpl::ListSessions(grpc::ServerContext* ctx,
                                               const v1::ListSessionsRequest*,
                                               v1::ListSessionsResponse* resp) {
-  return Reply(m_->ListSessions(), resp);
+  INFRARSI_CALLER(who, Caller(ctx, auth_));
+  return Reply(ctx, __func__, m_->ListSessions(who), resp);
 }
-grpc::Status SessionServiceImpl::CancelSession(grpc::ServerContext*,
+grpc::Status SessionServiceImpl::CancelSession(grpc::ServerContext* ctx,
                                                const v1::CancelSessionRequest* req,
                                                v1::SessionSummary* resp) {
-  return Reply(m_->Cancel(req->session_id()), resp);
+  INFRARSI_CALLER(who, Caller(ctx, auth_));
+  return Reply(ctx, __func__, m_->Cancel(req->session_id(), who), resp);
 }
 
 grpc::Status SessionServiceImpl::WatchSession(grpc::ServerContext* ctx,
                                               const v1::WatchSessionRequest* req,
                                               grpc::ServerWriter<v1::SessionEvent>* writer) {
+  INFRARSI_CALLER(who, Caller(ctx, auth_));
   int64_t after = req->after_seq();
   while (!ctx->IsCancelled()) {
-    auto events = m_->WaitEvents(req->session_id(), after, absl::Seconds(1));
-    if (!events.ok()) return ToGrpcStatus(events.status());
+    auto events = m_->WaitEvents(req->session_id(), after, absl::Seconds(1), who);
+    if (!events.ok()) return Fail(ctx, __func__, events.status());
     for (const v1::SessionEvent& ev : *events) {
       if (!writer->Write(ev)) return grpc::Status::OK;  // client went away
       after = std::max(after, ev.seq());
@@ -70,19 +111,22 @@ grpc::Status SessionServiceImpl::WatchSession(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status AgentServiceImpl::RegisterAgent(grpc::ServerContext*,
+grpc::Status AgentServiceImpl::RegisterAgent(grpc::ServerContext* ctx,
                                              const v1::RegisterAgentRequest* req,
                                              v1::RegisterAgentResponse* resp) {
-  return Reply(m_->RegisterAgent(*req), resp);
+  INFRARSI_CALLER(who, AgentCaller(ctx, auth_));
+  return Reply(ctx, __func__, m_->RegisterAgent(*req), resp);
 }
-grpc::Status AgentServiceImpl::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+grpc::Status AgentServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                          v1::HeartbeatResponse* resp) {
-  return Reply(m_->Heartbeat(*req), resp);
+  INFRARSI_CALLER(who, AgentCaller(ctx, auth_));
+  return Reply(ctx, __func__, m_->Heartbeat(*req), resp);
 }
 
 grpc::Status AgentServiceImpl::LeaseTrial(grpc::ServerContext* ctx,
                                           const v1::LeaseTrialRequest* req,
                                           v1::LeaseTrialResponse* resp) {
+  INFRARSI_CALLER(who, AgentCaller(ctx, auth_));
   if (req->wait_ms() < 0 || req->wait_ms() > kMaxLeaseWaitMs) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "wait_ms: must be in [0, 30000]");
   }
@@ -90,7 +134,7 @@ grpc::Status AgentServiceImpl::LeaseTrial(grpc::ServerContext* ctx,
   const absl::Time deadline = absl::Now() + absl::Milliseconds(req->wait_ms());
   while (true) {
     auto leased = m_->TryLease(req->agent_id());
-    if (!leased.ok()) return ToGrpcStatus(leased.status());
+    if (!leased.ok()) return Fail(ctx, __func__, leased.status());
     if (leased->has_value()) {
       *resp->mutable_trial() = std::move(**leased);
       return grpc::Status::OK;
@@ -101,21 +145,24 @@ grpc::Status AgentServiceImpl::LeaseTrial(grpc::ServerContext* ctx,
   }
 }
 
-grpc::Status AgentServiceImpl::ReportProgress(grpc::ServerContext*,
+grpc::Status AgentServiceImpl::ReportProgress(grpc::ServerContext* ctx,
                                               const v1::ReportProgressRequest* req,
                                               v1::ReportProgressResponse* resp) {
-  return Reply(m_->ReportProgress(*req), resp);
+  INFRARSI_CALLER(who, AgentCaller(ctx, auth_));
+  return Reply(ctx, __func__, m_->ReportProgress(*req), resp);
 }
-grpc::Status AgentServiceImpl::CompleteTrial(grpc::ServerContext*,
+grpc::Status AgentServiceImpl::CompleteTrial(grpc::ServerContext* ctx,
                                              const v1::CompleteTrialRequest* req,
                                              v1::CompleteTrialResponse* resp) {
-  return Reply(m_->CompleteTrial(*req), resp);
+  INFRARSI_CALLER(who, AgentCaller(ctx, auth_));
+  return Reply(ctx, __func__, m_->CompleteTrial(*req), resp);
 }
 
-grpc::Status BankServiceImpl::QueryExperience(grpc::ServerContext*,
+grpc::Status BankServiceImpl::QueryExperience(grpc::ServerContext* ctx,
                                               const v1::QueryExperienceRequest* req,
                                               v1::QueryExperienceResponse* resp) {
-  return Reply(m_->QueryExperience(*req), resp);
+  INFRARSI_CALLER(who, Caller(ctx, auth_));
+  return Reply(ctx, __func__, m_->QueryExperience(*req, who), resp);
 }
 
 }  // namespace infrarsi::server

@@ -3,6 +3,7 @@
 #ifndef INFRARSI_SERVER_SERVICES_H_
 #define INFRARSI_SERVER_SERVICES_H_
 
+#include "core/auth.h"
 #include "core/session_manager.h"
 #include "infrarsi/v1/infrarsi.grpc.pb.h"
 
@@ -11,7 +12,8 @@ namespace infrarsi::server {
 // All three hold a non-owned manager that must outlive them. Thread-safe.
 class SessionServiceImpl final : public v1::SessionService::Service {
  public:
-  explicit SessionServiceImpl(SessionManager* m) : m_(m) {}
+  // `auth` (not owned) resolves each call's bearer token; null: open.
+  SessionServiceImpl(SessionManager* m, const Authenticator* auth) : m_(m), auth_(auth) {}
   grpc::Status Init(grpc::ServerContext*, const v1::InitRequest*, v1::SessionSummary*) override;
   grpc::Status Doctor(grpc::ServerContext*, const v1::DoctorRequest*,
                       v1::SessionSummary*) override;
@@ -30,11 +32,13 @@ class SessionServiceImpl final : public v1::SessionService::Service {
 
  private:
   SessionManager* m_;
+  const Authenticator* auth_;
 };
 
 class AgentServiceImpl final : public v1::AgentService::Service {
  public:
-  explicit AgentServiceImpl(SessionManager* m) : m_(m) {}
+  // `auth` (not owned) resolves each call's bearer token; null: open.
+  AgentServiceImpl(SessionManager* m, const Authenticator* auth) : m_(m), auth_(auth) {}
   grpc::Status RegisterAgent(grpc::ServerContext*, const v1::RegisterAgentRequest*,
                              v1::RegisterAgentResponse*) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*,
@@ -48,16 +52,19 @@ class AgentServiceImpl final : public v1::AgentService::Service {
 
  private:
   SessionManager* m_;
+  const Authenticator* auth_;
 };
 
 class BankServiceImpl final : public v1::BankService::Service {
  public:
-  explicit BankServiceImpl(SessionManager* m) : m_(m) {}
+  // `auth` (not owned) resolves each call's bearer token; null: open.
+  BankServiceImpl(SessionManager* m, const Authenticator* auth) : m_(m), auth_(auth) {}
   grpc::Status QueryExperience(grpc::ServerContext*, const v1::QueryExperienceRequest*,
                                v1::QueryExperienceResponse*) override;
 
  private:
   SessionManager* m_;
+  const Authenticator* auth_;
 };
 
 }  // namespace infrarsi::server

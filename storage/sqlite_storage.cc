@@ -112,6 +112,21 @@ ALTER TABLE sessions ADD COLUMN doctor_report TEXT NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN verification TEXT NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN contract TEXT NOT NULL DEFAULT '';
 )sql",
+    // v4: who may do what: hashed API tokens with a role and a team, and
+    // each session's owning team and whether its bank entries are shared.
+    R"sql(
+CREATE TABLE tokens (
+  id TEXT PRIMARY KEY,
+  hash TEXT NOT NULL UNIQUE,
+  name TEXT NOT NULL,
+  role TEXT NOT NULL,
+  team TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  revoked_ms INTEGER NOT NULL DEFAULT 0
+);
+ALTER TABLE sessions ADD COLUMN team TEXT NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN share_bank INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 constexpr int kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -218,7 +233,8 @@ auto CollectRows(Stmt& st, Read read) -> absl::StatusOr<std::vector<decltype(rea
 constexpr char kSessionCols[] =
     "id, name, spec_yaml, spec_dir, stage, contract_hash, workload_signature, gpu_model, "
     "created_ms, updated_ms, doctor_repeats, max_trials, baseline_step_time_s, baseline_cv, "
-    "baseline_runs, best_trial_id, error, applied_commit, doctor_report, verification, contract";
+    "baseline_runs, best_trial_id, error, applied_commit, doctor_report, verification, contract, "
+    "team, share_bank";
 
 void BindSession(Stmt& st, const SessionRecord& s) {
   st.Bind(s.id).Bind(s.name).Bind(s.spec_yaml).Bind(s.spec_dir).Bind(s.stage)
@@ -226,7 +242,7 @@ void BindSession(Stmt& st, const SessionRecord& s) {
       .Bind(s.created_ms).Bind(s.updated_ms).Bind(s.doctor_repeats).Bind(s.max_trials)
       .Bind(s.baseline_step_time_s).Bind(s.baseline_cv).Bind(s.baseline_runs)
       .Bind(s.best_trial_id).Bind(s.error).Bind(s.applied_commit).Bind(s.doctor_report)
-      .Bind(s.verification).Bind(s.contract);
+      .Bind(s.verification).Bind(s.contract).Bind(s.team).Bind(static_cast<int64_t>(s.share_bank));
 }
 
 SessionRecord ReadSession(const Stmt& st) {
@@ -253,6 +269,8 @@ SessionRecord ReadSession(const Stmt& st) {
   s.doctor_report = st.Text(c++);
   s.verification = st.Text(c++);
   s.contract = st.Text(c++);
+  s.team = st.Text(c++);
+  s.share_bank = st.Int(c++) != 0;
   return s;
 }
 
@@ -409,7 +427,7 @@ absl::Status SqliteStorage::Transaction(const std::function<absl::Status()>& fn)
 absl::Status SqliteStorage::InsertSession(const SessionRecord& s) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   Stmt st(db_, absl::StrCat("INSERT INTO sessions (", kSessionCols,
-                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
                    .c_str());
   BindSession(st, s);
   return st.Run();
@@ -422,7 +440,7 @@ absl::Status SqliteStorage::UpdateSession(const SessionRecord& s) {
           "workload_signature=?, gpu_model=?, created_ms=?, updated_ms=?, doctor_repeats=?, "
           "max_trials=?, baseline_step_time_s=?, baseline_cv=?, baseline_runs=?, "
           "best_trial_id=?, error=?, applied_commit=?, doctor_report=?, verification=?, "
-          "contract=? WHERE id=?");
+          "contract=?, team=?, share_bank=? WHERE id=?");
   BindSession(st, s);
   st.Bind(s.id);
   RETURN_IF_ERROR(st.Run());
@@ -625,6 +643,66 @@ absl::StatusOr<std::vector<BankRecord>> SqliteStorage::QueryBank(const BankFilte
     out.push_back(std::move(b));
   }
   return out;
+}
+
+absl::Status SqliteStorage::AddToken(const TokenRecord& t) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_,
+          "INSERT INTO tokens (id, hash, name, role, team, created_ms, revoked_ms) "
+          "VALUES (?,?,?,?,?,?,?)");
+  st.Bind(t.id).Bind(t.hash).Bind(t.name).Bind(t.role).Bind(t.team).Bind(t.created_ms)
+      .Bind(t.revoked_ms);
+  absl::Status r = st.Run();
+  if (!r.ok() && (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_UNIQUE ||
+                  sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_PRIMARYKEY)) {
+    return absl::AlreadyExistsError(absl::StrCat("token: '", t.id, "' or its hash exists"));
+  }
+  return r;
+}
+
+namespace {
+TokenRecord ReadToken(const Stmt& st) {
+  TokenRecord t;
+  t.id = st.Text(0);
+  t.hash = st.Text(1);
+  t.name = st.Text(2);
+  t.role = st.Text(3);
+  t.team = st.Text(4);
+  t.created_ms = st.Int(5);
+  t.revoked_ms = st.Int(6);
+  return t;
+}
+constexpr char kTokenSelect[] =
+    "SELECT id, hash, name, role, team, created_ms, revoked_ms FROM tokens";
+}  // namespace
+
+absl::StatusOr<TokenRecord> SqliteStorage::GetTokenByHash(const std::string& hash) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, absl::StrCat(kTokenSelect, " WHERE hash=?").c_str());
+  st.Bind(hash);
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError("token: unknown");
+  return ReadToken(st);
+}
+
+absl::StatusOr<std::vector<TokenRecord>> SqliteStorage::ListTokens() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, absl::StrCat(kTokenSelect, " ORDER BY created_ms, id").c_str());
+  return CollectRows(st, ReadToken);
+}
+
+absl::Status SqliteStorage::RevokeToken(const std::string& id, int64_t at_ms) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, "UPDATE tokens SET revoked_ms=? WHERE id=? AND revoked_ms=0");
+  st.Bind(at_ms).Bind(id);
+  RETURN_IF_ERROR(st.Run());
+  if (sqlite3_changes(db_) == 0) {
+    Stmt check(db_, "SELECT 1 FROM tokens WHERE id=?");
+    check.Bind(id);
+    ASSIGN_OR_RETURN(bool row, check.Step());
+    if (!row) return absl::NotFoundError(absl::StrCat("token: no token '", id, "'"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace infrarsi::storage

@@ -58,6 +58,10 @@ class SqliteStorage : public Storage {
   absl::StatusOr<std::vector<AgentRecord>> ListAgents() override;
   absl::StatusOr<int64_t> AddBankEntry(const BankRecord& b) override;
   absl::StatusOr<std::vector<BankRecord>> QueryBank(const BankFilter& f) override;
+  absl::Status AddToken(const TokenRecord& t) override;
+  absl::StatusOr<TokenRecord> GetTokenByHash(const std::string& hash) override;
+  absl::StatusOr<std::vector<TokenRecord>> ListTokens() override;
+  absl::Status RevokeToken(const std::string& id, int64_t at_ms) override;
 
  private:
   explicit SqliteStorage(sqlite3* db) : db_(db) {}

@@ -44,6 +44,19 @@ struct SessionRecord {
   std::string doctor_report;  // encoded by core
   std::string verification;   // encoded by core
   std::string contract;       // encoded by core: what Init locked
+  std::string team;           // the team that owns it ("" before tokens)
+  bool share_bank = false;    // its bank entries are readable by other teams
+};
+
+// An API token. Only its hash is stored; the token itself is shown once.
+struct TokenRecord {
+  std::string id;
+  std::string hash;  // hex digest of the whole token
+  std::string name;
+  std::string role;  // admin, submitter, reader, agent
+  std::string team;
+  int64_t created_ms = 0;
+  int64_t revoked_ms = 0;  // 0: live
 };
 
 struct TrialRecord {
@@ -157,6 +170,15 @@ class Storage {
   virtual absl::StatusOr<int64_t> AddBankEntry(const BankRecord& b) = 0;
   // Matching entries ordered by id.
   virtual absl::StatusOr<std::vector<BankRecord>> QueryBank(const BankFilter& f) = 0;
+
+  // ----- tokens
+  // ALREADY_EXISTS on a duplicate id or hash.
+  virtual absl::Status AddToken(const TokenRecord& t) = 0;
+  // NOT_FOUND when no token has this hash.
+  virtual absl::StatusOr<TokenRecord> GetTokenByHash(const std::string& hash) = 0;
+  virtual absl::StatusOr<std::vector<TokenRecord>> ListTokens() = 0;
+  // Marks it revoked at `at_ms`; NOT_FOUND for an unknown id.
+  virtual absl::Status RevokeToken(const std::string& id, int64_t at_ms) = 0;
 };
 
 }  // namespace infrarsi::storage

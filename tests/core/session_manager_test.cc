@@ -268,6 +268,61 @@ TEST_F(SessionManagerTest, EveryFinishedTrialIsInTheBankOnce) {
   EXPECT_TRUE(absl::IsInvalidArgument(m_->QueryExperience(bad).status()));
 }
 
+TEST_F(SessionManagerTest, TeamsSeeAndDriveOnlyTheirOwnSessions) {
+  auto as = [](Role role, const std::string& team) {
+    Principal p;
+    p.token_id = "tok";
+    p.role = role;
+    p.team = team;
+    return p;
+  };
+  const Principal vision = as(Role::kSubmitter, "vision"), audio = as(Role::kSubmitter, "audio");
+  const Principal audio_reader = as(Role::kReader, "audio"), admin = as(Role::kAdmin, "");
+  v1::InitRequest init;
+  init.set_spec_yaml(kSpec);
+  auto mine = m_->Init(init, vision);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  const std::string id = mine->session_id();
+  // A reader may not create; an agent token may not either.
+  EXPECT_TRUE(absl::IsPermissionDenied(m_->Init(init, audio_reader).status()));
+  EXPECT_TRUE(absl::IsPermissionDenied(m_->Init(init, as(Role::kAgent, "")).status()));
+  // Another team neither sees nor drives it, and learns nothing about it.
+  for (const absl::Status& st :
+       {m_->GetSession(id, audio).status(), m_->Report(id, audio).status(),
+        m_->Cancel(id, audio).status(), m_->WaitEvents(id, 0, absl::ZeroDuration(), audio).status()}) {
+    EXPECT_TRUE(absl::IsPermissionDenied(st)) << st;
+    EXPECT_EQ(st.message().find("vision"), std::string::npos) << st;
+  }
+  v1::DoctorRequest doctor;
+  doctor.set_session_id(id);
+  EXPECT_TRUE(absl::IsPermissionDenied(m_->Doctor(doctor, audio).status()));
+  EXPECT_EQ(m_->ListSessions(audio)->sessions_size(), 0);
+  EXPECT_EQ(m_->ListSessions(vision)->sessions_size(), 1);
+  EXPECT_EQ(m_->ListSessions(admin)->sessions_size(), 1);
+  EXPECT_TRUE(m_->GetSession(id, admin).ok());
+
+  // The bank: vision's entries stay with vision unless a session shares them.
+  const std::string agent = Agent();
+  DoctorAndRun(id, agent);
+  Drain(agent);
+  v1::QueryExperienceRequest q;
+  EXPECT_GT(m_->QueryExperience(q, vision)->entries_size(), 0);
+  EXPECT_EQ(m_->QueryExperience(q, audio_reader)->entries_size(), 0);
+  init.set_spec_yaml(std::string(kSpec) + "share_bank: true\n");
+  auto shared = m_->Init(init, vision);
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  DoctorAndRun(shared->session_id(), agent);
+  Drain(agent);
+  auto seen = m_->QueryExperience(q, audio_reader);
+  ASSERT_TRUE(seen.ok());
+  EXPECT_GT(seen->entries_size(), 0);
+  for (const auto& e : seen->entries()) EXPECT_EQ(e.session_id(), shared->session_id());
+  // The team survives a restart.
+  Restart();
+  EXPECT_TRUE(absl::IsPermissionDenied(m_->GetSession(id, audio).status()));
+  EXPECT_TRUE(m_->GetSession(id, vision).ok());
+}
+
 TEST_F(SessionManagerTest, StagePreconditionsNameTheSession) {
   const std::string id = NewSession();
   v1::RunRequest r;

@@ -14,6 +14,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "client/rpc_client.h"
@@ -53,14 +56,15 @@ class EndToEndTest : public ::testing::Test {
   }
 
   Subprocess& StartAgent(const std::string& executors, const std::string& gpu = "H200",
-                         int gpus = 1) {
+                         int gpus = 1, const std::vector<std::string>& extra = {}) {
     const int n = static_cast<int>(agents_.size());
-    agents_.push_back(std::make_unique<Subprocess>(
-        std::vector<std::string>{INFRARSI_AGENT_BIN, "--server", address_, "--gpu-model", gpu,
-                                 "--gpu-count", absl::StrCat(gpus), "--executors", executors, "--lease-wait-s",
-                                 "1", "--scratch", absl::StrCat(dir_, "/scratch-", n),
-                                 "--host", absl::StrCat("node-", n), "--log-level", "warn"},
-        absl::StrCat(dir_, "/agent-", n, ".log")));
+    std::vector<std::string> argv = {INFRARSI_AGENT_BIN, "--server", address_, "--gpu-model", gpu,
+                                     "--gpu-count", absl::StrCat(gpus), "--executors", executors,
+                                     "--lease-wait-s", "1", "--scratch",
+                                     absl::StrCat(dir_, "/scratch-", n), "--host",
+                                     absl::StrCat("node-", n), "--log-level", "warn"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    agents_.push_back(std::make_unique<Subprocess>(argv, absl::StrCat(dir_, "/agent-", n, ".log")));
     // Registered (with every agent started before it) before the test goes on.
     EXPECT_FALSE(agents_.back()->WaitForLinePrefix("infrarsi-agent registered as ").empty());
     return *agents_.back();
@@ -593,6 +597,86 @@ TEST_F(EndToEndTest, AgentKilledMidTrialIsReplacedAfterTheLeaseExpires) {
 
 namespace infrarsi {
 namespace {
+
+// `infrarsi-server token ...` on the test's database; returns stdout.
+std::string ServerTokenCommand(const std::string& db, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {INFRARSI_SERVER_BIN, "--db", db, "token"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Subprocess p(argv, "/dev/null");
+  std::string out = p.ReadAll();
+  const int status = p.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << absl::StrJoin(args, " ");
+  return std::string(absl::StripAsciiWhitespace(out));
+}
+
+TEST_F(EndToEndTest, TokensRolesAndTeams) {
+  const std::string db = dir_ + "/infrarsi.db";
+  const std::string agent_tok = ServerTokenCommand(db, {"create", "--role", "agent", "--name", "gpu-pool"});
+  const std::string vision = ServerTokenCommand(db, {"create", "--role", "submitter", "--team", "vision"});
+  const std::string audio = ServerTokenCommand(db, {"create", "--role", "reader", "--team", "audio"});
+  ASSERT_EQ(vision.rfind("irt_", 0), 0u) << vision;
+  const std::string listed = ServerTokenCommand(db, {"list"});
+  EXPECT_NE(listed.find("submitter"), std::string::npos) << listed;
+  EXPECT_EQ(listed.find(vision), std::string::npos) << "token list shows a token";
+
+  StartServer();
+  StartAgent("replay", "H200", 1, {"--token", agent_tok});
+  fs::create_directories(dir_ + "/landscapes");
+  fs::copy_file(kLandscape, dir_ + "/landscapes/h200.jsonl");
+  const std::string spec = WriteFile("specs/h200.yaml", R"(
+name: gpt-354m-h200
+workload: {model: gpt-354m, global_batch: 16, seq_len: 2048}
+hardware: {gpu: H200, count: 1}
+knobs:
+  micro_batch: [1, 2, 4, 8, 16]
+  attn: [math, sdpa]
+  ckpt: [false, true]
+  precision: [bf16, tf32]
+  fused_adam: [false, true]
+baseline: {micro_batch: 2, attn: math, ckpt: false, precision: tf32, fused_adam: false}
+budget: {max_trials: 4}
+doctor: {repeats: 2}
+verify: {candidates: 1, runs: 2}
+executor:
+  replay: {landscape: ../landscapes/h200.jsonl}
+)");
+  std::string out, err;
+  // No token: refused before anything runs.
+  EXPECT_EQ(Cli({"sessions"}, &out, &err), 1);
+  EXPECT_NE(err.find("UNAUTHENTICATED"), std::string::npos) << err;
+  // The submitter drives its session through the stages with the agent.
+  ASSERT_EQ(Cli({"--token", vision, "session", "create", spec}, &out, &err), 0) << err;
+  const std::string id(absl::StripAsciiWhitespace(out));
+  ASSERT_EQ(Cli({"--token", vision, "doctor", id}, &out, &err), 0) << err;
+  ASSERT_EQ(Cli({"--token", vision, "run", id}, &out, &err), 0) << err;
+  ASSERT_EQ(Cli({"--token", vision, "report", id}, &out, &err), 0) << err;
+  // Another team's reader: no report, no listing, no creating.
+  EXPECT_EQ(Cli({"--token", audio, "report", id}, &out, &err), 1);
+  EXPECT_NE(err.find("PERMISSION_DENIED"), std::string::npos) << err;
+  EXPECT_EQ(err.find("gpt-354m"), std::string::npos) << "the denial leaks the session: " << err;
+  ASSERT_EQ(Cli({"--token", audio, "sessions"}, &out, &err), 0) << err;
+  EXPECT_EQ(out.find(id), std::string::npos) << out;
+  EXPECT_EQ(Cli({"--token", audio, "session", "create", spec}, &out, &err), 1);
+  EXPECT_NE(err.find("role reader may not create or drive sessions"), std::string::npos) << err;
+  // The agent's token works for the AgentService only.
+  EXPECT_EQ(Cli({"--token", agent_tok, "sessions"}, &out, &err), 1);
+  EXPECT_NE(err.find("PERMISSION_DENIED"), std::string::npos) << err;
+  // A revoked token stops working at once, on the running server.
+  std::string vid;
+  for (absl::string_view line : absl::StrSplit(ServerTokenCommand(db, {"list"}), '\n')) {
+    if (absl::StrContains(line, "submitter")) vid = std::string(line.substr(0, line.find(' ')));
+  }
+  ASSERT_EQ(vid.rfind("tok-", 0), 0u) << vid;
+  EXPECT_EQ(ServerTokenCommand(db, {"revoke", vid}), "revoked " + vid);
+  EXPECT_EQ(Cli({"--token", vision, "status", id}, &out, &err), 1);
+  EXPECT_NE(err.find("invalid or revoked token"), std::string::npos) << err;
+  // Denials are logged, without the token.
+  std::ifstream log(dir_ + "/server.log");
+  std::stringstream ss;
+  ss << log.rdbuf();
+  EXPECT_NE(ss.str().find("denied"), std::string::npos);
+  EXPECT_EQ(ss.str().find(vision), std::string::npos);
+}
 
 // A python3 that imports torch (Debian's python3-torch), or "".
 std::string TorchPython() {

@@ -80,6 +80,43 @@ TEST_P(StorageConformance, SessionRoundTrip) {
   EXPECT_TRUE(absl::IsNotFound(db_->UpdateSession(Session("nope"))));
 }
 
+TEST_P(StorageConformance, SessionTeamAndSharing) {
+  SessionRecord s = Session("s1");
+  s.team = "vision";
+  s.share_bank = true;
+  ASSERT_TRUE(db_->InsertSession(s).ok());
+  EXPECT_EQ(db_->GetSession("s1")->team, "vision");
+  EXPECT_TRUE(db_->GetSession("s1")->share_bank);
+  s.share_bank = false;
+  ASSERT_TRUE(db_->UpdateSession(s).ok());
+  EXPECT_FALSE(db_->ListSessions()->at(0).share_bank);
+}
+
+TEST_P(StorageConformance, TokensByHashListAndRevoke) {
+  TokenRecord t;
+  t.id = "tok-1";
+  t.hash = std::string(64, 'a');
+  t.name = "ci";
+  t.role = "submitter";
+  t.team = "vision";
+  t.created_ms = 5;
+  ASSERT_TRUE(db_->AddToken(t).ok());
+  TokenRecord dup = t;
+  dup.id = "tok-2";  // same hash
+  EXPECT_TRUE(absl::IsAlreadyExists(db_->AddToken(dup)));
+  auto got = db_->GetTokenByHash(std::string(64, 'a'));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->role, "submitter");
+  EXPECT_EQ(got->team, "vision");
+  EXPECT_EQ(got->revoked_ms, 0);
+  EXPECT_TRUE(absl::IsNotFound(db_->GetTokenByHash(std::string(64, 'b')).status()));
+  ASSERT_TRUE(db_->RevokeToken("tok-1", 9).ok());
+  EXPECT_EQ(db_->GetTokenByHash(t.hash)->revoked_ms, 9);
+  EXPECT_TRUE(db_->RevokeToken("tok-1", 10).ok());  // again: no change, no error
+  EXPECT_EQ(db_->ListTokens()->at(0).revoked_ms, 9);
+  EXPECT_TRUE(absl::IsNotFound(db_->RevokeToken("tok-9", 1)));
+}
+
 TEST_P(StorageConformance, ListSessionsOldestFirst) {
   SessionRecord a = Session("a"), b = Session("b");
   a.created_ms = 20;
@@ -289,7 +326,10 @@ TEST_F(SqliteSpecific, OldSchemaMigratesForwardKeepingRows) {
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_EQ(kept->name, "n");
   EXPECT_EQ(kept->doctor_report, "");  // v3 columns arrive with their defaults
+  EXPECT_EQ(kept->team, "");           // v4 too
+  EXPECT_FALSE(kept->share_bank);
   EXPECT_TRUE((*s)->QueryBank(BankFilter()).ok());
+  EXPECT_TRUE((*s)->ListTokens().ok());
 }
 
 TEST_F(SqliteSpecific, NewerSchemaIsRefused) {
