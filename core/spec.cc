@@ -29,6 +29,7 @@ constexpr int32_t kMaxTrialsLimit = 100000;
 constexpr int32_t kMaxKnobs = 64;
 constexpr int32_t kMaxValuesPerKnob = 256;
 constexpr int32_t kMaxPatches = 16;
+constexpr size_t kMaxSpecBytes = 1 << 20;  // a spec with inline patches stays far below
 
 absl::Status FieldError(const std::string& field, absl::string_view msg) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", msg));
@@ -544,7 +545,7 @@ absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& optio
       }
       constexpr size_t kMaxPatchBytes = 1 << 20;
       if (ps.diff.size() > kMaxPatchBytes) {
-        return FieldError(field, absl::StrCat("larger than the limit of ", kMaxPatchBytes, " bytes"));
+        return FieldError(field, absl::StrCat("larger than the limit of ", kMaxPatchBytes, " bytes"));  // NOLINT
       }
       auto files = ParsePatchedFiles(ps.diff);
       if (!files.ok()) return FieldError(field, files.status().message());
@@ -777,6 +778,9 @@ models::sim::LaunchKnobs SimKnobs(const SessionSpec& spec, const Config& config)
 }
 
 absl::StatusOr<SessionSpec> ParseSpec(const std::string& yaml, const SpecParseOptions& options) {
+  if (yaml.size() > kMaxSpecBytes) {
+    return FieldError("spec", absl::StrCat("larger than the limit of ", kMaxSpecBytes, " bytes"));
+  }
   if (!options.spec_dir.empty() && !std::filesystem::path(options.spec_dir).is_absolute()) {
     return FieldError("spec_dir", absl::StrCat("must be absolute, got '", options.spec_dir, "'"));
   }

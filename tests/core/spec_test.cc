@@ -285,6 +285,20 @@ TEST(SpecTest, PatchesAreCheckedAgainstTheRepository) {
   }
 }
 
+TEST(SpecTest, OverLimitInputsAreRefusedNamingTheLimit) {
+  auto big = ParseSpec(std::string(kGood) + "# " + std::string(1 << 20, 'x') + "\n", Opts());
+  EXPECT_EQ(big.status().message(), "spec: larger than the limit of 1048576 bytes");
+  std::string many = "knobs:\n";
+  for (int i = 0; i < 65; ++i) many += "  k" + std::to_string(i) + ": [a, b]\n";
+  auto knobs = ParseSpec(absl::StrReplaceAll(kGood, {{"knobs:\n", many + "  unused_marker: [x]\n"}}), Opts());
+  EXPECT_EQ(knobs.status().message(), "knobs: at most 64 knobs");
+  std::string values = "[";
+  for (int i = 0; i < 257; ++i) values += (i ? ", " : "") + std::to_string(i);
+  values += "]";
+  auto vals = ParseSpec(absl::StrReplaceAll(kGood, {{"micro_batch: [1, 2, 4, 8, 16]", "micro_batch: " + values}}), Opts());
+  EXPECT_EQ(vals.status().message(), "knobs.micro_batch: at most 256 values");
+}
+
 TEST(SpecTest, ContractAndPatchesAreValidatedAtInit) {
   const std::string process = absl::StrReplaceAll(
       kGood, {{"replay: {landscape: data/land.jsonl}",
