@@ -168,7 +168,10 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   }
   // When each metrics line arrived: the timer the training code cannot touch.
   absl::Time last_line = absl::InfinitePast();
-  bool oom_event = false, timed_out = false, stopped = false;
+  bool oom_event = false, timed_out = false, stopped = false, hung = false;
+  // The hang watchdog: time since the last metrics line (or the start).
+  const absl::Duration watchdog = absl::Seconds(spec.watchdog_s());
+  absl::Time last_activity = start;
   std::string bad_line;
   const absl::Duration timeout = absl::Seconds(spec.timeout_s() > 0 ? spec.timeout_s() : 600);
   const absl::Duration keepalive = absl::Milliseconds(std::max<int64_t>(trial.lease_timeout_ms() / 3, 200));
@@ -214,6 +217,7 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
           parsed->step.set_observed_interval_s(absl::ToDoubleSeconds(now - last_line));
         }
         last_line = now;
+        last_activity = now;
         steps.push_back(parsed->step);
       }
     }
@@ -235,7 +239,8 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
       break;
     }
     drain(false);
-    if (stopped || absl::Now() - start > timeout) {
+    hung = spec.watchdog_s() > 0 && absl::Now() - last_activity > watchdog;
+    if (stopped || hung || absl::Now() - start > timeout) {
       timed_out = !stopped;
       kill(-pid, SIGKILL);
       waitpid(pid, &wstatus, 0);
@@ -264,7 +269,9 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     outcome.set_error("stopped: lease lost or session cancelled");
   } else if (timed_out) {
     outcome.set_status("timeout");
-    outcome.set_error(absl::StrCat("killed after the ", spec.timeout_s(), " s timeout"));
+    outcome.set_error(hung ? absl::StrCat("hung: no metrics line for ", spec.watchdog_s(),
+                                          " s (watchdog); killed")
+                           : absl::StrCat("killed after the ", spec.timeout_s(), " s timeout"));
   } else if (oom_event || LooksLikeOom(err_tail)) {
     outcome.set_status("oom");
     outcome.set_error("out of memory");

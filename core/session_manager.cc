@@ -1021,6 +1021,7 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
       for (const std::string& arg : s.spec.process.argv) p->add_argv(arg);
       p->set_workdir(s.spec.process.workdir);
       p->set_timeout_s(s.spec.process.timeout_s);
+      p->set_watchdog_s(s.spec.process.watchdog_s);
       for (const auto& [path, hash] : s.spec.contract.protected_hashes) {
         (*p->mutable_protected_hashes())[path] = hash;
       }

@@ -324,7 +324,7 @@ absl::Status ParseExecutor(const YAML::Node& root, const SpecParseOptions& optio
   }
   spec.executor_kind = SessionSpec::ExecutorKind::kProcess;
   ASSIGN_OR_RETURN(YAML::Node p, RequireMap(ex, "process", "executor.process", true));
-  RETURN_IF_ERROR(CheckKeys(p, "executor.process", {"command", "workdir", "timeout_s"}));
+  RETURN_IF_ERROR(CheckKeys(p, "executor.process", {"command", "workdir", "timeout_s", "watchdog_s"}));
   YAML::Node cmd = p["command"];
   if (!cmd || cmd.IsNull()) return FieldError("executor.process.command", "is required");
   if (cmd.IsScalar()) {
@@ -358,6 +358,9 @@ absl::Status ParseExecutor(const YAML::Node& root, const SpecParseOptions& optio
   ASSIGN_OR_RETURN(int64_t timeout,
                    ReadInt(p, "timeout_s", "executor.process.timeout_s", 1, 7 * 86400, 600));
   spec.process.timeout_s = static_cast<int32_t>(timeout);
+  ASSIGN_OR_RETURN(int64_t watchdog,
+                   ReadInt(p, "watchdog_s", "executor.process.watchdog_s", 0, 7 * 86400, 300));
+  spec.process.watchdog_s = static_cast<int32_t>(watchdog);
   return absl::OkStatus();
 }
 

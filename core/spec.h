@@ -38,6 +38,8 @@ struct ProcessExecutorSpec {
   std::vector<std::string> argv;  // template; "{knob}" placeholders
   std::string workdir;            // absolute path
   int32_t timeout_s = 600;
+  // A trial with no metrics line for this long hangs: killed as a timeout.
+  int32_t watchdog_s = 300;
 };
 
 struct SimExecutorSpec {

@@ -360,6 +360,10 @@ absl::StatusOr<std::unique_ptr<SqliteStorage>> SqliteStorage::Create(const Optio
   RETURN_IF_ERROR(s->Exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
   RETURN_IF_ERROR(s->Migrate(options.target_version < 0 ? kLatestVersion
                                                         : options.target_version));
+  if (options.max_page_count > 0) {
+    RETURN_IF_ERROR(s->Exec(absl::StrCat("PRAGMA max_page_count=", options.max_page_count, ";")));
+  }
+  if (options.read_only) RETURN_IF_ERROR(s->Exec("PRAGMA query_only=1;"));
   return s;
 }
 

@@ -21,6 +21,13 @@ class SqliteStorage : public Storage {
     // Apply migrations up to this schema version (default: the newest).
     // Lower values exist so tests can build an old database.
     int target_version = -1;
+    // Caps the database at this many pages (SQLite's max_page_count; 0: no
+    // cap): a quota, and how tests fill the "disk". Writes past it fail with
+    // RESOURCE_EXHAUSTED and change nothing.
+    int64_t max_page_count = 0;
+    // Opens the database read-only (a read-only disk or mount): reads work,
+    // writes fail with FAILED_PRECONDITION.
+    bool read_only = false;
   };
 
   // Opens (or creates) the database, enables WAL and migrates the schema

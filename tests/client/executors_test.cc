@@ -198,7 +198,7 @@ class ProcessExecutorTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   absl::StatusOr<v1::TrialOutcome> RunWith(std::vector<std::string> args, int timeout_s = 30,
-                                           CollectingSink* sink = nullptr) {
+                                           CollectingSink* sink = nullptr, int watchdog_s = 0) {
     v1::TrialAssignment a;
     a.set_trial_id(7);
     a.set_lease_timeout_ms(3000);
@@ -208,6 +208,7 @@ class ProcessExecutorTest : public ::testing::Test {
     for (auto& s : args) p->add_argv(s);
     p->set_workdir(dir_);
     p->set_timeout_s(timeout_s);
+    p->set_watchdog_s(watchdog_s);
     ProcessExecutor::Options o;
     o.scratch_root = dir_ + "/scratch";
     o.poll_interval = absl::Milliseconds(10);
@@ -263,6 +264,21 @@ TEST_F(ProcessExecutorTest, TimeoutKillsTheWholeProcessGroup) {
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->status(), "timeout");
   EXPECT_LT(out->wall_s(), 10);
+}
+
+TEST_F(ProcessExecutorTest, AHangIsKilledByTheWatchdogAsATimeout) {
+  // One line, then silence: the watchdog (1 s) ends it long before the
+  // 120 s timeout would.
+  auto out = RunWith({"--hang", "--spawn-child", "--step-ms", "1"}, /*timeout_s=*/120, nullptr,
+                     /*watchdog_s=*/1);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->status(), "timeout");
+  EXPECT_EQ(out->error(), "hung: no metrics line for 1 s (watchdog); killed");
+  EXPECT_LT(out->wall_s(), 30);
+  // A trial that keeps reporting is not a hang, however long it runs.
+  auto busy = RunWith({"--steps", "30", "--step-ms", "100"}, 60, nullptr, /*watchdog_s=*/1);
+  ASSERT_TRUE(busy.ok());
+  EXPECT_EQ(busy->status(), "ok") << busy->error();
 }
 
 TEST_F(ProcessExecutorTest, ServerRefusalStopsTheTrial) {

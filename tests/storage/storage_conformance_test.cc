@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 
+#include "core/status_macros.h"
 #include "storage/sqlite_storage.h"
 #include "tests/testing/subprocess.h"
 
@@ -330,6 +331,90 @@ TEST_F(SqliteSpecific, OldSchemaMigratesForwardKeepingRows) {
   EXPECT_FALSE(kept->share_bank);
   EXPECT_TRUE((*s)->QueryBank(BankFilter()).ok());
   EXPECT_TRUE((*s)->ListTokens().ok());
+}
+
+// The "disk" fills (a page quota): writes fail with a clear error, nothing
+// is half-written, the file stays intact, and writing resumes once space
+// returns.
+TEST_F(SqliteSpecific, FullDiskFailsCleanlyAndRecovers) {
+  const std::string path = dir_ + "/full.db";
+  std::string pages;
+  {
+    SqliteStorage::Options o;
+    o.path = path;
+    ASSERT_TRUE(SqliteStorage::Create(o).ok());
+  }
+  SqliteStorage::Options o;
+  o.path = path;
+  o.max_page_count = 40;  // a little room above the empty schema
+  auto s = SqliteStorage::Create(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  SessionRecord rec;
+  rec.name = "n";
+  rec.stage = "initialized";
+  rec.spec_yaml = std::string(20000, 'y');
+  int written = 0;
+  absl::Status last;
+  for (int i = 0; i < 100 && last.ok(); ++i) {
+    rec.id = "s" + std::to_string(i);
+    // Two rows per transaction: both or neither.
+    last = (*s)->Transaction([&]() -> absl::Status {
+      RETURN_IF_ERROR((*s)->InsertSession(rec));
+      SessionRecord twin = rec;
+      twin.id += "-twin";
+      return (*s)->InsertSession(twin);
+    });
+    if (last.ok()) ++written;
+  }
+  ASSERT_FALSE(last.ok()) << "the quota never filled";
+  EXPECT_TRUE(absl::IsResourceExhausted(last)) << last;
+  EXPECT_NE(last.message().find("disk full"), std::string::npos) << last;
+  ASSERT_GT(written, 0);
+  auto all = (*s)->ListSessions();
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->size(), static_cast<size_t>(2 * written)) << "a failed transaction left rows";
+  s->reset();
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(raw, "PRAGMA integrity_check;", -1, &st, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "ok");
+    sqlite3_finalize(st);
+    sqlite3_close(raw);
+  }
+  // Space returns: the same database takes writes again.
+  o.max_page_count = 0;
+  auto again = SqliteStorage::Create(o);
+  ASSERT_TRUE(again.ok()) << again.status();
+  rec.id = "after";
+  EXPECT_TRUE((*again)->InsertSession(rec).ok());
+  EXPECT_EQ((*again)->ListSessions()->size(), static_cast<size_t>(2 * written + 1));
+}
+
+TEST_F(SqliteSpecific, ReadOnlyDatabaseRefusesWritesAndKeepsReading) {
+  const std::string path = dir_ + "/ro.db";
+  SessionRecord rec;
+  rec.id = "kept";
+  rec.name = "n";
+  rec.stage = "initialized";
+  {
+    SqliteStorage::Options o;
+    o.path = path;
+    ASSERT_TRUE((*SqliteStorage::Create(o))->InsertSession(rec).ok());
+  }
+  SqliteStorage::Options o;
+  o.path = path;
+  o.read_only = true;
+  auto s = SqliteStorage::Create(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE((*s)->GetSession("kept").ok());
+  rec.id = "new";
+  const absl::Status st = (*s)->InsertSession(rec);
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_NE(st.message().find("readonly"), std::string::npos) << st;
+  EXPECT_TRUE(absl::IsNotFound((*s)->GetSession("new").status()));
 }
 
 TEST_F(SqliteSpecific, NewerSchemaIsRefused) {
