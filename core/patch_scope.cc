@@ -113,6 +113,15 @@ absl::Status CheckPatchScope(const std::string& name, const std::vector<PatchedF
     auto refuse = [&](absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrCat(field, ": '", p, "' ", why));
     };
+    if (p.empty()) return refuse("is an empty path");
+    // A NUL or other control byte would make C string APIs (git, the
+    // filesystem) see a different path than the one checked here.
+    for (unsigned char c : p) {
+      if (c < 0x20 || c == 0x7f) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ": a path holds a control character (byte ", static_cast<int>(c), ")"));
+      }
+    }
     if (absl::StartsWith(p, "/")) return refuse("escapes the editable scope (absolute path)");
     for (absl::string_view seg : absl::StrSplit(p, '/')) {
       if (seg == "..") return refuse("escapes the editable scope ('..' in the path)");

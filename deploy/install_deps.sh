@@ -14,6 +14,7 @@ PACKAGES=(
   # deploy/examples/tiny-gpt, the real training job the e2e test tunes;
   # OpenBLAS gives Debian's torch a fast CPU BLAS instead of the reference one
   python3-torch libopenblas0-pthread
+  clang libclang-rt-14-dev  # tests/fuzz: libFuzzer targets, run by ctest (fuzz_smoke)
 )
 
 missing=()

@@ -179,6 +179,17 @@ TEST(PatchScopeTest, CorpusIsRefusedNamingThePath) {
   EXPECT_FALSE(ParsePatchedFiles("no headers here").ok());
 }
 
+TEST(PatchScopeTest, ControlBytesInPathsAreRefused) {
+  // "data.py\0x" is not the protected "data.py" to a string compare, but is
+  // to every C API after it: refused outright (found by fuzz_patch).
+  const std::vector<PatchedFile> nul = {{std::string("data.py\0x", 9)}};
+  const absl::Status st = CheckPatchScope("p", nul, {"**"}, {"data.py"});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message(), "patches[p]: a path holds a control character (byte 0)");
+  EXPECT_TRUE(CheckPatchScope("p", {{"model/a..b.py"}}, {"model/**"}, {}).ok())
+      << "'..' inside a name is not a parent directory";
+}
+
 TEST(PatchScopeTest, PlainDiffsGetGitHeaders) {
   EXPECT_EQ(GitStyleDiff("--- a/m.py\t2024-01-01\n+++ b/m.py\n@@ -1 +1 @@\n-a\n+b\n"),
             "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-a\n+b\n");
