@@ -59,6 +59,13 @@ absl::StatusOr<MetricsLine> ParseMetricsLine(const std::string& line) {
   if (*step < 0 || *tokens < 0 || *time < 0 || *mem < 0) {
     return absl::InvalidArgumentError("metrics line: step, tokens, step_time_s and peak_mem_gib must be >= 0");
   }
+  // Integers must be whole and fit: casting 1e300 to an integer is
+  // undefined behaviour (found by fuzz_metrics).
+  constexpr double kMaxExact = 9007199254740992.0;  // 2^53
+  auto whole = [](double v, double max) { return std::isfinite(v) && v == std::floor(v) && v <= max; };
+  if (!whole(*step, kMaxExact) || !whole(*tokens, kMaxExact)) {
+    return absl::InvalidArgumentError("metrics line: step and tokens must be whole numbers up to 2^53");
+  }
   out.step.set_step(static_cast<int64_t>(*step));
   out.step.set_loss(*loss);
   out.step.set_tokens(static_cast<int64_t>(*tokens));
@@ -71,7 +78,8 @@ absl::StatusOr<MetricsLine> ParseMetricsLine(const std::string& line) {
     out.step.set_warmup(w->second.bool_value());
   }
   if (auto d = st.fields().find("data_seed"); d != st.fields().end()) {
-    if (d->second.kind_case() != Value::kNumberValue) {
+    if (d->second.kind_case() != Value::kNumberValue ||
+        !whole(std::fabs(d->second.number_value()), kMaxExact)) {
       return absl::InvalidArgumentError("metrics line: field 'data_seed' must be an integer");
     }
     out.step.set_data_seed(static_cast<int64_t>(d->second.number_value()));
@@ -83,7 +91,8 @@ absl::StatusOr<MetricsLine> ParseMetricsLine(const std::string& line) {
     out.step.set_dtype(d->second.string_value());
   }
   if (auto o = st.fields().find("optimizer_steps"); o != st.fields().end()) {
-    if (o->second.kind_case() != Value::kNumberValue || o->second.number_value() < 0) {
+    if (o->second.kind_case() != Value::kNumberValue || o->second.number_value() < 0 ||
+        !whole(o->second.number_value(), 1e6)) {
       return absl::InvalidArgumentError(
           "metrics line: field 'optimizer_steps' must be a non-negative integer");
     }

@@ -82,6 +82,7 @@ v1::Contract ContractProto(const SessionSpec& spec, const std::string& hash) {
   p.set_repository(spec.repository.path);
   p.set_base_commit(spec.repository.base_commit);
   for (const auto& [a, b] : spec.patch_conflicts) p.add_patch_conflicts(absl::StrCat(a, "+", b));
+  for (const auto& patch : spec.patches) (*p.mutable_patch_diffs())[patch.name] = patch.diff;
   return p;
 }
 
@@ -203,6 +204,10 @@ absl::Status SessionManager::Load() {
     po.spec_dir = rec.spec_dir;
     // Files may have moved since Init; the frozen spec is still the contract.
     po.file_readable = [](const std::string&) { return true; };
+    const v1::Contract locked = FromJson<v1::Contract>(rec.contract);
+    const std::map<std::string, std::string> diffs(locked.patch_diffs().begin(),
+                                                   locked.patch_diffs().end());
+    po.frozen_patch_diffs = &diffs;
     auto spec = ParseSpec(rec.spec_yaml, po);
     if (!spec.ok()) {
       return absl::DataLossError(absl::StrCat("session ", rec.id,

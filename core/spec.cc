@@ -538,6 +538,9 @@ absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& optio
       if (has_diff == has_file) return FieldError(field, "give exactly one of diff or file");
       if (has_diff) {
         ps.diff = pn["diff"].Scalar();
+      } else if (options.frozen_patch_diffs != nullptr &&
+                 options.frozen_patch_diffs->count(ps.name) > 0) {
+        ps.diff = options.frozen_patch_diffs->at(ps.name);
       } else {
         ASSIGN_OR_RETURN(std::string path, ResolvePath(pn["file"].Scalar(), field + ".file", options));
         std::ifstream in(path);

@@ -158,6 +158,9 @@ struct SpecParseOptions {
   // Null: patches are checked as text only and the base stays unresolved
   // (re-loading a stored spec, whose frozen contract holds the results).
   const SourceRepo* source_repo = nullptr;
+  // Patch diffs locked at Init, by name: used instead of reading a patch's
+  // file again (re-loading a stored session whose files may have moved).
+  const std::map<std::string, std::string>* frozen_patch_diffs = nullptr;
 };
 
 // The simulator's launch setting for `config` on top of the spec's fixed

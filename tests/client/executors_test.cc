@@ -44,6 +44,21 @@ TEST(MetricsLineTest, ParsesAStep) {
   EXPECT_DOUBLE_EQ(m->step.phases().at("optimizer_s"), 0.01);
 }
 
+TEST(MetricsLineTest, HugeOrFractionalIntegersAreRefused) {
+  // Casting these to integers was undefined behaviour (found by fuzz_metrics).
+  const std::string base = R"({"step": 3, "loss": 2.5, "tokens": 512, "step_time_s": 0.1, "peak_mem_gib": 1)";
+  EXPECT_TRUE(ParseMetricsLine(base + "}").ok());
+  EXPECT_EQ(ParseMetricsLine(base + R"(, "optimizer_steps": 6.6e37})").status().message(),
+            "metrics line: field 'optimizer_steps' must be a non-negative integer");
+  EXPECT_EQ(ParseMetricsLine(base + R"(, "data_seed": 1e300})").status().message(),
+            "metrics line: field 'data_seed' must be an integer");
+  EXPECT_EQ(ParseMetricsLine(R"({"step": 1e300, "loss": 1, "tokens": 1, "step_time_s": 1, "peak_mem_gib": 1})")
+                .status()
+                .message(),
+            "metrics line: step and tokens must be whole numbers up to 2^53");
+  EXPECT_FALSE(ParseMetricsLine(R"({"step": 1.5, "loss": 1, "tokens": 1, "step_time_s": 1, "peak_mem_gib": 1})").ok());
+}
+
 TEST(MetricsLineTest, OomEventAndErrorsNameTheField) {
   EXPECT_TRUE(ParseMetricsLine(R"({"event": "oom"})")->oom);
   EXPECT_EQ(ParseMetricsLine(R"({"step": 1, "tokens": 1, "step_time_s": 1, "peak_mem_gib": 1})")

@@ -6,10 +6,12 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <set>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_cat.h"
 #include "core/priors.h"
 #include "storage/sqlite_storage.h"
@@ -321,6 +323,27 @@ TEST_F(SessionManagerTest, TeamsSeeAndDriveOnlyTheirOwnSessions) {
   Restart();
   EXPECT_TRUE(absl::IsPermissionDenied(m_->GetSession(id, audio).status()));
   EXPECT_TRUE(m_->GetSession(id, vision).ok());
+}
+
+TEST_F(SessionManagerTest, PatchesSurviveARestartAfterTheirFilesMoved) {
+  const std::string specs = dir_ + "/specs";
+  std::filesystem::create_directories(specs + "/patches");
+  const std::string diff = "--- a/model/attn.py\n+++ b/model/attn.py\n@@ -1 +1 @@\n-a\n+b\n";
+  std::ofstream(specs + "/patches/fast.diff") << diff;
+  v1::InitRequest r;
+  r.set_spec_dir(specs);
+  r.set_spec_yaml(absl::StrReplaceAll(kSpec, {{"replay: {landscape: /data/land.jsonl}",
+                                                "process: {command: 'python3 train.py'}"}}) +
+                  "repository: {path: /repo}\ncontract: {editable: ['model/**']}\n"
+                  "patches:\n  - {name: fast, file: patches/fast.diff}\n");
+  auto s = m_->Init(r);
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::filesystem::remove_all(specs);  // the team cleaned up its checkout
+  Restart();                           // and the server restarted
+  auto rep = m_->Report(s->session_id());
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_EQ(rep->contract().patch_diffs().at("fast"), diff);
+  EXPECT_EQ(rep->contract().hash(), s->contract_hash());
 }
 
 TEST_F(SessionManagerTest, StagePreconditionsNameTheSession) {
