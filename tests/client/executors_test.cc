@@ -1,6 +1,5 @@
 // The agent's executors: metrics-line parsing, replay of the measured H200
 // landscape, and real processes (the fake trainer) with timeouts and OOMs.
-#include <git2.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -13,6 +12,7 @@
 #include "client/process_executor.h"
 #include "client/protected_files.h"
 #include "client/replay_executor.h"
+#include "tests/testing/git_repo.h"
 #include "tests/testing/subprocess.h"
 
 namespace infrarsi::client {
@@ -352,36 +352,10 @@ TEST_F(ProcessExecutorTest, ArgumentsAreNeverInterpretedByAShell) {
 }
 
 
-// A repository with one commit holding train.py; returns its SHA-1.
-std::string MakeRepo(const std::string& path) {
-  git_libgit2_init();
-  git_repository* repo = nullptr;
-  git_oid blob, tree_oid, commit_oid;
-  git_treebuilder* tb = nullptr;
-  git_tree* tree = nullptr;
-  git_signature* sig = nullptr;
-  const std::string content = "print('train')\n";
-  EXPECT_EQ(git_repository_init(&repo, path.c_str(), 0), 0);
-  EXPECT_EQ(git_blob_create_from_buffer(&blob, repo, content.data(), content.size()), 0);
-  EXPECT_EQ(git_treebuilder_new(&tb, repo, nullptr), 0);
-  EXPECT_EQ(git_treebuilder_insert(nullptr, tb, "train.py", &blob, GIT_FILEMODE_BLOB), 0);
-  EXPECT_EQ(git_treebuilder_write(&tree_oid, tb), 0);
-  EXPECT_EQ(git_tree_lookup(&tree, repo, &tree_oid), 0);
-  EXPECT_EQ(git_signature_now(&sig, "Dev", "dev@example.com"), 0);
-  EXPECT_EQ(git_commit_create(&commit_oid, repo, "HEAD", sig, sig, "UTF-8", "init", tree, 0, nullptr), 0);
-  char sha[GIT_OID_HEXSZ + 1];
-  git_oid_tostr(sha, sizeof(sha), &commit_oid);
-  git_signature_free(sig);
-  git_tree_free(tree);
-  git_treebuilder_free(tb);
-  git_repository_free(repo);
-  git_libgit2_shutdown();
-  return sha;
-}
-
 TEST_F(ProcessExecutorTest, PatchedTrialsRunInACleanWorkTreeOfTheBaseCommit) {
   const std::string repo = dir_ + "/repo";
-  const std::string base = MakeRepo(repo);
+  const std::string base = testing::MakeGitRepo(repo, {{"train.py", "print('train')\n"}});
+  ASSERT_FALSE(base.empty());
   ProcessExecutor::Options o;
   o.scratch_root = dir_ + "/scratch";
   ProcessExecutor ex(o);

@@ -21,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "client/rpc_client.h"
 #include "google/protobuf/util/json_util.h"
+#include "tests/testing/git_repo.h"
 #include "tests/testing/subprocess.h"
 
 namespace infrarsi {
@@ -114,6 +115,31 @@ class EndToEndTest : public ::testing::Test {
     return p.string();
   }
 
+  // A spec replaying the measured H200 landscape. The landscape sits beside
+  // the spec's folder: relative paths resolve against the spec file's
+  // folder, not the CLI's working directory.
+  std::string H200Spec(int max_trials, int doctor, int candidates, int runs) {
+    fs::create_directories(dir_ + "/landscapes");
+    fs::copy_file(kLandscape, dir_ + "/landscapes/h200.jsonl", fs::copy_options::overwrite_existing);
+    return WriteFile("specs/h200.yaml", absl::StrCat(R"(
+name: gpt-354m-h200
+workload: {model: gpt-354m, global_batch: 16, seq_len: 2048}
+hardware: {gpu: H200, count: 1}
+knobs:
+  micro_batch: [1, 2, 4, 8, 16]
+  attn: [math, sdpa]
+  ckpt: [false, true]
+  precision: [bf16, tf32]
+  fused_adam: [false, true]
+baseline: {micro_batch: 2, attn: math, ckpt: false, precision: tf32, fused_adam: false}
+budget: {max_trials: )", max_trials, R"(}
+doctor: {repeats: )", doctor, R"(}
+verify: {candidates: )", candidates, ", runs: ", runs, R"(}
+executor:
+  replay: {landscape: ../landscapes/h200.jsonl}
+)"));
+  }
+
   // A spec whose trials run the fake trainer: `ms` is the step time knob.
   std::string ProcessSpec(int max_trials, int steps, int doctor_repeats) {
     return WriteFile("specs/proc.yaml",
@@ -139,30 +165,10 @@ executor:
 
   std::string MakeRepo() {
     const std::string path = dir_ + "/target";
-    git_libgit2_init();
-    git_repository* repo = nullptr;
-    git_oid blob, tree_oid, commit_oid;
-    git_treebuilder* tb = nullptr;
-    git_tree* tree = nullptr;
-    git_signature* sig = nullptr;
-    const std::string content = "train\n";
-    EXPECT_EQ(git_repository_init(&repo, path.c_str(), 0), 0);
-    EXPECT_EQ(git_blob_create_from_buffer(&blob, repo, content.data(), content.size()), 0);
-    EXPECT_EQ(git_treebuilder_new(&tb, repo, nullptr), 0);
-    EXPECT_EQ(git_treebuilder_insert(nullptr, tb, "train.py", &blob, GIT_FILEMODE_BLOB), 0);
-    EXPECT_EQ(git_treebuilder_write(&tree_oid, tb), 0);
-    EXPECT_EQ(git_tree_lookup(&tree, repo, &tree_oid), 0);
-    EXPECT_EQ(git_signature_now(&sig, "Dev", "dev@example.com"), 0);
-    EXPECT_EQ(git_commit_create(&commit_oid, repo, "HEAD", sig, sig, "UTF-8", "init", tree, 0,
-                                nullptr),
-              0);
-    git_signature_free(sig);
-    git_tree_free(tree);
-    git_treebuilder_free(tb);
-    git_repository_free(repo);
-    git_libgit2_shutdown();
+    EXPECT_FALSE(testing::MakeGitRepo(path, {{"train.py", "train\n"}}).empty());
     return path;
   }
+
 
   std::string dir_;
   std::string address_;
@@ -175,27 +181,7 @@ TEST_F(EndToEndTest, FiveStagesThroughTheCliWithReplayAgents) {
   StartServer();
   StartAgent("replay");
   StartAgent("replay");
-  // The landscape sits beside the spec's folder: relative paths resolve
-  // against the spec file's folder, not the CLI's working directory.
-  fs::create_directories(dir_ + "/landscapes");
-  fs::copy_file(kLandscape, dir_ + "/landscapes/h200.jsonl");
-  const std::string spec = WriteFile("specs/h200.yaml", R"(
-name: gpt-354m-h200
-workload: {model: gpt-354m, global_batch: 16, seq_len: 2048}
-hardware: {gpu: H200, count: 1}
-knobs:
-  micro_batch: [1, 2, 4, 8, 16]
-  attn: [math, sdpa]
-  ckpt: [false, true]
-  precision: [bf16, tf32]
-  fused_adam: [false, true]
-baseline: {micro_batch: 2, attn: math, ckpt: false, precision: tf32, fused_adam: false}
-budget: {max_trials: 40}
-doctor: {repeats: 3}
-verify: {candidates: 2, runs: 3}
-executor:
-  replay: {landscape: ../landscapes/h200.jsonl}
-)");
+  const std::string spec = H200Spec(/*max_trials=*/40, /*doctor=*/3, /*candidates=*/2, /*runs=*/3);
   const std::string id = CliCreate(spec);
   std::string out, err;
   ASSERT_EQ(Cli({"doctor", id}, &out, &err), 0) << err;
@@ -621,25 +607,7 @@ TEST_F(EndToEndTest, TokensRolesAndTeams) {
 
   StartServer();
   StartAgent("replay", "H200", 1, {"--token", agent_tok});
-  fs::create_directories(dir_ + "/landscapes");
-  fs::copy_file(kLandscape, dir_ + "/landscapes/h200.jsonl");
-  const std::string spec = WriteFile("specs/h200.yaml", R"(
-name: gpt-354m-h200
-workload: {model: gpt-354m, global_batch: 16, seq_len: 2048}
-hardware: {gpu: H200, count: 1}
-knobs:
-  micro_batch: [1, 2, 4, 8, 16]
-  attn: [math, sdpa]
-  ckpt: [false, true]
-  precision: [bf16, tf32]
-  fused_adam: [false, true]
-baseline: {micro_batch: 2, attn: math, ckpt: false, precision: tf32, fused_adam: false}
-budget: {max_trials: 4}
-doctor: {repeats: 2}
-verify: {candidates: 1, runs: 2}
-executor:
-  replay: {landscape: ../landscapes/h200.jsonl}
-)");
+  const std::string spec = H200Spec(/*max_trials=*/4, /*doctor=*/2, /*candidates=*/1, /*runs=*/2);
   std::string out, err;
   // No token: refused before anything runs.
   EXPECT_EQ(Cli({"sessions"}, &out, &err), 1);
