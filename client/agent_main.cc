@@ -77,16 +77,14 @@ int main(int argc, char** argv) {
   app.add_option("--tls-cert", tls_cert, "PEM client certificate (servers that require mutual TLS)");
   app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert");
   CLI11_PARSE(app, argc, argv);
-  if (o.token.empty()) {
-    if (const char* t = std::getenv("INFRARSI_TOKEN"); t != nullptr) o.token = t;
-  }
   {
-    auto tls = infrarsi::client::LoadTlsFiles(tls_ca, tls_cert, tls_key);
-    if (!tls.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(tls.status().message()).c_str());
+    auto creds = infrarsi::client::ResolveCredentials(o.token, tls_ca, tls_cert, tls_key);
+    if (!creds.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(creds.status().message()).c_str());
       return 2;
     }
-    o.tls = *std::move(tls);
+    o.token = creds->token;
+    o.tls = creds->tls;
   }
   o.executors = absl::StrSplit(executors, ',', absl::SkipEmpty());
   // Scripts (and tests) wait for this line to know the agent can take work.

@@ -160,16 +160,14 @@ int main(int argc, char** argv) {
   app.add_option("--tls-cert", tls_cert, "PEM client certificate (servers that require mutual TLS)");
   app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert");
   CLI11_PARSE(app, argc, argv);
-  if (co.token.empty()) {
-    if (const char* t = std::getenv("INFRARSI_TOKEN"); t != nullptr) co.token = t;
-  }
   {
-    auto tls = infrarsi::client::LoadTlsFiles(tls_ca, tls_cert, tls_key);
-    if (!tls.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(tls.status().message()).c_str());
+    auto creds = infrarsi::client::ResolveCredentials(co.token, tls_ca, tls_cert, tls_key);
+    if (!creds.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(creds.status().message()).c_str());
       return 2;
     }
-    co.tls = *std::move(tls);
+    co.token = creds->token;
+    co.tls = creds->tls;
   }
   spdlog::set_level(spdlog::level::warn);
 

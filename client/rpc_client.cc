@@ -1,11 +1,13 @@
 #include "client/rpc_client.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 
 namespace infrarsi::client {
 
@@ -52,6 +54,18 @@ absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Create(const Options& opti
       grpc::CreateCustomChannel(options.server, ChannelCredentialsFor(options.tls), args);
   c->sessions_ = v1::SessionService::NewStub(channel);
   c->bank_ = v1::BankService::NewStub(channel);
+  return c;
+}
+
+absl::StatusOr<Credentials> ResolveCredentials(const std::string& token, const std::string& ca_path,
+                                               const std::string& cert_path,
+                                               const std::string& key_path) {
+  Credentials c;
+  c.token = token;
+  if (c.token.empty()) {
+    if (const char* t = std::getenv("INFRARSI_TOKEN"); t != nullptr) c.token = t;
+  }
+  ASSIGN_OR_RETURN(c.tls, LoadTlsFiles(ca_path, cert_path, key_path));
   return c;
 }
 

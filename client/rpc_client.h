@@ -36,6 +36,17 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const TlsOptions
 absl::StatusOr<TlsOptions> LoadTlsFiles(const std::string& ca_path, const std::string& cert_path,
                                         const std::string& key_path);
 
+// What the --token and --tls-* flags of the CLI and the agent resolve to:
+// `token`, or $INFRARSI_TOKEN when it is empty, and the TLS files read as
+// LoadTlsFiles does.
+struct Credentials {
+  std::string token;
+  TlsOptions tls;
+};
+absl::StatusOr<Credentials> ResolveCredentials(const std::string& token, const std::string& ca_path,
+                                               const std::string& cert_path,
+                                               const std::string& key_path);
+
 // Sends `token` as "authorization: Bearer <token>" (nothing when empty).
 void AddToken(grpc::ClientContext* ctx, const std::string& token);
 

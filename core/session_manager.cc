@@ -204,9 +204,10 @@ absl::Status SessionManager::Load() {
     po.spec_dir = rec.spec_dir;
     // Files may have moved since Init; the frozen spec is still the contract.
     po.file_readable = [](const std::string&) { return true; };
-    const v1::Contract locked = FromJson<v1::Contract>(rec.contract);
-    const std::map<std::string, std::string> diffs(locked.patch_diffs().begin(),
-                                                   locked.patch_diffs().end());
+    // The frozen contract wins over anything re-derived from the spec.
+    const v1::Contract frozen = FromJson<v1::Contract>(rec.contract);
+    const std::map<std::string, std::string> diffs(frozen.patch_diffs().begin(),
+                                                   frozen.patch_diffs().end());
     po.frozen_patch_diffs = &diffs;
     auto spec = ParseSpec(rec.spec_yaml, po);
     if (!spec.ok()) {
@@ -217,8 +218,6 @@ absl::Status SessionManager::Load() {
     auto s = std::make_unique<SessionState>();
     s->rec = std::move(rec);
     s->spec = *std::move(spec);
-    // The frozen contract wins over anything re-derived from the spec.
-    const v1::Contract frozen = FromJson<v1::Contract>(s->rec.contract);
     s->spec.contract.protected_hashes = {frozen.protected_hashes().begin(),
                                          frozen.protected_hashes().end()};
     s->spec.repository.base_commit = frozen.base_commit();
@@ -647,14 +646,15 @@ absl::StatusOr<std::vector<Config>> SessionManager::WarmStartsLocked(const Sessi
   storage::BankFilter f;
   f.status = ts::kOk;
   f.limit = 1000;
+  // Another team's experience only where it was shared: what the session's
+  // own team may read.
+  Principal owner;
+  owner.role = Role::kSubmitter;
+  owner.team = s.rec.team;
   for (int page = 0; page < 20; ++page) {
     ASSIGN_OR_RETURN(auto rows, options_.storage->QueryBank(f));
     for (const auto& b : rows) {
       if (b.session_id == s.rec.id || b.step_time_s <= 0) continue;
-      // Another team's experience only where it was shared.
-      Principal owner;
-      owner.role = Role::kSubmitter;
-      owner.team = s.rec.team;
       if (!BankVisibleLocked(b.session_id, owner)) continue;
       auto c = DecodeConfigJson(b.config);
       if (!c.ok() || c->size() != s.spec.knobs.size()) continue;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -116,6 +117,16 @@ TEST(InfraRsiServerTest, TlsAndMutualTls) {
     (*s)->Shutdown();
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST(TlsFilesTest, TheTokenFlagWinsOverTheEnvironment) {
+  ::setenv("INFRARSI_TOKEN", "irt_from_env", 1);
+  EXPECT_EQ(client::ResolveCredentials("", "", "", "")->token, "irt_from_env");
+  EXPECT_EQ(client::ResolveCredentials("irt_flag", "", "", "")->token, "irt_flag");
+  ::unsetenv("INFRARSI_TOKEN");
+  EXPECT_EQ(client::ResolveCredentials("", "", "", "")->token, "");
+  EXPECT_EQ(client::ResolveCredentials("", "/no/ca.pem", "", "").status().message(),
+            "--tls-ca: cannot read /no/ca.pem");
 }
 
 TEST(TlsFilesTest, BadFlagsAreNamed) {
