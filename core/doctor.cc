@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "absl/strings/str_format.h"
 #include "models/stats.h"
 
 namespace infrarsi {
@@ -93,6 +94,38 @@ PairedSpeedup EstimatePairedSpeedup(const std::vector<std::pair<double, double>>
   p.ci_low = logs.size() > 1 ? std::exp(mean - t * se) : 0.0;
   p.ci_high = logs.size() > 1 ? std::exp(mean + t * se) : 1e300;
   return p;
+}
+
+CandidateVerdict JudgeCandidate(const std::vector<std::pair<double, double>>& pairs,
+                                double noise_floor, const std::string& disqualified) {
+  CandidateVerdict v;
+  std::vector<std::pair<double, double>> complete;
+  for (const auto& p : pairs) {
+    if (p.first > 0 && p.second > 0) complete.push_back(p);
+  }
+  v.estimate = EstimatePairedSpeedup(complete);
+  const PairedSpeedup& e = v.estimate;
+  if (!disqualified.empty()) {
+    v.reason = disqualified;
+  } else if (e.pairs < 2) {
+    v.reason = "fewer than two complete A/B pairs";
+  } else {
+    v.cleared = e.ci_low > 1.0 + noise_floor;
+    v.reason = absl::StrFormat("interval [%.4f, %.4f] %s the noise floor %.4f", e.ci_low, e.ci_high,
+                               v.cleared ? "clears" : "does not clear", 1.0 + noise_floor);
+  }
+  return v;
+}
+
+int PickPromoted(const std::vector<CandidateVerdict>& verdicts) {
+  int best = -1;
+  for (size_t i = 0; i < verdicts.size(); ++i) {
+    if (verdicts[i].cleared &&
+        (best < 0 || verdicts[i].estimate.ci_low > verdicts[static_cast<size_t>(best)].estimate.ci_low)) {
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
 }
 
 }  // namespace infrarsi

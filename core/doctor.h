@@ -38,6 +38,23 @@ struct PairedSpeedup {
 // 95% interval from paired (baseline, candidate) step times.
 PairedSpeedup EstimatePairedSpeedup(const std::vector<std::pair<double, double>>& pairs);
 
+// The re-verification's rule for one candidate: its paired speed-up must
+// rest on at least two complete A/B pairs, and the 95% interval's lower end
+// must clear 1 + noise_floor. `disqualified` (a contract breach seen during
+// verification) fails it whatever the timings. `reason` says which rule
+// decided, with the figures.
+struct CandidateVerdict {
+  PairedSpeedup estimate;
+  bool cleared = false;
+  std::string reason;
+};
+CandidateVerdict JudgeCandidate(const std::vector<std::pair<double, double>>& pairs,
+                                double noise_floor, const std::string& disqualified = "");
+
+// Of the verdicts, the cleared one with the highest lower bound: its index,
+// or -1 when none cleared.
+int PickPromoted(const std::vector<CandidateVerdict>& verdicts);
+
 }  // namespace infrarsi
 
 #endif  // INFRARSI_CORE_DOCTOR_H_

@@ -167,6 +167,9 @@ class Models {
     const bool estimate = static_cast<bool>(planner_.memory_estimate_gib);
     mem_dim_ = d + (estimate ? 1 : 0);
     if (estimate) base_estimate_ = std::log(std::max(planner_.memory_estimate_gib(spec_.baseline), 1e-3));
+    const bool time_estimate = o.use_time_estimate && static_cast<bool>(planner_.time_estimate_s);
+    time_dim_ = d + (time_estimate ? 1 : 0);
+    if (time_estimate) base_time_estimate_ = std::log(std::max(planner_.time_estimate_s(spec_.baseline), 1e-9));
 
     // One row per finished trial, encoded once; each model takes its rows.
     std::vector<const Observation*> done;
@@ -218,13 +221,25 @@ class Models {
     // wider than interactions); the intercept centres on the baseline.
     const double y_mean =
         ys.empty() ? 0.0 : std::accumulate(ys.begin(), ys.end(), 0.0) / static_cast<double>(ys.size());
-    Eigen::VectorXd mean = Eigen::VectorXd::Zero(d), var(d);
+    Eigen::VectorXd mean = Eigen::VectorXd::Zero(time_dim_), var(time_dim_);
     mean[0] = base_time > 0 ? std::log(base_time) : y_mean;
-    for (int i = 0; i < d; ++i) var[i] = i == 0 ? 0.25 : (f_.is_main(i) ? 0.5 : 0.1);
+    // Interactions share one variance budget over the knob pairs: with a
+    // dozen knobs a far setting has ~80 active pairs, and a per-pair prior
+    // sized for five knobs would make every far setting look promising.
+    const double knob_pairs = std::max(1.0, 0.5 * static_cast<double>(spec_.knobs.size()) *
+                                                (static_cast<double>(spec_.knobs.size()) - 1.0));
+    const double pair_var = std::min(o.max_interaction_var, o.interaction_var_total / knob_pairs);
+    for (int i = 0; i < d; ++i) var[i] = i == 0 ? 0.25 : (f_.is_main(i) ? 0.5 : pair_var);
+    if (time_estimate) {
+      mean[d] = 1.0;  // trust the textbook's proportions...
+      var[d] = 0.1;   // ...within about 30%
+    }
     // Memory: the same shape of prior, tighter (memory is less noisy and
     // knob effects on it are more nearly additive in log space).
     Eigen::VectorXd mmean = Eigen::VectorXd::Zero(mem_dim_), mvar(mem_dim_);
-    for (int i = 0; i < mem_dim_; ++i) mvar[i] = i == 0 ? 1.0 : (f_.is_main(i) ? 0.25 : 0.02);
+    const double mem_pair_var =
+        std::min(o.max_memory_interaction_var, o.memory_interaction_var_total / knob_pairs);
+    for (int i = 0; i < mem_dim_; ++i) mvar[i] = i == 0 ? 1.0 : (f_.is_main(i) ? 0.25 : mem_pair_var);
     if (estimate) {
       mmean[d] = 1.0;  // trust the textbook estimate's proportions...
       mvar[d] = 0.1;   // ...within about 30%
@@ -239,7 +254,14 @@ class Models {
           const int i = f_.MainIndex(k.name, v);
           if (i < 0) continue;
           const Effect e = priors->EffectOf(spec_, k.name, v);
+          // With a textbook estimate, the prior speaks for what the
+          // estimate misses: its effect less the estimate's own.
           mean[i] = e.time;
+          if (time_estimate) {
+            Config c = spec_.baseline;
+            c[k.name] = v;
+            mean[i] -= TimeFeature(c);
+          }
           var[i] = e.time_sd * e.time_sd;
           // With a textbook estimate, the prior speaks for what it misses.
           mmean[i] = estimate ? 0.0 : e.mem;
@@ -248,7 +270,18 @@ class Models {
       }
     }
     best_ = ys.empty() ? mean[0] : *std::min_element(ys.begin(), ys.end());
-    time_.Fit(x_all(ok_rows, Eigen::all), Vec(ys), mean, var, o.time_noise_var);
+    Eigen::MatrixXd xt(static_cast<Eigen::Index>(ok_rows.size()), time_dim_);
+    for (size_t i = 0; i < ok_rows.size(); ++i) {
+      const Eigen::Index r = ok_rows[i];
+      xt.row(static_cast<Eigen::Index>(i)).head(d) = x_all.row(r);
+      if (time_estimate) {
+        const int64_t index = done_index[static_cast<size_t>(r)];
+        xt(static_cast<Eigen::Index>(i), d) =
+            index >= 0 ? LogTime(planner_.time_estimate_s_at(index))
+                       : TimeFeature(done[static_cast<size_t>(r)]->config);
+      }
+    }
+    time_.Fit(xt, Vec(ys), mean, var, o.time_noise_var);
 
     // Launching: most settings launch; learn the failing values and pairs.
     Eigen::VectorXd lmean = Eigen::VectorXd::Zero(d), lvar(d);
@@ -297,10 +330,16 @@ class Models {
     const Eigen::Index n = static_cast<Eigen::Index>(indices.size());
     std::vector<Prediction> out(indices.size());
     if (n == 0) return out;
-    Eigen::MatrixXd x(n, f_.dim());
-    for (Eigen::Index i = 0; i < n; ++i) f_.EncodeAt(indices[static_cast<size_t>(i)], x.row(i));
+    Eigen::MatrixXd xt(n, time_dim_);
+    for (Eigen::Index i = 0; i < n; ++i) {
+      f_.EncodeAt(indices[static_cast<size_t>(i)], xt.row(i));
+      if (time_dim_ > f_.dim()) {
+        xt(i, f_.dim()) = LogTime(planner_.time_estimate_s_at(indices[static_cast<size_t>(i)]));
+      }
+    }
+    const auto x = xt.leftCols(f_.dim());
     Eigen::VectorXd mu, var;
-    time_.PredictBatch(x, &mu, &var);
+    time_.PredictBatch(xt, &mu, &var);
     Eigen::VectorXd launch;
     if (fit_launch_) launch = x * launch_.weights();
     Eigen::VectorXd fit;
@@ -334,6 +373,8 @@ class Models {
 
  private:
   double LogEstimate(double gib) const { return std::log(std::max(gib, 1e-3)) - base_estimate_; }
+  double LogTime(double s) const { return std::log(std::max(s, 1e-9)) - base_time_estimate_; }
+  double TimeFeature(const Config& c) const { return LogTime(planner_.time_estimate_s(c)); }
   double EstimateFeature(const Config& c) const { return LogEstimate(planner_.memory_estimate_gib(c)); }
   Eigen::VectorXd MemX(const Config& c) const {
     Eigen::VectorXd x = f_.Encode(c, mem_dim_ - f_.dim());
@@ -344,8 +385,8 @@ class Models {
   const SessionSpec& spec_;
   Features f_;
   const Planner& planner_;
-  int mem_dim_ = 0;
-  double base_estimate_ = 0;
+  int mem_dim_ = 0, time_dim_ = 0;
+  double base_estimate_ = 0, base_time_estimate_ = 0;
   double best_ = 0;
   models::BayesLinear time_;
   bool fit_launch_ = false;
@@ -471,6 +512,31 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       }
     }
   }
+  // The incumbent: the fastest setting that ran. Its neighbourhood (one or
+  // two knobs changed) is where the last few percent usually are.
+  int64_t incumbent = -1;
+  double incumbent_time = 0;
+  for (size_t i = 0; i < history.size(); ++i) {
+    const Observation& o = history[i];
+    if (Ran(o) && history_index[i] >= 0 && (incumbent < 0 || o.step_time_s < incumbent_time)) {
+      incumbent = history_index[i];
+      incumbent_time = o.step_time_s;
+    }
+  }
+  if (incumbent >= 0 && size > options_.max_enumerate) {
+    std::unordered_set<int64_t> pooled(pool.begin(), pool.end());
+    for (size_t a = 0; a < space.knobs(); ++a) {
+      for (int64_t va = 0; va < space.radix(a); ++va) {
+        const int64_t one = space.With(incumbent, a, va);
+        for (size_t b = a; b < space.knobs(); ++b) {
+          for (int64_t vb = 0; vb < space.radix(b); ++vb) {
+            const int64_t c = space.With(one, b, vb);
+            if (!seen.count(c) && pooled.insert(c).second && launches(c)) pool.push_back(c);
+          }
+        }
+      }
+    }
+  }
   if (pool.empty()) return out;
   std::vector<std::string> why(pool.size(), "model");
 
@@ -547,6 +613,22 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       pool.insert(pool.end(), extra.begin(), extra.end());
     }
     out.expected_gain = score.empty() ? 0 : *std::max_element(score.begin(), score.end());
+    // Every `local_every`-th finished trial, the first pick is the best
+    // scored setting near the incumbent: a global model over a large space
+    // keeps enough doubt about far regions that expected improvement alone
+    // would keep leaving the basin it has found.
+    const int done = static_cast<int>(std::count_if(
+        history.begin(), history.end(), [](const Observation& o) { return !InFlight(o.status); }));
+    if (options_.local_every > 0 && incumbent >= 0 && done % options_.local_every == 0) {
+      size_t best_local = pool.size();
+      for (size_t i = 0; i < pool.size(); ++i) {
+        if (space.Distance(pool[i], incumbent) <= 2 &&
+            (best_local == pool.size() || score[i] > score[best_local])) {
+          best_local = i;
+        }
+      }
+      if (best_local < pool.size() && score[best_local] > 0) take(pool[best_local], why[best_local] + " (local)");
+    }
   }
   // Take the best, keeping a batch's picks at least two knobs apart.
   std::vector<size_t> order(pool.size());

@@ -2,7 +2,12 @@
 //
 // Three models are fitted to a session's finished trials on every proposal:
 //  - step time: a Bayesian linear model of log step time over one-hot knob
-//    values and their pairwise interactions (models/bayes_linear);
+//    values and their pairwise interactions (models/bayes_linear), plus,
+//    where the workload has one, the log of a textbook step-time estimate
+//    (the planner's) whose weight it learns. The interactions share one
+//    prior variance budget over the knob pairs, so that with a dozen knobs
+//    a far setting's ~80 active pairs do not make it look promising from
+//    doubt alone;
 //  - peak memory: a censored (Tobit) regression of log peak memory on the
 //    same features plus, where the workload has one, the log of a textbook
 //    memory estimate. A trial that ran observes its peak; an OOM only tells
@@ -15,7 +20,9 @@
 // Start: the bank's best settings of similar workloads (kept apart), else a
 // space-filling design. Then: expected improvement of log step time times
 // P(fits) x P(launches), over every untried setting in small spaces and a
-// sample plus the neighbourhood of the best in large ones. The best
+// sample plus the neighbourhood of the best in large ones; every other
+// trial, the first pick stays within two knobs of the fastest setting so
+// far (the last few percent are usually there). The best
 // predicted speed-ups that would not fit are paired with the memory savers
 // (knob values of negative memory price) that make them fit. A batch keeps
 // its picks at least two knobs apart.
@@ -44,8 +51,24 @@ class ModelOptimizer : public Optimizer {
     int64_t max_enumerate = 20000;
     // Bank settings tried first, at most.
     int max_warm_starts = 3;
+    // Every this many finished trials the first pick stays within two knobs
+    // of the fastest setting so far; 0: never.
+    int local_every = 2;
+    // Prior variance of the step-time model's pairwise interactions: this
+    // total spread evenly over the knob pairs, at most max_interaction_var
+    // per pair.
+    double interaction_var_total = 1.0;
+    double max_interaction_var = 0.1;
+    // The same for the memory model's interactions (memory is nearly
+    // additive in log space, so a tighter budget).
+    double memory_interaction_var_total = 0.1;
+    double max_memory_interaction_var = 0.02;
     // Residual variance of log step time (run-to-run noise plus misfit).
     double time_noise_var = 0.01;
+    // Where the workload has a textbook step-time estimate (the planner's),
+    // its logarithm is a feature of the step-time model, which learns how
+    // far off it is; false: one-hot features only.
+    bool use_time_estimate = true;
     // Residual sd of log peak memory.
     double memory_sigma = 0.1;
     // Past this many finished trials, the run and memory models fit a

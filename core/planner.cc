@@ -27,6 +27,9 @@ Planner PlannerFor(const SessionSpec& spec) {
   p.memory_estimate_gib = [s](const Config& c) {
     return ms::TextbookMemoryGib(s->sim.model, s->sim.cluster, SimKnobs(*s, c));
   };
+  p.time_estimate_s = [s](const Config& c) {
+    return ms::TextbookStepTimeS(s->sim.model, s->sim.cluster, SimKnobs(*s, c));
+  };
   // Knobs at an index: the fixed values, then each knob's value by digit
   // (each knob sets its own field, so the order does not matter). Values
   // are parsed once here; ParseSpec has validated them.
@@ -56,6 +59,9 @@ Planner PlannerFor(const SessionSpec& spec) {
   };
   p.memory_estimate_gib_at = [s, knobs_at](int64_t index) {
     return ms::TextbookMemoryGib(s->sim.model, s->sim.cluster, knobs_at(index));
+  };
+  p.time_estimate_s_at = [s, knobs_at](int64_t index) {
+    return ms::TextbookStepTimeS(s->sim.model, s->sim.cluster, knobs_at(index));
   };
   return p;
 }

@@ -22,11 +22,14 @@ struct Planner {
   std::function<std::string(const Config&)> launch_check;
   // Analytic peak memory per GPU in GiB. Null: none.
   std::function<double(const Config&)> memory_estimate_gib;
+  // Analytic step time in seconds. Null: none.
+  std::function<double(const Config&)> time_estimate_s;
   // The same two for the setting at `index` of the spec's space (ConfigAt),
   // without building a Config: a proposal checks thousands of settings.
   // Null exactly when the Config versions are.
   std::function<bool(int64_t index)> launches_at;
   std::function<double(int64_t index)> memory_estimate_gib_at;
+  std::function<double(int64_t index)> time_estimate_s_at;
 };
 
 // Precondition: `spec` passed ParseSpec. The functions hold a copy of what

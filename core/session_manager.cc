@@ -830,36 +830,21 @@ absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s) {
                                         "): ", t.error);
     }
   }
-  const double floor = s.doctor.noise_floor();
-  int promoted = 0;
-  double promoted_low = 0;
+  std::vector<CandidateVerdict> verdicts;
   for (auto& c : *s.verification.mutable_candidates()) {
     std::vector<std::pair<double, double>> pairs;
-    for (const auto& [run, p] : arms[c.rank()]) {
-      if (p.first > 0 && p.second > 0) pairs.push_back(p);
-    }
-    const PairedSpeedup est = EstimatePairedSpeedup(pairs);
-    c.set_runs(est.pairs);
-    c.set_speedup(est.speedup);
-    c.set_ci_low(est.ci_low);
-    c.set_ci_high(std::min(est.ci_high, 1e9));
-    if (disqualified.count(c.rank())) {
-      c.set_reason(disqualified[c.rank()]);
-    } else if (est.pairs < 2) {
-      c.set_reason("fewer than two complete A/B pairs");
-    } else if (est.ci_low <= 1.0 + floor) {
-      c.set_reason(absl::StrFormat("interval [%.4f, %.4f] does not clear the noise floor %.4f",
-                                   est.ci_low, est.ci_high, 1.0 + floor));
-    } else {
-      c.set_cleared(true);
-      c.set_reason(absl::StrFormat("interval [%.4f, %.4f] clears the noise floor %.4f",
-                                   est.ci_low, est.ci_high, 1.0 + floor));
-      if (est.ci_low > promoted_low) {
-        promoted_low = est.ci_low;
-        promoted = c.rank();
-      }
-    }
+    for (const auto& [run, p] : arms[c.rank()]) pairs.push_back(p);
+    verdicts.push_back(JudgeCandidate(pairs, s.doctor.noise_floor(), disqualified[c.rank()]));
+    const CandidateVerdict& v = verdicts.back();
+    c.set_runs(v.estimate.pairs);
+    c.set_speedup(v.estimate.speedup);
+    c.set_ci_low(v.estimate.ci_low);
+    c.set_ci_high(std::min(v.estimate.ci_high, 1e9));
+    c.set_cleared(v.cleared);
+    c.set_reason(v.reason);
   }
+  const int pick = PickPromoted(verdicts);
+  const int promoted = pick < 0 ? 0 : s.verification.candidates(pick).rank();
   s.verification.set_promoted_rank(promoted);
   s.rec.best_trial_id = 0;
   if (promoted > 0) {

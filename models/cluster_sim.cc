@@ -357,6 +357,43 @@ double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const Launc
   return (state + act * layers * pp) / (1024.0 * 1024.0 * 1024.0);
 }
 
+double TextbookStepTimeS(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k) {
+  const GpuSpec& g = c.gpu;
+  const int tp = std::max(k.tp, 1), pp = std::max(k.pp, 1), cp = std::max(k.cp, 1);
+  const int ep = std::max(k.ep, 1), vpp = std::max(k.vpp, 1), mb = std::max(k.micro_batch, 1);
+  const int world = std::max(c.world(), 1);
+  const int dp = std::max(1, world / (tp * pp * cp));
+  const double tokens = static_cast<double>(m.global_batch) * m.seq_len;
+  const double peak =
+      (k.precision == Precision::kFp8 && g.fp8_tflops > 0 ? g.fp8_tflops : g.bf16_tflops) * 1e12 *
+      g.gemm_efficiency;
+  double flops = ModelFlopsPerToken(m);
+  const double attention = 12.0 * m.layers * static_cast<double>(m.hidden) * m.seq_len;
+  if (k.recompute == Recompute::kFull) flops *= 4.0 / 3.0;
+  if (k.recompute == Recompute::kSelective) flops += attention / 3.0;
+  const double micro = std::max(1.0, static_cast<double>(m.global_batch) / (mb * dp));
+  const double bubble = 1.0 + static_cast<double>(pp - 1) / (micro * vpp);
+  double time = flops * tokens / world / peak * bubble;
+  // Per micro-batch and layer of a stage: b * s / cp tokens of h values.
+  const double layer_bytes = static_cast<double>(mb) * m.seq_len / cp * m.hidden * 2.0;
+  const double layer_steps = micro * static_cast<double>(m.layers) / pp;
+  auto bw = [&](int64_t span) {
+    return (span <= c.gpus_per_node ? c.nvlink_gbps : c.net_gbps) * 1e9;
+  };
+  if (tp > 1) time += layer_steps * 4.0 * 2.0 * (tp - 1) / tp * layer_bytes / bw(tp);
+  if (m.experts > 0 && ep > 1) {
+    time += layer_steps * 4.0 * (ep - 1) / ep * layer_bytes * std::max(m.topk, 1) / tp /
+            bw(static_cast<int64_t>(tp) * cp * ep);
+  }
+  if (dp * cp > 1 && !k.overlap_grad_reduce) {
+    const ParamCounts p = CountParams(m);
+    const double params = (p.embedding / 2 + m.layers * (p.per_layer_dense + p.per_layer_expert / ep)) /
+                          (tp * pp);
+    time += 2.0 * (dp * cp - 1) / (dp * cp) * 2.0 * params / bw(static_cast<int64_t>(world));
+  }
+  return time;
+}
+
 double ModelFlopsPerToken(const ModelShape& m) {
   const ParamCounts p = CountParams(m);
   // 6 per parameter per token through every layer, the output layer's

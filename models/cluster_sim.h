@@ -169,6 +169,18 @@ std::string LaunchCheck(const ModelShape& m, const ClusterShape& c, const Launch
 // interleaving terms): the search's memory model learns how far off it is.
 double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k);
 
+// A textbook estimate of step time in seconds, what a planner computes
+// before any run (Narayanan et al. 2021): the model FLOPs of a step spread
+// over all GPUs at the precision's peak times one GEMM efficiency, a third
+// more with full recompute (the attention scores again with selective),
+// stretched by the 1F1B bubble (1 + (p-1)/(m v)); plus TP's four ring
+// all-reduces per layer and micro-batch, EP's four all-to-alls, and the
+// data-parallel gradient all-reduce unless it is overlapped. Deliberately
+// simpler than Simulate (no kernel efficiencies by shape, no flash or fused
+// kernels, no fp8 or CP overheads, no latencies): the search's step-time
+// model uses its logarithm as one feature and learns how far off it is.
+double TextbookStepTimeS(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k);
+
 // Noise-free outcome of one setting.
 SimResult Simulate(const ModelShape& model, const ClusterShape& cluster, const LaunchKnobs& k);
 

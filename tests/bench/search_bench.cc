@@ -246,6 +246,15 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
     if (next.empty()) break;
     Outcome o;
     history.push_back(Observe(b, next[0], &o));
+    if (std::getenv("SEARCH_TRACE") != nullptr) {  // one line per trial, for diagnosis
+      std::string diff;
+      for (const auto& k : b.spec.knobs) {
+        if (next[0].at(k.name) != b.spec.baseline.at(k.name)) diff += k.name + "=" + next[0].at(k.name) + " ";
+      }
+      std::fprintf(stderr, "seed %llu trial %3d %-6s %8.3f (%5.3f of best) %s\n",
+                   static_cast<unsigned long long>(seed), n, history.back().status.c_str(),
+                   o.step_time_s, o.ok ? o.step_time_s / b.best : 0.0, diff.c_str());
+    }
     // Failures count until the session gets within 2% (what it paid to
     // get there), or over the whole budget if it never does.
     if (r.trials_to_2pct > budget) {
@@ -273,6 +282,9 @@ int Main(int seeds, int budget, const std::string& only) {
   std::vector<Strategy> strategies;
   strategies.push_back({"random", std::make_unique<infrarsi::RandomOptimizer>()});
   strategies.push_back({"heuristic", std::make_unique<HeuristicOptimizer>()});
+  infrarsi::ModelOptimizer::Options one_hot;
+  one_hot.use_time_estimate = false;
+  strategies.push_back({"model-1hot", std::make_unique<infrarsi::ModelOptimizer>(one_hot)});
   strategies.push_back({"model", std::make_unique<infrarsi::ModelOptimizer>()});
   strategies.push_back({"model+priors", std::make_unique<infrarsi::ModelOptimizer>(), &*priors});
 
@@ -286,6 +298,11 @@ int Main(int seeds, int budget, const std::string& only) {
   for (const Bench& b : Landscapes()) {
     if (!only.empty() && b.name.find(only) == std::string::npos) continue;
     for (const Strategy& s : strategies) {
+      // SEARCH_STRATEGIES=a,b runs only those (for quicker experiments).
+      if (const char* only_s = std::getenv("SEARCH_STRATEGIES");
+          only_s != nullptr && ("," + std::string(only_s) + ",").find("," + s.name + ",") == std::string::npos) {
+        continue;
+      }
       std::vector<double> need, at40, found;
       double ooms = 0, failed = 0;
       int reached = 0;

@@ -251,5 +251,29 @@ TEST(DoctorStatsTest, PairedSpeedupInterval) {
   EXPECT_EQ(EstimatePairedSpeedup({{1.0, 0.5}}).ci_low, 0.0);
 }
 
+TEST(DoctorStatsTest, CandidatesMustClearTheFloorAndTheBestLowerBoundWins) {
+  const std::vector<std::pair<double, double>> fast = {{1.0, 0.5}, {1.02, 0.5}, {0.98, 0.5}};
+  const std::vector<std::pair<double, double>> modest = {{1.0, 0.9}, {1.01, 0.9}, {0.99, 0.9}};
+  const std::vector<std::pair<double, double>> noisy = {{1.0, 0.7}, {1.0, 1.3}, {1.0, 0.95}};
+  // A failed arm (-1) leaves its pair out.
+  const std::vector<std::pair<double, double>> one_pair = {{1.0, 0.5}, {-1.0, 0.5}};
+  std::vector<CandidateVerdict> v = {JudgeCandidate(modest, 0.05), JudgeCandidate(noisy, 0.05),
+                                     JudgeCandidate(fast, 0.05), JudgeCandidate(one_pair, 0.05),
+                                     JudgeCandidate(fast, 0.05, "a verification run broke the contract")};
+  EXPECT_TRUE(v[0].cleared) << v[0].reason;
+  EXPECT_FALSE(v[1].cleared) << v[1].reason;
+  EXPECT_NE(v[1].reason.find("does not clear the noise floor 1.0500"), std::string::npos) << v[1].reason;
+  EXPECT_TRUE(v[2].cleared);
+  EXPECT_FALSE(v[3].cleared);
+  EXPECT_EQ(v[3].estimate.pairs, 1);
+  EXPECT_EQ(v[3].reason, "fewer than two complete A/B pairs");
+  EXPECT_FALSE(v[4].cleared);
+  EXPECT_EQ(v[4].reason, "a verification run broke the contract");
+  EXPECT_EQ(PickPromoted(v), 2);
+  // A floor above the modest one's interval leaves only the fast one.
+  EXPECT_FALSE(JudgeCandidate(modest, 0.2).cleared);
+  EXPECT_EQ(PickPromoted({v[1], v[3]}), -1);
+}
+
 }  // namespace
 }  // namespace infrarsi

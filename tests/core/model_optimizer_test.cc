@@ -188,6 +188,44 @@ TEST(ModelOptimizerTest, FindsTheBestInFewerTrialsThanRandom) {
   EXPECT_LE(model_ooms, random_ooms);
 }
 
+int KnobsApart(const Config& a, const Config& b) {
+  int d = 0;
+  for (const auto& [k, v] : a) d += b.at(k) != v;
+  return d;
+}
+
+TEST(ModelOptimizerTest, EveryOtherTrialSearchesNearTheFastest) {
+  const SessionSpec spec = ToySpec();
+  SearchContext ctx;
+  ctx.spec = &spec;
+  RandomOptimizer random;
+  std::vector<Observation> history = {Measure(spec.baseline)};
+  for (const Config& c : random.Propose(ctx, history, 5, 3).configs) history.push_back(Measure(c));
+  const Observation* fastest = nullptr;
+  for (const Observation& o : history) {
+    if (o.status == "ok" && (fastest == nullptr || o.step_time_s < fastest->step_time_s)) fastest = &o;
+  }
+  ASSERT_NE(fastest, nullptr);
+  ModelOptimizer model;
+  ASSERT_EQ(model.options().local_every, 2);
+  // Six finished trials: a local turn.
+  Proposal p = model.Propose(ctx, history, 2, 1);
+  ASSERT_EQ(p.configs.size(), 2u);
+  EXPECT_EQ(p.reasons[0], "model (local)");
+  EXPECT_LE(KnobsApart(p.configs[0], fastest->config), 2);
+  EXPECT_NE(p.reasons[1], "model (local)") << "only the first pick of a turn";
+  // Seven: not one.
+  history.push_back(Measure(p.configs[0]));
+  Proposal q = model.Propose(ctx, history, 1, 2);
+  ASSERT_EQ(q.configs.size(), 1u);
+  EXPECT_NE(q.reasons[0], "model (local)");
+  // Switched off, never.
+  ModelOptimizer::Options o;
+  o.local_every = 0;
+  history.pop_back();
+  EXPECT_NE(ModelOptimizer(o).Propose(ctx, history, 1, 1).reasons[0], "model (local)");
+}
+
 TEST(ModelOptimizerTest, IndexOfInvertsConfigAt) {
   const SessionSpec spec = ToySpec();
   for (int64_t i = 0; i < spec.SpaceSize(); ++i) EXPECT_EQ(IndexOf(spec, ConfigAt(spec, i)), i);
