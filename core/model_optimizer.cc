@@ -471,9 +471,26 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     warm.push_back(IndexOf(spec, w));
     warm_used += warm.back() >= 0 && seen.count(warm.back()) > 0;
   }
-  for (int64_t w : warm) {
+  // A bank setting may come from a GPU with more memory: where the workload
+  // has a textbook memory estimate, those the memory model expects not to
+  // fit here are left out (the search finds their fitting neighbours).
+  std::vector<double> warm_fit(warm.size(), 1.0);
+  if (warm_used < options_.max_warm_starts && !warm.empty() && planner.memory_estimate_gib_at &&
+      planner.capacity_gib > 0) {
+    std::vector<int64_t> valid;
+    for (int64_t w : warm) {
+      if (w >= 0) valid.push_back(w);
+    }
+    const Models m(ctx, planner, history, options_, ctx.priors, &history_index);
+    const std::vector<Models::Prediction> pred = m.PredictAll(valid);
+    for (size_t i = 0, j = 0; i < warm.size(); ++i) {
+      if (warm[i] >= 0) warm_fit[i] = pred[j++].p_fit;
+    }
+  }
+  for (size_t i = 0; i < warm.size(); ++i) {
+    const int64_t w = warm[i];
     if (static_cast<int>(out.configs.size()) >= n || warm_used >= options_.max_warm_starts) break;
-    if (w < 0 || seen.count(w) || !launches(w) || near_picked(w)) continue;
+    if (w < 0 || seen.count(w) || !launches(w) || near_picked(w) || warm_fit[i] < 0.5) continue;
     take(w, "bank");
     ++warm_used;
   }

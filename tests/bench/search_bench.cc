@@ -11,8 +11,9 @@
 //
 // Usage:
 //   search_bench [seeds=30] [budget=200] [landscape-substring]
-//   search_bench --transfer [seeds=10]   same workload on another GPU, bank vs cold
+//   search_bench --transfer [seeds=10] [workload-substring]  same workload on another GPU, bank vs cold
 //   search_bench --latency [history=2000] proposal latency with a long history
+//   search_bench --promote [seeds=30]     whole noisy sessions: what is promoted after re-verification
 //   search_bench --describe               landscapes as JSON lines (for tpe_bench.py)
 //   search_bench --oracle NAME            answers "k=v,..." lines with "ok T MEM" / "oom" / "failed"
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -33,11 +35,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "client/landscape.h"
+#include "core/doctor.h"
 #include "core/model_optimizer.h"
 #include "core/optimizer.h"
 #include "core/sim_landscape.h"
 #include "core/spec.h"
 #include "models/cluster_sim.h"
+#include "models/stats.h"
 
 namespace {
 
@@ -329,7 +333,7 @@ int Main(int seeds, int budget, const std::string& only) {
 
 // Transfer: the bank holds one 40-trial session of the same workload on the
 // other GPU model; the new session starts from its best settings.
-int Transfer(int seeds) {
+int Transfer(int seeds, const std::string& only) {
   const std::string root = INFRARSI_SOURCE_DIR;
   std::printf("Transfer: same workload, other GPU; the bank holds one 40-trial cold session on the\n"
               "source GPU. Trials to within 2%% of the target's best (%d seeds, budget 200).\n\n",
@@ -338,6 +342,7 @@ int Transfer(int seeds) {
               "bank median", "cold p90", "bank p90");
   infrarsi::ModelOptimizer model;
   for (const char* f : kWorkloads) {
+    if (!only.empty() && std::string(f).find(only) == std::string::npos) continue;
     const std::string path = root + "/deploy/workloads/" + f;
     const std::string text = Read(path);
     const infrarsi::SessionSpec target = Parse(text, root + "/deploy/workloads", path);
@@ -374,6 +379,131 @@ int Transfer(int seeds) {
                 other.c_str(), target.gpu.c_str(), Percentile(cold, 0.5), Percentile(warm, 0.5),
                 Percentile(cold, 0.9), Percentile(warm, 0.9));
     std::fflush(stdout);
+  }
+  return 0;
+}
+
+// A session as the server runs it, on the simulator with its noise: the
+// doctor's baseline repeats set the noise floor; the search (the spec's
+// trial budget, stopping early when no setting is expected to beat the best
+// by more than the floor) sees noisy step times; the fastest candidates are
+// re-run in randomised A/B pairs with the baseline and judged by the
+// server's own rule (JudgeCandidate, PickPromoted). What counts is the
+// promoted setting's true (noise-free) speed-up.
+int Promote(int seeds) {
+  namespace ms = infrarsi::models::sim;
+  const std::string root = INFRARSI_SOURCE_DIR;
+  auto priors = infrarsi::ParsePriors(Read(root + "/deploy/priors.yaml"));
+  if (!priors.ok()) {
+    std::fprintf(stderr, "priors: %s\n", priors.status().ToString().c_str());
+    return 1;
+  }
+  std::printf(
+      "Promotion: whole sessions on the simulator with its noise, %d seeds. trials = search\n"
+      "trials run (budget or early stop); promoted = sessions that promoted a setting; true =\n"
+      "median noise-free speed-up of what was promoted (share of the optimum's); measured =\n"
+      "median re-verified speed-up and lower 95%% bound.\n\n",
+      seeds);
+  std::printf("%-28s %-13s %7s %9s %16s %18s\n", "workload", "strategy", "trials", "promoted",
+              "true (share)", "measured [low]");
+  for (const char* f : kWorkloads) {
+    const std::string path = root + "/deploy/workloads/" + f;
+    const infrarsi::SessionSpec spec = Parse(Read(path), root + "/deploy/workloads", path);
+    const Bench b = SimBench(spec);
+    const auto& sim = spec.sim;
+    for (const bool with_priors : {false, true}) {
+      infrarsi::ModelOptimizer model;
+      std::vector<double> trials, truth, share, measured, low;
+      int promoted = 0;
+      for (int seed = 1; seed <= seeds; ++seed) {
+        int64_t index = 0;  // trials the cluster has run (drift)
+        auto measure = [&](const Config& c) {
+          const ms::Measurement m = ms::MeasureTrial(
+              sim.model, sim.cluster, infrarsi::SimKnobs(spec, c), sim.warmup_steps, sim.timed_steps,
+              static_cast<uint64_t>(seed) * 1000003u + static_cast<uint64_t>(index), index);
+          ++index;
+          Observation o;
+          o.config = c;
+          o.status = m.status == ms::Status::kOk ? "ok" : m.status == ms::Status::kOom ? "oom" : "failed";
+          o.peak_mem_gib = m.peak_mem_gib;
+          std::vector<double> timed;
+          for (const auto& st : m.steps) {
+            if (!st.warmup) timed.push_back(st.step_time_s);
+          }
+          if (o.status == "ok") o.step_time_s = infrarsi::models::Median(timed);
+          return o;
+        };
+        std::vector<infrarsi::DoctorRun> doctor;
+        for (int r = 0; r < spec.doctor_repeats; ++r) {
+          infrarsi::DoctorRun d;
+          d.step_time_s = measure(spec.baseline).step_time_s;
+          doctor.push_back(d);
+        }
+        const auto report = infrarsi::BuildDoctorReport(doctor, spec.verify.runs);
+        const double floor = report.noise_floor();
+        std::vector<Observation> history;
+        {
+          Observation base;
+          base.config = spec.baseline;
+          base.status = "ok";
+          base.step_time_s = report.median_step_time_s();
+          history.push_back(base);
+        }
+        infrarsi::SearchContext ctx;
+        ctx.spec = &spec;
+        ctx.priors = with_priors ? &*priors : nullptr;
+        int n = 0;
+        for (; n < spec.max_trials; ++n) {
+          const auto p = model.Propose(ctx, history, 1, static_cast<uint64_t>(seed) * 1000 + static_cast<uint64_t>(n));
+          if (p.configs.empty()) break;
+          if (n >= spec.min_trials && p.expected_gain >= 0 &&
+              p.expected_gain < std::max(spec.stop_gain, floor)) {
+            break;
+          }
+          history.push_back(measure(p.configs[0]));
+        }
+        trials.push_back(n);
+        std::vector<const Observation*> ok;
+        for (size_t i = 1; i < history.size(); ++i) {
+          if (history[i].status == "ok" && history[i].step_time_s < report.median_step_time_s()) {
+            ok.push_back(&history[i]);
+          }
+        }
+        std::sort(ok.begin(), ok.end(), [](const auto* a, const auto* c) { return a->step_time_s < c->step_time_s; });
+        if (ok.size() > static_cast<size_t>(spec.verify.candidates)) ok.resize(static_cast<size_t>(spec.verify.candidates));
+        std::mt19937_64 order(static_cast<uint64_t>(seed) * 31);
+        std::vector<infrarsi::CandidateVerdict> verdicts;
+        for (const Observation* c : ok) {
+          std::vector<std::pair<double, double>> pairs;
+          for (int r = 0; r < spec.verify.runs; ++r) {
+            const bool base_first = (order() & 1) == 0;
+            double base_t = 0, cand_t = 0;
+            for (int k = 0; k < 2; ++k) {
+              const bool is_base = (k == 0) == base_first;
+              const Observation o = measure(is_base ? spec.baseline : c->config);
+              (is_base ? base_t : cand_t) = o.status == "ok" ? o.step_time_s : -1.0;
+            }
+            pairs.emplace_back(base_t, cand_t);
+          }
+          verdicts.push_back(infrarsi::JudgeCandidate(pairs, floor));
+        }
+        const int pick = infrarsi::PickPromoted(verdicts);
+        if (pick < 0) continue;
+        ++promoted;
+        const double t = b.evaluate(ok[static_cast<size_t>(pick)]->config).step_time_s;
+        truth.push_back(b.baseline / t);
+        share.push_back(b.best / t);
+        measured.push_back(verdicts[static_cast<size_t>(pick)].estimate.speedup);
+        low.push_back(verdicts[static_cast<size_t>(pick)].estimate.ci_low);
+      }
+      auto med = [](const std::vector<double>& v) { return v.empty() ? 0.0 : Percentile(v, 0.5); };
+      char true_s[32], meas_s[32];
+      std::snprintf(true_s, sizeof(true_s), "%.2fx (%.1f%%)", med(truth), 100 * med(share));
+      std::snprintf(meas_s, sizeof(meas_s), "%.2fx [%.2f]", med(measured), med(low));
+      std::printf("%-28s %-13s %7.0f %6d/%-2d %16s %18s\n", b.name.c_str(),
+                  with_priors ? "model+priors" : "model", med(trials), promoted, seeds, true_s, meas_s);
+      std::fflush(stdout);
+    }
   }
   return 0;
 }
@@ -461,7 +591,10 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--describe") == 0) return Describe();
   if (argc > 2 && std::strcmp(argv[1], "--oracle") == 0) return Oracle(argv[2]);
   if (argc > 1 && std::strcmp(argv[1], "--transfer") == 0) {
-    return Transfer(argc > 2 ? std::atoi(argv[2]) : 10);
+    return Transfer(argc > 2 ? std::atoi(argv[2]) : 10, argc > 3 ? argv[3] : "");
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--promote") == 0) {
+    return Promote(argc > 2 ? std::atoi(argv[2]) : 30);
   }
   if (argc > 1 && std::strcmp(argv[1], "--latency") == 0) {
     return Latency(argc > 2 ? std::atoi(argv[2]) : 2000);

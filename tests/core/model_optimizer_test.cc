@@ -459,6 +459,39 @@ SessionSpec SimSpec() {
   return *spec;
 }
 
+TEST(ModelOptimizerTest, BankStartsThatWouldNotFitHereAreLeftOut) {
+  // The bank may hold settings from a GPU with more memory.
+  const SessionSpec spec = SimSpec();  // 70B on 80 GB H100s
+  namespace ms = models::sim;
+  auto sim = [&](const Config& c) {
+    return ms::Simulate(spec.sim.model, spec.sim.cluster, SimKnobs(spec, c));
+  };
+  Config huge = spec.baseline;  // the whole model's state on 2-way TP
+  huge["tp"] = "2";
+  huge["pp"] = "1";
+  huge["recompute"] = "none";
+  Config fits = spec.baseline;
+  fits["flash_attn"] = "true";
+  fits["fused_kernels"] = "true";
+  fits["precision"] = "fp8";
+  ASSERT_EQ(sim(huge).status, ms::Status::kOom);
+  ASSERT_EQ(sim(fits).status, ms::Status::kOk);
+  SearchContext ctx;
+  ctx.spec = &spec;
+  ctx.warm_starts = {huge, fits};
+  Observation base;
+  base.config = spec.baseline;
+  base.status = "ok";
+  base.step_time_s = sim(spec.baseline).step_time_s;
+  base.peak_mem_gib = sim(spec.baseline).peak_mem_gib;
+  const Proposal p = ModelOptimizer().Propose(ctx, {base}, 2, 1);
+  ASSERT_EQ(p.configs.size(), 2u);
+  EXPECT_EQ(p.configs[0], fits);
+  EXPECT_EQ(p.reasons[0], "bank");
+  EXPECT_NE(p.configs[1], huge);
+  EXPECT_NE(p.reasons[1], "bank");
+}
+
 TEST(ModelOptimizerTest, SettingsTheLauncherRefusesAreNeverProposed) {
   const SessionSpec spec = SimSpec();
   SearchContext ctx;
