@@ -149,7 +149,8 @@ std::string FormatReport(const v1::SessionReport& r) {
     std::string picks;
     for (const auto& [k, n] : why) absl::StrAppend(&picks, picks.empty() ? "" : ", ", k, " ", n);
     absl::StrAppend(&out, "Search: ", ss.strategy(), ", priors ", ss.priors(), ", ",
-                    ss.warm_starts(), " bank settings offered; proposals: ",
+                    ss.warm_starts(), " bank settings offered, ", ss.related_trials(),
+                    " bank trials learned from; proposals: ",
                     picks.empty() ? "none" : picks, "\n");
     if (!ss.stop_reason().empty()) {
       absl::StrAppend(&out, "  stopped: ", ss.stop_reason(), "\n");

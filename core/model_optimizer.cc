@@ -154,6 +154,8 @@ Eigen::VectorXd Vec(const std::vector<double>& v) {
   return Eigen::Map<const Eigen::VectorXd>(v.data(), static_cast<Eigen::Index>(v.size()));
 }
 
+using CtxRelated = SearchContext::Related;
+
 // The three models fitted to one history.
 class Models {
  public:
@@ -168,7 +170,19 @@ class Models {
     mem_dim_ = d + (estimate ? 1 : 0);
     if (estimate) base_estimate_ = std::log(std::max(planner_.memory_estimate_gib(spec_.baseline), 1e-3));
     const bool time_estimate = o.use_time_estimate && static_cast<bool>(planner_.time_estimate_s);
-    time_dim_ = d + (time_estimate ? 1 : 0);
+    time_estimate_ = time_estimate;
+    // Related trials that ran, each source with an offset column after the
+    // estimate's.
+    std::vector<const CtxRelated*> related;
+    std::map<std::string, int> source_col;
+    static const std::vector<CtxRelated> kNone;
+    for (const CtxRelated& r : ctx.related != nullptr ? *ctx.related : kNone) {
+      if (!Ran(r.obs) || IndexOf(spec_, r.obs.config) < 0) continue;
+      related.push_back(&r);
+      source_col.emplace(r.source, static_cast<int>(source_col.size()));
+    }
+    const int est_dim = d + (time_estimate ? 1 : 0);
+    time_dim_ = est_dim + static_cast<int>(source_col.size());
     if (time_estimate) base_time_estimate_ = std::log(std::max(planner_.time_estimate_s(spec_.baseline), 1e-9));
 
     // One row per finished trial, encoded once; each model takes its rows.
@@ -234,6 +248,7 @@ class Models {
       mean[d] = 1.0;  // trust the textbook's proportions...
       var[d] = 0.1;   // ...within about 30%
     }
+    for (int i = est_dim; i < time_dim_; ++i) var[i] = 1.0;  // another GPU: within ~e
     // Memory: the same shape of prior, tighter (memory is less noisy and
     // knob effects on it are more nearly additive in log space).
     Eigen::VectorXd mmean = Eigen::VectorXd::Zero(mem_dim_), mvar(mem_dim_);
@@ -270,7 +285,8 @@ class Models {
       }
     }
     best_ = ys.empty() ? mean[0] : *std::min_element(ys.begin(), ys.end());
-    Eigen::MatrixXd xt(static_cast<Eigen::Index>(ok_rows.size()), time_dim_);
+    const Eigen::Index n_own = static_cast<Eigen::Index>(ok_rows.size());
+    Eigen::MatrixXd xt = Eigen::MatrixXd::Zero(n_own + static_cast<Eigen::Index>(related.size()), time_dim_);
     for (size_t i = 0; i < ok_rows.size(); ++i) {
       const Eigen::Index r = ok_rows[i];
       xt.row(static_cast<Eigen::Index>(i)).head(d) = x_all.row(r);
@@ -281,7 +297,21 @@ class Models {
                        : TimeFeature(done[static_cast<size_t>(r)]->config);
       }
     }
-    time_.Fit(xt, Vec(ys), mean, var, o.time_noise_var);
+    // A related row counts related_weight of an own one: scaling the row
+    // and its target by sqrt(weight) is weighted least squares.
+    Eigen::VectorXd yt(xt.rows());
+    yt.head(n_own) = Vec(ys);
+    const double rw = std::sqrt(o.related_weight);
+    for (size_t j = 0; j < related.size(); ++j) {
+      const Eigen::Index r = n_own + static_cast<Eigen::Index>(j);
+      const Observation& h = related[j]->obs;
+      f_.EncodeInto(h.config, xt.row(r));
+      if (time_estimate) xt(r, d) = TimeFeature(h.config);
+      xt(r, est_dim + source_col[related[j]->source]) = 1.0;
+      xt.row(r) *= rw;
+      yt[r] = rw * std::log(h.step_time_s);
+    }
+    time_.Fit(xt, yt, mean, var, o.time_noise_var);
 
     // Launching: most settings launch; learn the failing values and pairs.
     Eigen::VectorXd lmean = Eigen::VectorXd::Zero(d), lvar(d);
@@ -313,9 +343,33 @@ class Models {
                          : EstimateFeature(done[static_cast<size_t>(r)]->config);
         }
       }
+      // Related peaks: the same workload's memory on another GPU is the
+      // same, so they join uncensored at a discount (their OOMs were against
+      // another capacity and are left out).
+      Eigen::VectorXd my = Vec(Pick(mem_y, sub.rows)), mc = Vec(Pick(mem_cens, sub.rows));
+      Eigen::VectorXd mw = sub.weights;
+      std::vector<const Observation*> peaks;
+      for (const CtxRelated* r : related) {
+        if (r->obs.peak_mem_gib > 0) peaks.push_back(&r->obs);
+      }
+      if (!peaks.empty()) {
+        const Eigen::Index n0 = xm.rows(), extra = static_cast<Eigen::Index>(peaks.size());
+        xm.conservativeResize(n0 + extra, Eigen::NoChange);
+        my.conservativeResize(n0 + extra);
+        mc.conservativeResize(n0 + extra);
+        mw.conservativeResize(n0 + extra);
+        for (Eigen::Index j = 0; j < extra; ++j) {
+          const Observation& h = *peaks[static_cast<size_t>(j)];
+          xm.row(n0 + j).setZero();
+          f_.EncodeInto(h.config, xm.row(n0 + j));
+          if (estimate) xm(n0 + j, d) = EstimateFeature(h.config);
+          my[n0 + j] = std::log(h.peak_mem_gib);
+          mc[n0 + j] = 0.0;
+          mw[n0 + j] = o.related_weight;
+        }
+      }
       memory_.emplace();
-      memory_->Fit(xm, Vec(Pick(mem_y, sub.rows)),
-                   Vec(Pick(mem_cens, sub.rows)), mmean, mvar, o.memory_sigma, &sub.weights);
+      memory_->Fit(xm, my, mc, mmean, mvar, o.memory_sigma, &mw);
     }
   }
 
@@ -330,10 +384,10 @@ class Models {
     const Eigen::Index n = static_cast<Eigen::Index>(indices.size());
     std::vector<Prediction> out(indices.size());
     if (n == 0) return out;
-    Eigen::MatrixXd xt(n, time_dim_);
+    Eigen::MatrixXd xt = Eigen::MatrixXd::Zero(n, time_dim_);  // related sources' columns stay 0
     for (Eigen::Index i = 0; i < n; ++i) {
       f_.EncodeAt(indices[static_cast<size_t>(i)], xt.row(i));
-      if (time_dim_ > f_.dim()) {
+      if (time_estimate_) {
         xt(i, f_.dim()) = LogTime(planner_.time_estimate_s_at(indices[static_cast<size_t>(i)]));
       }
     }
@@ -386,6 +440,7 @@ class Models {
   Features f_;
   const Planner& planner_;
   int mem_dim_ = 0, time_dim_ = 0;
+  bool time_estimate_ = false;
   double base_estimate_ = 0, base_time_estimate_ = 0;
   double best_ = 0;
   models::BayesLinear time_;

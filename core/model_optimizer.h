@@ -27,6 +27,12 @@
 // (knob values of negative memory price) that make them fit. A batch keeps
 // its picks at least two knobs apart.
 //
+// The bank's trials of the same workload (SearchContext::related, maybe from
+// another GPU) join the step-time fit at a discount with one time offset per
+// source session, and the memory fit with their peaks (a workload's memory
+// does not depend on the GPU; their OOMs, against another capacity, are left
+// out). Bank settings the memory model expects not to fit are not started.
+//
 // Priors (SearchContext::priors) centre each knob value's main effect on
 // time and memory; without them the search starts cold. Thread-safe: no
 // mutable state.
@@ -69,6 +75,9 @@ class ModelOptimizer : public Optimizer {
     // its logarithm is a feature of the step-time model, which learns how
     // far off it is; false: one-hot features only.
     bool use_time_estimate = true;
+    // Weight of one related trial (SearchContext::related) against one of
+    // the session's own, in the step-time and memory fits.
+    double related_weight = 0.25;
     // Residual sd of log peak memory.
     double memory_sigma = 0.1;
     // Past this many finished trials, the run and memory models fit a

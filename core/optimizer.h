@@ -30,6 +30,15 @@ struct SearchContext {
   // The bank's best settings of similar workloads (same or other hardware),
   // already in this spec's space, most relevant first.
   std::vector<Config> warm_starts;
+  // Trials of the same workload from the bank's other sessions (maybe on
+  // another GPU), already in this spec's space; `source` names the session.
+  // The models learn from them at a discount, each source with its own
+  // step-time offset (another GPU is uniformly faster or slower).
+  struct Related {
+    Observation obs;
+    std::string source;
+  };
+  const std::vector<Related>* related = nullptr;  // null: none; not owned
 };
 
 struct Proposal {

@@ -26,6 +26,8 @@ namespace ts = trial_status;
 
 constexpr size_t kMaxEventBacklog = 2000;
 constexpr int kMaxInFlightPerSession = 16;
+// Bank trials a session's models learn from, at most (the newest).
+constexpr size_t kMaxRelatedTrials = 400;
 
 const std::pair<v1::Stage, const char*> kStageNames[] = {
     {v1::STAGE_INITIALIZED, "initialized"}, {v1::STAGE_DOCTORING, "doctoring"},
@@ -251,7 +253,7 @@ absl::Status SessionManager::Load() {
       std::pair<std::optional<Priors>, std::string> priors{std::nullopt, "none"};
       if (options_.priors_for) priors = options_.priors_for(s->spec);
       UsePriors(std::move(priors), s->spec, &s->priors, &s->priors_label);
-      ASSIGN_OR_RETURN(s->warm_starts, WarmStartsLocked(*s));
+      RETURN_IF_ERROR(LoadBankStartLocked(*s));
       RETURN_IF_ERROR(TransactLocked(*s, [&] { return FillWindowLocked(*s); }));
     } else if (stage == v1::STAGE_VERIFYING) {
       RETURN_IF_ERROR(TransactLocked(*s, [&] { return AdvanceVerificationLocked(*s); }));
@@ -580,7 +582,7 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
     return StageError(s->rec.id, s->rec.stage, "run needs a finished doctor (stage doctored)");
   }
   UsePriors(std::move(priors), s->spec, &s->priors, &s->priors_label);
-  ASSIGN_OR_RETURN(s->warm_starts, WarmStartsLocked(*s));
+  RETURN_IF_ERROR(LoadBankStartLocked(*s));
   s->stop_reason.clear();
   RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
     if (request.max_trials() > 0) s->rec.max_trials = request.max_trials();
@@ -630,7 +632,7 @@ absl::StatusOr<std::vector<Observation>> SessionManager::HistoryLocked(const Ses
   return history;
 }
 
-absl::StatusOr<std::vector<Config>> SessionManager::WarmStartsLocked(const SessionState& s) {
+absl::Status SessionManager::LoadBankStartLocked(SessionState& s) {
   // Relevance tiers: the same workload on the same GPU, on another GPU, the
   // same model at another shape, then any session with the same knobs.
   const std::string sig = s.spec.WorkloadSignature();
@@ -643,6 +645,7 @@ absl::StatusOr<std::vector<Config>> SessionManager::WarmStartsLocked(const Sessi
   };
   std::map<std::string, std::vector<std::pair<double, Config>>> by_session;
   std::map<std::string, int> tier_of;
+  std::vector<SearchContext::Related> related;
   storage::BankFilter f;
   f.status = ts::kOk;
   f.limit = 1000;
@@ -671,6 +674,15 @@ absl::StatusOr<std::vector<Config>> SessionManager::WarmStartsLocked(const Sessi
                                   ? 2
                                   : 3);
       tier_of[b.session_id] = tier;
+      if (tier <= 1) {
+        SearchContext::Related r;
+        r.obs.config = *c;
+        r.obs.status = "ok";
+        r.obs.step_time_s = b.step_time_s;
+        r.obs.peak_mem_gib = b.peak_mem_gib;
+        r.source = b.session_id;
+        related.push_back(std::move(r));
+      }
       by_session[b.session_id].push_back({b.step_time_s, *std::move(c)});
     }
     if (rows.size() < static_cast<size_t>(f.limit)) break;
@@ -693,7 +705,14 @@ absl::StatusOr<std::vector<Config>> SessionManager::WarmStartsLocked(const Sessi
     if (e.config == s.spec.baseline) continue;
     if (std::find(out.begin(), out.end(), e.config) == out.end()) out.push_back(e.config);
   }
-  return out;
+  s.warm_starts = std::move(out);
+  // The newest related trials, so a proposal's cost stays bounded however
+  // large the bank grows (bank ids ascend, so the last rows are the newest).
+  if (related.size() > kMaxRelatedTrials) {
+    related.erase(related.begin(), related.end() - static_cast<std::ptrdiff_t>(kMaxRelatedTrials));
+  }
+  s.related = std::move(related);
+  return absl::OkStatus();
 }
 
 absl::Status SessionManager::FillWindowLocked(SessionState& s) {
@@ -718,6 +737,7 @@ absl::Status SessionManager::FillWindowLocked(SessionState& s) {
     ctx.spec = &s.spec;
     ctx.priors = s.priors ? &*s.priors : nullptr;
     ctx.warm_starts = s.warm_starts;
+    ctx.related = &s.related;
     // Seeded by the session and its progress: a restarted server proposes
     // what the old one would have.
     const uint64_t seed = s.spec.seed * 0x9e3779b97f4a7c15ULL + history.size();
@@ -1387,6 +1407,7 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
   search->set_strategy(optimizer_->Name());
   search->set_priors(s->priors_label);
   search->set_warm_starts(static_cast<int>(s->warm_starts.size()));
+  search->set_related_trials(static_cast<int>(s->related.size()));
   search->set_stop_reason(s->verification.search_stop().empty() ? s->stop_reason
                                                                  : s->verification.search_stop());
   for (const auto& t : trials) {

@@ -168,6 +168,8 @@ class SessionManager {
     std::optional<Priors> priors;
     std::string priors_label = "none";
     std::vector<Config> warm_starts;
+    // The bank's trials of the same workload (any GPU) the models learn from.
+    std::vector<SearchContext::Related> related;
     std::string stop_reason;  // set when the search stops early
   };
 
@@ -193,9 +195,10 @@ class SessionManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AdvanceDoctorLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status FillWindowLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The bank's best settings of workloads like this session's, in its space.
-  absl::StatusOr<std::vector<Config>> WarmStartsLocked(const SessionState& s)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets s.warm_starts (the bank's best settings of workloads like this
+  // session's, in its space) and s.related (the bank's trials of the same
+  // workload on any GPU, in its space). What the session's team may read.
+  absl::Status LoadBankStartLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<Observation>> HistoryLocked(const SessionState& s,
                                                          double* gpu_seconds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

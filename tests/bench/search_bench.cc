@@ -234,7 +234,8 @@ struct SessionResult {
 };
 
 SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrarsi::Priors* priors,
-                         const std::vector<Config>& warm, int budget, uint64_t seed) {
+                         const std::vector<Config>& warm, int budget, uint64_t seed,
+                         const std::vector<infrarsi::SearchContext::Related>& related = {}) {
   // The baseline is measured by the doctor first, as in a session.
   Outcome bo;
   std::vector<Observation> history = {Observe(b, b.spec.baseline, &bo)};
@@ -245,6 +246,7 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
   ctx.spec = &b.spec;
   ctx.priors = priors;
   ctx.warm_starts = warm;
+  ctx.related = &related;
   for (int n = 1; n <= budget; ++n) {
     auto next = opt.Propose(ctx, history, 1, seed * 1000 + static_cast<uint64_t>(n)).configs;
     if (next.empty()) break;
@@ -336,10 +338,12 @@ int Main(int seeds, int budget, const std::string& only) {
 int Transfer(int seeds, const std::string& only) {
   const std::string root = INFRARSI_SOURCE_DIR;
   std::printf("Transfer: same workload, other GPU; the bank holds one 40-trial cold session on the\n"
-              "source GPU. Trials to within 2%% of the target's best (%d seeds, budget 200).\n\n",
+              "source GPU. Median / p90 trials to within 2%% of the target's best (%d seeds, budget\n"
+              "200): cold; starting from the bank's best settings; and also learning from all of\n"
+              "that session's trials.\n\n",
               seeds);
-  std::printf("%-28s %-6s -> %-6s %12s %12s %10s %10s\n", "workload", "from", "to", "cold median",
-              "bank median", "cold p90", "bank p90");
+  std::printf("%-28s %-6s -> %-6s %14s %14s %14s\n", "workload", "from", "to", "cold",
+              "bank starts", "+ its trials");
   infrarsi::ModelOptimizer model;
   for (const char* f : kWorkloads) {
     if (!only.empty() && std::string(f).find(only) == std::string::npos) continue;
@@ -351,7 +355,7 @@ int Transfer(int seeds, const std::string& only) {
     source.gpu = other;
     source.sim.cluster.gpu = *infrarsi::models::sim::FindGpu(other);
     const Bench src = SimBench(source), dst = SimBench(target);
-    std::vector<double> cold, warm;
+    std::vector<double> cold, warm, both;
     for (int seed = 1; seed <= seeds; ++seed) {
       // The bank session: its best settings, fastest first, as the server's
       // WarmStarts ranks them.
@@ -372,12 +376,20 @@ int Transfer(int seeds, const std::string& only) {
       });
       std::vector<Config> bank;
       for (size_t i = 0; i < ok.size() && i < 5; ++i) bank.push_back(ok[i].config);
+      std::vector<infrarsi::SearchContext::Related> related;
+      for (const Observation& o : hist) related.push_back({o, "source-session"});
       cold.push_back(RunSession(dst, model, nullptr, {}, 200, static_cast<uint64_t>(seed)).trials_to_2pct);
       warm.push_back(RunSession(dst, model, nullptr, bank, 200, static_cast<uint64_t>(seed)).trials_to_2pct);
+      both.push_back(
+          RunSession(dst, model, nullptr, bank, 200, static_cast<uint64_t>(seed), related).trials_to_2pct);
     }
-    std::printf("%-28s %-6s -> %-6s %12.0f %12.0f %10.0f %10.0f\n", target.name.c_str(),
-                other.c_str(), target.gpu.c_str(), Percentile(cold, 0.5), Percentile(warm, 0.5),
-                Percentile(cold, 0.9), Percentile(warm, 0.9));
+    auto cell = [](const std::vector<double>& v) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.0f / %.0f", Percentile(v, 0.5), Percentile(v, 0.9));
+      return std::string(buf);
+    };
+    std::printf("%-28s %-6s -> %-6s %14s %14s %14s\n", target.name.c_str(), other.c_str(),
+                target.gpu.c_str(), cell(cold).c_str(), cell(warm).c_str(), cell(both).c_str());
     std::fflush(stdout);
   }
   return 0;

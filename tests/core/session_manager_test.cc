@@ -652,6 +652,13 @@ TEST_F(SessionManagerTest, TheBankSeedsTheSameWorkloadOnOtherHardware) {
   auto rep = m_->Report(b);
   ASSERT_TRUE(rep.ok()) << rep.status();
   EXPECT_GT(rep->search().warm_starts(), 0);
+  // Every trial of the first session that ran (doctor, search and verify
+  // runs are all in the bank) is data for the second's models: the same
+  // workload, on another GPU.
+  int ran = 0;
+  for (const auto& t : first->trials()) ran += t.status() == "ok";
+  EXPECT_GT(ran, 0);
+  EXPECT_EQ(rep->search().related_trials(), ran);
   EXPECT_GE(rep->search().proposals_by_reason().at("bank"), 1);
   // The first search trial is the other GPU's best setting.
   const v1::TrialView* first_search = nullptr;
