@@ -519,6 +519,13 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     return false;
   };
 
+  // The models, fitted once per proposal when first needed.
+  std::optional<Models> fitted;
+  auto models = [&]() -> const Models& {
+    if (!fitted) fitted.emplace(ctx, planner, history, options_, ctx.priors, &history_index);
+    return *fitted;
+  };
+
   // Start: the bank's settings, kept at least two knobs apart.
   std::vector<int64_t> warm;
   int warm_used = 0;
@@ -536,8 +543,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     for (int64_t w : warm) {
       if (w >= 0) valid.push_back(w);
     }
-    const Models m(ctx, planner, history, options_, ctx.priors, &history_index);
-    const std::vector<Models::Prediction> pred = m.PredictAll(valid);
+    const std::vector<Models::Prediction> pred = models().PredictAll(valid);
     for (size_t i = 0, j = 0; i < warm.size(); ++i) {
       if (warm[i] >= 0) warm_fit[i] = pred[j++].p_fit;
     }
@@ -634,7 +640,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       why[i] = "space-filling";
     }
   } else {
-    const Models m(ctx, planner, history, options_, ctx.priors, &history_index);
+    const Models& m = models();
     std::vector<Models::Prediction> pred = m.PredictAll(pool);
     for (size_t i = 0; i < pool.size(); ++i) score[i] = pred[i].Score();
     // Memory-saver pairing: the best predicted speed-ups that would not fit
