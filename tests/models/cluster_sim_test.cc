@@ -180,11 +180,16 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The planner's step-time estimate: Narayanan et al.'s terms, exactly, and
 // a usable (not perfect) guide to the simulator's landscape.
-TEST(TextbookStepTimeTest, NarayananTermsOnOneGpu) {
-  ModelShape m = Gpt(24, 2048, 16, 64);
+ClusterShape H100Node(int gpus) {
   ClusterShape c;
   c.gpu = *FindGpu("H100");
-  c.gpus_per_node = 1;
+  c.gpus_per_node = gpus;
+  return c;
+}
+
+TEST(TextbookStepTimeTest, NarayananTermsOnOneGpu) {
+  const ModelShape m = Gpt(24, 2048, 16, 64);
+  const ClusterShape c = H100Node(1);
   LaunchKnobs k;
   const double ideal = ModelFlopsPerToken(m) * 64 * 2048 / (c.gpu.bf16_tflops * 1e12 * c.gpu.gemm_efficiency);
   EXPECT_NEAR(TextbookStepTimeS(m, c, k) / ideal, 1.0, 1e-12);
@@ -196,10 +201,8 @@ TEST(TextbookStepTimeTest, NarayananTermsOnOneGpu) {
 }
 
 TEST(TextbookStepTimeTest, BubbleAndCommunicationTerms) {
-  ModelShape m = Gpt(24, 2048, 16, 64);
-  ClusterShape c;
-  c.gpu = *FindGpu("H100");
-  c.gpus_per_node = 8;
+  const ModelShape m = Gpt(24, 2048, 16, 64);
+  const ClusterShape c = H100Node(8);
   LaunchKnobs k;
   k.overlap_grad_reduce = true;  // no exposed data-parallel term
   const double flat = TextbookStepTimeS(m, c, k);
