@@ -174,11 +174,14 @@ class Models {
     // Related trials that ran, each source with an offset column after the
     // estimate's.
     std::vector<const CtxRelated*> related;
+    std::vector<int64_t> related_index;
     std::map<std::string, int> source_col;
     static const std::vector<CtxRelated> kNone;
     for (const CtxRelated& r : ctx.related != nullptr ? *ctx.related : kNone) {
-      if (!Ran(r.obs) || IndexOf(spec_, r.obs.config) < 0) continue;
+      const int64_t index = Ran(r.obs) ? IndexOf(spec_, r.obs.config) : -1;
+      if (index < 0) continue;
       related.push_back(&r);
+      related_index.push_back(index);
       source_col.emplace(r.source, static_cast<int>(source_col.size()));
     }
     const int est_dim = d + (time_estimate ? 1 : 0);
@@ -291,10 +294,8 @@ class Models {
       const Eigen::Index r = ok_rows[i];
       xt.row(static_cast<Eigen::Index>(i)).head(d) = x_all.row(r);
       if (time_estimate) {
-        const int64_t index = done_index[static_cast<size_t>(r)];
         xt(static_cast<Eigen::Index>(i), d) =
-            index >= 0 ? LogTime(planner_.time_estimate_s_at(index))
-                       : TimeFeature(done[static_cast<size_t>(r)]->config);
+            TimeFeature(done_index[static_cast<size_t>(r)], done[static_cast<size_t>(r)]->config);
       }
     }
     // A related row counts related_weight of an own one: scaling the row
@@ -305,8 +306,8 @@ class Models {
     for (size_t j = 0; j < related.size(); ++j) {
       const Eigen::Index r = n_own + static_cast<Eigen::Index>(j);
       const Observation& h = related[j]->obs;
-      f_.EncodeInto(h.config, xt.row(r));
-      if (time_estimate) xt(r, d) = TimeFeature(h.config);
+      f_.EncodeAt(related_index[j], xt.row(r));
+      if (time_estimate) xt(r, d) = LogTime(planner_.time_estimate_s_at(related_index[j]));
       xt(r, est_dim + source_col[related[j]->source]) = 1.0;
       xt.row(r) *= rw;
       yt[r] = rw * std::log(h.step_time_s);
@@ -337,10 +338,8 @@ class Models {
         const Eigen::Index r = mem_rows[sub.rows[i]];
         xm.row(static_cast<Eigen::Index>(i)).head(d) = x_all.row(r);
         if (estimate) {
-          const int64_t index = done_index[static_cast<size_t>(r)];
           xm(static_cast<Eigen::Index>(i), d) =
-              index >= 0 ? LogEstimate(planner_.memory_estimate_gib_at(index))
-                         : EstimateFeature(done[static_cast<size_t>(r)]->config);
+              EstimateFeature(done_index[static_cast<size_t>(r)], done[static_cast<size_t>(r)]->config);
         }
       }
       // Related peaks: the same workload's memory on another GPU is the
@@ -348,9 +347,9 @@ class Models {
       // another capacity and are left out).
       Eigen::VectorXd my = Vec(Pick(mem_y, sub.rows)), mc = Vec(Pick(mem_cens, sub.rows));
       Eigen::VectorXd mw = sub.weights;
-      std::vector<const Observation*> peaks;
-      for (const CtxRelated* r : related) {
-        if (r->obs.peak_mem_gib > 0) peaks.push_back(&r->obs);
+      std::vector<size_t> peaks;  // into related
+      for (size_t j = 0; j < related.size(); ++j) {
+        if (related[j]->obs.peak_mem_gib > 0) peaks.push_back(j);
       }
       if (!peaks.empty()) {
         const Eigen::Index n0 = xm.rows(), extra = static_cast<Eigen::Index>(peaks.size());
@@ -359,11 +358,11 @@ class Models {
         mc.conservativeResize(n0 + extra);
         mw.conservativeResize(n0 + extra);
         for (Eigen::Index j = 0; j < extra; ++j) {
-          const Observation& h = *peaks[static_cast<size_t>(j)];
+          const size_t k = peaks[static_cast<size_t>(j)];
           xm.row(n0 + j).setZero();
-          f_.EncodeInto(h.config, xm.row(n0 + j));
-          if (estimate) xm(n0 + j, d) = EstimateFeature(h.config);
-          my[n0 + j] = std::log(h.peak_mem_gib);
+          f_.EncodeAt(related_index[k], xm.row(n0 + j));
+          if (estimate) xm(n0 + j, d) = LogEstimate(planner_.memory_estimate_gib_at(related_index[k]));
+          my[n0 + j] = std::log(related[k]->obs.peak_mem_gib);
           mc[n0 + j] = 0.0;
           mw[n0 + j] = o.related_weight;
         }
@@ -430,6 +429,14 @@ class Models {
   double LogTime(double s) const { return std::log(std::max(s, 1e-9)) - base_time_estimate_; }
   double TimeFeature(const Config& c) const { return LogTime(planner_.time_estimate_s(c)); }
   double EstimateFeature(const Config& c) const { return LogEstimate(planner_.memory_estimate_gib(c)); }
+  // By index of the space where the setting is in it (no Config parsing),
+  // else from the Config.
+  double TimeFeature(int64_t index, const Config& c) const {
+    return index >= 0 ? LogTime(planner_.time_estimate_s_at(index)) : TimeFeature(c);
+  }
+  double EstimateFeature(int64_t index, const Config& c) const {
+    return index >= 0 ? LogEstimate(planner_.memory_estimate_gib_at(index)) : EstimateFeature(c);
+  }
   Eigen::VectorXd MemX(const Config& c) const {
     Eigen::VectorXd x = f_.Encode(c, mem_dim_ - f_.dim());
     if (mem_dim_ > f_.dim()) x[f_.dim()] = EstimateFeature(c);
