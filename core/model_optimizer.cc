@@ -635,7 +635,12 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
   }
   const int finished = static_cast<int>(measured.size());
   std::vector<double> score(pool.size(), 0.0);
-  const bool informed = ctx.priors != nullptr || warm_used > 0;
+  // Priors, bank starts or the bank's trials of this workload inform the
+  // models from the first proposal: no space-filling then.
+  const bool learned_from_bank =
+      ctx.related != nullptr &&
+      std::any_of(ctx.related->begin(), ctx.related->end(), [](const CtxRelated& r) { return Ran(r.obs); });
+  const bool informed = ctx.priors != nullptr || warm_used > 0 || learned_from_bank;
   const int initial = informed ? 0 : options_.initial_designs;
   if (finished < initial + 1) {
     // Cold start: far from everything tried (space-filling).

@@ -17,8 +17,9 @@
 //    launcher errors, timeouts, contract violations).
 // Settings the launcher's known rules refuse are never proposed.
 //
-// Start: the bank's best settings of similar workloads (kept apart), else a
-// space-filling design. Then: expected improvement of log step time times
+// Start: the bank's best settings of similar workloads (kept apart); a
+// space-filling design only when neither priors nor the bank's trials
+// inform the models. Then: expected improvement of log step time times
 // P(fits) x P(launches), over every untried setting in small spaces and a
 // sample plus the neighbourhood of the best in large ones; every other
 // trial, the first pick stays within two knobs of the fastest setting so
@@ -50,7 +51,7 @@ class ModelOptimizer : public Optimizer {
  public:
   struct Options {
     // Settings proposed space-filling before the models take over, when
-    // neither priors nor bank starts are given.
+    // neither priors, bank starts nor related trials are given.
     int initial_designs = 2;
     // Candidates sampled per proposal in spaces larger than max_enumerate.
     int pool_size = 3000;

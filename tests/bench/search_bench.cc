@@ -61,6 +61,7 @@ struct Bench {
   std::function<Outcome(const Config&)> evaluate;
   double best = 0;
   double baseline = 0;
+  Config best_config;  // where known (the simulator's landscapes)
 };
 
 std::string Read(const std::string& path) {
@@ -94,6 +95,7 @@ Bench SimBench(const infrarsi::SessionSpec& spec) {
   b.name = spec.name + " (sim)";
   auto land = infrarsi::EnumerateSimLandscape(b.spec, 1);
   b.best = land->best.front().result.step_time_s;
+  b.best_config = land->best.front().config;
   b.baseline = land->baseline.result.step_time_s;
   b.evaluate = [spec](const Config& c) {
     namespace ms = infrarsi::models::sim;
@@ -235,7 +237,8 @@ struct SessionResult {
 
 SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrarsi::Priors* priors,
                          const std::vector<Config>& warm, int budget, uint64_t seed,
-                         const std::vector<infrarsi::SearchContext::Related>& related = {}) {
+                         const std::vector<infrarsi::SearchContext::Related>& related = {},
+                         bool stop_when_reached = false) {
   // The baseline is measured by the doctor first, as in a session.
   Outcome bo;
   std::vector<Observation> history = {Observe(b, b.spec.baseline, &bo)};
@@ -248,7 +251,8 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
   ctx.warm_starts = warm;
   ctx.related = &related;
   for (int n = 1; n <= budget; ++n) {
-    auto next = opt.Propose(ctx, history, 1, seed * 1000 + static_cast<uint64_t>(n)).configs;
+    const infrarsi::Proposal proposal = opt.Propose(ctx, history, 1, seed * 1000 + static_cast<uint64_t>(n));
+    const std::vector<Config>& next = proposal.configs;
     if (next.empty()) break;
     Outcome o;
     history.push_back(Observe(b, next[0], &o));
@@ -257,9 +261,10 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
       for (const auto& k : b.spec.knobs) {
         if (next[0].at(k.name) != b.spec.baseline.at(k.name)) diff += k.name + "=" + next[0].at(k.name) + " ";
       }
-      std::fprintf(stderr, "seed %llu trial %3d %-6s %8.3f (%5.3f of best) %s\n",
+      std::fprintf(stderr, "seed %llu trial %3d %-6s %8.3f (%5.3f of best) [%s] %s\n",
                    static_cast<unsigned long long>(seed), n, history.back().status.c_str(),
-                   o.step_time_s, o.ok ? o.step_time_s / b.best : 0.0, diff.c_str());
+                   o.step_time_s, o.ok ? o.step_time_s / b.best : 0.0,
+                   proposal.reasons.empty() ? "" : proposal.reasons[0].c_str(), diff.c_str());
     }
     // Failures count until the session gets within 2% (what it paid to
     // get there), or over the whole budget if it never does.
@@ -271,7 +276,7 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
     if (n <= 40) r.best_at_40 = r.best_found;
     if (o.ok && o.step_time_s <= 1.02 * b.best && r.trials_to_2pct > budget) {
       r.trials_to_2pct = n;
-      if (n >= 40) break;  // nothing left to measure
+      if (n >= 40 || stop_when_reached) break;  // nothing left to measure
     }
   }
   if (r.best_at_40 == 0) r.best_at_40 = r.best_found;
@@ -340,10 +345,11 @@ int Transfer(int seeds, const std::string& only) {
   std::printf("Transfer: same workload, other GPU; the bank holds one 40-trial cold session on the\n"
               "source GPU. Median / p90 trials to within 2%% of the target's best (%d seeds, budget\n"
               "200): cold; starting from the bank's best settings; and also learning from all of\n"
-              "that session's trials.\n\n",
+              "that session's trials. src best: the source's best setting on the target, as a\n"
+              "multiple of the target's best; dst best: the target's best on the source.\n\n",
               seeds);
-  std::printf("%-28s %-6s -> %-6s %14s %14s %14s\n", "workload", "from", "to", "cold",
-              "bank starts", "+ its trials");
+  std::printf("%-28s %-6s -> %-6s %14s %14s %14s %9s %9s\n", "workload", "from", "to", "cold",
+              "bank starts", "+ its trials", "src best", "dst best");
   infrarsi::ModelOptimizer model;
   for (const char* f : kWorkloads) {
     if (!only.empty() && std::string(f).find(only) == std::string::npos) continue;
@@ -378,18 +384,32 @@ int Transfer(int seeds, const std::string& only) {
       for (size_t i = 0; i < ok.size() && i < 5; ++i) bank.push_back(ok[i].config);
       std::vector<infrarsi::SearchContext::Related> related;
       for (const Observation& o : hist) related.push_back({o, "source-session"});
-      cold.push_back(RunSession(dst, model, nullptr, {}, 200, static_cast<uint64_t>(seed)).trials_to_2pct);
-      warm.push_back(RunSession(dst, model, nullptr, bank, 200, static_cast<uint64_t>(seed)).trials_to_2pct);
+      // Only the trials to within 2% are measured here.
+      cold.push_back(RunSession(dst, model, nullptr, {}, 200, static_cast<uint64_t>(seed), {}, true).trials_to_2pct);
+      warm.push_back(RunSession(dst, model, nullptr, bank, 200, static_cast<uint64_t>(seed), {}, true).trials_to_2pct);
       both.push_back(
-          RunSession(dst, model, nullptr, bank, 200, static_cast<uint64_t>(seed), related).trials_to_2pct);
+          RunSession(dst, model, nullptr, bank, 200, static_cast<uint64_t>(seed), related, true).trials_to_2pct);
     }
     auto cell = [](const std::vector<double>& v) {
       char buf[32];
       std::snprintf(buf, sizeof(buf), "%.0f / %.0f", Percentile(v, 0.5), Percentile(v, 0.9));
       return std::string(buf);
     };
-    std::printf("%-28s %-6s -> %-6s %14s %14s %14s\n", target.name.c_str(), other.c_str(),
-                target.gpu.c_str(), cell(cold).c_str(), cell(warm).c_str(), cell(both).c_str());
+    // How far apart the two landscapes are: each one's best run on the
+    // other GPU, against that GPU's best.
+    auto on = [](const Bench& where, const Config& c) {
+      const Outcome o = where.evaluate(c);
+      char buf[32];
+      if (o.ok) {
+        std::snprintf(buf, sizeof(buf), "%.3f", o.step_time_s / where.best);
+      } else {
+        std::snprintf(buf, sizeof(buf), "%s", o.oom ? "OOM" : "fails");
+      }
+      return std::string(buf);
+    };
+    std::printf("%-28s %-6s -> %-6s %14s %14s %14s %9s %9s\n", target.name.c_str(), other.c_str(),
+                target.gpu.c_str(), cell(cold).c_str(), cell(warm).c_str(), cell(both).c_str(),
+                on(dst, src.best_config).c_str(), on(src, dst.best_config).c_str());
     std::fflush(stdout);
   }
   return 0;
