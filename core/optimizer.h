@@ -3,6 +3,7 @@
 #ifndef INFRARSI_CORE_OPTIMIZER_H_
 #define INFRARSI_CORE_OPTIMIZER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,6 +40,9 @@ struct SearchContext {
     std::string source;
   };
   const std::vector<Related>* related = nullptr;  // null: none; not owned
+  // The server passes at most this many (the newest), which bounds a
+  // proposal's cost however large the bank grows.
+  static constexpr size_t kMaxRelated = 400;
 };
 
 struct Proposal {

@@ -26,8 +26,6 @@ namespace ts = trial_status;
 
 constexpr size_t kMaxEventBacklog = 2000;
 constexpr int kMaxInFlightPerSession = 16;
-// Bank trials a session's models learn from, at most (the newest).
-constexpr size_t kMaxRelatedTrials = 400;
 
 const std::pair<v1::Stage, const char*> kStageNames[] = {
     {v1::STAGE_INITIALIZED, "initialized"}, {v1::STAGE_DOCTORING, "doctoring"},
@@ -708,8 +706,8 @@ absl::Status SessionManager::LoadBankStartLocked(SessionState& s) {
   s.warm_starts = std::move(out);
   // The newest related trials, so a proposal's cost stays bounded however
   // large the bank grows (bank ids ascend, so the last rows are the newest).
-  if (related.size() > kMaxRelatedTrials) {
-    related.erase(related.begin(), related.end() - static_cast<std::ptrdiff_t>(kMaxRelatedTrials));
+  if (related.size() > SearchContext::kMaxRelated) {
+    related.erase(related.begin(), related.end() - static_cast<std::ptrdiff_t>(SearchContext::kMaxRelated));
   }
   s.related = std::move(related);
   return absl::OkStatus();

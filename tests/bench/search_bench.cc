@@ -544,12 +544,16 @@ int Latency(int history_size) {
   const std::string root = INFRARSI_SOURCE_DIR;
   std::printf(
       "Proposal latency with %d trials of history (random settings, 1 in 20 a contract\n"
-      "violation), 1 proposal of 1 setting each\n\n",
-      history_size);
-  std::printf("%-28s %10s %10s %10s\n", "landscape", "p50 ms", "p99 ms", "max ms");
+      "violation), 1 proposal of 1 setting each; then the same with the server's most of\n"
+      "%zu bank trials of the workload from another GPU (SearchContext::related)\n\n",
+      history_size, infrarsi::SearchContext::kMaxRelated);
+  std::printf("%-28s %10s %10s %10s   %10s %10s\n", "landscape", "p50 ms", "p99 ms", "max ms",
+              "+bank p50", "+bank p99");
+  const int n = std::getenv("LATENCY_N") ? std::atoi(std::getenv("LATENCY_N")) : 100;
   for (const char* f : kWorkloads) {
     const std::string path = root + "/deploy/workloads/" + f;
-    const Bench b = SimBench(Parse(Read(path), root + "/deploy/workloads", path));
+    const infrarsi::SessionSpec spec = Parse(Read(path), root + "/deploy/workloads", path);
+    const Bench b = SimBench(spec);
     infrarsi::RandomOptimizer random;
     infrarsi::SearchContext ctx;
     ctx.spec = &b.spec;
@@ -560,17 +564,37 @@ int Latency(int history_size) {
       // violations), one trial in 20, so the run model is fitted too.
       if (hist.size() % 20 == 0) hist.back().status = "violation";
     }
-    infrarsi::ModelOptimizer model;
-    std::vector<double> ms;
-    for (int i = 0; i < (std::getenv("LATENCY_N") ? std::atoi(std::getenv("LATENCY_N")) : 100); ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      auto p = model.Propose(ctx, hist, 1, static_cast<uint64_t>(i));
-      const auto t1 = std::chrono::steady_clock::now();
-      ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-      if (p.configs.empty()) break;
+    // The bank's rows as the server loads them: trials that ran, on the
+    // other GPU.
+    infrarsi::SessionSpec other = spec;
+    other.gpu = spec.gpu == "H100" ? "H200" : "H100";
+    other.sim.cluster.gpu = *infrarsi::models::sim::FindGpu(other.gpu);
+    const Bench src = SimBench(other);
+    std::vector<infrarsi::SearchContext::Related> related;
+    for (const Config& c : random.Propose(ctx, {}, 4 * static_cast<int>(infrarsi::SearchContext::kMaxRelated), 2).configs) {
+      if (related.size() >= infrarsi::SearchContext::kMaxRelated) break;
+      Observation o = Observe(src, c);
+      if (o.status == "ok") related.push_back({o, "bank-session"});
     }
-    std::printf("%-28s %10.1f %10.1f %10.1f\n", b.name.c_str(), Percentile(ms, 0.5),
-                Percentile(ms, 0.99), Percentile(ms, 1.0));
+    infrarsi::ModelOptimizer model;
+    auto time = [&](const infrarsi::SearchContext& c) {
+      std::vector<double> ms;
+      for (int i = 0; i < n; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto p = model.Propose(c, hist, 1, static_cast<uint64_t>(i));
+        const auto t1 = std::chrono::steady_clock::now();
+        ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        if (p.configs.empty()) break;
+      }
+      return ms;
+    };
+    const std::vector<double> plain = time(ctx);
+    infrarsi::SearchContext with_bank = ctx;
+    with_bank.related = &related;
+    const std::vector<double> bank = time(with_bank);
+    std::printf("%-28s %10.1f %10.1f %10.1f   %10.1f %10.1f\n", b.name.c_str(), Percentile(plain, 0.5),
+                Percentile(plain, 0.99), Percentile(plain, 1.0), Percentile(bank, 0.5),
+                Percentile(bank, 0.99));
     std::fflush(stdout);
   }
   return 0;
