@@ -182,6 +182,7 @@ absl::StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(const Opt
   if (options.max_attempts < 1) return absl::InvalidArgumentError("max_attempts: must be >= 1");
   std::unique_ptr<SessionManager> m(new SessionManager(options));
   RETURN_IF_ERROR(m->Load());
+  RETURN_IF_ERROR(m->ProposePending());  // resumed sessions' windows
   return m;
 }
 
@@ -250,8 +251,7 @@ absl::Status SessionManager::Load() {
     if (stage == v1::STAGE_RUNNING) {
       std::pair<std::optional<Priors>, std::string> priors{std::nullopt, "none"};
       if (options_.priors_for) priors = options_.priors_for(s->spec);
-      UsePriors(std::move(priors), s->spec, &s->priors, &s->priors_label);
-      RETURN_IF_ERROR(LoadBankStartLocked(*s));
+      RETURN_IF_ERROR(StartSearchLocked(*s, std::move(priors)));
       RETURN_IF_ERROR(TransactLocked(*s, [&] { return FillWindowLocked(*s); }));
     } else if (stage == v1::STAGE_VERIFYING) {
       RETURN_IF_ERROR(TransactLocked(*s, [&] { return AdvanceVerificationLocked(*s); }));
@@ -574,19 +574,22 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
     }
     priors = options_.priors_for(*spec);
   }
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   ASSIGN_OR_RETURN(SessionState * s, FindForLocked(request.session_id(), who, Action::kSubmit));
   if (StageFromName(s->rec.stage) != v1::STAGE_DOCTORED) {
     return StageError(s->rec.id, s->rec.stage, "run needs a finished doctor (stage doctored)");
   }
-  UsePriors(std::move(priors), s->spec, &s->priors, &s->priors_label);
-  RETURN_IF_ERROR(LoadBankStartLocked(*s));
+  RETURN_IF_ERROR(StartSearchLocked(*s, std::move(priors)));
   s->stop_reason.clear();
   RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
     if (request.max_trials() > 0) s->rec.max_trials = request.max_trials();
     RETURN_IF_ERROR(SaveSessionLocked(*s, StageName(v1::STAGE_RUNNING)));
     return FillWindowLocked(*s);
   }));
+  // The first proposals, outside the lock; the summary shows them queued.
+  lock.Release();
+  RETURN_IF_ERROR(ProposePending());
+  absl::MutexLock again(&mu_);
   work_cv_.SignalAll();
   return SummaryLocked(*s);
 }
@@ -630,7 +633,10 @@ absl::StatusOr<std::vector<Observation>> SessionManager::HistoryLocked(const Ses
   return history;
 }
 
-absl::Status SessionManager::LoadBankStartLocked(SessionState& s) {
+absl::Status SessionManager::StartSearchLocked(
+    SessionState& s, std::pair<std::optional<Priors>, std::string> priors) {
+  auto in = std::make_shared<SearchInputs>();
+  UsePriors(std::move(priors), s.spec, &in->priors, &in->priors_label);
   // Relevance tiers: the same workload on the same GPU, on another GPU, the
   // same model at another shape, then any session with the same knobs.
   const std::string sig = s.spec.WorkloadSignature();
@@ -703,71 +709,137 @@ absl::Status SessionManager::LoadBankStartLocked(SessionState& s) {
     if (e.config == s.spec.baseline) continue;
     if (std::find(out.begin(), out.end(), e.config) == out.end()) out.push_back(e.config);
   }
-  s.warm_starts = std::move(out);
+  in->warm_starts = std::move(out);
   // The newest related trials, so a proposal's cost stays bounded however
   // large the bank grows (bank ids ascend, so the last rows are the newest).
   if (related.size() > SearchContext::kMaxRelated) {
     related.erase(related.begin(), related.end() - static_cast<std::ptrdiff_t>(SearchContext::kMaxRelated));
   }
-  s.related = std::move(related);
+  in->related = std::move(related);
+  s.search = std::move(in);
   return absl::OkStatus();
 }
 
-absl::Status SessionManager::FillWindowLocked(SessionState& s) {
-  if (StageFromName(s.rec.stage) != v1::STAGE_RUNNING) return absl::OkStatus();
+int SessionManager::WindowRoomLocked(SessionState& s) {
   // Keep one trial in flight per live agent: enough to use the cluster, few
   // enough that every proposal sees nearly all results.
   const int window = std::clamp(LiveAgentsForLocked(s), 1, kMaxInFlightPerSession);
   const int budget_left = s.rec.max_trials - s.search_total;
-  int want = std::min(window - s.search_in_flight, budget_left);
   if (budget_left <= 0 && s.stop_reason.empty()) {
     s.stop_reason = absl::StrCat("trial budget spent (", s.rec.max_trials, " search trials)");
   }
-  if (want > 0 && s.stop_reason.empty()) {
-    double gpu_s = 0;
-    ASSIGN_OR_RETURN(std::vector<Observation> history, HistoryLocked(s, &gpu_s));
-    if (s.spec.max_gpu_hours > 0 && gpu_s >= s.spec.max_gpu_hours * 3600) {
-      s.stop_reason = absl::StrFormat("GPU-hour budget spent (%.2f of %.2f GPU-hours)",
-                                      gpu_s / 3600, s.spec.max_gpu_hours);
-      want = 0;
+  return std::min(window - s.search_in_flight, budget_left);
+}
+
+absl::Status SessionManager::FillWindowLocked(SessionState& s) {
+  if (StageFromName(s.rec.stage) != v1::STAGE_RUNNING) return absl::OkStatus();
+  if (WindowRoomLocked(s) > 0 && s.stop_reason.empty()) {
+    s.refill_pending = true;
+    return absl::OkStatus();
+  }
+  if (s.search_in_flight == 0 && !s.proposing) return FinishRunLocked(s);
+  return absl::OkStatus();
+}
+
+absl::Status SessionManager::ProposePending() {
+  for (;;) {
+    // One pending session at a time: its inputs are copied (or shared,
+    // immutable) under the lock, the models are fitted without it.
+    std::string id;
+    SessionSpec spec;
+    std::shared_ptr<const SearchInputs> in;
+    std::vector<Observation> history;
+    int want = 0;
+    uint64_t seed = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      SessionState* s = nullptr;
+      for (auto& [sid, st] : sessions_) {
+        if (st->refill_pending && !st->proposing) {
+          s = st.get();
+          break;
+        }
+      }
+      if (s == nullptr) return absl::OkStatus();
+      s->refill_pending = false;
+      if (StageFromName(s->rec.stage) != v1::STAGE_RUNNING) continue;
+      absl::Status st = TransactLocked(*s, [&]() -> absl::Status {
+        want = s->stop_reason.empty() ? WindowRoomLocked(*s) : 0;
+        if (want <= 0) return FillWindowLocked(*s);
+        double gpu_s = 0;
+        ASSIGN_OR_RETURN(history, HistoryLocked(*s, &gpu_s));
+        if (s->spec.max_gpu_hours > 0 && gpu_s >= s->spec.max_gpu_hours * 3600) {
+          s->stop_reason = absl::StrFormat("GPU-hour budget spent (%.2f of %.2f GPU-hours)",
+                                           gpu_s / 3600, s->spec.max_gpu_hours);
+          want = 0;
+          return FillWindowLocked(*s);
+        }
+        return absl::OkStatus();
+      });
+      if (!st.ok()) {
+        s->refill_pending = true;
+        return st;
+      }
+      if (want <= 0) continue;
+      s->proposing = true;
+      id = s->rec.id;
+      spec = s->spec;
+      in = s->search;
+      // Seeded by the session and its progress: a restarted server proposes
+      // what the old one would have.
+      seed = s->spec.seed * 0x9e3779b97f4a7c15ULL + history.size();
     }
     SearchContext ctx;
-    ctx.spec = &s.spec;
-    ctx.priors = s.priors ? &*s.priors : nullptr;
-    ctx.warm_starts = s.warm_starts;
-    ctx.related = &s.related;
-    // Seeded by the session and its progress: a restarted server proposes
-    // what the old one would have.
-    const uint64_t seed = s.spec.seed * 0x9e3779b97f4a7c15ULL + history.size();
-    const Proposal p = want > 0 ? optimizer_->Propose(ctx, history, want, seed) : Proposal();
-    // Stop: nothing left to try, or nothing expected to beat the best by
-    // more than the noise (checked only once min_trials ran).
-    const double stop_below = std::max(s.spec.stop_gain, s.doctor.noise_floor());
-    if (want > 0 && p.configs.empty()) {
-      s.stop_reason = "every setting of the space was tried";
-    } else if (want > 0 && s.search_done >= s.spec.min_trials && p.expected_gain >= 0 &&
-               p.expected_gain < stop_below) {
-      s.stop_reason = absl::StrFormat(
-          "no setting is expected to beat the best by more than %.2f%% (expected gain %.3f%%) "
-          "after %d search trials",
-          100 * stop_below, 100 * p.expected_gain, s.search_done);
-    } else {
-      for (size_t i = 0; i < p.configs.size(); ++i) {
-        storage::TrialRecord t;
-        t.session_id = s.rec.id;
-        t.purpose = "search";
-        t.config = EncodeConfigJson(p.configs[i]);
-        t.tag = p.reasons[i];
-        t.status = ts::kQueued;
-        t.created_ms = NowMs();
-        ASSIGN_OR_RETURN(t.id, options_.storage->InsertTrial(t));
-        ++s.search_total;
-        ++s.search_in_flight;
-      }
+    ctx.spec = &spec;
+    ctx.priors = in->priors ? &*in->priors : nullptr;
+    ctx.warm_starts = in->warm_starts;
+    ctx.related = &in->related;
+    const Proposal p = optimizer_->Propose(ctx, history, want, seed);
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(SessionState * s, FindLocked(id));
+    s->proposing = false;
+    absl::Status st = TransactLocked(*s, [&] { return ApplyProposalLocked(*s, p); });
+    if (!st.ok()) {
+      s->refill_pending = true;
+      return st;
+    }
+    work_cv_.SignalAll();
+  }
+}
+
+absl::Status SessionManager::ApplyProposalLocked(SessionState& s, const Proposal& p) {
+  // The session may have moved on while the proposal was made (cancelled,
+  // trials finished, agents gone): queue what there is still room for.
+  if (StageFromName(s.rec.stage) != v1::STAGE_RUNNING) return absl::OkStatus();
+  const int room = s.stop_reason.empty() ? WindowRoomLocked(s) : 0;
+  // Stop: nothing left to try, or nothing expected to beat the best by
+  // more than the noise (checked only once min_trials ran).
+  const double stop_below = std::max(s.spec.stop_gain, s.doctor.noise_floor());
+  if (room <= 0) {
+    // Nothing to queue (the budget went meanwhile).
+  } else if (p.configs.empty()) {
+    s.stop_reason = "every setting of the space was tried";
+  } else if (s.search_done >= s.spec.min_trials && p.expected_gain >= 0 &&
+             p.expected_gain < stop_below) {
+    s.stop_reason = absl::StrFormat(
+        "no setting is expected to beat the best by more than %.2f%% (expected gain %.3f%%) "
+        "after %d search trials",
+        100 * stop_below, 100 * p.expected_gain, s.search_done);
+  } else {
+    for (size_t i = 0; i < p.configs.size() && static_cast<int>(i) < room; ++i) {
+      storage::TrialRecord t;
+      t.session_id = s.rec.id;
+      t.purpose = "search";
+      t.config = EncodeConfigJson(p.configs[i]);
+      t.tag = p.reasons[i];
+      t.status = ts::kQueued;
+      t.created_ms = NowMs();
+      ASSIGN_OR_RETURN(t.id, options_.storage->InsertTrial(t));
+      ++s.search_total;
+      ++s.search_in_flight;
     }
   }
-  if (s.search_in_flight == 0) return FinishRunLocked(s);
-  return absl::OkStatus();
+  return FillWindowLocked(s);
 }
 
 absl::Status SessionManager::FinishRunLocked(SessionState& s) {
@@ -895,7 +967,7 @@ absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
           absl::StrCat("executors: unknown executor '", e, "' (known: replay, process, sim)"));
     }
   }
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   storage::AgentRecord a;
   a.id = (!r.agent_id().empty() && agents_.count(r.agent_id())) ? r.agent_id() : NewId("agt");
   a.host = r.host();
@@ -912,6 +984,8 @@ absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
     RETURN_IF_ERROR(TransactLocked(*s, [&] { return FillWindowLocked(*s); }));
   }
   work_cv_.SignalAll();
+  lock.Release();
+  ProposePending().IgnoreError();  // the agent is registered; a failed refill stays pending
   v1::RegisterAgentResponse resp;
   resp.set_agent_id(a.id);
   resp.set_lease_timeout_ms(absl::ToInt64Milliseconds(options_.lease_timeout));
@@ -1101,6 +1175,15 @@ absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
 
 absl::StatusOr<v1::CompleteTrialResponse> SessionManager::CompleteTrial(
     const v1::CompleteTrialRequest& r) {
+  auto resp = RecordCompletion(r);
+  // The follow-up proposal, outside the lock. The completion is recorded
+  // whatever happens to it; a failed one stays pending for the reaper.
+  if (resp.ok()) ProposePending().IgnoreError();
+  return resp;
+}
+
+absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
+    const v1::CompleteTrialRequest& r) {
   const v1::TrialOutcome& o = r.outcome();
   const std::string& status = o.status();
   if (status != ts::kOk && status != ts::kOom && status != ts::kFailed &&
@@ -1242,6 +1325,11 @@ absl::Status SessionManager::FinishTrialLocked(SessionState& s, storage::TrialRe
 }
 
 absl::Status SessionManager::ExpireLeases() {
+  RETURN_IF_ERROR(RequeueExpired());
+  return ProposePending();  // also retries refills a storage error left pending
+}
+
+absl::Status SessionManager::RequeueExpired() {
   absl::MutexLock lock(&mu_);
   const int64_t now = NowMs();
   std::vector<storage::TrialRecord> expired;
@@ -1403,9 +1491,9 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
 
   v1::SearchSummary* search = rep.mutable_search();
   search->set_strategy(optimizer_->Name());
-  search->set_priors(s->priors_label);
-  search->set_warm_starts(static_cast<int>(s->warm_starts.size()));
-  search->set_related_trials(static_cast<int>(s->related.size()));
+  search->set_priors(s->search->priors_label);
+  search->set_warm_starts(static_cast<int>(s->search->warm_starts.size()));
+  search->set_related_trials(static_cast<int>(s->search->related.size()));
   search->set_stop_reason(s->verification.search_stop().empty() ? s->stop_reason
                                                                  : s->verification.search_stop());
   for (const auto& t : trials) {
@@ -1416,7 +1504,7 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
   if (!history.empty()) {
     SearchContext ctx;
     ctx.spec = &s->spec;
-    ctx.priors = s->priors ? &*s->priors : nullptr;
+    ctx.priors = s->search->priors ? &*s->search->priors : nullptr;
     const auto* mo = dynamic_cast<const ModelOptimizer*>(optimizer_);
     for (const KnobEffectEstimate& e :
          ExplainKnobs(ctx, history, mo ? mo->options() : ModelOptimizer::Options())) {

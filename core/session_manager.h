@@ -8,7 +8,10 @@
 //
 // Thread safety: all public methods are thread-safe. A single mutex guards
 // the in-memory state; storage calls happen under it, which also serialises
-// the storage transactions.
+// the storage transactions. Proposals (fitting the search's models: up to
+// tens of milliseconds) are made without it, at most one per session at a
+// time, by the thread whose call made room in the window; that call returns
+// once they are queued.
 #ifndef INFRARSI_CORE_SESSION_MANAGER_H_
 #define INFRARSI_CORE_SESSION_MANAGER_H_
 
@@ -150,6 +153,13 @@ class SessionManager {
   // Whether a bank entry of `session_id` may be read by `team`'s callers.
   bool BankVisibleLocked(const std::string& session_id, const Principal& who) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct SearchInputs {
+    std::optional<Priors> priors;
+    std::string priors_label = "none";
+    std::vector<Config> warm_starts;
+    // The bank's trials of the same workload (any GPU) the models learn from.
+    std::vector<SearchContext::Related> related;
+  };
   struct SessionState {
     storage::SessionRecord rec;
     SessionSpec spec;
@@ -164,13 +174,16 @@ class SessionManager {
     v1::Verification verification;    // decoded rec.verification
     std::vector<v1::SessionEvent> events;  // bounded backlog
     int64_t dropped_through_seq = 0;       // newest seq dropped from it
-    // The search's inputs besides trials, set when the run starts.
-    std::optional<Priors> priors;
-    std::string priors_label = "none";
-    std::vector<Config> warm_starts;
-    // The bank's trials of the same workload (any GPU) the models learn from.
-    std::vector<SearchContext::Related> related;
+    // The search's inputs besides trials, set when the run starts and never
+    // changed after: a proposal made outside the lock holds them.
+    std::shared_ptr<const SearchInputs> search = std::make_shared<const SearchInputs>();
     std::string stop_reason;  // set when the search stops early
+    // A proposal is due (FillWindowLocked found room in the window);
+    // ProposePending makes it outside the lock.
+    bool refill_pending = false;
+    // A proposal for this session is being made outside the lock; at most
+    // one at a time, so two never propose the same setting.
+    bool proposing = false;
   };
 
   explicit SessionManager(const Options& options);
@@ -194,14 +207,37 @@ class SessionManager {
   absl::Status FinishTrialLocked(SessionState& s, storage::TrialRecord& t)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AdvanceDoctorLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps the search's window full: where there is room, marks the session
+  // refill_pending (the proposal itself is made by ProposePending, outside
+  // the lock, since fitting the models takes milliseconds to tens of them);
+  // finishes the run when nothing is in flight or due.
   absl::Status FillWindowLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sets s.warm_starts (the bank's best settings of workloads like this
-  // session's, in its space) and s.related (the bank's trials of the same
-  // workload on any GPU, in its space). What the session's team may read.
-  absl::Status LoadBankStartLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How many search trials the window has room for; sets s.stop_reason
+  // when the trial budget is spent.
+  int WindowRoomLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes the proposals of every refill_pending session, each computed
+  // without holding mu_, and queues them (or stops the search). Public
+  // methods that may set refill_pending call it after releasing the lock.
+  // On a storage error the session stays pending, for the next call (the
+  // server's reaper calls ExpireLeases, which calls this, periodically).
+  absl::Status ProposePending() ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues what the window still has room for of proposal `p` (made while
+  // the lock was free), or stops the search.
+  absl::Status ApplyProposalLocked(SessionState& s, const Proposal& p)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets s.search: the priors, the bank's best settings of workloads like
+  // this session's (in its space) and the bank's trials of the same
+  // workload on any GPU (in its space), what the session's team may read.
+  absl::Status StartSearchLocked(SessionState& s,
+                                 std::pair<std::optional<Priors>, std::string> priors)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<Observation>> HistoryLocked(const SessionState& s,
                                                          double* gpu_seconds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // CompleteTrial and ExpireLeases but the proposals that follow them.
+  absl::StatusOr<v1::CompleteTrialResponse> RecordCompletion(const v1::CompleteTrialRequest& r)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status RequeueExpired() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status FinishRunLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AdvanceVerificationLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks a finished trial against the contract; sets status "violation".

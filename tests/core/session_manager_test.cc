@@ -4,15 +4,19 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <set>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "core/optimizer.h"
 #include "core/priors.h"
 #include "storage/sqlite_storage.h"
 #include "tests/testing/subprocess.h"
@@ -79,6 +83,27 @@ class FakeCommitter : public Committer {
   int calls = 0;
 };
 
+// Random search that, once armed, stops inside Propose until released.
+class BlockingOptimizer : public Optimizer {
+ public:
+  Proposal Propose(const SearchContext& ctx, const std::vector<Observation>& history, int n,
+                   uint64_t seed) override {
+    if (armed_) {
+      armed_ = false;
+      entered.Notify();
+      release.WaitForNotification();
+    }
+    return random_.Propose(ctx, history, n, seed);
+  }
+  std::string Name() const override { return "blocking"; }
+  void Arm() { armed_ = true; }
+  absl::Notification entered, release;
+
+ private:
+  std::atomic<bool> armed_{false};
+  RandomOptimizer random_;
+};
+
 class SessionManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -103,6 +128,7 @@ class SessionManagerTest : public ::testing::Test {
     o.max_attempts = 2;
     o.file_readable = [](const std::string&) { return true; };
     o.priors_for = priors_for_;
+    o.optimizer = optimizer_;
     auto m = SessionManager::Create(o);
     ASSERT_TRUE(m.ok()) << m.status();
     m_ = std::move(*m);
@@ -165,6 +191,7 @@ class SessionManagerTest : public ::testing::Test {
   }
 
   std::function<std::pair<std::optional<Priors>, std::string>(const SessionSpec&)> priors_for_;
+  Optimizer* optimizer_ = nullptr;  // null: the manager's own
   std::string dir_;
   FakeClock clock_;
   FakeCommitter committer_;
@@ -597,6 +624,56 @@ std::string WithBudget(const std::string& budget, const std::string& gpu = "H200
                budget);
   spec.replace(spec.find("gpu: H200"), 9, "gpu: " + gpu);
   return spec;
+}
+
+TEST_F(SessionManagerTest, ProposalsAreMadeOutsideTheLock) {
+  BlockingOptimizer blocking;
+  optimizer_ = &blocking;
+  Restart();
+  const std::string agent = Agent();
+  const std::string id = NewSession();
+  DoctorAndRun(id, agent);
+  // The completion of the first search trial asks for the next proposal,
+  // which blocks in the optimizer.
+  auto lease = m_->TryLease(agent);
+  ASSERT_TRUE(lease.ok() && lease->has_value());
+  v1::CompleteTrialRequest c;
+  c.set_trial_id((*lease)->trial_id());
+  c.set_lease_token((*lease)->lease_token());
+  *c.mutable_outcome() = Toy(**lease);
+  blocking.Arm();
+  absl::StatusOr<v1::CompleteTrialResponse> done;
+  std::thread completer([&] { done = m_->CompleteTrial(c); });
+  blocking.entered.WaitForNotification();
+  // Meanwhile the manager serves others: with the lock held through the
+  // proposal this would wait until it is released.
+  absl::Notification served;
+  v1::SessionSummary seen;
+  std::thread reader([&] {
+    seen = Get(id);
+    served.Notify();
+  });
+  const bool in_time = served.WaitForNotificationWithTimeout(absl::Seconds(20));
+  EXPECT_TRUE(in_time) << "GetSession waited for the proposal";
+  // Nothing is in flight while the proposal is made, yet the run goes on.
+  if (in_time) {
+    EXPECT_EQ(seen.stage(), v1::STAGE_RUNNING);
+    EXPECT_EQ(seen.trials_done(), 1);
+  }
+  blocking.release.Notify();
+  completer.join();
+  reader.join();
+  ASSERT_TRUE(done.ok()) << done.status();
+  // The proposal made outside the lock was queued.
+  auto next = m_->TryLease(agent);
+  ASSERT_TRUE(next.ok() && next->has_value());
+  c.set_trial_id((*next)->trial_id());
+  c.set_lease_token((*next)->lease_token());
+  *c.mutable_outcome() = Toy(**next);
+  ASSERT_TRUE(m_->CompleteTrial(c).ok());
+  Drain(agent);
+  EXPECT_EQ(Get(id).stage(), v1::STAGE_SEARCHED);
+  m_.reset();  // before `blocking` goes
 }
 
 TEST_F(SessionManagerTest, SearchStopsWhenNothingIsExpectedToBeatTheBest) {
