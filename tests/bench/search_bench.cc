@@ -12,6 +12,7 @@
 // Usage:
 //   search_bench [seeds=30] [budget=200] [landscape-substring]
 //   search_bench --transfer [seeds=10] [workload-substring]  same workload on another GPU, bank vs cold
+//   search_bench --estimates      the planner's textbook estimates against the simulator
 //   search_bench --latency [history=2000] proposal latency with a long history
 //   search_bench --promote [seeds=30]     whole noisy sessions: what is promoted after re-verification
 //   search_bench --describe               landscapes as JSON lines (for tpe_bench.py)
@@ -38,6 +39,7 @@
 #include "core/doctor.h"
 #include "core/model_optimizer.h"
 #include "core/optimizer.h"
+#include "core/planner.h"
 #include "core/sim_landscape.h"
 #include "core/spec.h"
 #include "models/cluster_sim.h"
@@ -600,6 +602,51 @@ int Latency(int history_size) {
   return 0;
 }
 
+// How far the planner's textbook estimates are from the simulator, over a
+// sample of each workload's settings that run.
+int Estimates() {
+  const std::string root = INFRARSI_SOURCE_DIR;
+  std::printf("Textbook estimates against the simulator, settings that run (up to 5000 sampled):\n"
+              "memory: median / p90 of |log(estimate / peak)| and the median ratio; time: Pearson\n"
+              "correlation of the logs\n\n");
+  std::printf("%-28s %7s %12s %12s %12s %10s\n", "workload", "ran", "mem |log|", "mem p90",
+              "mem ratio", "time corr");
+  for (const char* f : kWorkloads) {
+    const std::string path = root + "/deploy/workloads/" + f;
+    const infrarsi::SessionSpec spec = Parse(Read(path), root + "/deploy/workloads", path);
+    const Bench b = SimBench(spec);
+    const infrarsi::Planner planner = infrarsi::PlannerFor(spec);
+    std::mt19937_64 rng(1);
+    const int64_t size = spec.SpaceSize();
+    std::vector<double> err, ratio, lt, le;
+    for (int i = 0; i < 5000 && i < size; ++i) {
+      const int64_t index = size <= 5000 ? i : static_cast<int64_t>(rng() % static_cast<uint64_t>(size));
+      if (!planner.launches_at(index)) continue;
+      const Outcome o = b.evaluate(infrarsi::ConfigAt(spec, index));
+      if (!o.ok) continue;
+      const double r = planner.memory_estimate_gib_at(index) / o.peak_mem_gib;
+      err.push_back(std::fabs(std::log(r)));
+      ratio.push_back(r);
+      lt.push_back(std::log(o.step_time_s));
+      le.push_back(std::log(planner.time_estimate_s_at(index)));
+    }
+    double mt = 0, me = 0;
+    for (size_t i = 0; i < lt.size(); ++i) mt += lt[i], me += le[i];
+    mt /= static_cast<double>(lt.size());
+    me /= static_cast<double>(le.size());
+    double sxy = 0, sxx = 0, syy = 0;
+    for (size_t i = 0; i < lt.size(); ++i) {
+      sxy += (lt[i] - mt) * (le[i] - me);
+      sxx += (lt[i] - mt) * (lt[i] - mt);
+      syy += (le[i] - me) * (le[i] - me);
+    }
+    std::printf("%-28s %7zu %12.3f %12.3f %12.3f %10.3f\n", spec.name.c_str(), err.size(),
+                Percentile(err, 0.5), Percentile(err, 0.9), Percentile(ratio, 0.5),
+                sxy / std::sqrt(sxx * syy));
+  }
+  return 0;
+}
+
 int Describe() {
   for (const Bench& b : Landscapes()) {
     std::string knobs;
@@ -646,6 +693,7 @@ int Oracle(const std::string& name) {
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--describe") == 0) return Describe();
   if (argc > 2 && std::strcmp(argv[1], "--oracle") == 0) return Oracle(argv[2]);
+  if (argc > 1 && std::strcmp(argv[1], "--estimates") == 0) return Estimates();
   if (argc > 1 && std::strcmp(argv[1], "--transfer") == 0) {
     return Transfer(argc > 2 ? std::atoi(argv[2]) : 10, argc > 3 ? argv[3] : "");
   }
