@@ -28,6 +28,34 @@ int64_t IndexOf(const SessionSpec& spec, const Config& config) {
   return index;
 }
 
+SpaceIndexer::SpaceIndexer(const SessionSpec& spec) : spec_(spec), stride_(spec.knobs.size()) {
+  by_name_.resize(spec.knobs.size());
+  for (size_t k = 0; k < by_name_.size(); ++k) by_name_[k] = k;
+  std::sort(by_name_.begin(), by_name_.end(),
+            [&](size_t a, size_t b) { return spec.knobs[a].name < spec.knobs[b].name; });
+  int64_t stride = 1;
+  for (size_t k = spec.knobs.size(); k-- > 0;) {
+    stride_[k] = stride;
+    stride *= static_cast<int64_t>(spec.knobs[k].values.size());
+  }
+}
+
+int64_t SpaceIndexer::operator()(const Config& config) const {
+  // Anything but exactly the spec's knobs takes the general path.
+  if (config.size() != by_name_.size()) return IndexOf(spec_, config);
+  int64_t index = 0;
+  auto it = config.begin();
+  for (size_t k : by_name_) {
+    const Knob& knob = spec_.knobs[k];
+    if (it->first != knob.name) return IndexOf(spec_, config);
+    const auto v = std::find(knob.values.begin(), knob.values.end(), it->second);
+    if (v == knob.values.end()) return -1;
+    index += static_cast<int64_t>(v - knob.values.begin()) * stride_[k];
+    ++it;
+  }
+  return index;
+}
+
 Proposal RandomOptimizer::Propose(const SearchContext& ctx, const std::vector<Observation>& history,
                                   int n, uint64_t seed) {
   Proposal p;

@@ -91,6 +91,22 @@ Config ConfigAt(const SessionSpec& spec, int64_t index);
 // knob is missing or holds a value the spec does not offer.
 int64_t IndexOf(const SessionSpec& spec, const Config& config);
 
+// IndexOf for many settings of one spec, as fast as a proposal over
+// thousands of trials needs: each Config (a map ordered by name) is walked
+// once beside the knobs in name order, instead of a lookup per knob.
+// Holds a reference to `spec`, which must outlive it. Thread-compatible.
+class SpaceIndexer {
+ public:
+  explicit SpaceIndexer(const SessionSpec& spec);
+  // IndexOf(spec, config).
+  int64_t operator()(const Config& config) const;
+
+ private:
+  const SessionSpec& spec_;
+  std::vector<size_t> by_name_;  // knob positions in name order
+  std::vector<int64_t> stride_;  // per knob position
+};
+
 }  // namespace infrarsi
 
 #endif  // INFRARSI_CORE_OPTIMIZER_H_

@@ -273,13 +273,26 @@ TEST(ModelOptimizerTest, LearnsFromTheBanksTrialsOfTheSameWorkload) {
 
 TEST(ModelOptimizerTest, IndexOfInvertsConfigAt) {
   const SessionSpec spec = ToySpec();
-  for (int64_t i = 0; i < spec.SpaceSize(); ++i) EXPECT_EQ(IndexOf(spec, ConfigAt(spec, i)), i);
+  const SpaceIndexer index_of(spec);
+  for (int64_t i = 0; i < spec.SpaceSize(); ++i) {
+    EXPECT_EQ(IndexOf(spec, ConfigAt(spec, i)), i);
+    EXPECT_EQ(index_of(ConfigAt(spec, i)), i);
+  }
   Config odd = spec.baseline;
   odd["mbs"] = "3";
   EXPECT_EQ(IndexOf(spec, odd), -1);
+  EXPECT_EQ(index_of(odd), -1);
   odd = spec.baseline;
   odd.erase("flash");
   EXPECT_EQ(IndexOf(spec, odd), -1);
+  EXPECT_EQ(index_of(odd), -1);
+  // A knob the spec does not have, in place of one it has, or beside them.
+  odd["zzz"] = "1";
+  EXPECT_EQ(index_of(odd), -1);
+  Config extra = ConfigAt(spec, 5);
+  extra["aaa"] = "x";
+  EXPECT_EQ(index_of(extra), IndexOf(spec, extra));
+  EXPECT_EQ(index_of(extra), 5);
 }
 
 TEST(ModelOptimizerTest, BatchesAreDistinctUntriedAndSpreadOut) {
