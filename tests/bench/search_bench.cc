@@ -115,6 +115,13 @@ Bench SimBench(const infrarsi::SessionSpec& spec) {
 const char* kWorkloads[] = {"dense-8b-1x8-h100.yaml", "dense-70b-4x8-h100.yaml",
                             "moe-8x7b-16l-1x8-h100.yaml", "moe-8x7b-2x8-h200.yaml"};
 
+// One of kWorkloads, parsed.
+infrarsi::SessionSpec Workload(const char* file) {
+  const std::string dir = std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads";
+  const std::string path = dir + "/" + file;
+  return Parse(Read(path), dir, path);
+}
+
 std::vector<Bench> Landscapes() {
   const std::string root = INFRARSI_SOURCE_DIR;
   std::vector<Bench> benches;
@@ -144,8 +151,7 @@ std::vector<Bench> Landscapes() {
     benches.push_back(std::move(b));
   }
   for (const char* f : kWorkloads) {
-    const std::string path = root + "/deploy/workloads/" + f;
-    benches.push_back(SimBench(Parse(Read(path), root + "/deploy/workloads", path)));
+    benches.push_back(SimBench(Workload(f)));
   }
   return benches;
 }
@@ -343,7 +349,6 @@ int Main(int seeds, int budget, const std::string& only) {
 // Transfer: the bank holds one 40-trial session of the same workload on the
 // other GPU model; the new session starts from its best settings.
 int Transfer(int seeds, const std::string& only) {
-  const std::string root = INFRARSI_SOURCE_DIR;
   std::printf("Transfer: same workload, other GPU; the bank holds one 40-trial cold session on the\n"
               "source GPU. Median / p90 trials to within 2%% of the target's best (%d seeds, budget\n"
               "200): cold; starting from the bank's best settings; and also learning from all of\n"
@@ -355,9 +360,7 @@ int Transfer(int seeds, const std::string& only) {
   infrarsi::ModelOptimizer model;
   for (const char* f : kWorkloads) {
     if (!only.empty() && std::string(f).find(only) == std::string::npos) continue;
-    const std::string path = root + "/deploy/workloads/" + f;
-    const std::string text = Read(path);
-    const infrarsi::SessionSpec target = Parse(text, root + "/deploy/workloads", path);
+    const infrarsi::SessionSpec target = Workload(f);
     const std::string other = target.gpu == "H100" ? "H200" : "H100";
     infrarsi::SessionSpec source = target;
     source.gpu = other;
@@ -441,8 +444,7 @@ int Promote(int seeds) {
   std::printf("%-28s %-13s %7s %9s %16s %18s\n", "workload", "strategy", "trials", "promoted",
               "true (share)", "measured [low]");
   for (const char* f : kWorkloads) {
-    const std::string path = root + "/deploy/workloads/" + f;
-    const infrarsi::SessionSpec spec = Parse(Read(path), root + "/deploy/workloads", path);
+    const infrarsi::SessionSpec spec = Workload(f);
     const Bench b = SimBench(spec);
     const auto& sim = spec.sim;
     for (const bool with_priors : {false, true}) {
@@ -543,7 +545,6 @@ int Promote(int seeds) {
 }
 
 int Latency(int history_size) {
-  const std::string root = INFRARSI_SOURCE_DIR;
   std::printf(
       "Proposal latency with %d trials of history (random settings, 1 in 20 a contract\n"
       "violation), 1 proposal of 1 setting each; then the same with the server's most of\n"
@@ -553,8 +554,7 @@ int Latency(int history_size) {
               "+bank p50", "+bank p99");
   const int n = std::getenv("LATENCY_N") ? std::atoi(std::getenv("LATENCY_N")) : 100;
   for (const char* f : kWorkloads) {
-    const std::string path = root + "/deploy/workloads/" + f;
-    const infrarsi::SessionSpec spec = Parse(Read(path), root + "/deploy/workloads", path);
+    const infrarsi::SessionSpec spec = Workload(f);
     const Bench b = SimBench(spec);
     infrarsi::RandomOptimizer random;
     infrarsi::SearchContext ctx;
@@ -605,15 +605,13 @@ int Latency(int history_size) {
 // How far the planner's textbook estimates are from the simulator, over a
 // sample of each workload's settings that run.
 int Estimates() {
-  const std::string root = INFRARSI_SOURCE_DIR;
   std::printf("Textbook estimates against the simulator, settings that run (up to 5000 sampled):\n"
               "memory: median / p90 of |log(estimate / peak)| and the median ratio; time: Pearson\n"
               "correlation of the logs\n\n");
   std::printf("%-28s %7s %12s %12s %12s %10s\n", "workload", "ran", "mem |log|", "mem p90",
               "mem ratio", "time corr");
   for (const char* f : kWorkloads) {
-    const std::string path = root + "/deploy/workloads/" + f;
-    const infrarsi::SessionSpec spec = Parse(Read(path), root + "/deploy/workloads", path);
+    const infrarsi::SessionSpec spec = Workload(f);
     const Bench b = SimBench(spec);
     const infrarsi::Planner planner = infrarsi::PlannerFor(spec);
     std::mt19937_64 rng(1);
