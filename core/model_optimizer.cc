@@ -347,13 +347,17 @@ class Models {
       }
       // Related peaks: the same workload's memory on another GPU is the
       // same, so they join uncensored at a discount (their OOMs were against
-      // another capacity and are left out).
+      // another capacity and are left out), the newest, in what room the
+      // session's own rows leave under max_fit_rows.
       Eigen::VectorXd my = Vec(Pick(mem_y, sub.rows)), mc = Vec(Pick(mem_cens, sub.rows));
       Eigen::VectorXd mw = sub.weights;
+      const size_t cap = static_cast<size_t>(o.max_fit_rows);
+      const size_t room = cap > sub.rows.size() ? cap - sub.rows.size() : 0;
       std::vector<size_t> peaks;  // into related
-      for (size_t j = 0; j < related.size(); ++j) {
+      for (size_t j = related.size(); j-- > 0 && peaks.size() < room;) {
         if (related[j]->obs.peak_mem_gib > 0) peaks.push_back(j);
       }
+      std::reverse(peaks.begin(), peaks.end());
       if (!peaks.empty()) {
         const Eigen::Index n0 = xm.rows(), extra = static_cast<Eigen::Index>(peaks.size());
         xm.conservativeResize(n0 + extra, Eigen::NoChange);

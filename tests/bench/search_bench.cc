@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -548,10 +549,11 @@ int Latency(int history_size) {
   std::printf(
       "Proposal latency with %d trials of history (random settings, 1 in 20 a contract\n"
       "violation), 1 proposal of 1 setting each; then the same with the server's most of\n"
-      "%zu bank trials of the workload from another GPU (SearchContext::related)\n\n",
+      "%zu bank trials of the workload from another GPU (SearchContext::related); cpu: the\n"
+      "median of the proposing thread's CPU time\n\n",
       history_size, infrarsi::SearchContext::kMaxRelated);
-  std::printf("%-28s %10s %10s %10s   %10s %10s\n", "landscape", "p50 ms", "p99 ms", "max ms",
-              "+bank p50", "+bank p99");
+  std::printf("%-28s %10s %10s %10s   %10s %10s   %10s %10s\n", "landscape", "p50 ms", "p99 ms",
+              "max ms", "+bank p50", "+bank p99", "cpu p50", "+bank cpu");
   const int n = std::getenv("LATENCY_N") ? std::atoi(std::getenv("LATENCY_N")) : 100;
   for (const char* f : kWorkloads) {
     const infrarsi::SessionSpec spec = Workload(f);
@@ -579,24 +581,35 @@ int Latency(int history_size) {
       if (o.status == "ok") related.push_back({o, "bank-session"});
     }
     infrarsi::ModelOptimizer model;
-    auto time = [&](const infrarsi::SearchContext& c) {
+    // Wall time, and this thread's CPU time (what the proposal itself
+    // costs, apart from what else the machine is doing).
+    auto thread_ms = [] {
+      timespec ts{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+      return 1e3 * static_cast<double>(ts.tv_sec) + 1e-6 * static_cast<double>(ts.tv_nsec);
+    };
+    auto time = [&](const infrarsi::SearchContext& c, std::vector<double>* cpu) {
       std::vector<double> ms;
       for (int i = 0; i < n; ++i) {
+        const double c0 = thread_ms();
         const auto t0 = std::chrono::steady_clock::now();
         auto p = model.Propose(c, hist, 1, static_cast<uint64_t>(i));
         const auto t1 = std::chrono::steady_clock::now();
+        cpu->push_back(thread_ms() - c0);
         ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
         if (p.configs.empty()) break;
       }
       return ms;
     };
-    const std::vector<double> plain = time(ctx);
+    std::vector<double> plain_cpu, bank_cpu;
+    const std::vector<double> plain = time(ctx, &plain_cpu);
     infrarsi::SearchContext with_bank = ctx;
     with_bank.related = &related;
-    const std::vector<double> bank = time(with_bank);
-    std::printf("%-28s %10.1f %10.1f %10.1f   %10.1f %10.1f\n", b.name.c_str(), Percentile(plain, 0.5),
-                Percentile(plain, 0.99), Percentile(plain, 1.0), Percentile(bank, 0.5),
-                Percentile(bank, 0.99));
+    const std::vector<double> bank = time(with_bank, &bank_cpu);
+    std::printf("%-28s %10.1f %10.1f %10.1f   %10.1f %10.1f   %10.1f %10.1f\n", b.name.c_str(),
+                Percentile(plain, 0.5), Percentile(plain, 0.99), Percentile(plain, 1.0),
+                Percentile(bank, 0.5), Percentile(bank, 0.99), Percentile(plain_cpu, 0.5),
+                Percentile(bank_cpu, 0.5));
     std::fflush(stdout);
   }
   return 0;
