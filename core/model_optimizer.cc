@@ -570,6 +570,46 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     take(w, "bank");
     ++warm_used;
   }
+  const int64_t base = IndexOf(spec, spec.baseline);
+  // The best bank setting that would not fit here stands for its
+  // neighbourhood: the best-scored setting one or two knobs away that the
+  // memory model expects to fit (what memory savers make of it), unless
+  // the search has already been within two knobs of it.
+  bool bank_neighbour = false;  // proposed now or before
+  for (size_t i = 0; i < warm.size(); ++i) {
+    const int64_t w = warm[i];
+    if (static_cast<int>(out.configs.size()) >= n || warm_used >= options_.max_warm_starts) break;
+    if (w < 0 || seen.count(w) || warm_fit[i] >= 0.5) continue;
+    bool explored = false;
+    for (int64_t t : tried) explored = explored || (t != base && space.Distance(t, w) <= 2);
+    bank_neighbour = explored;
+    if (explored) break;
+    std::unordered_set<int64_t> near_set;
+    std::vector<int64_t> near;
+    for (size_t a = 0; a < space.knobs(); ++a) {
+      for (int64_t va = 0; va < space.radix(a); ++va) {
+        const int64_t one = space.With(w, a, va);
+        for (size_t b = a; b < space.knobs(); ++b) {
+          for (int64_t vb = 0; vb < space.radix(b); ++vb) {
+            const int64_t c = space.With(one, b, vb);
+            if (c != w && !seen.count(c) && launches(c) && !near_picked(c) && near_set.insert(c).second) {
+              near.push_back(c);
+            }
+          }
+        }
+      }
+    }
+    const std::vector<Models::Prediction> pred = models().PredictAll(near);
+    size_t best = near.size();
+    for (size_t j = 0; j < near.size(); ++j) {
+      if (pred[j].p_fit >= 0.5 && (best == near.size() || pred[j].Score() > pred[best].Score())) best = j;
+    }
+    if (best < near.size()) {
+      take(near[best], "bank+memory-saver");
+      bank_neighbour = true;
+    }
+    break;
+  }
   if (static_cast<int>(out.configs.size()) >= n) return out;
 
   // Candidates: every untried setting that launches, or a sample plus the
@@ -648,7 +688,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
   const bool learned_from_bank =
       ctx.related != nullptr &&
       std::any_of(ctx.related->begin(), ctx.related->end(), [](const CtxRelated& r) { return Ran(r.obs); });
-  const bool informed = ctx.priors != nullptr || warm_used > 0 || learned_from_bank;
+  const bool informed = ctx.priors != nullptr || warm_used > 0 || bank_neighbour || learned_from_bank;
   const int initial = informed ? 0 : options_.initial_designs;
   if (finished < initial + 1) {
     // Cold start: far from everything tried (space-filling).

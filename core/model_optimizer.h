@@ -17,9 +17,11 @@
 //    launcher errors, timeouts, contract violations).
 // Settings the launcher's known rules refuse are never proposed.
 //
-// Start: the bank's best settings of similar workloads (kept apart); a
-// space-filling design only when neither priors nor the bank's trials
-// inform the models. Then: expected improvement of log step time times
+// Start: the bank's best settings of similar workloads (kept apart); where
+// the best of them would not fit here (it came from a GPU with more
+// memory), the best-scored setting one or two knobs from it that the
+// memory model expects to fit, once; a space-filling design only when
+// neither priors nor the bank inform the models. Then: expected improvement of log step time times
 // P(fits) x P(launches), over every untried setting in small spaces and a
 // sample plus the neighbourhood of the best in large ones; every other
 // trial, the first pick stays within two knobs of the fastest setting so

@@ -550,6 +550,51 @@ TEST(ModelOptimizerTest, BankStartsThatWouldNotFitHereAreLeftOut) {
   EXPECT_NE(p.reasons[1], "bank");
 }
 
+TEST(ModelOptimizerTest, ABankStartThatWouldNotFitLeadsToAFittingNeighbourOnce) {
+  // The bank's best, from a GPU with more memory, does not fit here; a
+  // setting one or two knobs away (a memory saver or two) does.
+  const SessionSpec spec = SimSpec();  // 70B on 80 GB H100s
+  namespace ms = models::sim;
+  auto observe = [&](const Config& c) {
+    const ms::SimResult r = ms::Simulate(spec.sim.model, spec.sim.cluster, SimKnobs(spec, c));
+    Observation o;
+    o.config = c;
+    o.status = r.status == ms::Status::kOk ? "ok" : r.status == ms::Status::kOom ? "oom" : "failed";
+    o.step_time_s = r.step_time_s;
+    o.peak_mem_gib = r.peak_mem_gib;
+    return o;
+  };
+  auto distance = [&](const Config& a, const Config& b) {
+    int d = 0;
+    for (const Knob& k : spec.knobs) d += a.at(k.name) != b.at(k.name);
+    return d;
+  };
+  Config big = spec.baseline;
+  big["tp"] = "4";
+  big["recompute"] = "none";
+  big["micro_batch"] = "2";
+  big["precision"] = "fp8";
+  big["fused_kernels"] = "true";
+  ASSERT_EQ(observe(big).status, "oom");
+  SearchContext ctx;
+  ctx.spec = &spec;
+  ctx.warm_starts = {big};
+  std::vector<Observation> history = {observe(spec.baseline)};
+  const Proposal p = ModelOptimizer().Propose(ctx, history, 1, 1);
+  ASSERT_EQ(p.configs.size(), 1u);
+  EXPECT_EQ(p.reasons[0], "bank+memory-saver");
+  EXPECT_GE(distance(p.configs[0], big), 1);
+  EXPECT_LE(distance(p.configs[0], big), 2);
+  history.push_back(observe(p.configs[0]));
+  EXPECT_EQ(history.back().status, "ok") << "the memory model expected it to fit";
+  // Once: the search has now been near it; and the bank informed the
+  // start, so no space-filling design follows.
+  const Proposal next = ModelOptimizer().Propose(ctx, history, 1, 2);
+  ASSERT_EQ(next.configs.size(), 1u);
+  EXPECT_NE(next.reasons[0], "bank+memory-saver");
+  EXPECT_NE(next.reasons[0], "space-filling");
+}
+
 TEST(ModelOptimizerTest, SettingsTheLauncherRefusesAreNeverProposed) {
   const SessionSpec spec = SimSpec();
   SearchContext ctx;
