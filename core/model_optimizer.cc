@@ -483,6 +483,19 @@ class Space {
   int64_t With(int64_t index, size_t k, int64_t v) const {
     return index + (v - Digit(index, k)) * stride_[k];
   }
+  // Calls fn(c) for every setting c at most two knobs from `index`, itself
+  // and repeats included (in a fixed order).
+  template <typename Fn>
+  void ForEachWithinTwo(int64_t index, Fn&& fn) const {
+    for (size_t a = 0; a < knobs(); ++a) {
+      for (int64_t va = 0; va < radix(a); ++va) {
+        const int64_t one = With(index, a, va);
+        for (size_t b = a; b < knobs(); ++b) {
+          for (int64_t vb = 0; vb < radix(b); ++vb) fn(With(one, b, vb));
+        }
+      }
+    }
+  }
   // Knobs that differ.
   int Distance(int64_t a, int64_t b) const {
     int d = 0;
@@ -586,19 +599,11 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     if (explored) break;
     std::unordered_set<int64_t> near_set;
     std::vector<int64_t> near;
-    for (size_t a = 0; a < space.knobs(); ++a) {
-      for (int64_t va = 0; va < space.radix(a); ++va) {
-        const int64_t one = space.With(w, a, va);
-        for (size_t b = a; b < space.knobs(); ++b) {
-          for (int64_t vb = 0; vb < space.radix(b); ++vb) {
-            const int64_t c = space.With(one, b, vb);
-            if (c != w && !seen.count(c) && launches(c) && !near_picked(c) && near_set.insert(c).second) {
-              near.push_back(c);
-            }
-          }
-        }
+    space.ForEachWithinTwo(w, [&](int64_t c) {
+      if (c != w && !seen.count(c) && launches(c) && !near_picked(c) && near_set.insert(c).second) {
+        near.push_back(c);
       }
-    }
+    });
     const std::vector<Models::Prediction> pred = models().PredictAll(near);
     size_t best = near.size();
     for (size_t j = 0; j < near.size(); ++j) {
@@ -658,17 +663,9 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
   }
   if (incumbent >= 0 && size > options_.max_enumerate) {
     std::unordered_set<int64_t> pooled(pool.begin(), pool.end());
-    for (size_t a = 0; a < space.knobs(); ++a) {
-      for (int64_t va = 0; va < space.radix(a); ++va) {
-        const int64_t one = space.With(incumbent, a, va);
-        for (size_t b = a; b < space.knobs(); ++b) {
-          for (int64_t vb = 0; vb < space.radix(b); ++vb) {
-            const int64_t c = space.With(one, b, vb);
-            if (!seen.count(c) && pooled.insert(c).second && launches(c)) pool.push_back(c);
-          }
-        }
-      }
-    }
+    space.ForEachWithinTwo(incumbent, [&](int64_t c) {
+      if (!seen.count(c) && pooled.insert(c).second && launches(c)) pool.push_back(c);
+    });
   }
   if (pool.empty()) return out;
   std::vector<std::string> why(pool.size(), "model");
