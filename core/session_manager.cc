@@ -636,6 +636,7 @@ absl::StatusOr<std::vector<Observation>> SessionManager::HistoryLocked(const Ses
 absl::Status SessionManager::StartSearchLocked(
     SessionState& s, std::pair<std::optional<Priors>, std::string> priors) {
   auto in = std::make_shared<SearchInputs>();
+  in->spec = s.spec;
   UsePriors(std::move(priors), s.spec, &in->priors, &in->priors_label);
   // Relevance tiers: the same workload on the same GPU, on another GPU, the
   // same model at another shape, then any session with the same knobs.
@@ -734,7 +735,7 @@ int SessionManager::WindowRoomLocked(SessionState& s) {
 absl::Status SessionManager::FillWindowLocked(SessionState& s) {
   if (StageFromName(s.rec.stage) != v1::STAGE_RUNNING) return absl::OkStatus();
   if (WindowRoomLocked(s) > 0 && s.stop_reason.empty()) {
-    s.refill_pending = true;
+    refill_pending_.insert(s.rec.id);
     return absl::OkStatus();
   }
   if (s.search_in_flight == 0 && !s.proposing) return FinishRunLocked(s);
@@ -746,7 +747,6 @@ absl::Status SessionManager::ProposePending() {
     // One pending session at a time: its inputs are copied (or shared,
     // immutable) under the lock, the models are fitted without it.
     std::string id;
-    SessionSpec spec;
     std::shared_ptr<const SearchInputs> in;
     std::vector<Observation> history;
     int want = 0;
@@ -754,14 +754,15 @@ absl::Status SessionManager::ProposePending() {
     {
       absl::MutexLock lock(&mu_);
       SessionState* s = nullptr;
-      for (auto& [sid, st] : sessions_) {
-        if (st->refill_pending && !st->proposing) {
-          s = st.get();
+      for (const std::string& pending : refill_pending_) {
+        auto it = sessions_.find(pending);
+        if (it != sessions_.end() && !it->second->proposing) {
+          s = it->second.get();
           break;
         }
       }
       if (s == nullptr) return absl::OkStatus();
-      s->refill_pending = false;
+      refill_pending_.erase(s->rec.id);
       if (StageFromName(s->rec.stage) != v1::STAGE_RUNNING) continue;
       absl::Status st = TransactLocked(*s, [&]() -> absl::Status {
         want = s->stop_reason.empty() ? WindowRoomLocked(*s) : 0;
@@ -777,20 +778,19 @@ absl::Status SessionManager::ProposePending() {
         return absl::OkStatus();
       });
       if (!st.ok()) {
-        s->refill_pending = true;
+        refill_pending_.insert(s->rec.id);
         return st;
       }
       if (want <= 0) continue;
       s->proposing = true;
       id = s->rec.id;
-      spec = s->spec;
       in = s->search;
       // Seeded by the session and its progress: a restarted server proposes
       // what the old one would have.
       seed = s->spec.seed * 0x9e3779b97f4a7c15ULL + history.size();
     }
     SearchContext ctx;
-    ctx.spec = &spec;
+    ctx.spec = &in->spec;
     ctx.priors = in->priors ? &*in->priors : nullptr;
     ctx.warm_starts = in->warm_starts;
     ctx.related = &in->related;
@@ -800,7 +800,7 @@ absl::Status SessionManager::ProposePending() {
     s->proposing = false;
     absl::Status st = TransactLocked(*s, [&] { return ApplyProposalLocked(*s, p); });
     if (!st.ok()) {
-      s->refill_pending = true;
+      refill_pending_.insert(id);
       return st;
     }
     work_cv_.SignalAll();

@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -154,6 +155,9 @@ class SessionManager {
   bool BankVisibleLocked(const std::string& session_id, const Principal& who) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct SearchInputs {
+    // The session's spec (fixed at Init), shared so a proposal need not
+    // copy it (patches alone may be megabytes).
+    SessionSpec spec;
     std::optional<Priors> priors;
     std::string priors_label = "none";
     std::vector<Config> warm_starts;
@@ -178,9 +182,6 @@ class SessionManager {
     // changed after: a proposal made outside the lock holds them.
     std::shared_ptr<const SearchInputs> search = std::make_shared<const SearchInputs>();
     std::string stop_reason;  // set when the search stops early
-    // A proposal is due (FillWindowLocked found room in the window);
-    // ProposePending makes it outside the lock.
-    bool refill_pending = false;
     // A proposal for this session is being made outside the lock; at most
     // one at a time, so two never propose the same setting.
     bool proposing = false;
@@ -208,16 +209,16 @@ class SessionManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AdvanceDoctorLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps the search's window full: where there is room, marks the session
-  // refill_pending (the proposal itself is made by ProposePending, outside
-  // the lock, since fitting the models takes milliseconds to tens of them);
-  // finishes the run when nothing is in flight or due.
+  // in refill_pending_ (the proposal itself is made by ProposePending,
+  // outside the lock, since fitting the models takes milliseconds to tens
+  // of them); finishes the run when nothing is in flight or due.
   absl::Status FillWindowLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many search trials the window has room for; sets s.stop_reason
   // when the trial budget is spent.
   int WindowRoomLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Makes the proposals of every refill_pending session, each computed
+  // Makes the proposals of every session in refill_pending_, each computed
   // without holding mu_, and queues them (or stops the search). Public
-  // methods that may set refill_pending call it after releasing the lock.
+  // methods that may mark a session call it after releasing the lock.
   // On a storage error the session stays pending, for the next call (the
   // server's reaper calls ExpireLeases, which calls this, periodically).
   absl::Status ProposePending() ABSL_LOCKS_EXCLUDED(mu_);
@@ -261,6 +262,10 @@ class SessionManager {
   absl::CondVar events_cv_;
   std::map<std::string, std::unique_ptr<SessionState>> sessions_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, storage::AgentRecord> agents_ ABSL_GUARDED_BY(mu_);
+  // Sessions a proposal is due for (by id; outside the session state, so a
+  // rolled-back transaction leaves a mark at worst, which only costs a
+  // recheck).
+  std::set<std::string> refill_pending_ ABSL_GUARDED_BY(mu_);
   int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
