@@ -366,8 +366,8 @@ class Models {
         mw.conservativeResize(n0 + extra);
         for (Eigen::Index j = 0; j < extra; ++j) {
           const size_t k = peaks[static_cast<size_t>(j)];
-          xm.row(n0 + j).setZero();
-          f_.EncodeAt(related_index[k], xm.row(n0 + j));
+          xm.row(n0 + j).setZero();  // the estimate's column too
+          f_.EncodeAt(related_index[k], xm.row(n0 + j), /*zeroed=*/true);
           if (estimate) xm(n0 + j, d) = LogEstimate(planner_.memory_estimate_gib_at(related_index[k]));
           my[n0 + j] = std::log(related[k]->obs.peak_mem_gib);
           mc[n0 + j] = 0.0;
@@ -583,37 +583,41 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     take(w, "bank");
     ++warm_used;
   }
-  const int64_t base = IndexOf(spec, spec.baseline);
   // The best bank setting that would not fit here stands for its
   // neighbourhood: the best-scored setting one or two knobs away that the
   // memory model expects to fit (what memory savers make of it), unless
   // the search has already been within two knobs of it.
   bool bank_neighbour = false;  // proposed now or before
-  for (size_t i = 0; i < warm.size(); ++i) {
-    const int64_t w = warm[i];
-    if (static_cast<int>(out.configs.size()) >= n || warm_used >= options_.max_warm_starts) break;
-    if (w < 0 || seen.count(w) || warm_fit[i] >= 0.5) continue;
-    bool explored = false;
-    for (int64_t t : tried) explored = explored || (t != base && space.Distance(t, w) <= 2);
-    bank_neighbour = explored;
-    if (explored) break;
-    std::unordered_set<int64_t> near_set;
-    std::vector<int64_t> near;
-    space.ForEachWithinTwo(w, [&](int64_t c) {
-      if (c != w && !seen.count(c) && launches(c) && !near_picked(c) && near_set.insert(c).second) {
-        near.push_back(c);
-      }
+  size_t screened = 0;          // the first bank setting left out for memory
+  while (screened < warm.size() &&
+         (warm[screened] < 0 || seen.count(warm[screened]) || warm_fit[screened] >= 0.5)) {
+    ++screened;
+  }
+  if (screened < warm.size() && static_cast<int>(out.configs.size()) < n &&
+      warm_used < options_.max_warm_starts) {
+    const int64_t w = warm[screened];
+    const int64_t base = IndexOf(spec, spec.baseline);
+    bank_neighbour = std::any_of(tried.begin(), tried.end(), [&](int64_t t) {
+      return t != base && space.Distance(t, w) <= 2;
     });
-    const std::vector<Models::Prediction> pred = models().PredictAll(near);
-    size_t best = near.size();
-    for (size_t j = 0; j < near.size(); ++j) {
-      if (pred[j].p_fit >= 0.5 && (best == near.size() || pred[j].Score() > pred[best].Score())) best = j;
+    if (!bank_neighbour) {
+      std::unordered_set<int64_t> near_set;
+      std::vector<int64_t> near;
+      space.ForEachWithinTwo(w, [&](int64_t c) {
+        if (c != w && !seen.count(c) && launches(c) && !near_picked(c) && near_set.insert(c).second) {
+          near.push_back(c);
+        }
+      });
+      const std::vector<Models::Prediction> pred = models().PredictAll(near);
+      size_t best = near.size();
+      for (size_t j = 0; j < near.size(); ++j) {
+        if (pred[j].p_fit >= 0.5 && (best == near.size() || pred[j].Score() > pred[best].Score())) best = j;
+      }
+      if (best < near.size()) {
+        take(near[best], "bank+memory-saver");
+        bank_neighbour = true;
+      }
     }
-    if (best < near.size()) {
-      take(near[best], "bank+memory-saver");
-      bank_neighbour = true;
-    }
-    break;
   }
   if (static_cast<int>(out.configs.size()) >= n) return out;
 
