@@ -35,4 +35,18 @@ double CoefficientOfVariation(const std::vector<double>& xs) {
   return SampleStdDev(xs) / std::fabs(m);
 }
 
+double Correlation(const std::vector<double>& xs, const std::vector<double>& ys) {
+  const size_t n = std::min(xs.size(), ys.size());
+  if (n < 2) return 0.0;
+  const double mx = Mean(xs), my = Mean(ys);
+  double sxy = 0.0, sxx = 0.0, syy = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    sxy += (xs[i] - mx) * (ys[i] - my);
+    sxx += (xs[i] - mx) * (xs[i] - mx);
+    syy += (ys[i] - my) * (ys[i] - my);
+  }
+  if (sxx == 0.0 || syy == 0.0) return 0.0;
+  return sxy / std::sqrt(sxx * syy);
+}
+
 }  // namespace infrarsi::models

@@ -14,6 +14,9 @@ double Mean(const std::vector<double>& xs);
 double SampleStdDev(const std::vector<double>& xs);
 // Coefficient of variation: sample stddev / mean; 0 when undefined.
 double CoefficientOfVariation(const std::vector<double>& xs);
+// Pearson correlation of xs and ys (same length); 0 when either is
+// constant or there are fewer than two pairs.
+double Correlation(const std::vector<double>& xs, const std::vector<double>& ys);
 
 }  // namespace infrarsi::models
 

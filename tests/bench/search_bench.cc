@@ -641,19 +641,9 @@ int Estimates() {
       lt.push_back(std::log(o.step_time_s));
       le.push_back(std::log(planner.time_estimate_s_at(index)));
     }
-    double mt = 0, me = 0;
-    for (size_t i = 0; i < lt.size(); ++i) mt += lt[i], me += le[i];
-    mt /= static_cast<double>(lt.size());
-    me /= static_cast<double>(le.size());
-    double sxy = 0, sxx = 0, syy = 0;
-    for (size_t i = 0; i < lt.size(); ++i) {
-      sxy += (lt[i] - mt) * (le[i] - me);
-      sxx += (lt[i] - mt) * (lt[i] - mt);
-      syy += (le[i] - me) * (le[i] - me);
-    }
     std::printf("%-28s %7zu %12.3f %12.3f %12.3f %10.3f\n", spec.name.c_str(), err.size(),
                 Percentile(err, 0.5), Percentile(err, 0.9), Percentile(ratio, 0.5),
-                sxy / std::sqrt(sxx * syy));
+                infrarsi::models::Correlation(lt, le));
   }
   return 0;
 }

@@ -178,6 +178,15 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
+TEST(StatsTest, Correlation) {
+  EXPECT_NEAR(Correlation({1, 2, 3, 4}, {3, 5, 7, 9}), 1.0, 1e-12);
+  EXPECT_NEAR(Correlation({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0, 1e-12);
+  EXPECT_NEAR(Correlation({1, 2, 3, 4}, {1, -1, -1, 1}), 0.0, 1e-12);
+  EXPECT_NEAR(Correlation({1, 2, 3}, {1, 3, 2}), 0.5, 1e-12);
+  EXPECT_EQ(Correlation({1, 1, 1}, {1, 2, 3}), 0.0);  // constant: undefined
+  EXPECT_EQ(Correlation({1}, {2}), 0.0);
+}
+
 // The planner's step-time estimate: Narayanan et al.'s terms, exactly, and
 // a usable (not perfect) guide to the simulator's landscape.
 ClusterShape H100Node(int gpus) {
@@ -232,19 +241,7 @@ TEST(TextbookStepTimeTest, RanksTheReferenceLandscapeRoughlyNotExactly) {
     truth.push_back(std::log(r.step_time_s));
   }
   ASSERT_GT(est.size(), 1000u);
-  const double n = static_cast<double>(est.size());
-  double me = 0, mt = 0;
-  for (size_t i = 0; i < est.size(); ++i) {
-    me += est[i] / n;
-    mt += truth[i] / n;
-  }
-  double see = 0, stt = 0, set = 0;
-  for (size_t i = 0; i < est.size(); ++i) {
-    see += (est[i] - me) * (est[i] - me);
-    stt += (truth[i] - mt) * (truth[i] - mt);
-    set += (est[i] - me) * (truth[i] - mt);
-  }
-  const double r = set / std::sqrt(see * stt);
+  const double r = Correlation(est, truth);
   // A guide worth a feature, yet far from the truth it stands in for: the
   // search still has to learn kernels, overlap and efficiency by shape.
   EXPECT_GT(r, 0.3) << "correlation of log step times";  // 0.44 when written
