@@ -123,6 +123,14 @@ infrarsi::SessionSpec Workload(const char* file) {
   return Parse(Read(path), dir, path);
 }
 
+// The same workload on the other GPU model of the pair (H100 <-> H200).
+infrarsi::SessionSpec OnOtherGpu(const infrarsi::SessionSpec& spec) {
+  infrarsi::SessionSpec other = spec;
+  other.gpu = spec.gpu == "H100" ? "H200" : "H100";
+  other.sim.cluster.gpu = *infrarsi::models::sim::FindGpu(other.gpu);
+  return other;
+}
+
 std::vector<Bench> Landscapes() {
   const std::string root = INFRARSI_SOURCE_DIR;
   std::vector<Bench> benches;
@@ -362,10 +370,8 @@ int Transfer(int seeds, const std::string& only) {
   for (const char* f : kWorkloads) {
     if (!only.empty() && std::string(f).find(only) == std::string::npos) continue;
     const infrarsi::SessionSpec target = Workload(f);
-    const std::string other = target.gpu == "H100" ? "H200" : "H100";
-    infrarsi::SessionSpec source = target;
-    source.gpu = other;
-    source.sim.cluster.gpu = *infrarsi::models::sim::FindGpu(other);
+    const infrarsi::SessionSpec source = OnOtherGpu(target);
+    const std::string& other = source.gpu;
     const Bench src = SimBench(source), dst = SimBench(target);
     std::vector<double> cold, warm, both;
     for (int seed = 1; seed <= seeds; ++seed) {
@@ -570,10 +576,7 @@ int Latency(int history_size) {
     }
     // The bank's rows as the server loads them: trials that ran, on the
     // other GPU.
-    infrarsi::SessionSpec other = spec;
-    other.gpu = spec.gpu == "H100" ? "H200" : "H100";
-    other.sim.cluster.gpu = *infrarsi::models::sim::FindGpu(other.gpu);
-    const Bench src = SimBench(other);
+    const Bench src = SimBench(OnOtherGpu(spec));
     std::vector<infrarsi::SearchContext::Related> related;
     for (const Config& c : random.Propose(ctx, {}, 4 * static_cast<int>(infrarsi::SearchContext::kMaxRelated), 2).configs) {
       if (related.size() >= infrarsi::SearchContext::kMaxRelated) break;
