@@ -127,6 +127,14 @@ CREATE TABLE tokens (
 ALTER TABLE sessions ADD COLUMN team TEXT NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN share_bank INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // v5: the agent's clock: each trial's timed window as the agent saw it,
+    // how finely it could see, and when the server leased it.
+    R"sql(
+ALTER TABLE trials ADD COLUMN observed_window_s REAL NOT NULL DEFAULT 0;
+ALTER TABLE trials ADD COLUMN observed_steps INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE trials ADD COLUMN clock_slack_s REAL NOT NULL DEFAULT 0;
+ALTER TABLE trials ADD COLUMN leased_ms INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 constexpr int kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -277,13 +285,15 @@ SessionRecord ReadSession(const Stmt& st) {
 constexpr char kTrialCols[] =
     "session_id, purpose, config, status, attempts, lease_agent, lease_token, "
     "lease_deadline_ms, step_time_s, peak_mem_gib, cost_s, error, note, agent, created_ms, "
-    "finished_ms, violation, tag, pin_agent";
+    "finished_ms, violation, tag, pin_agent, observed_window_s, observed_steps, clock_slack_s, "
+    "leased_ms";
 
 void BindTrial(Stmt& st, const TrialRecord& t) {
   st.Bind(t.session_id).Bind(t.purpose).Bind(t.config).Bind(t.status).Bind(t.attempts)
       .Bind(t.lease_agent).Bind(t.lease_token).Bind(t.lease_deadline_ms).Bind(t.step_time_s)
       .Bind(t.peak_mem_gib).Bind(t.cost_s).Bind(t.error).Bind(t.note).Bind(t.agent)
-      .Bind(t.created_ms).Bind(t.finished_ms).Bind(t.violation).Bind(t.tag).Bind(t.pin_agent);
+      .Bind(t.created_ms).Bind(t.finished_ms).Bind(t.violation).Bind(t.tag).Bind(t.pin_agent)
+      .Bind(t.observed_window_s).Bind(t.observed_steps).Bind(t.clock_slack_s).Bind(t.leased_ms);
 }
 
 TrialRecord ReadTrial(const Stmt& st) {
@@ -309,6 +319,10 @@ TrialRecord ReadTrial(const Stmt& st) {
   t.violation = st.Text(c++);
   t.tag = st.Text(c++);
   t.pin_agent = st.Text(c++);
+  t.observed_window_s = st.Real(c++);
+  t.observed_steps = static_cast<int32_t>(st.Int(c++));
+  t.clock_slack_s = st.Real(c++);
+  t.leased_ms = st.Int(c++);
   return t;
 }
 
@@ -474,7 +488,7 @@ absl::StatusOr<std::vector<SessionRecord>> SqliteStorage::ListSessions() {
 absl::StatusOr<int64_t> SqliteStorage::InsertTrial(const TrialRecord& t) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   Stmt st(db_, absl::StrCat("INSERT INTO trials (", kTrialCols,
-                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
                    .c_str());
   BindTrial(st, t);
   RETURN_IF_ERROR(st.Run());
@@ -487,7 +501,8 @@ absl::Status SqliteStorage::UpdateTrial(const TrialRecord& t) {
           "UPDATE trials SET session_id=?, purpose=?, config=?, status=?, attempts=?, "
           "lease_agent=?, lease_token=?, lease_deadline_ms=?, step_time_s=?, peak_mem_gib=?, "
           "cost_s=?, error=?, note=?, agent=?, created_ms=?, finished_ms=?, violation=?, tag=?, "
-          "pin_agent=? WHERE id=?");
+          "pin_agent=?, observed_window_s=?, observed_steps=?, clock_slack_s=?, leased_ms=? "
+          "WHERE id=?");
   BindTrial(st, t);
   st.Bind(t.id);
   RETURN_IF_ERROR(st.Run());
@@ -606,6 +621,17 @@ absl::StatusOr<int64_t> SqliteStorage::AddBankEntry(const BankRecord& b) {
       .Bind(b.peak_mem_gib).Bind(b.cost_s).Bind(b.created_ms);
   RETURN_IF_ERROR(st.Run());
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+}
+
+absl::Status SqliteStorage::SetBankStatus(int64_t trial_id, const std::string& status) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, "UPDATE bank SET status=? WHERE trial_id=?");
+  st.Bind(status).Bind(trial_id);
+  RETURN_IF_ERROR(st.Run());
+  if (sqlite3_changes(db_) == 0) {
+    return absl::NotFoundError(absl::StrCat("trial_id: no bank entry of trial ", trial_id));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<BankRecord>> SqliteStorage::QueryBank(const BankFilter& f) {

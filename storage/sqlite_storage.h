@@ -64,6 +64,7 @@ class SqliteStorage : public Storage {
   absl::StatusOr<AgentRecord> GetAgent(const std::string& id) override;
   absl::StatusOr<std::vector<AgentRecord>> ListAgents() override;
   absl::StatusOr<int64_t> AddBankEntry(const BankRecord& b) override;
+  absl::Status SetBankStatus(int64_t trial_id, const std::string& status) override;
   absl::StatusOr<std::vector<BankRecord>> QueryBank(const BankFilter& f) override;
   absl::Status AddToken(const TokenRecord& t) override;
   absl::StatusOr<TokenRecord> GetTokenByHash(const std::string& hash) override;

@@ -80,6 +80,14 @@ struct TrialRecord {
   std::string violation;  // contract check that failed, e.g. "tokens_per_step"
   std::string tag;        // free-form label owned by core (verification arm)
   std::string pin_agent;  // only this agent may lease it (empty: any)
+  // The agent's clock over the timed window (trials that ran a real
+  // process): its length in seconds and the timed steps inside it.
+  double observed_window_s = 0;
+  int32_t observed_steps = 0;
+  // How far the agent's clock may be off over that window: the read delays
+  // of the lines that open and close it.
+  double clock_slack_s = 0;
+  int64_t leased_ms = 0;       // when the current lease was handed out
 };
 
 struct StepRecord {
@@ -168,6 +176,9 @@ class Storage {
   virtual absl::StatusOr<std::vector<AgentRecord>> ListAgents() = 0;
 
   virtual absl::StatusOr<int64_t> AddBankEntry(const BankRecord& b) = 0;
+  // Changes the status of the entry of `trial_id` (a verdict revised after
+  // the fact); NOT_FOUND when it has none.
+  virtual absl::Status SetBankStatus(int64_t trial_id, const std::string& status) = 0;
   // Matching entries ordered by id.
   virtual absl::StatusOr<std::vector<BankRecord>> QueryBank(const BankFilter& f) = 0;
 

@@ -150,11 +150,19 @@ TEST_P(StorageConformance, TrialsByIdAndStatus) {
   t.status = "leased";
   t.lease_token = "tok";
   t.attempts = 2;
+  t.leased_ms = 1234;
+  t.observed_window_s = 0.75;
+  t.observed_steps = 3;
+  t.clock_slack_s = 0.001;
   ASSERT_TRUE(db_->UpdateTrial(t).ok());
   auto back = db_->GetTrial(*id1);
   EXPECT_EQ(back->status, "leased");
   EXPECT_EQ(back->lease_token, "tok");
   EXPECT_EQ(back->attempts, 2);
+  EXPECT_EQ(back->leased_ms, 1234);
+  EXPECT_DOUBLE_EQ(back->observed_window_s, 0.75);
+  EXPECT_EQ(back->observed_steps, 3);
+  EXPECT_DOUBLE_EQ(back->clock_slack_s, 0.001);
   EXPECT_EQ(db_->ListTrials("s")->size(), 3u);
   EXPECT_TRUE(absl::IsNotFound(db_->GetTrial(999).status()));
 }
@@ -237,6 +245,14 @@ TEST_P(StorageConformance, BankFiltersAndPages) {
   auto page2 = *db_->QueryBank(f);
   ASSERT_EQ(page2.size(), 2u);
   EXPECT_EQ(page2[0].trial_id, 3);
+  // A verdict revised later changes the entry's status, and only its.
+  ASSERT_TRUE(db_->SetBankStatus(4, "violation").ok());
+  f = BankFilter();
+  f.status = "violation";
+  rows = db_->QueryBank(f);
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].trial_id, 4);
+  EXPECT_TRUE(absl::IsNotFound(db_->SetBankStatus(99, "ok")));
 }
 
 TEST_P(StorageConformance, TransactionRollsBackOnError) {
