@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <condition_variable>
 #include <mutex>
@@ -46,32 +47,53 @@ bool LooksLikeOom(const std::string& stderr_text) {
   return absl::StrContains(lower, "out of memory") || absl::StrContains(lower, "outofmemoryerror");
 }
 
-// Reads complete lines appended to a file since the last call.
+// Reads complete lines appended to a file since the last call, through one
+// descriptor held open for the whole trial (cheap enough to poll every
+// millisecond). Thread-compatible.
 class LineTailer {
  public:
-  explicit LineTailer(std::string path) : path_(std::move(path)) {}
+  explicit LineTailer(const std::string& path) : fd_(open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  ~LineTailer() {
+    if (fd_ >= 0) close(fd_);
+  }
+  LineTailer(const LineTailer&) = delete;
+  LineTailer& operator=(const LineTailer&) = delete;
+
   std::vector<std::string> NewLines() {
     std::vector<std::string> lines;
-    std::ifstream in(path_, std::ios::binary);
-    if (!in) return lines;
-    in.seekg(static_cast<std::streamoff>(offset_));
-    std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (fd_ < 0) return lines;
+    char buf[65536];
+    while (true) {
+      const ssize_t n = read(fd_, buf, sizeof(buf));
+      if (n <= 0) break;
+      pending_.append(buf, static_cast<size_t>(n));
+      // A line longer than the format allows is cut off rather than held.
+      if (pending_.size() > 4 * kMaxMetricsLineBytes && pending_.find('\n') == std::string::npos) {
+        pending_.clear();
+      }
+    }
     size_t start = 0;
     while (true) {
-      const size_t nl = chunk.find('\n', start);
+      const size_t nl = pending_.find('\n', start);
       if (nl == std::string::npos) break;
-      std::string line = chunk.substr(start, nl - start);
+      std::string line = pending_.substr(start, nl - start);
       if (!absl::StripAsciiWhitespace(line).empty()) lines.push_back(std::move(line));
       start = nl + 1;
     }
-    offset_ += start;  // an unfinished last line is read next time
+    pending_.erase(0, start);  // an unfinished last line is read next time
     return lines;
   }
 
  private:
-  std::string path_;
-  size_t offset_ = 0;
+  int fd_;
+  std::string pending_;
 };
+
+using SteadyClock = std::chrono::steady_clock;
+
+double SecondsSince(SteadyClock::time_point t0, SteadyClock::time_point t) {
+  return std::chrono::duration<double>(t - t0).count();
+}
 
 }  // namespace
 
@@ -112,6 +134,8 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
       v1::TrialOutcome outcome;
       outcome.set_status("failed");
       outcome.set_error(absl::StrCat("launcher: ", st.message()));
+      outcome.set_clock("agent");
+      outcome.set_poll_interval_s(absl::ToDoubleSeconds(options_.poll_interval));
       outcome.set_wall_s(absl::ToDoubleSeconds(absl::Now() - made));
       fs::remove_all(scratch, ec);
       return outcome;
@@ -139,6 +163,8 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   cenv.push_back(nullptr);
 
   const absl::Time start = absl::Now();
+  // The agent's clock: monotonic, started just before the process is.
+  const SteadyClock::time_point t0 = SteadyClock::now();
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError(absl::StrCat("process: fork: ", std::strerror(errno)));
   if (pid == 0) {
@@ -166,8 +192,11 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   for (const std::string& bad : ChangedProtectedFiles(workdir, spec.protected_hashes())) {
     outcome.add_protected_changed(bad + " (before the trial)");
   }
-  // When each metrics line arrived: the timer the training code cannot touch.
-  absl::Time last_line = absl::InfinitePast();
+  // When each metrics line arrived, on the agent's clock (the timer the
+  // training code cannot touch), and the longest gap between two reads:
+  // the bound on every arrival's error.
+  SteadyClock::time_point last_read = t0;
+  double max_gap_s = 0;
   bool oom_event = false, timed_out = false, stopped = false, hung = false;
   // The hang watchdog: time since the last metrics line (or the start).
   const absl::Duration watchdog = absl::Seconds(spec.watchdog_s());
@@ -201,7 +230,12 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     }
   });
 
-  auto drain = [&](bool final) {
+  // Reads what arrived since the last call; `now` is when it was read.
+  auto drain = [&](SteadyClock::time_point now, bool final) {
+    // A line read now was written at most this long ago.
+    const double gap = SecondsSince(last_read, now);
+    max_gap_s = std::max(max_gap_s, gap);
+    last_read = now;
     std::vector<v1::StepMetrics> steps;
     for (const std::string& line : tailer.NewLines()) {
       auto parsed = ParseMetricsLine(line);
@@ -212,12 +246,9 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
       if (parsed->oom) {
         oom_event = true;
       } else {
-        const absl::Time now = absl::Now();
-        if (last_line != absl::InfinitePast()) {
-          parsed->step.set_observed_interval_s(absl::ToDoubleSeconds(now - last_line));
-        }
-        last_line = now;
-        last_activity = now;
+        parsed->step.set_arrival_s(SecondsSince(t0, now));
+        parsed->step.set_arrival_error_s(std::max(gap, 1e-6));
+        last_activity = absl::Now();
         steps.push_back(parsed->step);
       }
     }
@@ -232,27 +263,36 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     if (refused) stopped = true;
   };
 
+  SteadyClock::time_point ended;
   while (!exited) {
     const pid_t r = waitpid(pid, &wstatus, WNOHANG);
+    const SteadyClock::time_point now = SteadyClock::now();
     if (r == pid) {
+      // Whatever is still unread arrived by now: it was written before exit.
       exited = true;
+      ended = now;
+      drain(now, true);
       break;
     }
-    drain(false);
+    drain(now, false);
     hung = spec.watchdog_s() > 0 && absl::Now() - last_activity > watchdog;
     if (stopped || hung || absl::Now() - start > timeout) {
       timed_out = !stopped;
       kill(-pid, SIGKILL);
       waitpid(pid, &wstatus, 0);
       exited = true;
+      ended = SteadyClock::now();
+      drain(ended, true);
       break;
     }
     absl::SleepFor(options_.poll_interval);
   }
   // Kill any grandchildren the process left behind in its group.
   kill(-pid, SIGKILL);
-  drain(true);
-  outcome.set_wall_s(absl::ToDoubleSeconds(absl::Now() - start));
+  outcome.set_clock("agent");
+  outcome.set_wall_s(SecondsSince(t0, ended));
+  outcome.set_poll_interval_s(
+      std::max(max_gap_s, absl::ToDoubleSeconds(options_.poll_interval)));
   {
     std::lock_guard<std::mutex> lock(report_mu);
     reporter_done = true;

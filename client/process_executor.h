@@ -10,10 +10,13 @@
 // fails the trial as a launcher error.
 //
 // The process appends metrics lines (see metrics_line.h) to the file named by
-// $INFRARSI_METRICS. It also gets $INFRARSI_TRIAL_ID, $INFRARSI_SESSION_ID and
-// $INFRARSI_KNOB_<NAME> for every knob. The executor records when each line
-// arrives (a timer the training code cannot touch) and checks the protected
-// files' hashes before and after the run.
+// $INFRARSI_METRICS, one per step, flushed as each step ends. It also gets
+// $INFRARSI_TRIAL_ID, $INFRARSI_SESSION_ID and $INFRARSI_KNOB_<NAME> for
+// every knob. The executor is the agent's clock: on a monotonic clock
+// started as the process is, it records when each line arrives (arrival_s,
+// a timer the training code cannot touch) and when the process exits
+// (wall_s), and states its resolution (poll_interval_s); it also checks the
+// protected files' hashes before and after the run.
 #ifndef INFRARSI_CLIENT_PROCESS_EXECUTOR_H_
 #define INFRARSI_CLIENT_PROCESS_EXECUTOR_H_
 
@@ -32,9 +35,10 @@ class ProcessExecutor : public Executor {
     // Folder for per-trial scratch files (metrics, stdout, stderr); a fresh
     // subfolder per trial, removed afterwards. Required.
     std::string scratch_root;
-    // How often the metrics file and the child are checked; also the
-    // resolution of the observed intervals between metrics lines.
-    absl::Duration poll_interval = absl::Milliseconds(10);
+    // How often the metrics file and the child are checked: the resolution
+    // of the agent's clock (each line's arrival_s is late by at most the
+    // longest gap between two checks, which the outcome reports).
+    absl::Duration poll_interval = absl::Milliseconds(1);
     // The agent's bare clones of session repositories. Default:
     // scratch_root/git-cache.
     std::string git_cache_root;

@@ -26,6 +26,7 @@ absl::StatusOr<v1::TrialOutcome> ReplayExecutor::Run(const v1::TrialAssignment& 
   ASSIGN_OR_RETURN(std::shared_ptr<const Landscape> land, Get(spec.landscape_path()));
   std::map<std::string, std::string> config(trial.config().begin(), trial.config().end());
   v1::TrialOutcome out;
+  out.set_clock("simulated");  // measured elsewhere, replayed: nothing here to time
   // A knob "variant" other than "honest" replays the landscape's reward-hack
   // probe: what an unconstrained edit measured (e.g. a shrunk global batch).
   const auto variant = config.find("variant");

@@ -52,8 +52,10 @@ std::string FormatReport(const v1::SessionReport& r) {
   } else {
     absl::StrAppend(&out, "Baseline: not measured yet (run doctor)\n");
   }
+  const bool promoted = r.verification().promoted_rank() > 0;
   if (r.best().speedup() > 0) {
-    absl::StrAppendFormat(&out, "Best:     %.4f s/step, speedup %.3fx%s  %s\n",
+    absl::StrAppendFormat(&out, "%s %.4f s/step, speedup %.3fx%s  %s\n",
+                          promoted ? "Promoted:" : "Best:    ",
                           r.best().step_time_s(), r.best().speedup(),
                           r.best().trial_id() ? absl::StrCat(" (trial ", r.best().trial_id(), ")")
                                               : std::string(" (the baseline)"),
@@ -89,9 +91,9 @@ std::string FormatReport(const v1::SessionReport& r) {
     for (const auto& [name, secs] : phases) ph.push_back(absl::StrFormat("%s %.4fs", name, secs));
     absl::StrAppendFormat(&out,
                           "Doctor: %d runs, median %.4f s, CV %.2f%%, drift %+.2f%%, noise floor "
-                          "%.2f%% (for %d A/B runs)%s%s\n",
+                          "%.2f%% (for %d A/B runs; clock resolution %.2f%%)%s%s\n",
                           d.runs(), d.median_step_time_s(), 100 * d.cv(), 100 * d.drift(),
-                          100 * d.noise_floor(), d.verify_runs(),
+                          100 * d.noise_floor(), d.verify_runs(), 100 * d.resolution_floor(),
                           ph.empty() ? "" : absl::StrCat("; phases: ", absl::StrJoin(ph, ", ")),
                           d.warning().empty() ? "" : absl::StrCat("; warning: ", d.warning()));
     for (const auto& a : d.agents()) {
@@ -118,6 +120,25 @@ std::string FormatReport(const v1::SessionReport& r) {
                             cand.rank() == ver.promoted_rank() ? "*" : " ", cand.rank(),
                             cand.trial_id(), cand.agent(), cand.speedup(), cand.ci_low(),
                             cand.ci_high(), cand.runs(), cand.reason());
+      // Both clocks, and the whole run, for every verified candidate.
+      if (cand.clock() == "agent") {
+        absl::StrAppendFormat(&out,
+                              "      agent's clock %.3fx [%.3f, %.3f]; as reported %.3fx [%.3f, "
+                              "%.3f]; whole run (start to exit) %.3fx [%.3f, %.3f]\n",
+                              cand.agent_speedup(), cand.agent_ci_low(), cand.agent_ci_high(),
+                              cand.reported_speedup(), cand.reported_ci_low(),
+                              cand.reported_ci_high(), cand.whole_run_speedup(),
+                              cand.whole_run_ci_low(), cand.whole_run_ci_high());
+      } else if (!cand.clock().empty()) {
+        absl::StrAppend(&out, "      as reported (a simulated executor: no agent's clock)\n");
+      }
+    }
+  }
+  if (r.integrity_size() > 0) {
+    absl::StrAppend(&out, "Integrity checks:\n");
+    for (const auto& c : r.integrity()) {
+      absl::StrAppendFormat(&out, "  [%s] %s: %s\n", c.ran() ? "ran" : "skipped", c.name(),
+                            c.detail());
     }
   }
   if (r.source_audit_size() > 0) {
@@ -169,12 +190,16 @@ std::string FormatReport(const v1::SessionReport& r) {
     }
   }
   absl::StrAppend(&out, "\n");
-  absl::StrAppendFormat(&out, "%6s  %-7s %-9s %9s %9s %4s %9s  %-18s %s\n", "trial", "purpose",
-                        "status", "step_s", "peak_GiB", "att", "cost_s", "agent", "setting");
+  // step_s: as the process reported it; agent_s: the agent's clock over
+  // the timed window, per step ("-" for simulated executors).
+  absl::StrAppendFormat(&out, "%6s  %-7s %-9s %9s %9s %9s %4s %9s  %-18s %s\n", "trial", "purpose",
+                        "status", "step_s", "agent_s", "peak_GiB", "att", "cost_s", "agent",
+                        "setting");
   for (const auto& t : r.trials()) {
     absl::StrAppendFormat(
-        &out, "%6d  %-7s %-9s %9s %9.1f %4d %9.1f  %-18s %s%s\n", t.id(), t.purpose(),
+        &out, "%6d  %-7s %-9s %9s %9s %9.1f %4d %9.1f  %-18s %s%s\n", t.id(), t.purpose(),
         t.status(), t.status() == "ok" ? absl::StrFormat("%.4f", t.step_time_s()) : "-",
+        t.observed_step_time_s() > 0 ? absl::StrFormat("%.4f", t.observed_step_time_s()) : "-",
         t.peak_mem_gib(), t.attempts(), t.cost_s(), t.agent(), FormatConfig(t.config()),
         t.error().empty() ? "" : absl::StrCat("  [", t.error(), "]"));
   }

@@ -68,6 +68,7 @@ absl::StatusOr<v1::TrialOutcome> SimExecutor::Run(const v1::TrialAssignment& tri
       ms::MeasureTrial(model, cluster, knobs, spec.warmup_steps(), spec.timed_steps(),
                        spec.trial_seed(), spec.trial_index());
   v1::TrialOutcome out;
+  out.set_clock("simulated");
   out.set_wall_s(meas.wall_s);
   out.set_peak_mem_gib(meas.peak_mem_gib);
   out.set_note(absl::StrFormat("simulated %s x%d; MFU %.1f%% noise-free", cluster.gpu.name,

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -11,9 +13,55 @@
 
 namespace infrarsi {
 
-std::optional<Violation> CheckContract(const ContractSpec& c,
-                                       const std::vector<double>& reference,
-                                       int expected_timed_steps, const TrialEvidence& e) {
+AgentClockTiming TimeOnAgentClock(const TrialEvidence& e) {
+  AgentClockTiming t;
+  size_t first = e.steps.size();
+  for (size_t i = 0; i < e.steps.size(); ++i) {
+    if (!e.steps[i].warmup) {
+      first = i;
+      break;
+    }
+  }
+  if (first == e.steps.size()) {
+    t.why_not = "no timed step reported";
+    return t;
+  }
+  for (const StepEvidence& s : e.steps) {
+    if (!(s.arrival_s > 0)) {
+      t.why_not = absl::StrCat("step ", s.step, " has no arrival time on the agent's clock");
+      return t;
+    }
+  }
+  // The window opens when the line before the first timed step arrived;
+  // without one, at the first timed line (that step's start is unseen).
+  size_t from = first;
+  double start = 0;
+  const StepEvidence* opener = first > 0 ? &e.steps[first - 1] : &e.steps[first];
+  start = opener->arrival_s;
+  if (first == 0) from = first + 1;
+  for (size_t i = from; i < e.steps.size(); ++i) {
+    if (e.steps[i].warmup) continue;
+    ++t.window_steps;
+    t.reported_s += e.steps[i].step_time_s;
+  }
+  if (t.window_steps == 0) {
+    t.why_not =
+        "the only timed step has no metrics line before it, so the agent's clock never saw it "
+        "start (report a warm-up step first)";
+    return t;
+  }
+  t.observed_s = e.steps.back().arrival_s - start;
+  auto late = [&](const StepEvidence& s) {
+    return s.arrival_error_s > 0 ? s.arrival_error_s : e.poll_interval_s;
+  };
+  t.slack_s = late(*opener) + late(e.steps.back());
+  t.tail_s = std::max(0.0, e.wall_s - e.steps.back().arrival_s);
+  t.valid = true;
+  return t;
+}
+
+std::optional<Violation> CheckContract(const ContractSpec& c, const ContractReference& ref,
+                                       const TrialEvidence& e) {
   auto v = [](std::string kind, std::string reason) {
     return std::optional<Violation>(Violation{std::move(kind), std::move(reason)});
   };
@@ -27,9 +75,9 @@ std::optional<Violation> CheckContract(const ContractSpec& c,
     timed += !s.warmup;
     reported += s.step_time_s;
   }
-  if (expected_timed_steps > 0 && timed != expected_timed_steps) {
+  if (ref.expected_timed_steps > 0 && timed != ref.expected_timed_steps) {
     return v("timed_steps", absl::StrCat("reported ", timed, " timed steps, the contract says ",
-                                         expected_timed_steps));
+                                         ref.expected_timed_steps));
   }
   for (const StepEvidence& s : e.steps) {
     if (s.warmup) continue;
@@ -66,15 +114,27 @@ std::optional<Violation> CheckContract(const ContractSpec& c,
     }
   }
   for (const StepEvidence& s : e.steps) {
-    if (s.step < 0 || static_cast<size_t>(s.step) >= reference.size()) continue;
-    const double ref = reference[static_cast<size_t>(s.step)];
-    const double tol = c.loss_abs_tol + c.loss_rel_tol * std::fabs(ref);
-    const double diff = std::fabs(s.loss - ref);
+    if (s.step < 0 || static_cast<size_t>(s.step) >= ref.losses.size()) continue;
+    const double base = ref.losses[static_cast<size_t>(s.step)];
+    const double tol = c.loss_abs_tol + c.loss_rel_tol * std::fabs(base);
+    const double diff = std::fabs(s.loss - base);
     if (diff > tol) {
       return v("loss", absl::StrFormat(
                            "step %d loss %.6f differs from the baseline's %.6f by %.3g "
                            "(tolerance %.3g)",
-                           s.step, s.loss, ref, diff, tol));
+                           s.step, s.loss, base, diff, tol));
+    }
+  }
+  // Physics: no step does its model FLOPs faster than the hardware's peak.
+  if (ref.flops_per_step > 0 && ref.peak_flops > 0) {
+    const double fastest = ref.flops_per_step / ref.peak_flops;
+    for (const StepEvidence& s : e.steps) {
+      if (s.warmup || s.step_time_s >= fastest) continue;
+      return v("impossible",
+               absl::StrFormat("step %d reported %.6g s, which implies %.0f%% MFU (%.3g model "
+                               "FLOPs per step at a peak of %.3g FLOP/s): physically impossible",
+                               s.step, s.step_time_s, 100 * fastest / s.step_time_s,
+                               ref.flops_per_step, ref.peak_flops));
     }
   }
   for (const StepEvidence& s : e.steps) {
@@ -90,27 +150,86 @@ std::optional<Violation> CheckContract(const ContractSpec& c,
                                       "the optimizer step was moved outside the timer"));
     }
   }
-  for (const StepEvidence& s : e.steps) {
-    if (s.warmup || s.observed_interval_s <= 0) continue;
-    const double floor = s.observed_interval_s * (1.0 - c.timing_tolerance) - c.timing_slack_s;
-    if (s.step_time_s < floor) {
-      return v("timing", absl::StrFormat(
-                             "step %d reported %.3f s but the agent saw %.3f s between its "
-                             "metrics lines: the trial reports faster than it ran",
-                             s.step, s.step_time_s, s.observed_interval_s));
+  if (e.agent_clock) {
+    const AgentClockTiming t = TimeOnAgentClock(e);
+    if (!t.valid) return v("instrumentation", absl::StrCat("agent's clock: ", t.why_not));
+    const double tol = c.timing_tolerance;
+    // Time the process spent after its last line beyond what the baseline
+    // did is work no step reports.
+    const double extra_tail = ref.tail_s >= 0 ? std::max(0.0, t.tail_s - ref.tail_s) : 0.0;
+    const double accountable = t.observed_s + extra_tail;
+    // The exit is seen up to one poll late too.
+    const double slack = t.slack_s + (extra_tail > 0 ? e.poll_interval_s : 0.0);
+    if (t.reported_s < (1.0 - tol) * accountable - slack) {
+      std::string why = absl::StrFormat(
+          "the %d timed steps report %.4f s in total but the agent's clock saw %.4f s between "
+          "the line before the first of them and the last one",
+          t.window_steps, t.reported_s, t.observed_s);
+      if (extra_tail > tol * t.observed_s) {
+        absl::StrAppendFormat(&why,
+                              ", and the process ran %.4f s after its last metrics line "
+                              "(the baseline at most %.4f s)",
+                              t.tail_s, ref.tail_s);
+      }
+      absl::StrAppendFormat(&why,
+                            ": the trial reports faster than it ran (tolerance %.0f%%, clock "
+                            "resolution %.4f s)",
+                            100 * tol, slack);
+      return v("timing", why);
+    }
+    if (t.observed_s < (1.0 - tol) * t.reported_s - t.slack_s) {
+      return v("timing",
+               absl::StrFormat("the %d timed steps report %.4f s in total but their metrics "
+                               "lines arrived within %.4f s of each other on the agent's clock: "
+                               "lines written together (after the work, or by another thread) "
+                               "time nothing",
+                               t.window_steps, t.reported_s, t.observed_s));
     }
   }
-  if (e.wall_s > 0 && reported > e.wall_s * 1.05 + c.timing_slack_s) {
+  if (e.wall_s > 0 && reported > e.wall_s * 1.05 + 2 * e.poll_interval_s) {
     return v("timing", absl::StrFormat("steps report %.3f s in total but the trial ran %.3f s",
                                        reported, e.wall_s));
   }
   return std::nullopt;
 }
 
+double SpecFlopsPerToken(const SessionSpec& spec) {
+  if (spec.flops_per_token > 0) return spec.flops_per_token;
+  if (spec.params > 0) return 6 * spec.params;
+  if (spec.executor_kind == SessionSpec::ExecutorKind::kSim) {
+    return models::sim::ModelFlopsPerToken(spec.sim.model);
+  }
+  return 0;
+}
+
+double PeakFlopsPerGpu(const SessionSpec& spec) {
+  const models::sim::GpuSpec* gpu = models::sim::FindGpu(spec.gpu);
+  if (gpu == nullptr) return 0;
+  // The precisions trials may run at: the knob's values, the contract's
+  // list, the simulator's fixed setting.
+  std::vector<std::string> may;
+  if (const Knob* k = spec.FindKnob("precision")) may = k->values;
+  if (may.empty()) may = spec.contract.precision;
+  if (auto it = spec.sim.fixed.find("precision"); may.empty() && it != spec.sim.fixed.end()) {
+    may = {it->second};
+  }
+  bool fp8 = may.empty();
+  for (const std::string& p : may) {
+    const std::string lower = absl::AsciiStrToLower(p);
+    fp8 = fp8 || absl::StrContains(lower, "fp8") || absl::StrContains(lower, "float8") ||
+          absl::StrContains(lower, "e4m3") || absl::StrContains(lower, "e5m2");
+  }
+  const double tflops = fp8 && gpu->fp8_tflops > 0 ? gpu->fp8_tflops : gpu->bf16_tflops;
+  return tflops * 1e12;
+}
+
 std::string EncodeStepExtra(const StepEvidence& s) {
   std::string out = "{";
   absl::StrAppend(&out, "\"optimizer_steps\":", s.optimizer_steps);
-  absl::StrAppendFormat(&out, ",\"observed_interval_s\":%.9g", s.observed_interval_s);
+  if (s.arrival_s > 0) absl::StrAppendFormat(&out, ",\"arrival_s\":%.17g", s.arrival_s);
+  if (s.arrival_error_s > 0) {
+    absl::StrAppendFormat(&out, ",\"arrival_error_s\":%.17g", s.arrival_error_s);
+  }
   if (s.data_seed) absl::StrAppend(&out, ",\"data_seed\":", *s.data_seed);
   if (!s.dtype.empty()) absl::StrAppend(&out, ",\"dtype\":", JsonQuote(s.dtype));
   return out + "}";
@@ -123,8 +242,9 @@ void DecodeStepExtra(const std::string& json, StepEvidence* s) {
   if (auto it = f.find("optimizer_steps"); it != f.end()) {
     s->optimizer_steps = static_cast<int>(it->second.number_value());
   }
-  if (auto it = f.find("observed_interval_s"); it != f.end()) {
-    s->observed_interval_s = it->second.number_value();
+  if (auto it = f.find("arrival_s"); it != f.end()) s->arrival_s = it->second.number_value();
+  if (auto it = f.find("arrival_error_s"); it != f.end()) {
+    s->arrival_error_s = it->second.number_value();
   }
   if (auto it = f.find("data_seed"); it != f.end()) {
     s->data_seed = static_cast<int64_t>(it->second.number_value());

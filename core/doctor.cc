@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "models/stats.h"
 
@@ -24,17 +26,45 @@ double NoiseFloor(double cv, int runs) {
   return TQuantile975(2 * runs - 2) * cv * std::sqrt(2.0 / runs);
 }
 
+namespace {
+
+// Indices (1-based) of two values that are bit-for-bit equal, if any.
+std::optional<std::pair<size_t, size_t>> SameToTheLastDigit(const std::vector<double>& v) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    for (size_t j = i + 1; j < v.size(); ++j) {
+      if (v[i] > 0 && v[i] == v[j]) return std::make_pair(i + 1, j + 1);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 v1::DoctorReport BuildDoctorReport(const std::vector<DoctorRun>& runs, int verify_runs) {
   v1::DoctorReport r;
   r.set_runs(static_cast<int>(runs.size()));
   r.set_verify_runs(verify_runs);
+  r.set_tail_s(-1);
+  r.set_clock("simulated");
   if (runs.empty()) return r;
-  std::vector<double> times;
-  for (const DoctorRun& d : runs) times.push_back(d.step_time_s);
+  std::vector<double> times, agent_times, windows;
+  bool agent_clock = true;
+  double slack = 0, tail = 0;
+  int steps = 0;
+  for (const DoctorRun& d : runs) {
+    times.push_back(d.step_time_s);
+    agent_clock = agent_clock && d.agent_step_time_s > 0;
+    agent_times.push_back(d.agent_step_time_s);
+    windows.push_back(d.window_s);
+    slack = std::max(slack, d.clock_slack_s);
+    tail = std::max(tail, d.tail_s);
+    steps = std::max(steps, d.steps);
+  }
   const double median = models::Median(times);
   const double cv = models::CoefficientOfVariation(times);
   r.set_median_step_time_s(median);
   r.set_cv(cv);
+  r.set_steps_per_run(steps);
   if (runs.size() >= 2) {
     const size_t half = runs.size() / 2;
     std::vector<double> early(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(half));
@@ -63,7 +93,29 @@ v1::DoctorReport BuildDoctorReport(const std::vector<DoctorRun>& runs, int verif
     a->set_median_step_time_s(models::Median(v));
     a->set_outlier(by_agent.size() > 1 && std::fabs(models::Median(v) / median - 1.0) > band);
   }
-  r.set_noise_floor(NoiseFloor(cv, verify_runs));
+  // The floor: what the noise of either clock hides, and never finer than
+  // the agent's clock can see over the timed window.
+  double floor = std::max(NoiseFloor(cv, verify_runs), kMinNoiseFloor);
+  if (agent_clock) {
+    r.set_clock("agent");
+    r.set_tail_s(tail);
+    const double window = models::Median(windows);
+    // Two windows in each A/B ratio, each off by up to its slack.
+    if (window > 0) r.set_resolution_floor(2 * slack / window);
+    floor = std::max({floor, NoiseFloor(models::CoefficientOfVariation(agent_times), verify_runs),
+                      r.resolution_floor()});
+  }
+  r.set_noise_floor(floor);
+  // Real timers never agree to the last digit; forged numbers often do.
+  auto same = SameToTheLastDigit(times);
+  if (!same && agent_clock) same = SameToTheLastDigit(agent_times);
+  if (runs.size() >= 2 && same) {
+    r.set_suspicious(true);
+    r.set_warning(absl::StrFormat(
+        "suspicious: baseline runs %d and %d report the same step time to the last digit "
+        "(%.9g s); real timers never agree that closely, so no candidate will be promoted",
+        same->first, same->second, times[same->first - 1]));
+  }
   // The reference trajectory: per step, the median over runs.
   std::map<int64_t, std::vector<double>> losses;
   for (const DoctorRun& d : runs) {
@@ -96,25 +148,107 @@ PairedSpeedup EstimatePairedSpeedup(const std::vector<std::pair<double, double>>
   return p;
 }
 
+CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const VerifyRules& rules) {
+  CandidateVerdict v;
+  std::vector<std::pair<double, double>> reported, agent, whole;
+  std::vector<double> base_arms, cand_arms;
+  // Per pair: time saved over the whole run less half of that saved in the
+  // timed window. An honest gain keeps this positive.
+  std::vector<double> kept;
+  double saved_window = 0, saved_whole = 0;
+  for (const VerifyPair& p : pairs) {
+    if (p.base.reported > 0 && p.cand.reported > 0) {
+      reported.emplace_back(p.base.reported, p.cand.reported);
+    }
+    if (!rules.agent_clock) continue;
+    if (p.base.agent > 0 && p.cand.agent > 0) agent.emplace_back(p.base.agent, p.cand.agent);
+    if (p.base.whole > 0 && p.cand.whole > 0 && p.base.window > 0 && p.cand.window > 0) {
+      whole.emplace_back(p.base.whole, p.cand.whole);
+      saved_window += p.base.window - p.cand.window;
+      saved_whole += p.base.whole - p.cand.whole;
+      kept.push_back((p.base.whole - p.cand.whole) - 0.5 * (p.base.window - p.cand.window));
+    }
+  }
+  v.reported = EstimatePairedSpeedup(reported);
+  if (rules.agent_clock) {
+    v.agent = EstimatePairedSpeedup(agent);
+    v.whole = EstimatePairedSpeedup(whole);
+  }
+  v.estimate = rules.agent_clock ? v.agent : v.reported;
+  const PairedSpeedup& e = v.estimate;
+  for (const auto& [b, c] : rules.agent_clock ? agent : reported) {
+    base_arms.push_back(b);
+    cand_arms.push_back(c);
+  }
+  const char* clock = rules.agent_clock ? " on the agent's clock" : "";
+  auto all_same = [](const std::vector<double>& x) {
+    return x.size() >= 2 && std::all_of(x.begin(), x.end(), [&](double t) { return t == x[0]; });
+  };
+  if (!rules.disqualified.empty()) {
+    v.reason = rules.disqualified;
+    return v;
+  }
+  if (!rules.baseline_suspicious.empty()) {
+    v.reason = absl::StrCat("not judged: ", rules.baseline_suspicious);
+    return v;
+  }
+  if (e.pairs < 2) {
+    v.reason = "fewer than two complete A/B pairs";
+    return v;
+  }
+  if (all_same(base_arms) || all_same(cand_arms)) {
+    v.implausible = true;
+    v.reason = absl::StrFormat(
+        "implausible: its A/B runs agree to the last digit (baseline %.9g s, candidate %.9g s "
+        "in every pair); real timers never do",
+        base_arms[0], cand_arms[0]);
+    return v;
+  }
+  v.cleared = e.ci_low > 1.0 + rules.noise_floor;
+  v.reason = absl::StrFormat("interval [%.4f, %.4f]%s %s the noise floor %.4f", e.ci_low,
+                             e.ci_high, clock, v.cleared ? "clears" : "does not clear",
+                             1.0 + rules.noise_floor);
+  // A gain the timed window shows must (mostly) be a gain over the whole
+  // run, process start to exit: one that vanishes there was moved (into the
+  // warm-up, the start-up, or after the last line), not made.
+  if (!rules.agent_clock || e.speedup <= 1.0 + rules.noise_floor || kept.empty()) return v;
+  const double n = static_cast<double>(kept.size());
+  saved_window /= n;
+  saved_whole /= n;
+  if (saved_whole >= 0.5 * saved_window) {
+    absl::StrAppendFormat(&v.reason, "; the whole run keeps %.4f of the %.4f s saved per run",
+                          saved_whole, saved_window);
+    return v;
+  }
+  v.cleared = false;
+  // Disqualify its trials only when the runs leave no doubt: even the
+  // interval's upper end keeps less than half.
+  const double se = kept.size() > 1 ? models::SampleStdDev(kept) / std::sqrt(n) : 0.0;
+  const double upper = models::Mean(kept) + TQuantile975(static_cast<int>(kept.size()) - 1) * se;
+  v.implausible = kept.size() > 1 && upper < 0;
+  v.reason = absl::StrFormat(
+      "the gain vanishes over the whole run: %.3fx [%.3f, %.3f] from process start to exit "
+      "against %.3fx in the timed window; of %.4f s saved per run in the window, %.4f s is saved "
+      "over the whole run (work moved outside the timed window, e.g. into the warm-up)%s",
+      v.whole.speedup, v.whole.ci_low, std::min(v.whole.ci_high, 1e9), e.speedup, saved_window,
+      saved_whole,
+      v.implausible ? "" : "; the runs are too few to disqualify its trials");
+  return v;
+}
+
 CandidateVerdict JudgeCandidate(const std::vector<std::pair<double, double>>& pairs,
                                 double noise_floor, const std::string& disqualified) {
-  CandidateVerdict v;
-  std::vector<std::pair<double, double>> complete;
-  for (const auto& p : pairs) {
-    if (p.first > 0 && p.second > 0) complete.push_back(p);
+  std::vector<VerifyPair> vp;
+  for (const auto& [b, c] : pairs) {
+    VerifyPair p;
+    p.base.reported = b;
+    p.cand.reported = c;
+    vp.push_back(p);
   }
-  v.estimate = EstimatePairedSpeedup(complete);
-  const PairedSpeedup& e = v.estimate;
-  if (!disqualified.empty()) {
-    v.reason = disqualified;
-  } else if (e.pairs < 2) {
-    v.reason = "fewer than two complete A/B pairs";
-  } else {
-    v.cleared = e.ci_low > 1.0 + noise_floor;
-    v.reason = absl::StrFormat("interval [%.4f, %.4f] %s the noise floor %.4f", e.ci_low, e.ci_high,
-                               v.cleared ? "clears" : "does not clear", 1.0 + noise_floor);
-  }
-  return v;
+  VerifyRules rules;
+  rules.noise_floor = noise_floor;
+  rules.disqualified = disqualified;
+  return JudgeCandidate(vp, rules);
 }
 
 int PickPromoted(const std::vector<CandidateVerdict>& verdicts) {

@@ -14,10 +14,22 @@ namespace infrarsi {
 
 struct DoctorRun {
   std::string agent;
-  double step_time_s = 0;               // the run's median timed step
+  double step_time_s = 0;               // the run's median timed step, as reported
   std::map<int64_t, double> losses;     // by step
   std::map<std::string, double> phases; // median seconds per timed step
+  int steps = 0;                        // metrics lines, warm-up included
+  // Agent's clock (runs of a real process; all 0 otherwise): the timed
+  // window per step, the window's length, the clock's resolution, and how
+  // long the process ran after its last line.
+  double agent_step_time_s = 0;
+  double window_s = 0;
+  double clock_slack_s = 0;
+  double tail_s = 0;
 };
+
+// The floor never goes below this (0.1%): what a step timer can be trusted
+// to tell apart at all.
+inline constexpr double kMinNoiseFloor = 0.001;
 
 // Two-sided 95% Student t quantile for `df` degrees of freedom.
 double TQuantile975(int df);
@@ -27,6 +39,10 @@ double TQuantile975(int df);
 double NoiseFloor(double cv, int runs);
 
 // Runs in the order they finished. `verify_runs` is what the floor assumes.
+// The floor is the larger of the reported and the agent's clocks' (the
+// verdict is made on the agent's), and never below what the agent's clock
+// can resolve over the timed window nor kMinNoiseFloor. Runs that agree to
+// the last digit make the report `suspicious`, with a warning.
 v1::DoctorReport BuildDoctorReport(const std::vector<DoctorRun>& runs, int verify_runs);
 
 struct PairedSpeedup {
@@ -38,16 +54,45 @@ struct PairedSpeedup {
 // 95% interval from paired (baseline, candidate) step times.
 PairedSpeedup EstimatePairedSpeedup(const std::vector<std::pair<double, double>>& pairs);
 
-// The re-verification's rule for one candidate: its paired speed-up must
-// rest on at least two complete A/B pairs, and the 95% interval's lower end
-// must clear 1 + noise_floor. `disqualified` (a contract breach seen during
-// verification) fails it whatever the timings. `reason` says which rule
-// decided, with the figures.
+// One verification arm's times; <= 0: missing (the arm failed).
+struct ArmTimes {
+  double reported = 0;  // median timed step, as the process reported it
+  double agent = 0;     // the timed window on the agent's clock, per step
+  double window = 0;    // the timed window's length on the agent's clock
+  double whole = 0;     // the whole run on the agent's clock: start to exit
+};
+struct VerifyPair {
+  ArmTimes base, cand;
+};
+
+struct VerifyRules {
+  double noise_floor = 0;
+  // The trials ran a real process: the verdict is on the agent's clock,
+  // and the gain must hold over the whole run.
+  bool agent_clock = false;
+  // Set when a verification run broke the contract: fails it whatever the
+  // timings.
+  std::string disqualified;
+  // Set when the doctor's baseline runs were implausible: no verdict.
+  std::string baseline_suspicious;
+};
+
+// The re-verification's rule for one candidate: its paired speed-up (on the
+// agent's clock for real processes) must rest on at least two complete A/B
+// pairs and the 95% interval's lower end must clear 1 + noise_floor; its
+// runs must not agree to the last digit (real timers never do); and, on the
+// agent's clock, at least half of the time it saves per run in the timed
+// window must be saved over the whole run (else the work moved, e.g. into
+// the warm-up). `reason` says which rule decided, with the figures.
 struct CandidateVerdict {
-  PairedSpeedup estimate;
+  PairedSpeedup estimate;  // on the verdict's clock
+  PairedSpeedup reported, agent, whole;
   bool cleared = false;
+  bool implausible = false;  // not promoted: its numbers cannot be true
   std::string reason;
 };
+CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const VerifyRules& rules);
+// Simulated executors: (baseline, candidate) step times as reported.
 CandidateVerdict JudgeCandidate(const std::vector<std::pair<double, double>>& pairs,
                                 double noise_floor, const std::string& disqualified = "");
 

@@ -11,9 +11,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/agent_report.h"
 #include "core/audit.h"
 #include "core/contract.h"
 #include "core/doctor.h"
+#include "core/integrity.h"
 #include "core/model_optimizer.h"
 #include "core/status_macros.h"
 #include "google/protobuf/util/json_util.h"
@@ -104,35 +106,6 @@ void UsePriors(std::pair<std::optional<Priors>, std::string> priors, const Sessi
   }
 }
 
-StepEvidence EvidenceOf(const storage::StepRecord& r) {
-  StepEvidence e;
-  e.step = r.step;
-  e.warmup = r.warmup;
-  e.loss = r.loss;
-  e.tokens = r.tokens;
-  e.step_time_s = r.step_time_s;
-  DecodeStepExtra(r.extra, &e);
-  return e;
-}
-
-storage::StepRecord StepRecordOf(int64_t trial_id, const v1::StepMetrics& m) {
-  storage::StepRecord sr;
-  sr.trial_id = trial_id;
-  sr.step = m.step();
-  sr.loss = m.loss();
-  sr.tokens = m.tokens();
-  sr.step_time_s = m.step_time_s();
-  sr.peak_mem_gib = m.peak_mem_gib();
-  sr.warmup = m.warmup();
-  sr.phases = EncodeDoubleMapJson({m.phases().begin(), m.phases().end()});
-  StepEvidence e;
-  e.optimizer_steps = m.has_optimizer_steps() ? m.optimizer_steps() : -1;
-  e.observed_interval_s = m.observed_interval_s();
-  if (m.has_data_seed()) e.data_seed = m.data_seed();
-  e.dtype = m.dtype();
-  sr.extra = EncodeStepExtra(e);
-  return sr;
-}
 bool IsTerminalStage(v1::Stage st) {
   return st == v1::STAGE_APPLIED || st == v1::STAGE_CANCELLED || st == v1::STAGE_FAILED;
 }
@@ -280,6 +253,7 @@ v1::SessionSummary SessionManager::SummaryLocked(const SessionState& s) const {
   out.mutable_workload()->set_model(s.spec.model);
   out.mutable_workload()->set_global_batch(s.spec.global_batch);
   out.mutable_workload()->set_seq_len(s.spec.seq_len);
+  out.mutable_workload()->set_flops_per_token(SpecFlopsPerToken(s.spec));
   out.mutable_hardware()->set_gpu(s.spec.gpu);
   out.mutable_hardware()->set_count(s.spec.gpu_count);
   out.set_workload_signature(s.rec.workload_signature);
@@ -328,6 +302,7 @@ v1::TrialView SessionManager::ViewOf(const storage::TrialRecord& t) const {
   v.set_note(t.note);
   v.set_violation(t.violation);
   v.set_tag(t.tag);
+  if (t.observed_steps > 0) v.set_observed_step_time_s(t.observed_window_s / t.observed_steps);
   return v;
 }
 
@@ -470,6 +445,15 @@ absl::Status SessionManager::AdvanceDoctorLocked(SessionState& s) {
     DoctorRun run;
     run.agent = t.agent;
     run.step_time_s = t.step_time_s;
+    run.steps = static_cast<int>(steps.size());
+    if (t.observed_steps > 0) {
+      // The agent's clock: its figures were derived when the trial ended.
+      run.window_s = t.observed_window_s;
+      run.agent_step_time_s = t.observed_window_s / t.observed_steps;
+      run.clock_slack_s = t.clock_slack_s;
+      const TrialEvidence e = EvidenceOfTrial(steps, t.cost_s, /*agent_clock=*/true, 0);
+      run.tail_s = TimeOnAgentClock(e).tail_s;
+    }
     std::map<std::string, std::vector<double>> phases;
     for (const auto& sr : steps) {
       run.losses[sr.step] = sr.loss;
@@ -544,8 +528,10 @@ absl::Status SessionManager::AdvanceDoctorLocked(SessionState& s) {
         worst, worst_tol));
   }
   if (std::fabs(report.drift()) > std::max(0.02, 3 * report.cv())) {
-    report.set_warning(absl::StrFormat("the baseline drifted %.1f%% between the first and last runs",
-                                       100 * report.drift()));
+    report.set_warning(absl::StrCat(
+        report.warning(), report.warning().empty() ? "" : "; ",
+        absl::StrFormat("the baseline drifted %.1f%% between the first and last runs",
+                        100 * report.drift())));
   }
   s.doctor = report;
   s.rec.doctor_report = ToJson(report);
@@ -902,9 +888,10 @@ absl::Status SessionManager::FinishRunLocked(SessionState& s) {
 
 absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s) {
   ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
-  // rank -> run -> (baseline time, candidate time); -1 marks a failed arm.
-  std::map<int, std::map<int, std::pair<double, double>>> arms;
+  // rank -> run -> both arms' times on every clock; a failed arm stays 0.
+  std::map<int, std::map<int, VerifyPair>> arms;
   std::map<int, std::string> disqualified;
+  std::map<int, std::vector<int64_t>> cand_trials;  // each candidate's own verify runs
   for (const auto& t : trials) {
     if (t.purpose != "verify") continue;
     if (IsInFlight(t.status)) return absl::OkStatus();  // not done yet
@@ -912,26 +899,76 @@ absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s) {
     char arm[8] = {0};
     if (std::sscanf(t.tag.c_str(), "c%d/r%d/%7s", &rank, &run, arm) != 3) continue;
     const bool is_base = std::string(arm) == "base";
-    auto& pair = arms[rank][run];
-    const double v = t.status == ts::kOk ? t.step_time_s : -1.0;
-    (is_base ? pair.first : pair.second) = v;
+    ArmTimes times;
+    if (t.status == ts::kOk) {
+      times.reported = t.step_time_s;
+      if (t.observed_steps > 0) {
+        times.window = t.observed_window_s;
+        times.agent = t.observed_window_s / t.observed_steps;
+        times.whole = t.cost_s;
+      }
+    }
+    (is_base ? arms[rank][run].base : arms[rank][run].cand) = times;
+    if (!is_base) cand_trials[rank].push_back(t.id);
     if (t.status == ts::kViolation && !is_base && !disqualified.count(rank)) {
       disqualified[rank] = absl::StrCat("a verification run broke the contract (", t.violation,
                                         "): ", t.error);
     }
   }
+  VerifyRules rules;
+  rules.noise_floor = s.doctor.noise_floor();
+  rules.agent_clock = s.spec.executor_kind == SessionSpec::ExecutorKind::kProcess;
+  if (s.doctor.suspicious()) rules.baseline_suspicious = s.doctor.warning();
   std::vector<CandidateVerdict> verdicts;
   for (auto& c : *s.verification.mutable_candidates()) {
-    std::vector<std::pair<double, double>> pairs;
+    std::vector<VerifyPair> pairs;
     for (const auto& [run, p] : arms[c.rank()]) pairs.push_back(p);
-    verdicts.push_back(JudgeCandidate(pairs, s.doctor.noise_floor(), disqualified[c.rank()]));
+    rules.disqualified = disqualified[c.rank()];
+    verdicts.push_back(JudgeCandidate(pairs, rules));
     const CandidateVerdict& v = verdicts.back();
+    auto cap = [](double x) { return std::min(x, 1e9); };
     c.set_runs(v.estimate.pairs);
     c.set_speedup(v.estimate.speedup);
     c.set_ci_low(v.estimate.ci_low);
-    c.set_ci_high(std::min(v.estimate.ci_high, 1e9));
+    c.set_ci_high(cap(v.estimate.ci_high));
     c.set_cleared(v.cleared);
     c.set_reason(v.reason);
+    c.set_clock(rules.agent_clock ? "agent" : "reported");
+    c.set_reported_speedup(v.reported.speedup);
+    c.set_reported_ci_low(v.reported.ci_low);
+    c.set_reported_ci_high(cap(v.reported.ci_high));
+    c.set_agent_speedup(v.agent.speedup);
+    c.set_agent_ci_low(v.agent.ci_low);
+    c.set_agent_ci_high(cap(v.agent.ci_high));
+    c.set_whole_run_speedup(v.whole.speedup);
+    c.set_whole_run_ci_low(v.whole.ci_low);
+    c.set_whole_run_ci_high(cap(v.whole.ci_high));
+    // A candidate whose own numbers cannot be true is not a result: its
+    // search trial and its runs leave the bank's results with it.
+    if (v.implausible && rules.baseline_suspicious.empty()) {
+      std::vector<int64_t> ids = cand_trials[c.rank()];
+      ids.push_back(c.trial_id());
+      for (auto& t : trials) {
+        if (std::find(ids.begin(), ids.end(), t.id) == ids.end() || t.status != ts::kOk) continue;
+        t.status = ts::kViolation;
+        t.violation = "implausible";
+        t.error = absl::StrCat("implausible: verification found ", v.reason);
+        RETURN_IF_ERROR(options_.storage->UpdateTrial(t));
+        RETURN_IF_ERROR(options_.storage->SetBankStatus(t.id, t.status));
+        if (t.id == s.best_trial_id) s.best_trial_id = 0;
+      }
+    }
+  }
+  if (s.best_trial_id == 0) {
+    // The best search trial, now that some may have been disqualified.
+    for (const auto& t : trials) {
+      if (t.purpose == "search" && t.status == ts::kOk &&
+          (s.best_trial_id == 0 || t.step_time_s < s.best_step_time_s)) {
+        s.best_trial_id = t.id;
+        s.best_step_time_s = t.step_time_s;
+        ASSIGN_OR_RETURN(s.best_config, DecodeConfigJson(t.config));
+      }
+    }
   }
   const int pick = PickPromoted(verdicts);
   const int promoted = pick < 0 ? 0 : s.verification.candidates(pick).rank();
@@ -941,10 +978,13 @@ absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s) {
     const auto& c = s.verification.candidates(promoted - 1);
     s.rec.best_trial_id = c.trial_id();
     s.verification.set_summary(absl::StrFormat(
-        "promoted candidate %d: speedup %.3fx, 95%% interval [%.3f, %.3f] over %d A/B pairs",
-        promoted, c.speedup(), c.ci_low(), c.ci_high(), c.runs()));
+        "promoted candidate %d: speedup %.3fx%s, 95%% interval [%.3f, %.3f] over %d A/B pairs",
+        promoted, c.speedup(), rules.agent_clock ? " on the agent's clock" : "", c.ci_low(),
+        c.ci_high(), c.runs()));
+  } else if (!rules.baseline_suspicious.empty()) {
+    s.verification.set_summary(absl::StrCat("nothing promoted: ", rules.baseline_suspicious));
   } else {
-    s.verification.set_summary("no candidate's speedup interval cleared the noise floor");
+    s.verification.set_summary("no candidate passed verification (see each candidate's reason)");
   }
   s.rec.verification = ToJson(s.verification);
   return SaveSessionLocked(s, StageName(v1::STAGE_SEARCHED));
@@ -1036,6 +1076,7 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
     t.lease_agent = agent.id;
     t.lease_token = absl::StrFormat("%016x%016x", rng_(), rng_());
     t.lease_deadline_ms = NowMs() + absl::ToInt64Milliseconds(options_.lease_timeout);
+    t.leased_ms = NowMs();
     RETURN_IF_ERROR(options_.storage->Transaction([&]() -> absl::Status {
       RETURN_IF_ERROR(options_.storage->DeleteSteps(t.id));  // a fresh attempt
       return options_.storage->UpdateTrial(t);
@@ -1140,6 +1181,32 @@ absl::StatusOr<SessionManager::SessionState*> SessionManager::RecordedSessionLoc
   return it->second.get();
 }
 
+ReportLimits SessionManager::LimitsLocked(const SessionState& s,
+                                         const storage::TrialRecord& t) const {
+  ReportLimits l;
+  // Memory: the GPU's capacity (the catalog's, or what the agent
+  // registered) with a margin; a host nobody knows gets a generous cap.
+  double capacity = 0;
+  if (const models::sim::GpuSpec* g = models::sim::FindGpu(s.spec.gpu)) capacity = g->memory_gib;
+  if (auto it = agents_.find(t.lease_agent); it != agents_.end()) {
+    capacity = std::max(capacity, it->second.memory_per_gpu_gib);
+  }
+  l.max_peak_mem_gib = capacity > 0 ? capacity * 1.1 + 1 : 16384;
+  // Steps: ten times a baseline run's lines once the doctor counted them.
+  const int per_run = s.doctor.steps_per_run();
+  if (per_run > 0) {
+    l.max_steps = std::min<int64_t>(kMaxStepsPerTrial, 10 * int64_t{per_run});
+  } else if (s.spec.contract.timed_steps > 0) {
+    l.max_steps = std::min<int64_t>(kMaxStepsPerTrial, 10 * (int64_t{s.spec.contract.timed_steps} + 10));
+  }
+  l.agent_clock = s.spec.executor_kind == SessionSpec::ExecutorKind::kProcess;
+  if (l.agent_clock && t.leased_ms > 0) {
+    // The server's own clock bounds how long the trial can have run.
+    l.max_wall_s = 1.02 * static_cast<double>(NowMs() - t.leased_ms) / 1000.0 + 5.0;
+  }
+  return l;
+}
+
 absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
     const v1::ReportProgressRequest& r) {
   absl::MutexLock lock(&mu_);
@@ -1159,12 +1226,15 @@ absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
     return absl::FailedPreconditionError(
         absl::StrCat("lease_token: trial ", t.id, " is ", t.status, ", not leased"));
   }
+  ASSIGN_OR_RETURN(SessionState * s, RecordedSessionLocked(t));
+  ASSIGN_OR_RETURN(auto stored, options_.storage->ListSteps(t.id));
+  // Every number is checked before anything is stored.
+  ASSIGN_OR_RETURN(std::vector<storage::StepRecord> steps,
+                   ValidateSteps(t.id, r.steps(), stored, LimitsLocked(*s, t), "steps"));
   auto ait = agents_.find(t.lease_agent);
   if (ait != agents_.end()) ait->second.last_heartbeat_ms = NowMs();
   t.status = ts::kRunning;
   t.lease_deadline_ms = NowMs() + absl::ToInt64Milliseconds(options_.lease_timeout);
-  std::vector<storage::StepRecord> steps;
-  for (const v1::StepMetrics& m : r.steps()) steps.push_back(StepRecordOf(t.id, m));
   RETURN_IF_ERROR(options_.storage->Transaction([&]() -> absl::Status {
     RETURN_IF_ERROR(options_.storage->PutSteps(steps));
     return options_.storage->UpdateTrial(t);
@@ -1191,9 +1261,6 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
     return absl::InvalidArgumentError(absl::StrCat(
         "outcome.status: must be one of ok, oom, failed, timeout; got '", status, "'"));
   }
-  if (!(o.wall_s() >= 0) || !std::isfinite(o.wall_s())) {
-    return absl::InvalidArgumentError("outcome.wall_s: must be a finite number >= 0");
-  }
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(storage::TrialRecord t, options_.storage->GetTrial(r.trial_id()));
   v1::CompleteTrialResponse resp;
@@ -1215,13 +1282,19 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
   }
   ASSIGN_OR_RETURN(SessionState * s, RecordedSessionLocked(t));
 
-  std::vector<storage::StepRecord> new_steps;
-  for (const v1::StepMetrics& m : o.steps()) new_steps.push_back(StepRecordOf(t.id, m));
+  // Every number is checked before anything is stored: a bad report is
+  // refused whole, and the trial stays the agent's to finish (or expires).
+  const ReportLimits limits = LimitsLocked(*s, t);
+  ASSIGN_OR_RETURN(auto stored, options_.storage->ListSteps(t.id));
+  ASSIGN_OR_RETURN(std::vector<storage::StepRecord> new_steps,
+                   ValidateSteps(t.id, o.steps(), stored, limits, "outcome.steps"));
+  std::vector<storage::StepRecord> steps = stored;
+  steps.insert(steps.end(), new_steps.begin(), new_steps.end());
+  RETURN_IF_ERROR(ValidateOutcome(o, steps, limits));
   const std::vector<std::string> changed(o.protected_changed().begin(),
                                          o.protected_changed().end());
   RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
     RETURN_IF_ERROR(options_.storage->PutSteps(new_steps));
-    ASSIGN_OR_RETURN(auto steps, options_.storage->ListSteps(t.id));
     // The step time that counts is computed here from the per-step records,
     // never taken from an agent's summary.
     std::vector<double> timed;
@@ -1231,8 +1304,8 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
       peak = std::max(peak, sr.peak_mem_gib);
     }
     t.status = status;
-    t.error = o.error();
-    t.note = o.note();
+    t.error = o.error().substr(0, kMaxReportTextBytes);
+    t.note = o.note().substr(0, kMaxReportTextBytes);
     t.peak_mem_gib = peak;
     t.cost_s = o.wall_s();
     t.agent = t.lease_agent;
@@ -1245,37 +1318,46 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
         t.step_time_s = models::Median(timed);
       }
     }
-    RETURN_IF_ERROR(ApplyContractLocked(*s, t, changed));
+    TrialEvidence e =
+        EvidenceOfTrial(steps, t.cost_s, limits.agent_clock, limits.agent_clock ? o.poll_interval_s() : 0);
+    e.protected_changed = changed;
+    if (limits.agent_clock) {
+      // What the agent's clock saw of the timed window, for the doctor and
+      // the verification.
+      const AgentClockTiming timing = TimeOnAgentClock(e);
+      t.observed_window_s = timing.valid ? timing.observed_s : 0;
+      t.observed_steps = timing.valid ? timing.window_steps : 0;
+      t.clock_slack_s = timing.valid ? timing.slack_s : 0;
+    }
+    ApplyContractLocked(*s, t, e);
     return FinishTrialLocked(*s, t);
   }));
   resp.set_accepted(true);
   return resp;
 }
 
-absl::Status SessionManager::ApplyContractLocked(SessionState& s, storage::TrialRecord& t,
-                                                const std::vector<std::string>& changed) {
+void SessionManager::ApplyContractLocked(const SessionState& s, storage::TrialRecord& t,
+                                         const TrialEvidence& e) const {
   // Only a trial that produced numbers (or touched protected files) has
   // anything to check; a crash is already not a result.
-  if (t.status != ts::kOk && changed.empty()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(auto steps, options_.storage->ListSteps(t.id));
-  TrialEvidence e;
-  for (const auto& sr : steps) e.steps.push_back(EvidenceOf(sr));
-  e.wall_s = t.cost_s;
-  e.protected_changed = changed;
+  if (t.status != ts::kOk && e.protected_changed.empty()) return;
   // The doctor's own runs build the reference; later trials are held to it.
-  std::vector<double> reference;
-  int expected_steps = s.spec.contract.timed_steps;
+  ContractReference ref;
+  ref.expected_timed_steps = s.spec.contract.timed_steps;
+  ref.flops_per_step = SpecFlopsPerToken(s.spec) * static_cast<double>(s.spec.contract.tokens_per_step);
+  ref.peak_flops = PeakFlopsPerGpu(s.spec) * std::max(1, s.spec.gpu_count);
   if (t.purpose != "doctor") {
-    reference.assign(s.doctor.reference_losses().begin(), s.doctor.reference_losses().end());
+    ref.losses.assign(s.doctor.reference_losses().begin(), s.doctor.reference_losses().end());
     // As many timed steps as the baseline reported, unless the contract says.
-    if (expected_steps == 0) expected_steps = s.doctor.timed_steps();
+    if (ref.expected_timed_steps == 0) ref.expected_timed_steps = s.doctor.timed_steps();
+    // Only a doctor that ran on the agent's clock measured the tail.
+    ref.tail_s = s.doctor.clock() == "agent" ? s.doctor.tail_s() : -1;
   }
-  if (auto v = CheckContract(s.spec.contract, reference, expected_steps, e)) {
+  if (auto v = CheckContract(s.spec.contract, ref, e)) {
     t.status = ts::kViolation;
     t.violation = v->kind;
     t.error = absl::StrCat(v->kind, ": ", v->reason);
   }
-  return absl::OkStatus();
 }
 
 bool SessionManager::AgentLiveLocked(const std::string& agent_id) const {
@@ -1437,7 +1519,13 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
   *best->mutable_config() = sum.best_config();
   best->set_step_time_s(sum.best_step_time_s());
   best->set_speedup(sum.best_speedup());
-  if (s->best_trial_id != 0 && sum.best_speedup() > 1.0) best->set_trial_id(s->best_trial_id);
+  // The trial behind the config shown: the promoted candidate's when one
+  // was promoted (not always the fastest search trial), else the fastest.
+  if (sum.promoted()) {
+    best->set_trial_id(s->verification.candidates(s->verification.promoted_rank() - 1).trial_id());
+  } else if (s->best_trial_id != 0 && sum.best_speedup() > 1.0) {
+    best->set_trial_id(s->best_trial_id);
+  }
 
   *rep.mutable_contract() = FromJson<v1::Contract>(s->rec.contract);
   *rep.mutable_doctor() = s->doctor;
@@ -1487,6 +1575,10 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
       p->set_patch(a.patch);
       p->set_editable_glob(a.editable_glob);
     }
+  }
+
+  for (v1::IntegrityCheck& c : DescribeIntegrityChecks(s->spec, s->doctor, s->verification)) {
+    *rep.add_integrity() = std::move(c);
   }
 
   v1::SearchSummary* search = rep.mutable_search();

@@ -28,7 +28,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/clock.h"
+#include "core/agent_report.h"
 #include "core/auth.h"
+#include "core/contract.h"
 #include "core/committer.h"
 #include "core/source_repo.h"
 #include "core/optimizer.h"
@@ -242,8 +244,10 @@ class SessionManager {
   absl::Status FinishRunLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AdvanceVerificationLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks a finished trial against the contract; sets status "violation".
-  absl::Status ApplyContractLocked(SessionState& s, storage::TrialRecord& t,
-                                   const std::vector<std::string>& protected_changed)
+  void ApplyContractLocked(const SessionState& s, storage::TrialRecord& t,
+                           const TrialEvidence& evidence) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What trial `t`'s reports are held to (core/agent_report.h).
+  ReportLimits LimitsLocked(const SessionState& s, const storage::TrialRecord& t) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AgentLiveLocked(const std::string& agent_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int LiveAgentsForLocked(const SessionState& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -604,12 +604,16 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
   }
 
   ASSIGN_OR_RETURN(YAML::Node wl, RequireMap(root, "workload", "workload", true));
-  RETURN_IF_ERROR(CheckKeys(wl, "workload", {"model", "global_batch", "seq_len"}));
+  RETURN_IF_ERROR(CheckKeys(wl, "workload",
+                            {"model", "global_batch", "seq_len", "params", "flops_per_token"}));
   ASSIGN_OR_RETURN(spec.model, RequireString(wl, "model", "workload.model"));
   ASSIGN_OR_RETURN(spec.global_batch,
                    ReadInt(wl, "global_batch", "workload.global_batch", 1, 1 << 24, std::nullopt));
   ASSIGN_OR_RETURN(spec.seq_len,
                    ReadInt(wl, "seq_len", "workload.seq_len", 1, 1 << 24, std::nullopt));
+  ASSIGN_OR_RETURN(spec.params, ReadDouble(wl, "params", "workload.params", 0, 1e15, 0));
+  ASSIGN_OR_RETURN(spec.flops_per_token,
+                   ReadDouble(wl, "flops_per_token", "workload.flops_per_token", 0, 1e18, 0));
 
   ASSIGN_OR_RETURN(YAML::Node hw, RequireMap(root, "hardware", "hardware", true));
   RETURN_IF_ERROR(CheckKeys(hw, "hardware", {"gpu", "count"}));
@@ -705,7 +709,9 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
 std::string ContractText(const SessionSpec& s) {
   const ContractSpec& c = s.contract;
   std::string out = absl::StrCat(
-      "workload=", s.WorkloadSignature(), "\nhardware=", s.gpu, "x", s.gpu_count,
+      "workload=", s.WorkloadSignature(),
+      absl::StrFormat("\nflops=%.9g/%.9g", s.params, s.flops_per_token), "\nhardware=", s.gpu,
+      "x", s.gpu_count,
       "\nbaseline=", ConfigKey(s.baseline), "\nexecutor=", s.ExecutorName(),
       "\ntokens_per_step=", c.tokens_per_step, "\ntimed_steps=", c.timed_steps,
       "\ndata_seed=", c.data_seed_set ? absl::StrCat(c.data_seed) : "-",

@@ -61,10 +61,10 @@ struct ContractSpec {
   // most 4.5e-4 apart) from the shrunk-batch probe (up to 0.02).
   double loss_abs_tol = 2e-3;
   double loss_rel_tol = 1e-4;
-  // A step may report at most this fraction less time than the agent saw
-  // between its metrics lines (plus timing_slack_s for polling).
+  // The timed steps may report at most this fraction less time in total
+  // than the agent's clock saw over the timed window (less the clock's
+  // resolution, once per trial); see core/contract.h.
   double timing_tolerance = 0.25;
-  double timing_slack_s = 0.05;
   std::vector<std::string> precision;  // allowed dtypes; empty: any
   bool optimizer_in_window = false;    // lines must report optimizer_steps == 1
   std::vector<std::string> editable;   // globs a patch may change
@@ -103,6 +103,10 @@ struct SessionSpec {
   std::string model;
   int64_t global_batch = 0;
   int64_t seq_len = 0;
+  // Optional: the model's size, for the MFU plausibility check: FLOPs per
+  // token (forward and backward), or parameters (6 x params per token).
+  double params = 0;
+  double flops_per_token = 0;
   std::string gpu;
   int32_t gpu_count = 0;
   std::vector<Knob> knobs;  // in spec order

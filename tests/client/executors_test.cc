@@ -339,7 +339,50 @@ TEST_F(ProcessExecutorTest, ProtectedFileChangedByTheTrialIsReported) {
   ASSERT_FALSE(local_sink_.all.empty());
   EXPECT_EQ(local_sink_.all.back().data_seed(), 1234);
   EXPECT_EQ(local_sink_.all.back().optimizer_steps(), 1);
-  EXPECT_GT(local_sink_.all.back().observed_interval_s(), 0.0);
+  EXPECT_GT(local_sink_.all.back().arrival_s(), 0.0);
+}
+
+// The agent's clock: every line's arrival since the process started, the
+// process's exit on the same clock, and the resolution it achieved.
+TEST_F(ProcessExecutorTest, TheAgentsClockTimesEveryLineAndTheExit) {
+  auto out = RunWith({"--steps", "4", "--step-ms", "{ms}"});  // 20 ms steps
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->status(), "ok") << out->error();
+  EXPECT_EQ(out->clock(), "agent");
+  EXPECT_GT(out->poll_interval_s(), 0.0);
+  EXPECT_LE(out->poll_interval_s(), 1.0);
+  ASSERT_EQ(local_sink_.all.size(), 5u);
+  double prev = 0;
+  for (const auto& m : local_sink_.all) {
+    EXPECT_GT(m.arrival_s(), prev);
+    // Lines arrive a step apart, give or take the clock's resolution.
+    if (prev > 0) {
+      EXPECT_GE(m.arrival_s() - prev, 0.019 - out->poll_interval_s());
+    }
+    prev = m.arrival_s();
+  }
+  EXPECT_GE(out->wall_s(), prev);
+  // Lines written all at once arrive all at once, whatever they claim.
+  std::filesystem::copy_file(std::string(INFRARSI_SOURCE_DIR) + "/tests/testing/timing_hacks.py",
+                             dir_ + "/timing_hacks.py");
+  v1::TrialAssignment a;
+  a.set_trial_id(3);
+  a.set_lease_timeout_ms(3000);
+  auto* p = a.mutable_executor()->mutable_process();
+  for (const char* arg : {"python3", "timing_hacks.py", "--mode", "at_exit", "--steps", "3",
+                          "--step-ms", "50"}) {
+    p->add_argv(arg);
+  }
+  p->set_workdir(dir_);
+  p->set_timeout_s(30);
+  ProcessExecutor::Options o;
+  o.scratch_root = dir_ + "/scratch";
+  CollectingSink sink;
+  auto batched = ProcessExecutor(o).Run(a, &sink);
+  ASSERT_TRUE(batched.ok()) << batched.status();
+  ASSERT_EQ(sink.all.size(), 4u);
+  EXPECT_LE(sink.all.back().arrival_s() - sink.all.front().arrival_s(), batched->poll_interval_s());
+  EXPECT_GE(sink.all.front().arrival_s(), 0.19);  // not before the work was done
 }
 
 TEST_F(ProcessExecutorTest, ArgumentsAreNeverInterpretedByAShell) {

@@ -18,10 +18,15 @@ ContractSpec Contract() {
   return c;
 }
 
-// An honest trial: one warm-up and three timed steps on the reference path.
+// An honest trial of a real process: one warm-up and three timed steps on
+// the reference path, each line arriving 20 ms after its step's timer
+// stopped (writing the line, loading the next batch).
 TrialEvidence Honest() {
   TrialEvidence e;
+  e.agent_clock = true;
+  e.poll_interval_s = 0.002;
   const double losses[] = {11.0286, 11.0435, 11.0363, 11.0269};
+  double at = 1.0;  // start-up
   for (int i = 0; i < 4; ++i) {
     StepEvidence s;
     s.step = i;
@@ -29,17 +34,26 @@ TrialEvidence Honest() {
     s.loss = losses[i] + 3e-4;  // honest settings differ by up to ~5e-4
     s.tokens = 32768;
     s.step_time_s = 0.5;
-    s.observed_interval_s = i == 0 ? 0 : 0.52;
+    at += 0.52;
+    s.arrival_s = at;
     e.steps.push_back(s);
   }
-  e.wall_s = 6.0;
+  e.wall_s = at + 0.1;
   return e;
 }
 
 const std::vector<double> kReference = {11.0286, 11.0435, 11.0363, 11.0269};
 
+ContractReference Reference(int timed_steps = 3) {
+  ContractReference r;
+  r.losses = kReference;
+  r.expected_timed_steps = timed_steps;
+  r.tail_s = 0.12;
+  return r;
+}
+
 TEST(ContractTest, HonestTrialPasses) {
-  EXPECT_FALSE(CheckContract(Contract(), kReference, 3, Honest()).has_value());
+  EXPECT_FALSE(CheckContract(Contract(), Reference(), Honest()).has_value());
 }
 
 TEST(ContractTest, ShrunkBatchProbeFromTheH200LandscapeIsCaught) {
@@ -48,11 +62,11 @@ TEST(ContractTest, ShrunkBatchProbeFromTheH200LandscapeIsCaught) {
   TrialEvidence e = Honest();
   const double probe[] = {11.0456, 11.0239, 11.0483, 11.0238};
   for (int i = 0; i < 4; ++i) e.steps[i].loss = probe[i];
-  auto v = CheckContract(Contract(), kReference, 3, e);
+  auto v = CheckContract(Contract(), Reference(), e);
   ASSERT_TRUE(v.has_value());
   EXPECT_EQ(v->kind, "loss");
   for (auto& s : e.steps) s.tokens = 8192;
-  v = CheckContract(Contract(), kReference, 3, e);
+  v = CheckContract(Contract(), Reference(), e);
   EXPECT_EQ(v->kind, "tokens_per_step");
   EXPECT_NE(v->reason.find("processed 8192 tokens, the contract says 32768"), std::string::npos);
 }
@@ -92,29 +106,184 @@ TEST(ContractTest, EachRuleNamesItself) {
       {"timing",  // self-reported step time smaller than it took
        [](ContractSpec&, TrialEvidence& e) { e.steps[2].step_time_s = 0.1; }},
       {"timing",  // steps claim more time than the whole trial ran
-       [](ContractSpec&, TrialEvidence& e) { e.wall_s = 1.0; }},
+       [](ContractSpec&, TrialEvidence& e) {
+         e.agent_clock = false;
+         e.wall_s = 1.0;
+       }},
+      {"instrumentation",  // a line the agent's clock did not see arrive
+       [](ContractSpec&, TrialEvidence& e) { e.steps[2].arrival_s = 0; }},
   };
   for (const Case& c : cases) {
     ContractSpec spec = Contract();
     TrialEvidence e = Honest();
     c.edit(spec, e);
-    auto v = CheckContract(spec, kReference, 3, e);
+    auto v = CheckContract(spec, Reference(), e);
     ASSERT_TRUE(v.has_value()) << c.kind;
     EXPECT_EQ(v->kind, c.kind) << v->reason;
     EXPECT_FALSE(v->reason.empty());
   }
 }
 
+// A process whose steps take `step_s` (plus 0.3 ms between them) and whose
+// lines claim `took / factor`, read by an agent that polls every `poll`
+// seconds (each arrival is late by up to one poll).
+TrialEvidence Clocked(double step_s, int timed, double factor, double poll) {
+  TrialEvidence e;
+  e.agent_clock = true;
+  e.poll_interval_s = poll;
+  double done = 0.4;  // start-up
+  for (int i = 0; i <= timed; ++i) {
+    StepEvidence s;
+    s.step = i;
+    s.warmup = i == 0;
+    s.loss = kReference[static_cast<size_t>(std::min(i, 3))];
+    s.tokens = 32768;
+    done += step_s + 0.0003;
+    s.step_time_s = step_s / factor;
+    s.arrival_s = done + poll * ((i * 7) % 10) / 10.0;  // read late by 0..0.9 poll
+    e.steps.push_back(s);
+  }
+  e.wall_s = e.steps.back().arrival_s + 0.05;
+  return e;
+}
+
+ContractReference Steps(int timed) {
+  ContractReference r;
+  r.expected_timed_steps = timed;
+  r.tail_s = 0.06;
+  return r;
+}
+
+// The slack is applied once per trial, not per step: a short-step trial
+// that under-reports is caught at every step length (the old per-step
+// slack of 50 ms let anything under ~70 ms through), and an honest one is
+// never flagged.
+TEST(ContractTest, UnderReportingIsCaughtAtEveryStepLength) {
+  struct Length {
+    double step_s;
+    int timed;
+  };
+  for (const Length& l : {Length{0.005, 20}, Length{0.02, 5}, Length{0.07, 3}, Length{0.2, 3},
+                          Length{1.0, 3}}) {
+    SCOPED_TRACE(l.step_s);
+    EXPECT_FALSE(CheckContract(Contract(), Steps(l.timed), Clocked(l.step_s, l.timed, 1.0, 0.001)));
+    auto v = CheckContract(Contract(), Steps(l.timed), Clocked(l.step_s, l.timed, 2.0, 0.001));
+    ASSERT_TRUE(v.has_value());
+    EXPECT_EQ(v->kind, "timing");
+    EXPECT_NE(v->reason.find("reports faster than it ran"), std::string::npos) << v->reason;
+    v = CheckContract(Contract(), Steps(l.timed), Clocked(l.step_s, l.timed, 10.0, 0.001));
+    ASSERT_TRUE(v.has_value());
+    EXPECT_EQ(v->kind, "timing");
+  }
+  // Within the tolerance (25%) is not a violation; past it is.
+  EXPECT_FALSE(CheckContract(Contract(), Steps(3), Clocked(0.2, 3, 1.2, 0.001)));
+  EXPECT_TRUE(CheckContract(Contract(), Steps(3), Clocked(0.2, 3, 1.4, 0.001)));
+  // A coarse clock widens the slack, once: 2 x 10 ms on a 45 ms window.
+  EXPECT_FALSE(CheckContract(Contract(), Steps(3), Clocked(0.015, 3, 1.6, 0.010)));
+  // What counts is how late the two lines bounding the window were read,
+  // not the worst read of the trial (a busy moment at start-up, say).
+  TrialEvidence e = Clocked(0.015, 3, 1.6, 0.010);
+  for (auto& s : e.steps) s.arrival_error_s = 0.0005;
+  EXPECT_TRUE(CheckContract(Contract(), Steps(3), e).has_value());
+  EXPECT_NEAR(TimeOnAgentClock(e).slack_s, 0.001, 1e-12);
+}
+
+TEST(ContractTest, LinesThatArriveTogetherAreCaughtAndSaySo) {
+  TrialEvidence e = Clocked(0.2, 3, 5.0, 0.001);
+  for (auto& s : e.steps) s.arrival_s = e.wall_s - 0.001;  // all written at exit
+  auto v = CheckContract(Contract(), Steps(3), e);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->kind, "timing");
+  EXPECT_NE(v->reason.find("arrived within"), std::string::npos) << v->reason;
+  // Honest times written at exit are no better: nothing timed them.
+  e = Clocked(0.2, 3, 1.0, 0.001);
+  for (auto& s : e.steps) s.arrival_s = e.wall_s - 0.001;
+  EXPECT_TRUE(CheckContract(Contract(), Steps(3), e).has_value());
+}
+
+TEST(ContractTest, WorkAfterTheLastLineCountsAgainstTheReportedTime) {
+  // Lines at a steady fake pace of 0.1 s while the work takes 0.3 s a step:
+  // the process runs on for ~0.8 s after its last line.
+  TrialEvidence e = Clocked(0.1, 3, 1.0, 0.001);
+  e.wall_s += 0.8;
+  auto v = CheckContract(Contract(), Steps(3), e);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->kind, "timing");
+  EXPECT_NE(v->reason.find("after its last metrics line"), std::string::npos) << v->reason;
+  // The doctor's own runs have no reference yet: the tail is not judged.
+  ContractReference first = Steps(3);
+  first.tail_s = -1;
+  EXPECT_FALSE(CheckContract(Contract(), first, e).has_value());
+  // A tail like the baseline's is fine.
+  e.wall_s -= 0.8;
+  EXPECT_FALSE(CheckContract(Contract(), Steps(3), e).has_value());
+}
+
+TEST(ContractTest, TheWindowNeedsALineBeforeItsFirstTimedStep) {
+  // No warm-up line: the first timed step's start was never seen, so the
+  // window starts at its line and leaves it out.
+  TrialEvidence e = Clocked(0.2, 3, 1.0, 0.001);
+  e.steps.erase(e.steps.begin());
+  AgentClockTiming t = TimeOnAgentClock(e);
+  ASSERT_TRUE(t.valid) << t.why_not;
+  EXPECT_EQ(t.window_steps, 2);
+  EXPECT_NEAR(t.observed_s, 0.4, 0.002);
+  EXPECT_FALSE(CheckContract(Contract(), Steps(3), e).has_value());
+  // Under-reporting every step is still caught on the two it can see.
+  for (auto& s : e.steps) s.step_time_s /= 2;
+  EXPECT_TRUE(CheckContract(Contract(), Steps(3), e).has_value());
+  // One timed step and nothing before it: nothing to time it by.
+  e = Clocked(0.2, 1, 1.0, 0.001);
+  e.steps.erase(e.steps.begin());
+  auto v = CheckContract(Contract(), Steps(1), e);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->kind, "instrumentation");
+  EXPECT_NE(v->reason.find("warm-up"), std::string::npos) << v->reason;
+}
+
+TEST(ContractTest, AStepFasterThanTheHardwareIsImpossible) {
+  // 6 x 354M params x 32768 tokens on one H200 (989 TFLOP/s bf16): a step
+  // cannot take less than ~70 ms.
+  ContractReference r = Reference();
+  r.flops_per_step = 6 * 354e6 * 32768;
+  r.peak_flops = 989e12;
+  TrialEvidence e = Honest();
+  EXPECT_FALSE(CheckContract(Contract(), r, e).has_value());
+  e.agent_clock = false;  // whatever the clock
+  e.steps[2].step_time_s = 0.05;
+  auto v = CheckContract(Contract(), r, e);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->kind, "impossible");
+  EXPECT_NE(v->reason.find("physically impossible"), std::string::npos) << v->reason;
+  EXPECT_NE(v->reason.find("141% MFU"), std::string::npos) << v->reason;
+}
+
+TEST(ContractTest, PeakFlopsFollowThePrecisionsASessionMayUse) {
+  SessionSpec spec;
+  spec.gpu = "H200";
+  EXPECT_DOUBLE_EQ(PeakFlopsPerGpu(spec), 1979e12);  // nothing said: fp8 may run
+  spec.knobs.push_back({"precision", {"bf16", "tf32"}});
+  EXPECT_DOUBLE_EQ(PeakFlopsPerGpu(spec), 989e12);
+  spec.knobs[0].values.push_back("fp8");
+  EXPECT_DOUBLE_EQ(PeakFlopsPerGpu(spec), 1979e12);
+  spec.gpu = "cpu";
+  EXPECT_EQ(PeakFlopsPerGpu(spec), 0.0);
+  spec.params = 1e9;
+  EXPECT_DOUBLE_EQ(SpecFlopsPerToken(spec), 6e9);
+  spec.flops_per_token = 7e9;
+  EXPECT_DOUBLE_EQ(SpecFlopsPerToken(spec), 7e9);
+}
+
 TEST(ContractTest, StepExtraRoundTrips) {
   StepEvidence s;
   s.optimizer_steps = 1;
-  s.observed_interval_s = 0.25;
+  s.arrival_s = 12.345678901234567;
   s.data_seed = 1234;
   s.dtype = "bf16";
   StepEvidence back;
   DecodeStepExtra(EncodeStepExtra(s), &back);
   EXPECT_EQ(back.optimizer_steps, 1);
-  EXPECT_DOUBLE_EQ(back.observed_interval_s, 0.25);
+  EXPECT_EQ(back.arrival_s, s.arrival_s);  // every digit: the clock is evidence
   EXPECT_EQ(back.data_seed, 1234);
   EXPECT_EQ(back.dtype, "bf16");
 }
@@ -224,7 +393,7 @@ TEST(DoctorStatsTest, ReportFindsDriftOutliersAndTheReference) {
   for (int i = 0; i < 6; ++i) {
     DoctorRun r;
     r.agent = i < 4 ? "fast" : "slow";
-    r.step_time_s = i < 4 ? 1.0 + 0.001 * i : 1.3;
+    r.step_time_s = i < 4 ? 1.0 + 0.001 * i : 1.3 + 0.001 * i;
     r.losses = {{0, 10.0}, {1, 9.5}, {2, 9.0 + 1e-4 * i}};
     r.phases = {{"fwd_bwd_s", 0.9}, {"optimizer_s", 0.01}};
     runs.push_back(r);
@@ -238,6 +407,87 @@ TEST(DoctorStatsTest, ReportFindsDriftOutliersAndTheReference) {
   EXPECT_DOUBLE_EQ(rep.reference_losses(1), 9.5);
   EXPECT_DOUBLE_EQ(rep.phases_s().at("optimizer_s"), 0.01);
   EXPECT_NEAR(rep.noise_floor(), NoiseFloor(rep.cv(), 3), 1e-12);
+  EXPECT_FALSE(rep.suspicious());
+  EXPECT_EQ(rep.clock(), "simulated");
+  EXPECT_EQ(rep.tail_s(), -1);
+}
+
+TEST(DoctorStatsTest, TheFloorNeverGoesBelowWhatTheClocksResolve) {
+  std::vector<DoctorRun> runs;
+  for (int i = 0; i < 5; ++i) {
+    DoctorRun r;
+    r.agent = "a";
+    r.step_time_s = 0.005 * (1 + 1e-5 * i);  // a very quiet 5 ms step
+    r.agent_step_time_s = 0.0052 * (1 + 1e-5 * i);
+    r.window_s = 3 * r.agent_step_time_s;
+    r.clock_slack_s = 0.001;
+    r.tail_s = 0.02 + 0.001 * i;
+    r.steps = 4;
+    runs.push_back(r);
+  }
+  const v1::DoctorReport rep = BuildDoctorReport(runs, 3);
+  EXPECT_EQ(rep.clock(), "agent");
+  EXPECT_NEAR(rep.resolution_floor(), 2 * 0.001 / (3 * 0.0052), 1e-3);
+  EXPECT_GE(rep.noise_floor(), rep.resolution_floor());
+  EXPECT_GT(rep.noise_floor(), 10 * NoiseFloor(rep.cv(), 3));
+  EXPECT_DOUBLE_EQ(rep.tail_s(), 0.024);
+  EXPECT_EQ(rep.steps_per_run(), 4);
+  // A perfectly quiet simulated baseline still gets the minimum floor.
+  std::vector<DoctorRun> sim(3);
+  for (size_t i = 0; i < sim.size(); ++i) sim[i].step_time_s = 1.0 + 1e-9 * static_cast<double>(i);
+  EXPECT_DOUBLE_EQ(BuildDoctorReport(sim, 3).noise_floor(), kMinNoiseFloor);
+}
+
+TEST(DoctorStatsTest, RunsThatAgreeToTheLastDigitAreSuspicious) {
+  std::vector<DoctorRun> runs(3);
+  for (auto& r : runs) r.step_time_s = 1.0;
+  runs[2].step_time_s = 1.0000001;
+  const v1::DoctorReport rep = BuildDoctorReport(runs, 3);
+  EXPECT_TRUE(rep.suspicious());
+  EXPECT_NE(rep.warning().find("runs 1 and 2"), std::string::npos) << rep.warning();
+  EXPECT_NE(rep.warning().find("last digit"), std::string::npos) << rep.warning();
+  EXPECT_GT(rep.noise_floor(), 0.0);
+}
+
+VerifyPair Pair(double base_step, double cand_step, double base_whole, double cand_whole) {
+  VerifyPair p;
+  p.base = {base_step, base_step * 1.01, 3 * base_step * 1.01, base_whole};
+  p.cand = {cand_step, cand_step * 1.01, 3 * cand_step * 1.01, cand_whole};
+  return p;
+}
+
+TEST(DoctorStatsTest, OnTheAgentsClockAGainMustHoldOverTheWholeRun) {
+  VerifyRules rules;
+  rules.noise_floor = 0.02;
+  rules.agent_clock = true;
+  // Honest: 1.0 -> 0.5 s a step; three steps save ~1.5 s, and so does the
+  // whole run (start-up of 2 s on both sides).
+  const std::vector<VerifyPair> honest = {Pair(1.0, 0.5, 6.0, 4.5), Pair(1.01, 0.501, 6.03, 4.52),
+                                          Pair(0.99, 0.499, 5.98, 4.49)};
+  CandidateVerdict v = JudgeCandidate(honest, rules);
+  EXPECT_TRUE(v.cleared) << v.reason;
+  EXPECT_NEAR(v.estimate.speedup, 2.0, 0.01);
+  EXPECT_NEAR(v.whole.speedup, 6.0 / 4.5, 0.01);
+  EXPECT_NEAR(v.reported.speedup, 2.0, 0.01);
+  // The same window, with the work moved into the warm-up: the whole run
+  // takes as long as the baseline's.
+  const std::vector<VerifyPair> moved = {Pair(1.0, 0.5, 6.0, 6.01), Pair(1.01, 0.501, 6.03, 6.0),
+                                         Pair(0.99, 0.499, 5.98, 6.02)};
+  v = JudgeCandidate(moved, rules);
+  EXPECT_FALSE(v.cleared);
+  EXPECT_TRUE(v.implausible);
+  EXPECT_NE(v.reason.find("vanishes over the whole run"), std::string::npos) << v.reason;
+  // Runs that agree to the last digit are not a result.
+  std::vector<VerifyPair> forged = {Pair(1.0, 0.05, 6.0, 1.0), Pair(1.0, 0.05, 6.0, 1.0)};
+  v = JudgeCandidate(forged, rules);
+  EXPECT_FALSE(v.cleared);
+  EXPECT_TRUE(v.implausible);
+  EXPECT_NE(v.reason.find("agree to the last digit"), std::string::npos) << v.reason;
+  // Nor is anything measured against a suspicious baseline.
+  rules.baseline_suspicious = "suspicious: baseline runs 1 and 2 ...";
+  v = JudgeCandidate(honest, rules);
+  EXPECT_FALSE(v.cleared);
+  EXPECT_NE(v.reason.find("not judged"), std::string::npos) << v.reason;
 }
 
 TEST(DoctorStatsTest, PairedSpeedupInterval) {
@@ -252,9 +502,9 @@ TEST(DoctorStatsTest, PairedSpeedupInterval) {
 }
 
 TEST(DoctorStatsTest, CandidatesMustClearTheFloorAndTheBestLowerBoundWins) {
-  const std::vector<std::pair<double, double>> fast = {{1.0, 0.5}, {1.02, 0.5}, {0.98, 0.5}};
-  const std::vector<std::pair<double, double>> modest = {{1.0, 0.9}, {1.01, 0.9}, {0.99, 0.9}};
-  const std::vector<std::pair<double, double>> noisy = {{1.0, 0.7}, {1.0, 1.3}, {1.0, 0.95}};
+  const std::vector<std::pair<double, double>> fast = {{1.0, 0.5}, {1.02, 0.501}, {0.98, 0.499}};
+  const std::vector<std::pair<double, double>> modest = {{1.0, 0.9}, {1.01, 0.901}, {0.99, 0.899}};
+  const std::vector<std::pair<double, double>> noisy = {{1.0, 0.7}, {1.01, 1.3}, {0.99, 0.95}};
   // A failed arm (-1) leaves its pair out.
   const std::vector<std::pair<double, double>> one_pair = {{1.0, 0.5}, {-1.0, 0.5}};
   std::vector<CandidateVerdict> v = {JudgeCandidate(modest, 0.05), JudgeCandidate(noisy, 0.05),

@@ -42,7 +42,9 @@ executor:
 )";
 
 // A toy landscape: bigger micro-batches and sdpa are faster, mbs 8 without
-// checkpointing runs out of memory.
+// checkpointing runs out of memory. Each trial is off by up to +-0.05%
+// (seeded by its id): real timers never repeat to the last digit, and the
+// server treats runs that do as forged.
 v1::TrialOutcome Toy(const v1::TrialAssignment& a) {
   const auto& c = a.config();
   int mbs = 1;
@@ -54,8 +56,9 @@ v1::TrialOutcome Toy(const v1::TrialAssignment& a) {
     o.set_error("CUDA out of memory");
     return o;
   }
+  const double jitter = 1.0 + 1e-4 * static_cast<double>((a.trial_id() * 37 + a.attempt()) % 11 - 5);
   const double t = (c.at("attn") == "sdpa" ? 0.5 : 1.0) / (1.0 + 0.2 * mbs) *
-                   (c.at("ckpt") == "true" ? 1.3 : 1.0);
+                   (c.at("ckpt") == "true" ? 1.3 : 1.0) * jitter;
   o.set_status("ok");
   for (int s = 0; s < 3; ++s) {
     v1::StepMetrics* m = o.add_steps();
@@ -208,8 +211,8 @@ TEST_F(SessionManagerTest, FiveStagesEndToEnd) {
   DoctorAndRun(id, agent);
   const v1::SessionSummary doctored = Get(id);
   // Doctor: median of timed steps only (the 9 s warm-up is excluded).
-  EXPECT_NEAR(doctored.baseline_step_time_s(), 1.0 / 1.2, 1e-9);
-  EXPECT_NEAR(doctored.baseline_cv(), 0.0, 1e-12);
+  EXPECT_NEAR(doctored.baseline_step_time_s(), 1.0 / 1.2, 1e-3);
+  EXPECT_LT(doctored.baseline_cv(), 1e-3);
 
   // 6 search trials, then the best re-run twice against the baseline (A/B).
   EXPECT_EQ(Drain(agent), 6 + 2 * 2);
@@ -227,8 +230,8 @@ TEST_F(SessionManagerTest, FiveStagesEndToEnd) {
   EXPECT_EQ(cand.runs(), 2);
   EXPECT_TRUE(cand.cleared());
   EXPECT_EQ(rep->verification().promoted_rank(), 1);
-  // Deterministic toy timings: the A/B estimate is the exact ratio.
-  EXPECT_NEAR(cand.speedup(), rep->baseline().step_time_s() / rep->best().step_time_s(), 1e-9);
+  // Toy timings (within 0.05%): the A/B estimate is the ratio.
+  EXPECT_NEAR(cand.speedup(), rep->baseline().step_time_s() / rep->best().step_time_s(), 2e-3);
   int verify = 0;
   for (const auto& t : rep->trials()) verify += t.purpose() == "verify";
   EXPECT_EQ(verify, 4);

@@ -345,6 +345,96 @@ executor:
   EXPECT_EQ(rep->doctor().timed_steps(), 3);
 }
 
+// The timing part of the corpus: processes that tell the time wrongly, at
+// step lengths from a few milliseconds to a second. Each is caught with a
+// reason that names it, none is promoted, and the honest baseline (the
+// doctor's runs, timed by the protected harness) passes at every length.
+TEST_F(EndToEndTest, TimingHacksAreCaughtAtEveryStepLength) {
+  StartServer();
+  StartAgent("process", "cpu", 1);
+  StartAgent("process", "cpu", 1);
+  fs::create_directories(dir_ + "/job");
+  fs::copy_file(std::string(INFRARSI_SOURCE_DIR) + "/client/harness/infrarsi_harness.py",
+                dir_ + "/job/infrarsi_harness.py");
+  fs::copy_file(std::string(INFRARSI_SOURCE_DIR) + "/tests/testing/timing_hacks.py",
+                dir_ + "/job/timing_hacks.py");
+  struct Length {
+    int ms, steps;
+    std::vector<std::string> hacks;
+  };
+  const std::vector<std::string> all = {"under", "at_exit", "pace_fast", "pace_slow", "warmup"};
+  // Short steps get more of them, so that the work a hack moves into the
+  // warm-up (80% of the timed window) stands well above how much the
+  // start-up of a Python process varies on a busy machine.
+  const std::vector<Length> lengths = {
+      {5, 60, all}, {20, 15, all}, {70, 5, all}, {200, 3, all}, {1000, 3, {"under"}}};
+  const std::map<std::string, std::string> kind = {{"under", "timing"},
+                                                   {"at_exit", "timing"},
+                                                   {"pace_fast", "timing"},
+                                                   {"pace_slow", "timed_steps"}};
+  for (const Length& l : lengths) {
+    SCOPED_TRACE(absl::StrCat(l.ms, " ms steps"));
+    const std::string spec = WriteFile(
+        absl::StrCat("job/timing-", l.ms, ".yaml"),
+        absl::StrCat("name: timing-", l.ms, R"(
+workload: {model: tiny, global_batch: 32, seq_len: 128}
+hardware: {gpu: cpu, count: 1}
+knobs:
+  mode: [honest, )", absl::StrJoin(l.hacks, ", "), R"(]
+baseline: {mode: honest}
+budget: {max_trials: )", l.hacks.size(), ", min_trials: ", l.hacks.size(), R"(}
+doctor: {repeats: 2}
+verify: {candidates: 2, runs: 3}
+contract:
+  data_seed: 1234
+  precision: [bf16]
+  optimizer_in_window: true
+  protected: [infrarsi_harness.py]
+executor:
+  process: {command: "python3 timing_hacks.py --mode {mode} --steps )", l.steps,
+                     " --step-ms ", l.ms, R"(", timeout_s: 60}
+)"));
+    const std::string id = CliCreate(spec);
+    CliDoctorAndRun(id);
+    auto rep = client_->Report(id);
+    ASSERT_TRUE(rep.ok()) << rep.status();
+    // The honest harness passed at this length: the doctor measured it.
+    EXPECT_EQ(rep->doctor().runs(), 2) << rep->stage();
+    std::set<std::string> tried;
+    for (const auto& t : rep->trials()) {
+      if (t.purpose() != "search") continue;
+      const std::string mode = t.config().at("mode");
+      tried.insert(mode);
+      if (mode == "warmup") {
+        // Honestly timed lines: the trial itself passes; the verification
+        // on the agent's clock finds its gain is not real.
+        continue;
+      }
+      EXPECT_EQ(t.status(), "violation") << mode << ": " << t.error();
+      EXPECT_EQ(t.violation(), kind.at(mode)) << mode << ": " << t.error();
+      EXPECT_EQ(t.error().rfind(kind.at(mode) + ":", 0), 0u) << t.error();
+    }
+    EXPECT_EQ(tried.size(), l.hacks.size());
+    EXPECT_FALSE(client_->GetSession(id)->promoted()) << rep->verification().summary();
+    for (const auto& c : rep->verification().candidates()) {
+      EXPECT_FALSE(c.cleared()) << c.reason();
+      EXPECT_EQ(c.config().at("mode"), "warmup");
+      EXPECT_NE(c.reason().find("whole run"), std::string::npos) << c.reason();
+    }
+    // No hack is in the bank as a finished, fast trial.
+    v1::QueryExperienceRequest q;
+    q.set_status("ok");
+    auto bank = client_->QueryExperience(q);
+    ASSERT_TRUE(bank.ok());
+    for (const auto& e : bank->entries()) {
+      if (e.session_id() != id) continue;
+      EXPECT_EQ(e.config().at("mode"), "honest")
+          << "a hack entered the bank as ok; verification: "
+          << rep->verification().ShortDebugString();
+    }
+  }
+}
+
 TEST_F(EndToEndTest, ShrunkGlobalBatchProbeFromTheMeasuredLandscapeIsCaught) {
   StartServer();
   StartAgent("replay");

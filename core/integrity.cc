@@ -1,0 +1,100 @@
+#include "core/integrity.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/agent_report.h"
+#include "core/contract.h"
+#include "core/doctor.h"
+
+namespace infrarsi {
+
+std::vector<v1::IntegrityCheck> DescribeIntegrityChecks(const SessionSpec& spec,
+                                                        const v1::DoctorReport& doctor,
+                                                        const v1::Verification& verification) {
+  std::vector<v1::IntegrityCheck> out;
+  auto add = [&](const std::string& name, bool ran, const std::string& detail) {
+    v1::IntegrityCheck c;
+    c.set_name(name);
+    c.set_ran(ran);
+    c.set_detail(detail);
+    out.push_back(std::move(c));
+  };
+  const bool process = spec.executor_kind == SessionSpec::ExecutorKind::kProcess;
+  add("agent reports", true,
+      absl::StrCat("every number an agent sent was checked before it was stored: finite, "
+                   "positive step times, losses within +-",
+                   absl::StrFormat("%g", kMaxAbsLoss),
+                   ", peak memory within the device's capacity, steps in order without "
+                   "duplicates, at most ",
+                   doctor.steps_per_run() > 0
+                       ? absl::StrCat(std::min<int64_t>(kMaxStepsPerTrial,
+                                                        10 * int64_t{doctor.steps_per_run()}))
+                       : absl::StrCat(kMaxStepsPerTrial),
+                   " lines per trial, wall time consistent with the steps"));
+  std::vector<std::string> rules = {
+      absl::StrCat("tokens per step ", spec.contract.tokens_per_step),
+      absl::StrFormat("loss within %g + %g x |baseline|", spec.contract.loss_abs_tol,
+                      spec.contract.loss_rel_tol)};
+  if (spec.contract.data_seed_set) rules.push_back(absl::StrCat("data seed ", spec.contract.data_seed));
+  if (!spec.contract.precision.empty()) {
+    rules.push_back(absl::StrCat("precision in {", absl::StrJoin(spec.contract.precision, ", "), "}"));
+  }
+  if (spec.contract.optimizer_in_window) rules.push_back("the optimizer step inside the timer");
+  if (!spec.contract.protected_files.empty()) {
+    rules.push_back(absl::StrCat("protected files unchanged (",
+                                 absl::StrJoin(spec.contract.protected_files, ", "), ")"));
+  }
+  add("contract", true, absl::StrJoin(rules, "; "));
+  if (process) {
+    add("agent clock", true,
+        absl::StrFormat(
+            "every trial's timed steps must report at least %.0f%% of the time the agent's "
+            "clock saw over the timed window (slack: twice the agent's read interval, once per "
+            "trial), the lines must not arrive together, and the process may run after its last "
+            "line only as long as the baseline did (%s)",
+            100 * (1 - spec.contract.timing_tolerance),
+            doctor.clock() == "agent" ? absl::StrFormat("%.4f s", doctor.tail_s())
+                                      : std::string("not measured yet")));
+  } else {
+    add("agent clock", false,
+        absl::StrCat("the ", spec.ExecutorName(),
+                     " executor runs no process to time: its step times are simulated"));
+  }
+  if (!process) {
+    add("whole run", false, "simulated executor: no process start and exit to time");
+  } else if (verification.candidates_size() == 0) {
+    add("whole run", false, "no candidate was verified");
+  } else {
+    add("whole run", true,
+        "each verified candidate's A/B runs were timed on the agent's clock from process start to "
+        "exit; at least half the time it saves per run in the timed window must be saved there");
+  }
+  add("noise floor", true,
+      absl::StrFormat(
+          "floor %.3f%%: the larger of both clocks' (reported and the agent's), never below the "
+          "clocks' resolution %.3f%% nor %.1f%%; baseline runs agreeing to the last digit: %s; A/B "
+          "runs agreeing to the last digit are not promoted",
+          100 * doctor.noise_floor(), 100 * doctor.resolution_floor(), 100 * kMinNoiseFloor,
+          doctor.suspicious() ? "yes (no promotion)" : "no"));
+  const double flops = SpecFlopsPerToken(spec);
+  const double peak = PeakFlopsPerGpu(spec);
+  if (flops > 0 && peak > 0) {
+    add("mfu", true,
+        absl::StrFormat("no timed step may be faster than %.3g model FLOPs at %d x %.3g FLOP/s "
+                        "(%.4g s: 100%% MFU)",
+                        flops * static_cast<double>(spec.contract.tokens_per_step),
+                        std::max(1, spec.gpu_count), peak,
+                        flops * static_cast<double>(spec.contract.tokens_per_step) /
+                            (peak * std::max(1, spec.gpu_count))));
+  } else if (flops <= 0) {
+    add("mfu", false, "the spec states neither workload.params nor workload.flops_per_token");
+  } else {
+    add("mfu", false, absl::StrCat("GPU '", spec.gpu, "' is not in the catalog: its peak is unknown"));
+  }
+  return out;
+}
+
+}  // namespace infrarsi

@@ -1,0 +1,196 @@
+// Not a test: how often the contract's timing rules flag honest trials,
+// and how short a step can be before a 2x under-report slips through.
+//
+// Every trial is a real process run by the agent's ProcessExecutor (the
+// agent's clock as deployed) and judged by the server's CheckContract with
+// the reference a doctor would have built from the first runs. Prints one
+// row per (program, step length).
+//
+//   build/tests/timing_bench [RUNS]                 # fast stand-ins
+//   TINY_GPT=1 build/tests/timing_bench [RUNS]      # plus the tiny-gpt example (torch)
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/process_executor.h"
+#include "core/agent_report.h"
+#include "core/contract.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using infrarsi::v1::StepMetrics;
+
+class Sink : public infrarsi::client::ProgressSink {
+ public:
+  bool OnSteps(const std::vector<StepMetrics>& steps) override {
+    all.insert(all.end(), steps.begin(), steps.end());
+    return true;
+  }
+  std::vector<StepMetrics> all;
+};
+
+struct Result {
+  std::string status;
+  std::optional<infrarsi::Violation> violation;
+  double poll_s = 0;
+};
+
+struct Program {
+  std::string name;
+  std::vector<std::string> argv;  // "{ms}" and "{steps}" filled in
+  std::string workdir;
+  int64_t tokens = 4096;
+};
+
+std::string Fill(std::string arg, int ms, int steps) {
+  for (auto [key, value] : {std::pair<std::string, int>{"{ms}", ms}, {"{steps}", steps}}) {
+    for (size_t p; (p = arg.find(key)) != std::string::npos;) {
+      arg.replace(p, key.size(), std::to_string(value));
+    }
+  }
+  return arg;
+}
+
+// Runs `p` `runs` times; the first three build the doctor's reference (the
+// tail), as a session would, and are judged without it.
+std::vector<Result> RunMany(const Program& p, int ms, int steps, int runs,
+                            const std::string& scratch) {
+  infrarsi::client::ProcessExecutor::Options o;
+  o.scratch_root = scratch;
+  infrarsi::client::ProcessExecutor ex(o);
+  infrarsi::ContractSpec contract;
+  contract.tokens_per_step = p.tokens;
+  infrarsi::ContractReference ref;
+  ref.expected_timed_steps = steps;
+  double tail = -1;
+  std::vector<Result> out;
+  for (int i = 0; i < runs; ++i) {
+    infrarsi::v1::TrialAssignment a;
+    a.set_trial_id(i + 1);
+    a.set_lease_timeout_ms(30000);
+    auto* spec = a.mutable_executor()->mutable_process();
+    for (const std::string& arg : p.argv) spec->add_argv(Fill(arg, ms, steps));
+    spec->set_workdir(p.workdir);
+    spec->set_timeout_s(600);
+    Sink sink;
+    auto outcome = ex.Run(a, &sink);
+    Result r;
+    if (!outcome.ok()) {
+      r.status = std::string(outcome.status().message());
+      out.push_back(r);
+      continue;
+    }
+    for (const auto& m : sink.all) *outcome->add_steps() = m;
+    r.status = outcome->status();
+    const infrarsi::TrialEvidence e = infrarsi::EvidenceOfOutcome(*outcome);
+    r.poll_s = infrarsi::TimeOnAgentClock(e).slack_s;
+    ref.tail_s = i < 3 ? -1 : tail;
+    r.violation = infrarsi::CheckContract(contract, ref, e);
+    if (i < 3) tail = std::max(tail, infrarsi::TimeOnAgentClock(e).tail_s);
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int runs = argc > 1 ? std::atoi(argv[1]) : 20;
+  const std::string src = INFRARSI_SOURCE_DIR;
+  const std::string dir = (fs::temp_directory_path() / absl::StrCat("timing-bench-", getpid())).string();
+  fs::create_directories(dir + "/job");
+  fs::copy_file(src + "/client/harness/infrarsi_harness.py", dir + "/job/infrarsi_harness.py");
+  fs::copy_file(src + "/tests/testing/timing_hacks.py", dir + "/job/timing_hacks.py");
+
+  std::printf("Honest trials flagged by the timing rules (%d runs each; runs 1-3 build the\n"
+              "reference tail, as the doctor's would):\n", runs);
+  // slack_ms: the largest clock slack of a trial (how late the lines that
+  // bound its timed window may have been read), milliseconds.
+  std::printf("%-22s %7s %6s %9s %12s  %s\n", "program", "step_ms", "steps", "flagged",
+              "max_slack_ms", "first reason");
+  const std::vector<Program> honest = {
+      {"fake_trainer (C++)", {FAKE_TRAINER, "--steps", "{steps}", "--step-ms", "{ms}"}, dir},
+      {"harness (python)",
+       {"python3", "timing_hacks.py", "--mode", "honest", "--steps", "{steps}", "--step-ms", "{ms}"},
+       dir + "/job"},
+  };
+  struct Length {
+    int ms, steps;
+  };
+  const std::vector<Length> lengths = {{1, 3}, {5, 3}, {5, 20}, {20, 3}, {70, 3}, {200, 3}, {1000, 3}};
+  int flagged_total = 0, honest_total = 0;
+  for (const Program& p : honest) {
+    for (const Length& l : lengths) {
+      if (l.ms >= 1000 && runs > 10) continue;  // long steps: see the tiny-gpt row
+      const std::vector<Result> rs = RunMany(p, l.ms, l.steps, runs, dir + "/scratch");
+      int flagged = 0;
+      double poll = 0;
+      std::string first;
+      for (const Result& r : rs) {
+        poll = std::max(poll, r.poll_s);
+        if (r.status != "ok" || r.violation) {
+          ++flagged;
+          if (first.empty()) first = r.violation ? r.violation->reason : r.status;
+        }
+      }
+      flagged_total += flagged;
+      honest_total += static_cast<int>(rs.size());
+      std::printf("%-22s %7d %6d %5d/%-3zu %12.2f  %s\n", p.name.c_str(), l.ms, l.steps, flagged,
+                  rs.size(), 1000 * poll, first.substr(0, 90).c_str());
+    }
+  }
+  if (std::getenv("TINY_GPT") != nullptr) {
+    // The real example: the harness around a PyTorch GPT on CPU.
+    const std::string ex = src + "/deploy/examples/tiny-gpt";
+    for (const char* f : {"train.py", "model.py", "data.py"}) fs::copy_file(ex + "/" + f, dir + "/job/" + f);
+    const Program tiny{"tiny-gpt (torch)",
+                       {"python3", "train.py", "--steps", "{steps}", "--micro-batch", "2"},
+                       dir + "/job", 512};
+    const std::vector<Result> rs = RunMany(tiny, 0, 10, runs, dir + "/scratch");
+    int flagged = 0;
+    double poll = 0;
+    std::string first;
+    for (const Result& r : rs) {
+      poll = std::max(poll, r.poll_s);
+      if (r.status != "ok" || r.violation) {
+        ++flagged;
+        if (first.empty()) first = r.violation ? r.violation->reason : r.status;
+      }
+    }
+    flagged_total += flagged;
+    honest_total += static_cast<int>(rs.size());
+    std::printf("%-22s %7s %6d %5d/%-3zu %12.2f  %s\n", tiny.name.c_str(), "~100", 10, flagged,
+                rs.size(), 1000 * poll, first.substr(0, 90).c_str());
+  }
+  std::printf("false-alarm rate: %d of %d honest trials (%.2f%%)\n\n", flagged_total, honest_total,
+              honest_total ? 100.0 * flagged_total / honest_total : 0.0);
+
+  std::printf("2x under-reports caught (each line claims half its step), %d runs each:\n", runs);
+  std::printf("%7s %6s %9s %12s\n", "step_ms", "steps", "caught", "max_slack_ms");
+  const Program under{"under",
+                      {"python3", "timing_hacks.py", "--mode", "under", "--factor", "2", "--steps",
+                       "{steps}", "--step-ms", "{ms}"},
+                      dir + "/job"};
+  for (int steps : {3, 10}) {
+    for (int ms : {1, 2, 3, 4, 5, 7, 10, 20}) {
+      const std::vector<Result> rs = RunMany(under, ms, steps, runs, dir + "/scratch");
+      int caught = 0;
+      double poll = 0;
+      for (const Result& r : rs) {
+        poll = std::max(poll, r.poll_s);
+        caught += r.violation.has_value() && r.violation->kind == "timing";
+      }
+      std::printf("%7d %6d %5d/%-3zu %12.2f\n", ms, steps, caught, rs.size(), 1000 * poll);
+    }
+  }
+  fs::remove_all(dir);
+  return 0;
+}
