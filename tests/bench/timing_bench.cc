@@ -100,6 +100,31 @@ std::vector<Result> RunMany(const Program& p, int ms, int steps, int runs,
   return out;
 }
 
+// Honest runs that finished ok and were flagged, and those that did not
+// finish at all (a broken environment, not a false alarm).
+struct Tally {
+  int ran = 0, flagged = 0, broken = 0;
+  double slack = 0;
+  std::string first, broken_why;
+};
+Tally Count(const std::vector<Result>& rs) {
+  Tally t;
+  for (const Result& r : rs) {
+    if (r.status != "ok") {
+      ++t.broken;
+      if (t.broken_why.empty()) t.broken_why = r.status;
+      continue;
+    }
+    ++t.ran;
+    t.slack = std::max(t.slack, r.poll_s);
+    if (r.violation) {
+      ++t.flagged;
+      if (t.first.empty()) t.first = r.violation->reason;
+    }
+  }
+  return t;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -131,44 +156,38 @@ int main(int argc, char** argv) {
     for (const Length& l : lengths) {
       if (l.ms >= 1000 && runs > 10) continue;  // long steps: see the tiny-gpt row
       const std::vector<Result> rs = RunMany(p, l.ms, l.steps, runs, dir + "/scratch");
-      int flagged = 0;
-      double poll = 0;
-      std::string first;
-      for (const Result& r : rs) {
-        poll = std::max(poll, r.poll_s);
-        if (r.status != "ok" || r.violation) {
-          ++flagged;
-          if (first.empty()) first = r.violation ? r.violation->reason : r.status;
-        }
-      }
+      const Tally t = Count(rs);
+      const int flagged = t.flagged;
+      const double poll = t.slack;
+      const std::string first = t.first;
       flagged_total += flagged;
-      honest_total += static_cast<int>(rs.size());
-      std::printf("%-22s %7d %6d %5d/%-3zu %12.2f  %s\n", p.name.c_str(), l.ms, l.steps, flagged,
-                  rs.size(), 1000 * poll, first.substr(0, 90).c_str());
+      honest_total += t.ran;
+      if (t.broken > 0) std::printf("  (%d runs did not finish ok: %s)\n", t.broken, t.broken_why.c_str());
+      std::printf("%-22s %7d %6d %5d/%-3d %12.2f  %s\n", p.name.c_str(), l.ms, l.steps, flagged,
+                  t.ran, 1000 * poll, first.substr(0, 90).c_str());
     }
   }
   if (std::getenv("TINY_GPT") != nullptr) {
     // The real example: the harness around a PyTorch GPT on CPU.
     const std::string ex = src + "/deploy/examples/tiny-gpt";
     for (const char* f : {"train.py", "model.py", "data.py"}) fs::copy_file(ex + "/" + f, dir + "/job/" + f);
+    // Debian's python3 has torch (deploy/install_deps.sh); another python3
+    // may come first on PATH.
+    const std::string py = std::getenv("TINY_GPT_PYTHON") ? std::getenv("TINY_GPT_PYTHON")
+                                                           : "/usr/bin/python3";
     const Program tiny{"tiny-gpt (torch)",
-                       {"python3", "train.py", "--steps", "{steps}", "--micro-batch", "2"},
+                       {py, "train.py", "--steps", "{steps}", "--micro-batch", "2"},
                        dir + "/job", 512};
     const std::vector<Result> rs = RunMany(tiny, 0, 10, runs, dir + "/scratch");
-    int flagged = 0;
-    double poll = 0;
-    std::string first;
-    for (const Result& r : rs) {
-      poll = std::max(poll, r.poll_s);
-      if (r.status != "ok" || r.violation) {
-        ++flagged;
-        if (first.empty()) first = r.violation ? r.violation->reason : r.status;
-      }
-    }
+    const Tally t = Count(rs);
+    const int flagged = t.flagged;
+    const double poll = t.slack;
+    const std::string first = t.first;
     flagged_total += flagged;
-    honest_total += static_cast<int>(rs.size());
-    std::printf("%-22s %7s %6d %5d/%-3zu %12.2f  %s\n", tiny.name.c_str(), "~100", 10, flagged,
-                rs.size(), 1000 * poll, first.substr(0, 90).c_str());
+    honest_total += t.ran;
+    if (t.broken > 0) std::printf("  (%d runs did not finish ok: %s)\n", t.broken, t.broken_why.c_str());
+    std::printf("%-22s %7s %6d %5d/%-3d %12.2f  %s\n", tiny.name.c_str(), "~100", 10, flagged,
+                t.ran, 1000 * poll, first.substr(0, 90).c_str());
   }
   std::printf("false-alarm rate: %d of %d honest trials (%.2f%%)\n\n", flagged_total, honest_total,
               honest_total ? 100.0 * flagged_total / honest_total : 0.0);
