@@ -135,6 +135,25 @@ ALTER TABLE trials ADD COLUMN observed_steps INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE trials ADD COLUMN clock_slack_s REAL NOT NULL DEFAULT 0;
 ALTER TABLE trials ADD COLUMN leased_ms INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // v6: tenancy: an agent id bound to the token that registered it, with
+    // its team scope and its operator's policy; a lease bound to the token
+    // that took it; agents that refused a trial; a replay session's
+    // landscape as sent; repositories registered by an admin.
+    R"sql(
+ALTER TABLE agents ADD COLUMN token_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE agents ADD COLUMN team TEXT NOT NULL DEFAULT '';
+ALTER TABLE agents ADD COLUMN serves TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE agents ADD COLUMN commands TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE trials ADD COLUMN lease_token_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE trials ADD COLUMN refused_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN landscape TEXT NOT NULL DEFAULT '';
+CREATE TABLE repositories (
+  name TEXT PRIMARY KEY,
+  url TEXT NOT NULL,
+  team TEXT NOT NULL,
+  created_ms INTEGER NOT NULL
+);
+)sql",
 };
 constexpr int kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -242,7 +261,7 @@ constexpr char kSessionCols[] =
     "id, name, spec_yaml, spec_dir, stage, contract_hash, workload_signature, gpu_model, "
     "created_ms, updated_ms, doctor_repeats, max_trials, baseline_step_time_s, baseline_cv, "
     "baseline_runs, best_trial_id, error, applied_commit, doctor_report, verification, contract, "
-    "team, share_bank";
+    "team, share_bank, landscape";
 
 void BindSession(Stmt& st, const SessionRecord& s) {
   st.Bind(s.id).Bind(s.name).Bind(s.spec_yaml).Bind(s.spec_dir).Bind(s.stage)
@@ -250,7 +269,8 @@ void BindSession(Stmt& st, const SessionRecord& s) {
       .Bind(s.created_ms).Bind(s.updated_ms).Bind(s.doctor_repeats).Bind(s.max_trials)
       .Bind(s.baseline_step_time_s).Bind(s.baseline_cv).Bind(s.baseline_runs)
       .Bind(s.best_trial_id).Bind(s.error).Bind(s.applied_commit).Bind(s.doctor_report)
-      .Bind(s.verification).Bind(s.contract).Bind(s.team).Bind(static_cast<int64_t>(s.share_bank));
+      .Bind(s.verification).Bind(s.contract).Bind(s.team).Bind(static_cast<int64_t>(s.share_bank))
+      .Bind(s.landscape);
 }
 
 SessionRecord ReadSession(const Stmt& st) {
@@ -279,6 +299,7 @@ SessionRecord ReadSession(const Stmt& st) {
   s.contract = st.Text(c++);
   s.team = st.Text(c++);
   s.share_bank = st.Int(c++) != 0;
+  s.landscape = st.Text(c++);
   return s;
 }
 
@@ -286,14 +307,15 @@ constexpr char kTrialCols[] =
     "session_id, purpose, config, status, attempts, lease_agent, lease_token, "
     "lease_deadline_ms, step_time_s, peak_mem_gib, cost_s, error, note, agent, created_ms, "
     "finished_ms, violation, tag, pin_agent, observed_window_s, observed_steps, clock_slack_s, "
-    "leased_ms";
+    "leased_ms, lease_token_id, refused_by";
 
 void BindTrial(Stmt& st, const TrialRecord& t) {
   st.Bind(t.session_id).Bind(t.purpose).Bind(t.config).Bind(t.status).Bind(t.attempts)
       .Bind(t.lease_agent).Bind(t.lease_token).Bind(t.lease_deadline_ms).Bind(t.step_time_s)
       .Bind(t.peak_mem_gib).Bind(t.cost_s).Bind(t.error).Bind(t.note).Bind(t.agent)
       .Bind(t.created_ms).Bind(t.finished_ms).Bind(t.violation).Bind(t.tag).Bind(t.pin_agent)
-      .Bind(t.observed_window_s).Bind(t.observed_steps).Bind(t.clock_slack_s).Bind(t.leased_ms);
+      .Bind(t.observed_window_s).Bind(t.observed_steps).Bind(t.clock_slack_s).Bind(t.leased_ms)
+      .Bind(t.lease_token_id).Bind(t.refused_by);
 }
 
 TrialRecord ReadTrial(const Stmt& st) {
@@ -323,6 +345,8 @@ TrialRecord ReadTrial(const Stmt& st) {
   t.observed_steps = static_cast<int32_t>(st.Int(c++));
   t.clock_slack_s = st.Real(c++);
   t.leased_ms = st.Int(c++);
+  t.lease_token_id = st.Text(c++);
+  t.refused_by = st.Text(c++);
   return t;
 }
 
@@ -332,7 +356,7 @@ constexpr char kBankCols[] =
 
 constexpr char kAgentCols[] =
     "id, host, gpu_model, gpu_count, memory_per_gpu_gib, executors, registered_ms, "
-    "last_heartbeat_ms";
+    "last_heartbeat_ms, token_id, team, serves, commands";
 
 AgentRecord ReadAgent(const Stmt& st) {
   AgentRecord a;
@@ -344,6 +368,10 @@ AgentRecord ReadAgent(const Stmt& st) {
   a.executors = st.Text(5);
   a.registered_ms = st.Int(6);
   a.last_heartbeat_ms = st.Int(7);
+  a.token_id = st.Text(8);
+  a.team = st.Text(9);
+  a.serves = st.Text(10);
+  a.commands = st.Text(11);
   return a;
 }
 
@@ -445,7 +473,7 @@ absl::Status SqliteStorage::Transaction(const std::function<absl::Status()>& fn)
 absl::Status SqliteStorage::InsertSession(const SessionRecord& s) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   Stmt st(db_, absl::StrCat("INSERT INTO sessions (", kSessionCols,
-                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
                    .c_str());
   BindSession(st, s);
   return st.Run();
@@ -458,7 +486,7 @@ absl::Status SqliteStorage::UpdateSession(const SessionRecord& s) {
           "workload_signature=?, gpu_model=?, created_ms=?, updated_ms=?, doctor_repeats=?, "
           "max_trials=?, baseline_step_time_s=?, baseline_cv=?, baseline_runs=?, "
           "best_trial_id=?, error=?, applied_commit=?, doctor_report=?, verification=?, "
-          "contract=?, team=?, share_bank=? WHERE id=?");
+          "contract=?, team=?, share_bank=?, landscape=? WHERE id=?");
   BindSession(st, s);
   st.Bind(s.id);
   RETURN_IF_ERROR(st.Run());
@@ -488,7 +516,7 @@ absl::StatusOr<std::vector<SessionRecord>> SqliteStorage::ListSessions() {
 absl::StatusOr<int64_t> SqliteStorage::InsertTrial(const TrialRecord& t) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   Stmt st(db_, absl::StrCat("INSERT INTO trials (", kTrialCols,
-                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
                    .c_str());
   BindTrial(st, t);
   RETURN_IF_ERROR(st.Run());
@@ -501,8 +529,8 @@ absl::Status SqliteStorage::UpdateTrial(const TrialRecord& t) {
           "UPDATE trials SET session_id=?, purpose=?, config=?, status=?, attempts=?, "
           "lease_agent=?, lease_token=?, lease_deadline_ms=?, step_time_s=?, peak_mem_gib=?, "
           "cost_s=?, error=?, note=?, agent=?, created_ms=?, finished_ms=?, violation=?, tag=?, "
-          "pin_agent=?, observed_window_s=?, observed_steps=?, clock_slack_s=?, leased_ms=? "
-          "WHERE id=?");
+          "pin_agent=?, observed_window_s=?, observed_steps=?, clock_slack_s=?, leased_ms=?, "
+          "lease_token_id=?, refused_by=? WHERE id=?");
   BindTrial(st, t);
   st.Bind(t.id);
   RETURN_IF_ERROR(st.Run());
@@ -589,10 +617,11 @@ absl::Status SqliteStorage::DeleteSteps(int64_t trial_id) {
 absl::Status SqliteStorage::PutAgent(const AgentRecord& a) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   Stmt st(db_, absl::StrCat("INSERT OR REPLACE INTO agents (", kAgentCols,
-                            ") VALUES (?,?,?,?,?,?,?,?)")
+                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?)")
                    .c_str());
   st.Bind(a.id).Bind(a.host).Bind(a.gpu_model).Bind(a.gpu_count).Bind(a.memory_per_gpu_gib)
-      .Bind(a.executors).Bind(a.registered_ms).Bind(a.last_heartbeat_ms);
+      .Bind(a.executors).Bind(a.registered_ms).Bind(a.last_heartbeat_ms).Bind(a.token_id)
+      .Bind(a.team).Bind(a.serves).Bind(a.commands);
   return st.Run();
 }
 
@@ -673,6 +702,54 @@ absl::StatusOr<std::vector<BankRecord>> SqliteStorage::QueryBank(const BankFilte
     out.push_back(std::move(b));
   }
   return out;
+}
+
+absl::Status SqliteStorage::AddRepository(const RepositoryRecord& r) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, "INSERT INTO repositories (name, url, team, created_ms) VALUES (?,?,?,?)");
+  st.Bind(r.name).Bind(r.url).Bind(r.team).Bind(r.created_ms);
+  absl::Status s = st.Run();
+  if (!s.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_PRIMARYKEY) {
+    return absl::AlreadyExistsError(absl::StrCat("name: repository '", r.name, "' exists"));
+  }
+  return s;
+}
+
+namespace {
+RepositoryRecord ReadRepository(const Stmt& st) {
+  RepositoryRecord r;
+  r.name = st.Text(0);
+  r.url = st.Text(1);
+  r.team = st.Text(2);
+  r.created_ms = st.Int(3);
+  return r;
+}
+}  // namespace
+
+absl::StatusOr<RepositoryRecord> SqliteStorage::GetRepository(const std::string& name) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, "SELECT name, url, team, created_ms FROM repositories WHERE name=?");
+  st.Bind(name);
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("name: no repository '", name, "'"));
+  return ReadRepository(st);
+}
+
+absl::StatusOr<std::vector<RepositoryRecord>> SqliteStorage::ListRepositories() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, "SELECT name, url, team, created_ms FROM repositories ORDER BY name");
+  return CollectRows(st, ReadRepository);
+}
+
+absl::Status SqliteStorage::RemoveRepository(const std::string& name) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, "DELETE FROM repositories WHERE name=?");
+  st.Bind(name);
+  RETURN_IF_ERROR(st.Run());
+  if (sqlite3_changes(db_) == 0) {
+    return absl::NotFoundError(absl::StrCat("name: no repository '", name, "'"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SqliteStorage::AddToken(const TokenRecord& t) {

@@ -66,6 +66,10 @@ class SqliteStorage : public Storage {
   absl::StatusOr<int64_t> AddBankEntry(const BankRecord& b) override;
   absl::Status SetBankStatus(int64_t trial_id, const std::string& status) override;
   absl::StatusOr<std::vector<BankRecord>> QueryBank(const BankFilter& f) override;
+  absl::Status AddRepository(const RepositoryRecord& r) override;
+  absl::StatusOr<RepositoryRecord> GetRepository(const std::string& name) override;
+  absl::StatusOr<std::vector<RepositoryRecord>> ListRepositories() override;
+  absl::Status RemoveRepository(const std::string& name) override;
   absl::Status AddToken(const TokenRecord& t) override;
   absl::StatusOr<TokenRecord> GetTokenByHash(const std::string& hash) override;
   absl::StatusOr<std::vector<TokenRecord>> ListTokens() override;

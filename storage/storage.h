@@ -46,6 +46,9 @@ struct SessionRecord {
   std::string contract;       // encoded by core: what Init locked
   std::string team;           // the team that owns it ("" before tokens)
   bool share_bank = false;    // its bank entries are readable by other teams
+  // A replay session's landscape, as the submitter sent it (the server
+  // reads no file a spec names); empty otherwise.
+  std::string landscape;
 };
 
 // An API token. Only its hash is stored; the token itself is shown once.
@@ -88,6 +91,12 @@ struct TrialRecord {
   // of the lines that open and close it.
   double clock_slack_s = 0;
   int64_t leased_ms = 0;       // when the current lease was handed out
+  // The token that took the current lease ("" on an open server): only it
+  // may report on the lease or complete it.
+  std::string lease_token_id;
+  // Agents that refused the trial under their policy, comma-separated: it
+  // is not offered to them again.
+  std::string refused_by;
 };
 
 struct StepRecord {
@@ -111,6 +120,23 @@ struct AgentRecord {
   std::string executors;  // comma-separated
   int64_t registered_ms = 0;
   int64_t last_heartbeat_ms = 0;
+  // The token that registered the id ("" on an open server): the id is
+  // bound to it. `team`: the team that token is scoped to ("" for the
+  // shared pool). What the agent's operator lets it run: teams it serves
+  // and command prefixes (JSON lists of strings, "[]": any).
+  std::string token_id;
+  std::string team;
+  std::string serves = "[]";
+  std::string commands = "[]";
+};
+
+// A team's repository, registered by an admin on the server host: sessions
+// name it, agents fetch it from `url`.
+struct RepositoryRecord {
+  std::string name;
+  std::string url;
+  std::string team;
+  int64_t created_ms = 0;
 };
 
 struct BankRecord {
@@ -181,6 +207,15 @@ class Storage {
   virtual absl::Status SetBankStatus(int64_t trial_id, const std::string& status) = 0;
   // Matching entries ordered by id.
   virtual absl::StatusOr<std::vector<BankRecord>> QueryBank(const BankFilter& f) = 0;
+
+  // ----- repositories
+  // ALREADY_EXISTS when the name is taken.
+  virtual absl::Status AddRepository(const RepositoryRecord& r) = 0;
+  // NOT_FOUND for an unknown name.
+  virtual absl::StatusOr<RepositoryRecord> GetRepository(const std::string& name) = 0;
+  virtual absl::StatusOr<std::vector<RepositoryRecord>> ListRepositories() = 0;
+  // NOT_FOUND for an unknown name.
+  virtual absl::Status RemoveRepository(const std::string& name) = 0;
 
   // ----- tokens
   // ALREADY_EXISTS on a duplicate id or hash.

@@ -89,8 +89,27 @@ TEST_P(StorageConformance, SessionTeamAndSharing) {
   EXPECT_EQ(db_->GetSession("s1")->team, "vision");
   EXPECT_TRUE(db_->GetSession("s1")->share_bank);
   s.share_bank = false;
+  s.landscape = "{\"meta\": {}}\n";
   ASSERT_TRUE(db_->UpdateSession(s).ok());
   EXPECT_FALSE(db_->ListSessions()->at(0).share_bank);
+  EXPECT_EQ(db_->GetSession("s1")->landscape, s.landscape);
+}
+
+TEST_P(StorageConformance, RepositoriesByName) {
+  RepositoryRecord r{"tiny-gpt", "https://git.example/tiny.git", "vision", 5};
+  ASSERT_TRUE(db_->AddRepository(r).ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(db_->AddRepository(r)));
+  auto got = db_->GetRepository("tiny-gpt");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->url, r.url);
+  EXPECT_EQ(got->team, "vision");
+  ASSERT_TRUE(db_->AddRepository({"audio-lm", "/srv/audio.git", "audio", 6}).ok());
+  auto all = db_->ListRepositories();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].name, "audio-lm");  // by name
+  ASSERT_TRUE(db_->RemoveRepository("audio-lm").ok());
+  EXPECT_TRUE(absl::IsNotFound(db_->RemoveRepository("audio-lm")));
+  EXPECT_TRUE(absl::IsNotFound(db_->GetRepository("audio-lm").status()));
 }
 
 TEST_P(StorageConformance, TokensByHashListAndRevoke) {
@@ -163,6 +182,12 @@ TEST_P(StorageConformance, TrialsByIdAndStatus) {
   EXPECT_DOUBLE_EQ(back->observed_window_s, 0.75);
   EXPECT_EQ(back->observed_steps, 3);
   EXPECT_DOUBLE_EQ(back->clock_slack_s, 0.001);
+  t.lease_token_id = "tok-agent";
+  t.refused_by = "agt-1,agt-2";
+  ASSERT_TRUE(db_->UpdateTrial(t).ok());
+  back = db_->GetTrial(*id1);
+  EXPECT_EQ(back->lease_token_id, "tok-agent");
+  EXPECT_EQ(back->refused_by, "agt-1,agt-2");
   EXPECT_EQ(db_->ListTrials("s")->size(), 3u);
   EXPECT_TRUE(absl::IsNotFound(db_->GetTrial(999).status()));
 }
@@ -194,11 +219,27 @@ TEST_P(StorageConformance, StepsReplaceByStep) {
 }
 
 TEST_P(StorageConformance, AgentsUpsert) {
-  AgentRecord a{"agt-1", "host", "H200", 8, 139.8, "replay,process", 1, 2};
+  AgentRecord a;
+  a.id = "agt-1";
+  a.host = "host";
+  a.gpu_model = "H200";
+  a.gpu_count = 8;
+  a.memory_per_gpu_gib = 139.8;
+  a.executors = "replay,process";
+  a.registered_ms = 1;
+  a.last_heartbeat_ms = 2;
+  a.token_id = "tok-9";
+  a.team = "vision";
+  a.serves = R"(["vision"])";
+  a.commands = R"(["python3 train.py"])";
   ASSERT_TRUE(db_->PutAgent(a).ok());
   a.last_heartbeat_ms = 99;
   ASSERT_TRUE(db_->PutAgent(a).ok());
   EXPECT_EQ(db_->GetAgent("agt-1")->last_heartbeat_ms, 99);
+  EXPECT_EQ(db_->GetAgent("agt-1")->token_id, "tok-9");
+  EXPECT_EQ(db_->GetAgent("agt-1")->team, "vision");
+  EXPECT_EQ(db_->GetAgent("agt-1")->serves, a.serves);
+  EXPECT_EQ(db_->GetAgent("agt-1")->commands, a.commands);
   EXPECT_EQ(db_->ListAgents()->size(), 1u);
   EXPECT_TRUE(absl::IsNotFound(db_->GetAgent("x").status()));
 }

@@ -1,0 +1,53 @@
+// Reading named files safely, and unpredictable secrets.
+#include "core/file_util.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "core/random.h"
+#include "tests/testing/subprocess.h"
+
+namespace infrarsi {
+namespace {
+
+TEST(FileUtilTest, ReadsRegularFilesWithinTheBoundOnly) {
+  const std::string dir = testing::MakeTempDir("files");
+  const std::string path = dir + "/patch.diff";
+  std::ofstream(path) << "hello\n";
+  auto got = ReadRegularFile(path, 100, "patches[p].file");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "hello\n");
+  // Larger than the bound: refused before anything is read, naming the field.
+  auto big = ReadRegularFile(path, 3, "patches[p].file");
+  EXPECT_TRUE(absl::IsInvalidArgument(big.status()));
+  EXPECT_EQ(big.status().message().rfind("patches[p].file: ", 0), 0u) << big.status();
+  // A device that never ends is not a file.
+  auto zero = ReadRegularFile("/dev/zero", 1 << 20, "f");
+  EXPECT_TRUE(absl::IsInvalidArgument(zero.status())) << zero.status();
+  EXPECT_NE(zero.status().message().find("not a regular file"), std::string::npos);
+  // Nor is a FIFO; opening it must not wait for a writer.
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto f = ReadRegularFile(fifo, 1 << 20, "f");
+  EXPECT_TRUE(absl::IsInvalidArgument(f.status())) << f.status();
+  EXPECT_TRUE(absl::IsInvalidArgument(ReadRegularFile(dir, 100, "f").status()));
+  EXPECT_TRUE(absl::IsNotFound(ReadRegularFile(dir + "/none", 100, "f").status()));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(RandomTest, SecretsAreLongHexAndNeverRepeat) {
+  std::set<std::string> seen;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string s = SecureRandomHex(16);
+    ASSERT_EQ(s.size(), 32u);
+    EXPECT_EQ(s.find_first_not_of("0123456789abcdef"), std::string::npos);
+    EXPECT_TRUE(seen.insert(s).second);
+  }
+}
+
+}  // namespace
+}  // namespace infrarsi
