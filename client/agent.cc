@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <thread>
 
@@ -13,6 +14,8 @@
 #include "client/sim_executor.h"
 #include "core/status_macros.h"
 #include "client/rpc_client.h"
+#include "core/agent_policy.h"
+#include "absl/strings/str_join.h"
 
 namespace infrarsi::client {
 namespace {
@@ -78,6 +81,12 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const Options& options) {
   if (options.gpu_model.empty()) return absl::InvalidArgumentError("gpu_model: required");
   if (options.gpu_count < 0) return absl::InvalidArgumentError("gpu_count: must be >= 0");
   if (options.executors.empty()) return absl::InvalidArgumentError("executors: at least one");
+  for (const std::string& e : options.executors) {
+    if (e != "replay" && e != "process" && e != "sim") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("executors: unknown executor '", e, "' (known: replay, process, sim)"));
+    }
+  }
   std::unique_ptr<Agent> a(new Agent(options));
   if (a->options_.host.empty()) a->options_.host = DefaultHost();
   if (a->options_.scratch_root.empty()) {
@@ -87,9 +96,20 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const Options& options) {
   auto channel = grpc::CreateChannel(options.server, ChannelCredentialsFor(options.tls));
   a->stub_ = v1::AgentService::NewStub(channel);
   a->replay_ = std::make_unique<ReplayExecutor>();
-  ProcessExecutor::Options po;
-  po.scratch_root = a->options_.scratch_root;
-  a->process_ = std::make_unique<ProcessExecutor>(po);
+  const auto& ex = a->options_.executors;
+  if (std::find(ex.begin(), ex.end(), "process") != ex.end()) {
+    // Tenants' code: only under the operator's policy.
+    ProcessExecutor::Options po = a->options_.process;
+    po.scratch_root = a->options_.scratch_root;
+    ASSIGN_OR_RETURN(po.allowed_commands,
+                     ParseCommandPrefixes(a->options_.allow_commands, "allow_commands"));
+    auto process = ProcessExecutor::Create(std::move(po));
+    if (!process.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("process executor: ", process.status().message()));
+    }
+    a->process_ = *std::move(process);
+  }
   a->sim_ = std::make_unique<SimExecutor>();
   return a;
 }
@@ -110,6 +130,10 @@ absl::Status Agent::Register() {
   req.set_gpu_count(options_.gpu_count);
   req.set_memory_per_gpu_gib(options_.memory_per_gpu_gib);
   for (const auto& e : options_.executors) req.add_executors(e);
+  for (const auto& t : options_.serve_teams) req.add_teams(t);
+  if (process_ != nullptr && !options_.process.allow_any_command) {
+    for (const auto& c : options_.allow_commands) req.add_commands(c);
+  }
   req.set_agent_id(agent_id());
   while (!stop_.HasBeenNotified()) {
     v1::RegisterAgentResponse resp;
@@ -132,10 +156,14 @@ absl::Status Agent::Register() {
 }
 
 Executor* Agent::ExecutorFor(const v1::TrialAssignment& trial) {
+  auto on = [&](const char* name) {
+    return std::find(options_.executors.begin(), options_.executors.end(), name) !=
+           options_.executors.end();
+  };
   switch (trial.executor().kind_case()) {
-    case v1::ExecutorSpec::kReplay: return replay_.get();
+    case v1::ExecutorSpec::kReplay: return on("replay") ? replay_.get() : nullptr;
     case v1::ExecutorSpec::kProcess: return process_.get();
-    case v1::ExecutorSpec::kSim: return sim_.get();
+    case v1::ExecutorSpec::kSim: return on("sim") ? sim_.get() : nullptr;
     default: return nullptr;
   }
 }
@@ -146,9 +174,15 @@ absl::Status Agent::RunTrial(const v1::TrialAssignment& trial) {
   RpcProgressSink sink(stub_.get(), trial, options_.token);
   v1::TrialOutcome outcome;
   Executor* ex = ExecutorFor(trial);
-  if (ex == nullptr) {
-    outcome.set_status("failed");
-    outcome.set_error("agent: no executor for this trial");
+  const auto& teams = options_.serve_teams;
+  if (!teams.empty() && std::find(teams.begin(), teams.end(), trial.team()) == teams.end()) {
+    // The server should not have offered it; the agent decides anyway.
+    outcome.set_status("refused");
+    outcome.set_error(absl::StrCat("agent policy: this agent serves teams ",
+                                   absl::StrJoin(teams, ", "), ", not '", trial.team(), "'"));
+  } else if (ex == nullptr) {
+    outcome.set_status("refused");
+    outcome.set_error("agent policy: this agent does not run this executor");
   } else {
     auto result = ex->Run(trial, &sink);
     if (result.ok()) {

@@ -15,6 +15,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "client/executor.h"
+#include "client/process_executor.h"
 #include "client/rpc_client.h"
 #include "infrarsi/v1/infrarsi.grpc.pb.h"
 
@@ -32,9 +33,19 @@ class Agent {
     std::string gpu_model = "cpu";
     int gpu_count = 1;
     double memory_per_gpu_gib = 0;
-    std::vector<std::string> executors = {"replay", "process", "sim"};
+    // The process executor runs tenants' code: off unless listed, and then
+    // only under `process` (its policy: commands, workdir root, user,
+    // environment).
+    std::vector<std::string> executors = {"replay", "sim"};
     // Folder for the process executor's scratch files. Default: $TMPDIR.
     std::string scratch_root;
+    // Teams whose trials this agent runs (empty: any the server offers it).
+    std::vector<std::string> serve_teams;
+    // Command prefixes as the operator wrote them ("python3 train.py");
+    // parsed into process.allowed_commands, and sent to the server so that
+    // it offers only trials the agent runs.
+    std::vector<std::string> allow_commands;
+    ProcessExecutor::Options process;
     // Long-poll wait per LeaseTrial call.
     absl::Duration lease_wait = absl::Seconds(5);
     // How long to keep retrying an unreachable server before giving up on a

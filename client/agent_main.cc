@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "client/agent.h"
+#include "client/agent_policy_file.h"
 
 namespace {
 
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
   infrarsi::client::Agent::Options o;
   o.server = "127.0.0.1:7420";
   DetectGpu(o);
-  std::string executors = "replay,process,sim";
+  std::string executors = "replay,sim";
   double lease_wait_s = 5;
   std::string log_level = "info";
   app.add_option("--server", o.server, "infrarsi-server HOST:PORT")->capture_default_str();
@@ -59,8 +60,33 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-count", o.gpu_count, "GPUs on this host")->capture_default_str();
   app.add_option("--gpu-mem-gib", o.memory_per_gpu_gib, "memory per GPU, GiB")
       ->capture_default_str();
-  app.add_option("--executors", executors, "comma-separated: replay, process, sim")
+  app.add_option("--executors", executors,
+                 "comma-separated: replay, process, sim (process runs tenants' code: off unless "
+                 "listed, and then only under the policy below)")
       ->capture_default_str();
+  // The operator's policy for tenants' code (the process executor).
+  std::string policy_path;
+  app.add_option("--policy", policy_path,
+                 "YAML policy file: executors, teams, commands, allow_any_command, workdir_root, "
+                 "run_as, env_allow (flags given on the command line override it)");
+  std::vector<std::string> commands, teams, env_allow;
+  bool allow_any_command = false;
+  std::string workdir_root, run_as;
+  app.add_option("--allow-command", commands,
+                 "a command prefix trials may run, e.g. \"python3 train.py\" (repeatable; "
+                 "matched word by word)");
+  app.add_flag("--allow-any-command", allow_any_command,
+               "let trials run any command (a dedicated, disposable host only)");
+  app.add_option("--workdir-root", workdir_root,
+                 "folder trials' workdirs must be inside (default: none, only trials of a "
+                 "repository run, in fresh work trees)");
+  app.add_option("--run-as", run_as,
+                 "user trials run as (an agent running as root must name one; \"root\" "
+                 "deliberately)");
+  app.add_option("--env-allow", env_allow,
+                 "environment variable trials may see, beside PATH, LANG, LC_*, TZ and the CUDA "
+                 "device variables (repeatable; never INFRARSI_*)");
+  app.add_option("--serve-team", teams, "a team whose trials this agent runs (repeatable; default: any)");
   app.add_option("--scratch", o.scratch_root, "folder for per-trial scratch files");
   app.add_option("--lease-wait-s", lease_wait_s, "long-poll wait per lease request")
       ->capture_default_str()
@@ -70,23 +96,58 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-  app.add_option("--token", o.token,
-                 "bearer token (default: $INFRARSI_TOKEN; none needed before the server has tokens)");
+  std::string token_flag, token_file;
+  app.add_option("--token", token_flag, "refused: a token on the command line shows in ps")
+      ->group("");
+  app.add_option("--token-file", token_file,
+                 "file holding the agent's bearer token (default: $INFRARSI_TOKEN; none needed "
+                 "before the server has tokens)");
   std::string tls_ca, tls_cert, tls_key;
   app.add_option("--tls-ca", tls_ca, "PEM CA that signed the server's certificate: connect with TLS");
   app.add_option("--tls-cert", tls_cert, "PEM client certificate (servers that require mutual TLS)");
   app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert");
   CLI11_PARSE(app, argc, argv);
   {
-    auto creds = infrarsi::client::ResolveCredentials(o.token, tls_ca, tls_cert, tls_key);
+    if (!token_flag.empty()) {
+      std::fprintf(stderr, "%s\n",
+                   std::string(infrarsi::client::TokenOnCommandLine().message()).c_str());
+      return 2;
+    }
+    auto creds = infrarsi::client::ResolveCredentials(token_file, tls_ca, tls_cert, tls_key);
     if (!creds.ok()) {
       std::fprintf(stderr, "%s\n", std::string(creds.status().message()).c_str());
       return 2;
     }
     o.token = creds->token;
     o.tls = creds->tls;
+    // Nothing the agent starts inherits its token.
+    unsetenv("INFRARSI_TOKEN");
   }
-  o.executors = absl::StrSplit(executors, ',', absl::SkipEmpty());
+  infrarsi::client::AgentPolicy policy;
+  if (!policy_path.empty()) {
+    auto loaded = infrarsi::client::LoadAgentPolicy(policy_path);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(loaded.status().message()).c_str());
+      return 2;
+    }
+    policy = *std::move(loaded);
+  }
+  // Flags given on the command line win over the policy file.
+  if (app.count("--executors") || !policy.executors) policy.executors = executors;
+  if (app.count("--allow-command")) policy.commands = commands;
+  if (app.count("--allow-any-command")) policy.allow_any_command = allow_any_command;
+  if (app.count("--workdir-root")) policy.workdir_root = workdir_root;
+  if (app.count("--run-as")) policy.run_as = run_as;
+  if (app.count("--env-allow")) policy.env_allow = env_allow;
+  if (app.count("--serve-team")) policy.teams = teams;
+  o.executors = absl::StrSplit(*policy.executors, ',', absl::SkipEmpty());
+  o.serve_teams = policy.teams;
+  o.allow_commands = policy.commands;
+  o.process.allow_any_command = policy.allow_any_command;
+  o.process.workdir_root = policy.workdir_root;
+  o.process.run_as = policy.run_as;
+  o.process.allow_root = policy.run_as == "root";
+  for (const std::string& name : policy.env_allow) o.process.env_allow.push_back(name);
   // Scripts (and tests) wait for this line to know the agent can take work.
   o.on_registered = [](const std::string& id) {
     std::printf("infrarsi-agent registered as %s\n", id.c_str());

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/demo.h"
+#include "client/local_apply.h"
 #include "client/report_format.h"
 #include "client/rpc_client.h"
 #include "core/sim_landscape.h"
@@ -100,10 +101,14 @@ int main(int argc, char** argv) {
   auto* apply = app.add_subcommand(
       "apply", "commit the promoted setting to a new branch of a git repository");
   apply->add_option("id", id, "session id")->required();
+  repo = ".";
   apply->add_option("--repo", repo,
-                    "path of the target git repository (on the server host); default: the "
-                    "session's repository");
-  apply->add_option("--branch", branch, "new branch to create")->required();
+                    "your clone of the repository to commit into, on this host (the server "
+                    "writes into no repository)")
+      ->capture_default_str();
+  apply->add_option("--branch", branch,
+                    "new branch to create (a retry finds the same commit there)")
+      ->required();
   apply->add_flag("--dry-run", dry_run, "show the commit without making it");
 
   auto* cancel = app.add_subcommand("cancel", "cancel a session and its queued trials");
@@ -153,15 +158,24 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 16));
   demo->add_option("--max-trials", demo_opts.max_trials, "trial budget (0: the spec's)");
 
-  app.add_option("--token", co.token,
-                 "bearer token (default: $INFRARSI_TOKEN; none needed before the server has tokens)");
+  std::string token_flag, token_file;
+  app.add_option("--token", token_flag, "refused: a token on the command line shows in ps")
+      ->group("");
+  app.add_option("--token-file", token_file,
+                 "file holding the bearer token (default: $INFRARSI_TOKEN; none needed before "
+                 "the server has tokens)");
   std::string tls_ca, tls_cert, tls_key;
   app.add_option("--tls-ca", tls_ca, "PEM CA that signed the server's certificate: connect with TLS");
   app.add_option("--tls-cert", tls_cert, "PEM client certificate (servers that require mutual TLS)");
   app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert");
   CLI11_PARSE(app, argc, argv);
   {
-    auto creds = infrarsi::client::ResolveCredentials(co.token, tls_ca, tls_cert, tls_key);
+    if (!token_flag.empty()) {
+      std::fprintf(stderr, "%s\n",
+                   std::string(infrarsi::client::TokenOnCommandLine().message()).c_str());
+      return 2;
+    }
+    auto creds = infrarsi::client::ResolveCredentials(token_file, tls_ca, tls_cert, tls_key);
     if (!creds.ok()) {
       std::fprintf(stderr, "%s\n", std::string(creds.status().message()).c_str());
       return 2;
@@ -224,22 +238,18 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*apply) {
-    v1::ApplyRequest r;
-    r.set_session_id(id);
-    r.set_repo_path(repo);
-    r.set_branch(branch);
-    r.set_dry_run(dry_run);
-    auto a = c.Apply(r);
+    auto a = infrarsi::client::ApplyLocally(c, id, repo, branch, dry_run);
     if (!a.ok()) return Fail(a.status());
-    if (a->dry_run()) {
-      std::cout << "dry run: would commit on top of " << a->base_commit() << " as new branch "
-                << a->branch() << "\n";
+    if (dry_run) {
+      std::cout << "dry run: would commit on top of " << a->plan.base_commit() << " as new branch "
+                << branch << " of " << repo << "\n";
     } else {
-      std::cout << "committed " << a->commit() << " on new branch " << a->branch() << "\n";
+      std::cout << (a->existed ? "already committed " : "committed ") << a->commit
+                << " on branch " << branch << " of " << repo << "; recorded\n";
     }
-    if (!a->note().empty()) std::cout << "note: " << a->note() << "\n";
-    for (const auto& f : a->files()) std::cout << "  M " << f << "\n";
-    std::cout << "\n" << a->message();
+    if (!a->note.empty()) std::cout << "note: " << a->note << "\n";
+    for (const auto& f : a->changed) std::cout << "  M " << f << "\n";
+    std::cout << "\n" << a->plan.message();
     return 0;
   }
   if (*cancel) {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/agent.h"
+#include "client/local_apply.h"
 #include "client/report_format.h"
 #include "client/rpc_client.h"
 #include "core/status_macros.h"
@@ -159,15 +160,14 @@ absl::Status RunDemo(const DemoOptions& options, std::ostream& out) {
     ASSIGN_OR_RETURN(v1::SessionReport rep, client->Report(id));
     out << "\n[report]\n" << FormatReport(rep) << "\n";
 
-    v1::ApplyRequest ar;
-    ar.set_session_id(id);
-    ar.set_repo_path(repo_dir.string());
-    ar.set_branch(absl::StrCat("infrarsi/", s.name()));
-    auto applied = client->Apply(ar);
+    // As `infrarsi apply` does: the server hands over the plan, the commit
+    // is made here, in this (the team's) clone.
+    const std::string branch = absl::StrCat("infrarsi/", s.name());
+    auto applied = ApplyLocally(*client, id, repo_dir.string(), branch, /*dry_run=*/false);
     if (applied.ok()) {
-      out << "[apply]   commit " << applied->commit() << " on branch " << applied->branch()
-          << " of " << repo_dir.string() << " (checked-out branch untouched)\n";
-      for (const auto& f : applied->files()) out << "          + " << f << "\n";
+      out << "[apply]   commit " << applied->commit << " on branch " << branch << " of "
+          << repo_dir.string() << " (checked-out branch untouched)\n";
+      for (const auto& f : applied->changed) out << "          + " << f << "\n";
     } else if (absl::IsFailedPrecondition(applied.status())) {
       out << "[apply]   nothing applied: " << applied.status().message() << "\n";
     } else {

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "core/file_util.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -85,11 +86,9 @@ const LandscapeTrial* Landscape::FindProbe(const std::map<std::string, std::stri
 }
 
 absl::StatusOr<Landscape> Landscape::Load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("landscape: cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return Parse(ss.str(), path);
+  auto text = ReadRegularFile(path, 64 << 20, "landscape");
+  if (!text.ok()) return absl::NotFoundError(absl::StrCat("landscape: cannot read ", path));
+  return Parse(*text, path);
 }
 
 absl::StatusOr<Landscape> Landscape::Parse(const std::string& jsonl, const std::string& origin) {

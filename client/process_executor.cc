@@ -1,6 +1,8 @@
 #include "client/process_executor.h"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,11 +21,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/metrics_line.h"
 #include "client/protected_files.h"
 #include "core/spec.h"
 
-extern char** environ;
 
 namespace infrarsi::client {
 namespace {
@@ -95,7 +97,68 @@ double SecondsSince(SteadyClock::time_point t0, SteadyClock::time_point t) {
   return std::chrono::duration<double>(t - t0).count();
 }
 
+// Gives `path` and everything under it to the trial's user.
+void GiveTo(const fs::path& path, uid_t uid, gid_t gid) {
+  std::error_code ec;
+  (void)lchown(path.c_str(), uid, gid);
+  if (!fs::is_directory(path, ec)) return;
+  for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    (void)lchown(it->path().c_str(), uid, gid);
+  }
+}
+
 }  // namespace
+
+std::vector<std::string> ProcessExecutor::DefaultEnvAllow() {
+  return {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES",
+          "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"};
+}
+
+absl::StatusOr<std::unique_ptr<ProcessExecutor>> ProcessExecutor::Create(Options options) {
+  if (options.scratch_root.empty()) return absl::InvalidArgumentError("scratch_root: required");
+  if (options.allowed_commands.empty() && !options.allow_any_command) {
+    return absl::InvalidArgumentError(
+        "allowed_commands: name the commands the process executor may run (--allow-command); "
+        "with none it would run any submitter's command");
+  }
+  for (const std::string& name : options.env_allow) {
+    if (absl::StartsWith(name, "INFRARSI_")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "env_allow: ", name, " is the agent's own (its token among them): trials never get it"));
+    }
+  }
+  std::unique_ptr<ProcessExecutor> ex(new ProcessExecutor(std::move(options)));
+  const Options& o = ex->options_;
+  if (!o.workdir_root.empty()) {
+    std::error_code ec;
+    if (!fs::is_directory(o.workdir_root, ec)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("workdir_root: ", o.workdir_root, " is not a folder"));
+    }
+  }
+  if (!o.run_as.empty()) {
+    const passwd* pw = getpwnam(o.run_as.c_str());
+    if (pw == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("run_as: no user '", o.run_as, "'"));
+    }
+    ex->uid_ = pw->pw_uid;
+    ex->gid_ = pw->pw_gid;
+    ex->switch_user_ = pw->pw_uid != geteuid() || pw->pw_gid != getegid();
+    if (ex->switch_user_ && geteuid() != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "run_as: only an agent running as root can run trials as ", o.run_as));
+    }
+    if (pw->pw_uid == 0 && !o.allow_root) {
+      return absl::InvalidArgumentError("run_as: root; name an unprivileged user");
+    }
+  } else if (geteuid() == 0 && !o.allow_root) {
+    return absl::InvalidArgumentError(
+        "run_as: the agent runs as root: name the unprivileged user trials run as (--run-as "
+        "nobody), or --run-as root to run them as root deliberately");
+  }
+  return ex;
+}
 
 ProcessExecutor::ProcessExecutor(Options options) : options_(std::move(options)) {
   if (options_.git_cache_root.empty()) {
@@ -106,6 +169,32 @@ ProcessExecutor::ProcessExecutor(Options options) : options_(std::move(options))
   work_trees_ = std::make_unique<WorkTrees>(wo);
 }
 
+std::string ProcessExecutor::PolicyRefusal(const std::vector<std::string>& argv,
+                                           const std::string& workdir, bool repository) const {
+  if (!options_.allow_any_command && !CommandAllowed(argv, options_.allowed_commands)) {
+    std::vector<std::string> allowed;
+    for (const CommandPrefix& p : options_.allowed_commands) allowed.push_back(absl::StrJoin(p, " "));
+    return absl::StrCat("agent policy: command '", absl::StrJoin(argv, " "),
+                        "' opens with none of the allowed commands (",
+                        absl::StrJoin(allowed, "; "), ")");
+  }
+  if (repository) return "";  // a fresh work tree in the agent's own scratch
+  if (options_.workdir_root.empty()) {
+    return "agent policy: this agent runs only trials of a repository, in fresh work trees (no "
+           "workdir root is configured)";
+  }
+  std::error_code ec;
+  const fs::path root = fs::weakly_canonical(options_.workdir_root, ec);
+  const fs::path dir = fs::weakly_canonical(workdir.empty() ? "." : workdir, ec);
+  const std::string r = root.string(), d = dir.string();
+  if (ec || workdir.empty() || !(d == r || absl::StartsWith(d, r == "/" ? r : r + "/"))) {
+    return absl::StrCat("agent policy: workdir '", workdir, "' is outside the workdir root ",
+                        options_.workdir_root);
+  }
+  return "";
+}
+
+
 absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment& trial,
                                                       ProgressSink* sink) {
   const v1::ProcessSpec& spec = trial.executor().process();
@@ -113,6 +202,14 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   Config config(trial.config().begin(), trial.config().end());
   std::vector<std::string> argv;
   for (const std::string& a : spec.argv()) argv.push_back(SubstituteKnobs(a, config));
+  // The operator's policy first: nothing outside it runs.
+  if (std::string why = PolicyRefusal(argv, spec.workdir(), !spec.source().repository().empty());
+      !why.empty()) {
+    v1::TrialOutcome refused;
+    refused.set_status("refused");
+    refused.set_error(why);
+    return refused;
+  }
 
   const fs::path scratch = fs::path(options_.scratch_root) /
                            absl::StrCat("trial-", trial.trial_id(), "-", trial.attempt());
@@ -142,10 +239,29 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     }
   }
 
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e) {
-    if (!absl::StartsWith(*e, "INFRARSI_")) env_strings.emplace_back(*e);
+  // The trial's user owns its scratch folder (its tree, its metrics file).
+  if (switch_user_) GiveTo(scratch, uid_, gid_);
+  // Protected files must be as Init locked them, before and after.
+  v1::TrialOutcome outcome;
+  for (const std::string& bad : ChangedProtectedFiles(workdir, spec.protected_hashes())) {
+    outcome.add_protected_changed(bad + " (before the trial)");
   }
+
+  // The environment: an allowlist from the agent's, never all of it (the
+  // agent's token must not reach a trial), and the trial's own.
+  std::vector<std::string> env_strings;
+  for (const std::string& name : options_.env_allow) {
+    if (const char* v = std::getenv(name.c_str()); v != nullptr) {
+      env_strings.push_back(absl::StrCat(name, "=", v));
+    }
+  }
+  if (std::getenv("PATH") == nullptr ||
+      std::find(options_.env_allow.begin(), options_.env_allow.end(), "PATH") ==
+          options_.env_allow.end()) {
+    env_strings.push_back("PATH=/usr/local/bin:/usr/bin:/bin");
+  }
+  env_strings.push_back("HOME=" + scratch.string());
+  env_strings.push_back("TMPDIR=" + scratch.string());
   env_strings.push_back("INFRARSI_METRICS=" + metrics_path);
   env_strings.push_back(absl::StrCat("INFRARSI_TRIAL_ID=", trial.trial_id()));
   env_strings.push_back("INFRARSI_SESSION_ID=" + trial.session_id());
@@ -162,6 +278,10 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   for (auto& e : env_strings) cenv.push_back(e.data());
   cenv.push_back(nullptr);
 
+  const char* user = options_.run_as.c_str();
+  const bool switch_user = switch_user_;
+  const uid_t uid = uid_;
+  const gid_t gid = gid_;
   const absl::Time start = absl::Now();
   // The agent's clock: monotonic, started just before the process is.
   const SteadyClock::time_point t0 = SteadyClock::now();
@@ -176,6 +296,12 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     if (out >= 0) dup2(out, 1);
     if (err >= 0) dup2(err, 2);
     if (devnull >= 0) dup2(devnull, 0);
+    // Drop to the trial's user: groups, then group, then user.
+    if (switch_user && (initgroups(user, gid) != 0 || setgid(gid) != 0 || setuid(uid) != 0 ||
+                        getuid() != uid)) {
+      dprintf(2, "infrarsi: cannot run as %s: %s\n", user, std::strerror(errno));
+      _exit(126);
+    }
     if (!workdir.empty() && chdir(workdir.c_str()) != 0) {
       dprintf(2, "infrarsi: cannot enter workdir %s: %s\n", workdir.c_str(), std::strerror(errno));
       _exit(126);
@@ -187,11 +313,6 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   setpgid(pid, pid);  // also from the parent, to win the race with kill()
 
   LineTailer tailer(metrics_path);
-  v1::TrialOutcome outcome;
-  // Protected files must be as Init locked them, before and after.
-  for (const std::string& bad : ChangedProtectedFiles(workdir, spec.protected_hashes())) {
-    outcome.add_protected_changed(bad + " (before the trial)");
-  }
   // When each metrics line arrived, on the agent's clock (the timer the
   // training code cannot touch), and the longest gap between two reads:
   // the bound on every arrival's error.

@@ -3,6 +3,11 @@
 // exec'd directly, never through a shell, in its own process group so that a
 // timeout or a cancel kills everything it started.
 //
+// It runs tenants' code only under its operator's policy (Options): the
+// commands it may run, where, as which user, with which environment. The
+// child's environment is built from an allowlist, never inherited whole,
+// so a trial never sees the agent's token.
+//
 // When the trial carries a source (the session has a repository), it runs
 // at the root of a fresh work tree of the repository at the base commit
 // with the trial's patches applied (client/work_tree.h), made inside the
@@ -26,15 +31,40 @@
 #include "absl/time/time.h"
 #include "client/executor.h"
 #include "client/work_tree.h"
+#include "core/agent_policy.h"
+
+#include <sys/types.h>
 
 namespace infrarsi::client {
 
 class ProcessExecutor : public Executor {
  public:
+  // The environment names a trial gets from the agent's by default. Never
+  // the agent's token or other INFRARSI_ variables.
+  static std::vector<std::string> DefaultEnvAllow();
+
   struct Options {
     // Folder for per-trial scratch files (metrics, stdout, stderr); a fresh
     // subfolder per trial, removed afterwards. Required.
     std::string scratch_root;
+    // The operator's policy for tenants' code. A trial outside it is
+    // refused (its outcome says why), never run:
+    // - the command prefixes a trial's command must open with; none and not
+    //   allow_any_command: Create fails (it would run anybody's command);
+    std::vector<CommandPrefix> allowed_commands;
+    bool allow_any_command = false;
+    // - the folder a trial's workdir must be inside (symbolic links
+    //   resolved); empty: only trials of a repository (fresh work trees)
+    //   run;
+    std::string workdir_root;
+    // - the user trials run as (its uid, gid and groups), e.g. "nobody";
+    //   empty: the agent's own, which Create refuses for root unless
+    //   `allow_root` says so deliberately;
+    std::string run_as;
+    bool allow_root = false;
+    // - the environment names passed from the agent's environment (HOME and
+    //   TMPDIR are the trial's scratch folder); INFRARSI_ names are refused.
+    std::vector<std::string> env_allow = DefaultEnvAllow();
     // How often the metrics file and the child are checked: the resolution
     // of the agent's clock (each line's arrival_s is late by at most the
     // longest gap between two checks, which the outcome reports).
@@ -43,15 +73,27 @@ class ProcessExecutor : public Executor {
     // scratch_root/git-cache.
     std::string git_cache_root;
   };
-  explicit ProcessExecutor(Options options);
+  // INVALID_ARGUMENT naming the option when the policy is unsafe or the
+  // user unknown.
+  static absl::StatusOr<std::unique_ptr<ProcessExecutor>> Create(Options options);
 
-  // Thread-compatible per call; several calls may run concurrently.
+  // Thread-compatible per call; several calls may run concurrently. An
+  // outcome "refused" says which part of the policy the trial is outside.
   absl::StatusOr<v1::TrialOutcome> Run(const v1::TrialAssignment& trial,
                                        ProgressSink* sink) override;
 
  private:
+  explicit ProcessExecutor(Options options);
+  // "" when the policy lets `argv` run in `workdir`, else why not.
+  std::string PolicyRefusal(const std::vector<std::string>& argv, const std::string& workdir,
+                            bool repository) const;
+
   Options options_;
   std::unique_ptr<WorkTrees> work_trees_;
+  // The run_as user, resolved at Create.
+  bool switch_user_ = false;
+  uid_t uid_ = 0;
+  gid_t gid_ = 0;
 };
 
 }  // namespace infrarsi::client

@@ -6,24 +6,31 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/spec.h"
 #include "core/status_macros.h"
 
 namespace infrarsi::client {
 
-absl::StatusOr<std::shared_ptr<const Landscape>> ReplayExecutor::Get(const std::string& path) {
+absl::StatusOr<std::shared_ptr<const Landscape>> ReplayExecutor::Get(const v1::ReplaySpec& spec) {
+  const bool sent = !spec.landscape().empty();
+  // Keyed by content (a digest and the size) or by the path of an old session.
+  const std::string key = sent ? absl::StrCat("sent:", StableHash(spec.landscape()), ":",
+                                              spec.landscape().size())
+                               : absl::StrCat("path:", spec.landscape_path());
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = cache_.find(path);
+  auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
-  ASSIGN_OR_RETURN(Landscape l, Landscape::Load(path));
+  ASSIGN_OR_RETURN(Landscape l, sent ? Landscape::Parse(spec.landscape(), "the session's landscape")
+                                     : Landscape::Load(spec.landscape_path()));
   auto shared = std::make_shared<const Landscape>(std::move(l));
-  cache_[path] = shared;
+  cache_[key] = shared;
   return shared;
 }
 
 absl::StatusOr<v1::TrialOutcome> ReplayExecutor::Run(const v1::TrialAssignment& trial,
                                                      ProgressSink* sink) {
   const v1::ReplaySpec& spec = trial.executor().replay();
-  ASSIGN_OR_RETURN(std::shared_ptr<const Landscape> land, Get(spec.landscape_path()));
+  ASSIGN_OR_RETURN(std::shared_ptr<const Landscape> land, Get(spec));
   std::map<std::string, std::string> config(trial.config().begin(), trial.config().end());
   v1::TrialOutcome out;
   out.set_clock("simulated");  // measured elsewhere, replayed: nothing here to time
@@ -36,7 +43,7 @@ absl::StatusOr<v1::TrialOutcome> ReplayExecutor::Run(const v1::TrialAssignment& 
     out.set_status("failed");
     out.set_error(absl::StrCat("replay: ", probe ? "no reward-hack probe for setting " : "setting ",
                                absl::StrJoin(config, ",", absl::PairFormatter("=")),
-                               " was not measured in ", spec.landscape_path()));
+                               " was not measured in the landscape"));
     return out;
   }
   std::vector<std::string> notes = {

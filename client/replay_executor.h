@@ -15,14 +15,15 @@
 
 namespace infrarsi::client {
 
-// Thread-safe; landscapes are loaded once per path and cached.
+// Thread-safe; landscapes are parsed once (per content, or per path for a
+// session from before landscapes were sent) and cached.
 class ReplayExecutor : public Executor {
  public:
   absl::StatusOr<v1::TrialOutcome> Run(const v1::TrialAssignment& trial,
                                        ProgressSink* sink) override;
 
  private:
-  absl::StatusOr<std::shared_ptr<const Landscape>> Get(const std::string& path);
+  absl::StatusOr<std::shared_ptr<const Landscape>> Get(const v1::ReplaySpec& spec);
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<const Landscape>> cache_;
 };

@@ -6,7 +6,10 @@
 #include <sstream>
 #include <tuple>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "client/spec_files.h"
+#include "core/file_util.h"
 #include "core/status_macros.h"
 
 namespace infrarsi::client {
@@ -27,13 +30,11 @@ absl::StatusOr<TlsOptions> LoadTlsFiles(const std::string& ca_path, const std::s
                                  std::tuple{"--tls-cert", &cert_path, &tls.cert_pem},
                                  std::tuple{"--tls-key", &key_path, &tls.key_pem}}) {
     if (path->empty()) continue;
-    std::ifstream in(*path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (!in || ss.str().empty()) {
+    auto pem = ReadRegularFile(*path, 1 << 20, flag);
+    if (!pem.ok() || pem->empty()) {
       return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", *path));
     }
-    *out = ss.str();
+    *out = *std::move(pem);
   }
   if (tls.cert_pem.empty() != tls.key_pem.empty()) {
     return absl::InvalidArgumentError(tls.cert_pem.empty() ? "--tls-cert: required with --tls-key"
@@ -57,16 +58,28 @@ absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Create(const Options& opti
   return c;
 }
 
-absl::StatusOr<Credentials> ResolveCredentials(const std::string& token, const std::string& ca_path,
+absl::StatusOr<Credentials> ResolveCredentials(const std::string& token_file,
+                                               const std::string& ca_path,
                                                const std::string& cert_path,
                                                const std::string& key_path) {
   Credentials c;
-  c.token = token;
-  if (c.token.empty()) {
-    if (const char* t = std::getenv("INFRARSI_TOKEN"); t != nullptr) c.token = t;
+  if (!token_file.empty()) {
+    ASSIGN_OR_RETURN(std::string text, ReadRegularFile(token_file, 4096, "--token-file"));
+    c.token = std::string(absl::StripAsciiWhitespace(text.substr(0, text.find('\n'))));
+    if (c.token.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--token-file: ", token_file, " is empty"));
+    }
+  } else if (const char* t = std::getenv("INFRARSI_TOKEN"); t != nullptr) {
+    c.token = t;
   }
   ASSIGN_OR_RETURN(c.tls, LoadTlsFiles(ca_path, cert_path, key_path));
   return c;
+}
+
+absl::Status TokenOnCommandLine() {
+  return absl::InvalidArgumentError(
+      "--token: a token on the command line is visible to every user of this host (ps); put it "
+      "in a file readable only by you and pass --token-file FILE, or set INFRARSI_TOKEN");
 }
 
 void AddToken(grpc::ClientContext* ctx, const std::string& token) {
@@ -88,16 +101,7 @@ void RpcClient::Prepare(grpc::ClientContext* ctx) const {
   return resp
 
 absl::StatusOr<v1::SessionSummary> RpcClient::InitFromFile(const std::string& spec_path) {
-  std::ifstream in(spec_path);
-  if (!in) return absl::NotFoundError(absl::StrCat("spec: cannot read ", spec_path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  v1::InitRequest req;
-  req.set_spec_yaml(ss.str());
-  std::error_code ec;
-  const auto abs = std::filesystem::absolute(spec_path, ec);
-  if (ec) return absl::InvalidArgumentError(absl::StrCat("spec: bad path ", spec_path));
-  req.set_spec_dir(abs.parent_path().lexically_normal().string());
+  ASSIGN_OR_RETURN(v1::InitRequest req, ReadSpecRequest(spec_path));
   return Init(req);
 }
 

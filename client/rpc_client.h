@@ -36,16 +36,21 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const TlsOptions
 absl::StatusOr<TlsOptions> LoadTlsFiles(const std::string& ca_path, const std::string& cert_path,
                                         const std::string& key_path);
 
-// What the --token and --tls-* flags of the CLI and the agent resolve to:
-// `token`, or $INFRARSI_TOKEN when it is empty, and the TLS files read as
-// LoadTlsFiles does.
+// What the --token-file and --tls-* flags of the CLI and the agent resolve
+// to: the token in `token_file` (its first line), or $INFRARSI_TOKEN when
+// no file is named, and the TLS files read as LoadTlsFiles does. Never a
+// token on the command line: every user of the host sees it in ps.
 struct Credentials {
   std::string token;
   TlsOptions tls;
 };
-absl::StatusOr<Credentials> ResolveCredentials(const std::string& token, const std::string& ca_path,
+absl::StatusOr<Credentials> ResolveCredentials(const std::string& token_file,
+                                               const std::string& ca_path,
                                                const std::string& cert_path,
                                                const std::string& key_path);
+
+// The error for a --token flag: a secret on the command line.
+absl::Status TokenOnCommandLine();
 
 // Sends `token` as "authorization: Bearer <token>" (nothing when empty).
 void AddToken(grpc::ClientContext* ctx, const std::string& token);

@@ -48,8 +48,8 @@ absl::Status Authorize(const Principal& who, Action action) {
       absl::StrCat("permission denied: role ", RoleName(who.role), " may not ", what));
 }
 
-absl::Status NotYourTeam() {
-  return absl::PermissionDeniedError("permission denied: the session belongs to another team");
+absl::Status NoSuchSession(const std::string& id) {
+  return absl::NotFoundError(absl::StrCat("session_id: no session '", id, "'"));
 }
 
 absl::StatusOr<Principal> Authenticator::Authenticate(const std::string& authorization) const {

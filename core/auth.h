@@ -49,8 +49,10 @@ enum class Action {
 };
 // PERMISSION_DENIED, naming the role and the action, when the role lacks it.
 absl::Status Authorize(const Principal& who, Action action);
-// The error for another team's session: says nothing about it.
-absl::Status NotYourTeam();
+// The error for a session id that names no session the caller may see:
+// another team's session answers exactly as a missing one does, so that
+// ids cannot be probed.
+absl::Status NoSuchSession(const std::string& id);
 
 // Resolves bearer tokens. Thread-safe if the storage is.
 class Authenticator {

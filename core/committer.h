@@ -3,6 +3,7 @@
 #ifndef INFRARSI_CORE_COMMITTER_H_
 #define INFRARSI_CORE_COMMITTER_H_
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,7 +14,9 @@ namespace infrarsi {
 
 struct CommitRequest {
   std::string repo_path;
-  std::string branch;  // must not exist yet
+  // Must not exist yet, or already point at the very commit this request
+  // makes (a retry: the same commit is returned, no second one is made).
+  std::string branch;
   std::string message;
   // The commit the session ran on (empty: HEAD). The new commit's parent is
   // always HEAD: when HEAD has moved past base_commit, the patches are
@@ -25,10 +28,16 @@ struct CommitRequest {
   // (path inside the repository, content) added on top of the patched tree.
   std::vector<std::pair<std::string, std::string>> files;
   bool dry_run = false;
+  // Author and committer, fixed so that the same request makes the same
+  // commit (time 0: now, the repository's configured identity).
+  std::string author_name;
+  std::string author_email;
+  int64_t author_time_unix_s = 0;
 };
 
 struct CommitResult {
   std::string commit;  // empty on a dry run
+  bool existed = false;  // the branch already held this very commit (a retry)
   std::string base_commit;  // the parent: HEAD
   std::string note;         // set when the patches were re-applied onto a moved HEAD
   std::string message;      // the commit message: the request's, plus the note

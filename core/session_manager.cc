@@ -11,12 +11,15 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/agent_policy.h"
 #include "core/agent_report.h"
+#include "core/apply_plan.h"
 #include "core/audit.h"
 #include "core/contract.h"
 #include "core/doctor.h"
 #include "core/integrity.h"
 #include "core/model_optimizer.h"
+#include "core/random.h"
 #include "core/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "models/stats.h"
@@ -81,7 +84,8 @@ v1::Contract ContractProto(const SessionSpec& spec, const std::string& hash) {
   for (const auto& x : c.protected_files) p.add_protected_files(x);
   for (const auto& [k, v] : c.protected_hashes) (*p.mutable_protected_hashes())[k] = v;
   for (const auto& patch : spec.patches) p.add_patches(patch.name);
-  p.set_repository(spec.repository.path);
+  // The name a reader knows it by (a URL may carry credentials).
+  p.set_repository(spec.repository.name.empty() ? spec.repository.url : spec.repository.name);
   p.set_base_commit(spec.repository.base_commit);
   for (const auto& [a, b] : spec.patch_conflicts) p.add_patch_conflicts(absl::StrCat(a, "+", b));
   for (const auto& patch : spec.patches) (*p.mutable_patch_diffs())[patch.name] = patch.diff;
@@ -143,7 +147,6 @@ SessionManager::SessionManager(const Options& options) : options_(options) {
     owned_optimizer_ = std::make_unique<ModelOptimizer>();
     optimizer_ = owned_optimizer_.get();
   }
-  rng_.seed(static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())) ^ 0x9e3779b97f4a7c15ULL);
 }
 
 absl::StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(const Options& options) {
@@ -162,7 +165,7 @@ absl::StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(const Opt
 int64_t SessionManager::NowMs() const { return absl::ToUnixMillis(options_.clock->Now()); }
 
 std::string SessionManager::NewId(const std::string& prefix) {
-  return absl::StrFormat("%s-%012x", prefix, rng_() & 0xffffffffffffULL);
+  return absl::StrCat(prefix, "-", SecureRandomHex(6));
 }
 
 absl::Status SessionManager::Load() {
@@ -171,13 +174,17 @@ absl::Status SessionManager::Load() {
   // a restart never waits for numbers the new process already used.
   next_seq_ = std::max<int64_t>(1, absl::ToUnixMicros(options_.clock->Now()));
   ASSIGN_OR_RETURN(auto agents, options_.storage->ListAgents());
-  for (auto& a : agents) agents_[a.id] = std::move(a);
+  for (auto& a : agents) {
+    scopes_[a.id] = ScopeOf(a);
+    agents_[a.id] = std::move(a);
+  }
   ASSIGN_OR_RETURN(auto records, options_.storage->ListSessions());
   for (auto& rec : records) {
     SpecParseOptions po;
     po.spec_dir = rec.spec_dir;
-    // Files may have moved since Init; the frozen spec is still the contract.
-    po.file_readable = [](const std::string&) { return true; };
+    // Frozen at Init: what was sent then is in the record and the contract.
+    po.stored = true;
+    po.team_known = !rec.team.empty();
     // The frozen contract wins over anything re-derived from the spec.
     const v1::Contract frozen = FromJson<v1::Contract>(rec.contract);
     const std::map<std::string, std::string> diffs(frozen.patch_diffs().begin(),
@@ -195,6 +202,7 @@ absl::Status SessionManager::Load() {
     s->spec.contract.protected_hashes = {frozen.protected_hashes().begin(),
                                          frozen.protected_hashes().end()};
     s->spec.repository.base_commit = frozen.base_commit();
+    if (!s->rec.landscape.empty()) s->spec.replay.landscape_content = s->rec.landscape;
     for (const std::string& pair : frozen.patch_conflicts()) {
       const size_t plus = pair.find('+');
       if (plus != std::string::npos) {
@@ -238,9 +246,7 @@ absl::Status SessionManager::Load() {
 absl::StatusOr<SessionManager::SessionState*> SessionManager::FindLocked(const std::string& id) {
   if (id.empty()) return absl::InvalidArgumentError("session_id: required");
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) {
-    return absl::NotFoundError(absl::StrCat("session_id: no session '", id, "'"));
-  }
+  if (it == sessions_.end()) return NoSuchSession(id);
   return it->second.get();
 }
 
@@ -356,12 +362,58 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Init(const v1::InitRequest& r
                                                         const Principal& who) {
   RETURN_IF_ERROR(Authorize(who, Action::kSubmit));
   if (request.spec_yaml().empty()) return absl::InvalidArgumentError("spec_yaml: required");
+  // The files the spec names, as sent: the manager reads no path.
+  std::map<std::string, std::string> files;
+  size_t total = 0;
+  for (int i = 0; i < request.files_size(); ++i) {
+    const v1::SpecFile& f = request.files(i);
+    const std::string field = absl::StrCat("files[", i, "]");
+    if (f.field().empty()) return absl::InvalidArgumentError(field + ".field: required");
+    if (f.content().size() > kMaxSpecFileBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".content: ", f.field(), " is ",
+                                                     f.content().size(), " bytes, more than ",
+                                                     kMaxSpecFileBytes));
+    }
+    total += f.content().size();
+    if (!files.emplace(f.field(), f.content()).second) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".field: '", f.field(), "' sent twice"));
+    }
+  }
+  if (total > kMaxSpecFilesBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("files: ", total, " bytes in all, more than ", kMaxSpecFilesBytes));
+  }
+  std::set<std::string> used;
   SpecParseOptions po;
   po.spec_dir = request.spec_dir();
-  po.file_readable = options_.file_readable;
-  po.hash_file = options_.hash_file;
+  po.files = &files;
+  po.files_used = &used;
+  po.blob_hash = options_.blob_hash;
   po.source_repo = options_.source_repo;
+  po.team_known = !who.team.empty();
+  // Naming a URL makes the server read it: an admin's (and the open
+  // server's) privilege; teams name what an admin registered for them.
+  po.may_name_urls = who.open || who.role == Role::kAdmin;
+  po.repository_url = [&](const std::string& name) -> absl::StatusOr<std::string> {
+    auto repo = options_.storage->GetRepository(name);
+    // Another team's repository answers as a missing one does.
+    if (!repo.ok() || !(who.SeesTeam(repo->team))) {
+      if (repo.ok() || absl::IsNotFound(repo.status())) {
+        return absl::NotFoundError(absl::StrCat("no repository '", name,
+                                                "' is registered for your team (an admin "
+                                                "registers them: infrarsi-server repo add)"));
+      }
+      return repo.status();
+    }
+    return repo->url;
+  };
   ASSIGN_OR_RETURN(SessionSpec spec, ParseSpec(request.spec_yaml(), po));
+  for (const auto& [field, content] : files) {
+    if (!used.count(field)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("files: '", field, "' is not a file this spec names"));
+    }
+  }
 
   absl::MutexLock lock(&mu_);
   auto s = std::make_unique<SessionState>();
@@ -383,6 +435,7 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Init(const v1::InitRequest& r
   rec.max_trials = s->spec.max_trials;
   rec.team = who.team;
   rec.share_bank = s->spec.share_bank;
+  rec.landscape = s->spec.replay.landscape_content;
   RETURN_IF_ERROR(options_.storage->InsertSession(rec));
   SessionState* raw = s.get();
   sessions_[rec.id] = std::move(s);
@@ -580,14 +633,65 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
   return SummaryLocked(*s);
 }
 
-bool SessionManager::AgentCanRunLocked(const storage::AgentRecord& a,
-                                       const SessionState& s) const {
+bool SessionManager::AgentCanRunLocked(const storage::AgentRecord& a, const SessionState& s,
+                                       const storage::TrialRecord* t) const {
   if (!absl::EqualsIgnoreCase(a.gpu_model, s.spec.gpu)) return false;
   if (a.gpu_count < s.spec.gpu_count) return false;
-  for (absl::string_view e : absl::StrSplit(a.executors, ',')) {
-    if (e == s.spec.ExecutorName()) return true;
+  bool executor = false;
+  for (absl::string_view e : absl::StrSplit(a.executors, ',')) executor = executor || e == s.spec.ExecutorName();
+  if (!executor) return false;
+  auto scope = scopes_.find(a.id);
+  if (scope == scopes_.end()) return false;
+  if (!TenancyRefusal(scope->second, s.rec.team, s.spec.pool).empty()) return false;
+  if (t == nullptr) return true;
+  for (absl::string_view refused : absl::StrSplit(t->refused_by, ',', absl::SkipEmpty())) {
+    if (refused == a.id) return false;
   }
-  return false;
+  if (s.spec.executor_kind == SessionSpec::ExecutorKind::kProcess &&
+      !scope->second.commands.empty()) {
+    auto cfg = DecodeConfigJson(t->config);
+    if (!cfg.ok()) return false;
+    std::vector<std::string> argv;
+    for (const std::string& arg : s.spec.process.argv) argv.push_back(SubstituteKnobs(arg, *cfg));
+    if (!CommandAllowed(argv, scope->second.commands)) return false;
+  }
+  return true;
+}
+
+AgentScope SessionManager::ScopeOf(const storage::AgentRecord& a) {
+  AgentScope scope;
+  scope.token_team = a.team;
+  scope.serves = DecodeStringList(a.serves);
+  // Stored as the agent sent them, which RegisterAgent checked.
+  scope.commands = ParseCommandPrefixes(DecodeStringList(a.commands), "commands")
+                       .value_or(std::vector<CommandPrefix>{});
+  return scope;
+}
+
+absl::StatusOr<storage::AgentRecord*> SessionManager::BoundAgentLocked(const std::string& agent_id,
+                                                                      const Principal& who) {
+  auto it = agents_.find(agent_id);
+  if (it == agents_.end()) {
+    return absl::NotFoundError(absl::StrCat("agent_id: unknown agent '", agent_id,
+                                            "'; register first"));
+  }
+  if (it->second.token_id != who.token_id) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "agent_id: agent '", agent_id, "' was registered with another token; an id stays bound to "
+        "the token that registered it"));
+  }
+  return &it->second;
+}
+
+absl::Status SessionManager::CheckLeaseHolderLocked(const storage::TrialRecord& t,
+                                                    const Principal& who,
+                                                    const std::string& agent_id) const {
+  if (t.lease_token_id != who.token_id || (!agent_id.empty() && agent_id != t.lease_agent)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "lease_token: trial ", t.id, " is leased to another agent; a lease is bound to the "
+        "agent and the token that took it"));
+  }
+  return absl::OkStatus();
 }
 
 int SessionManager::LiveAgentsForLocked(const SessionState& s) const {
@@ -973,6 +1077,7 @@ absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s) {
   const int pick = PickPromoted(verdicts);
   const int promoted = pick < 0 ? 0 : s.verification.candidates(pick).rank();
   s.verification.set_promoted_rank(promoted);
+  s.verification.set_decided_unix_ms(NowMs());
   s.rec.best_trial_id = 0;
   if (promoted > 0) {
     const auto& c = s.verification.candidates(promoted - 1);
@@ -993,7 +1098,7 @@ absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s) {
 // ------------------------------------------------------------------ agents
 
 absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
-    const v1::RegisterAgentRequest& r) {
+    const v1::RegisterAgentRequest& r, const Principal& who) {
   if (r.host().empty()) return absl::InvalidArgumentError("host: required");
   if (r.gpu_model().empty()) return absl::InvalidArgumentError("gpu_model: required");
   if (r.gpu_count() < 0) return absl::InvalidArgumentError("gpu_count: must be >= 0");
@@ -1007,17 +1112,37 @@ absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
           absl::StrCat("executors: unknown executor '", e, "' (known: replay, process, sim)"));
     }
   }
+  if (r.host().size() > 256) return absl::InvalidArgumentError("host: at most 256 characters");
+  if (r.teams_size() > 256) return absl::InvalidArgumentError("teams: at most 256");
+  for (const std::string& t : r.teams()) {
+    if (t.empty() || t.size() > 128) return absl::InvalidArgumentError("teams: 1-128 characters each");
+  }
+  const std::vector<std::string> commands(r.commands().begin(), r.commands().end());
+  RETURN_IF_ERROR(ParseCommandPrefixes(commands, "commands").status());
   absl::ReleasableMutexLock lock(&mu_);
   storage::AgentRecord a;
-  a.id = (!r.agent_id().empty() && agents_.count(r.agent_id())) ? r.agent_id() : NewId("agt");
+  if (!r.agent_id().empty() && agents_.count(r.agent_id())) {
+    // Keeping an id is for the agent that registered it: same token.
+    ASSIGN_OR_RETURN(storage::AgentRecord * old, BoundAgentLocked(r.agent_id(), who));
+    a.id = old->id;
+  } else {
+    a.id = NewId("agt");
+  }
   a.host = r.host();
   a.gpu_model = r.gpu_model();
   a.gpu_count = r.gpu_count();
   a.memory_per_gpu_gib = r.memory_per_gpu_gib();
   a.executors = absl::StrJoin(r.executors(), ",");
   a.registered_ms = a.last_heartbeat_ms = NowMs();
+  a.token_id = who.token_id;
+  // An agent token scoped to a team serves that team only; an admin's (or
+  // the open server's) and an unscoped agent token form the shared pool.
+  a.team = who.role == Role::kAgent && !who.open ? who.team : "";
+  a.serves = EncodeStringList({r.teams().begin(), r.teams().end()});
+  a.commands = EncodeStringList(commands);
   RETURN_IF_ERROR(options_.storage->PutAgent(a));
   agents_[a.id] = a;
+  scopes_[a.id] = ScopeOf(a);
   // A new agent widens running sessions' windows.
   for (auto& [id, s] : sessions_) {
     if (StageFromName(s->rec.stage) != v1::STAGE_RUNNING) continue;
@@ -1033,29 +1158,22 @@ absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
   return resp;
 }
 
-absl::StatusOr<v1::HeartbeatResponse> SessionManager::Heartbeat(const v1::HeartbeatRequest& r) {
+absl::StatusOr<v1::HeartbeatResponse> SessionManager::Heartbeat(const v1::HeartbeatRequest& r,
+                                                                 const Principal& who) {
   absl::MutexLock lock(&mu_);
-  auto it = agents_.find(r.agent_id());
-  if (it == agents_.end()) {
-    return absl::NotFoundError(absl::StrCat("agent_id: unknown agent '", r.agent_id(),
-                                            "'; register first"));
-  }
-  it->second.last_heartbeat_ms = NowMs();
-  RETURN_IF_ERROR(options_.storage->PutAgent(it->second));
+  ASSIGN_OR_RETURN(storage::AgentRecord * agent, BoundAgentLocked(r.agent_id(), who));
+  agent->last_heartbeat_ms = NowMs();
+  RETURN_IF_ERROR(options_.storage->PutAgent(*agent));
   v1::HeartbeatResponse resp;
   resp.set_server_unix_ms(NowMs());
   return resp;
 }
 
 absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
-    const std::string& agent_id) {
+    const std::string& agent_id, const Principal& who) {
   absl::MutexLock lock(&mu_);
-  auto ait = agents_.find(agent_id);
-  if (ait == agents_.end()) {
-    return absl::NotFoundError(absl::StrCat("agent_id: unknown agent '", agent_id,
-                                            "'; register first"));
-  }
-  storage::AgentRecord& agent = ait->second;
+  ASSIGN_OR_RETURN(storage::AgentRecord * bound, BoundAgentLocked(agent_id, who));
+  storage::AgentRecord& agent = *bound;
   agent.last_heartbeat_ms = NowMs();
   ASSIGN_OR_RETURN(auto queued, options_.storage->ListTrialsByStatus(ts::kQueued, 1000));
   for (storage::TrialRecord& t : queued) {
@@ -1067,14 +1185,17 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
         stage != v1::STAGE_VERIFYING) {
       continue;
     }
-    if (!AgentCanRunLocked(agent, s)) continue;
+    if (!AgentCanRunLocked(agent, s, &t)) continue;
     // A/B pairs run on one host; if that host is gone, any may take over.
     if (!t.pin_agent.empty() && t.pin_agent != agent.id && AgentLiveLocked(t.pin_agent)) continue;
 
     t.status = ts::kLeased;
     t.attempts += 1;
     t.lease_agent = agent.id;
-    t.lease_token = absl::StrFormat("%016x%016x", rng_(), rng_());
+    // A credential: 192 bits from the kernel's generator, bound to the
+    // token that took it.
+    t.lease_token = SecureRandomHex(24);
+    t.lease_token_id = who.token_id;
     t.lease_deadline_ms = NowMs() + absl::ToInt64Milliseconds(options_.lease_timeout);
     t.leased_ms = NowMs();
     RETURN_IF_ERROR(options_.storage->Transaction([&]() -> absl::Status {
@@ -1091,12 +1212,17 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
     CopyConfig(cfg, a.mutable_config());
     a.set_lease_timeout_ms(absl::ToInt64Milliseconds(options_.lease_timeout));
     a.set_attempt(t.attempts);
+    a.set_team(s.rec.team);
     a.mutable_workload()->set_model(s.spec.model);
     a.mutable_workload()->set_global_batch(s.spec.global_batch);
     a.mutable_workload()->set_seq_len(s.spec.seq_len);
     if (s.spec.executor_kind == SessionSpec::ExecutorKind::kReplay) {
       v1::ReplaySpec* r = a.mutable_executor()->mutable_replay();
-      r->set_landscape_path(s.spec.replay.landscape);
+      if (!s.spec.replay.landscape_content.empty()) {
+        r->set_landscape(s.spec.replay.landscape_content);
+      } else {
+        r->set_landscape_path(s.spec.replay.landscape);  // a pre-tenancy session's
+      }
       r->set_capacity_gib(s.spec.replay.capacity_gib);
       r->set_noise_pct(s.spec.replay.noise_pct);
       // Repeatable per (session seed, trial, attempt).
@@ -1148,9 +1274,9 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
       for (const auto& [path, hash] : s.spec.contract.protected_hashes) {
         (*p->mutable_protected_hashes())[path] = hash;
       }
-      if (!s.spec.repository.path.empty()) {
+      if (!s.spec.repository.url.empty()) {
         v1::SourceSpec* src = p->mutable_source();
-        src->set_repository(s.spec.repository.path);
+        src->set_repository(s.spec.repository.url);
         src->set_base_commit(s.spec.repository.base_commit);
         ASSIGN_OR_RETURN(Config cfg, DecodeConfigJson(t.config));
         for (const PatchSpec* patch : s.spec.PatchesOn(cfg)) {
@@ -1208,7 +1334,7 @@ ReportLimits SessionManager::LimitsLocked(const SessionState& s,
 }
 
 absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
-    const v1::ReportProgressRequest& r) {
+    const v1::ReportProgressRequest& r, const Principal& who) {
   absl::MutexLock lock(&mu_);
   auto got = options_.storage->GetTrial(r.trial_id());
   if (!got.ok()) return got.status();
@@ -1217,6 +1343,7 @@ absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
     return absl::FailedPreconditionError(
         absl::StrCat("lease_token: not the current lease of trial ", t.id));
   }
+  RETURN_IF_ERROR(CheckLeaseHolderLocked(t, who, r.agent_id()));
   v1::ReportProgressResponse resp;
   if (t.status == ts::kCancelled) {
     resp.set_cancelled(true);
@@ -1244,8 +1371,8 @@ absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
 }
 
 absl::StatusOr<v1::CompleteTrialResponse> SessionManager::CompleteTrial(
-    const v1::CompleteTrialRequest& r) {
-  auto resp = RecordCompletion(r);
+    const v1::CompleteTrialRequest& r, const Principal& who) {
+  auto resp = RecordCompletion(r, who);
   // The follow-up proposal, outside the lock. The completion is recorded
   // whatever happens to it; a failed one stays pending for the reaper.
   if (resp.ok()) ProposePending().IgnoreError();
@@ -1253,18 +1380,19 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::CompleteTrial(
 }
 
 absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
-    const v1::CompleteTrialRequest& r) {
+    const v1::CompleteTrialRequest& r, const Principal& who) {
   const v1::TrialOutcome& o = r.outcome();
   const std::string& status = o.status();
   if (status != ts::kOk && status != ts::kOom && status != ts::kFailed &&
-      status != ts::kTimeout) {
+      status != ts::kTimeout && status != ts::kRefused) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "outcome.status: must be one of ok, oom, failed, timeout; got '", status, "'"));
+        "outcome.status: must be one of ok, oom, failed, timeout, refused; got '", status, "'"));
   }
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(storage::TrialRecord t, options_.storage->GetTrial(r.trial_id()));
   v1::CompleteTrialResponse resp;
   const bool token_ok = !r.lease_token().empty() && r.lease_token() == t.lease_token;
+  if (token_ok) RETURN_IF_ERROR(CheckLeaseHolderLocked(t, who, r.agent_id()));
   if (!IsInFlight(t.status)) {
     if (token_ok) {
       // A retried completion (the reply was lost): harmless.
@@ -1281,6 +1409,12 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
         absl::StrCat("lease_token: stale or unknown lease for trial ", t.id));
   }
   ASSIGN_OR_RETURN(SessionState * s, RecordedSessionLocked(t));
+  if (status == ts::kRefused) {
+    RETURN_IF_ERROR(TransactLocked(*s, [&] { return RefuseLocked(*s, t, o.error()); }));
+    work_cv_.SignalAll();
+    resp.set_accepted(true);
+    return resp;
+  }
 
   // Every number is checked before anything is stored: a bad report is
   // refused whole, and the trial stays the agent's to finish (or expires).
@@ -1403,6 +1537,35 @@ absl::Status SessionManager::FinishTrialLocked(SessionState& s, storage::TrialRe
   }
   EmitLocked(s, "trial_finished", &t);  // after the counters: it carries them
   if (stage == v1::STAGE_RUNNING) return FillWindowLocked(s);
+  return absl::OkStatus();
+}
+
+absl::Status SessionManager::RefuseLocked(SessionState& s, storage::TrialRecord& t,
+                                          const std::string& why) {
+  const std::string agent = t.lease_agent;
+  const std::string reason = absl::StrCat(
+      "agent ", agent, " refused it: ",
+      why.empty() ? std::string("its policy") : why.substr(0, kMaxReportTextBytes));
+  t.refused_by = t.refused_by.empty() ? agent : absl::StrCat(t.refused_by, ",", agent);
+  // Another live agent that may run it and has not refused it?
+  bool other = false;
+  for (const auto& [id, a] : agents_) {
+    other = other || (AgentLiveLocked(id) && AgentCanRunLocked(a, s, &t));
+  }
+  if (!other || t.attempts >= options_.max_attempts) {
+    t.status = ts::kFailed;
+    t.error = absl::StrCat("refused: ", reason,
+                           other ? "" : "; no other live agent may run it under its policy");
+    t.agent = agent;
+    t.finished_ms = NowMs();
+    return FinishTrialLocked(s, t);
+  }
+  t.status = ts::kQueued;
+  t.note = reason;
+  t.lease_deadline_ms = 0;
+  t.pin_agent.clear();
+  RETURN_IF_ERROR(options_.storage->UpdateTrial(t));
+  EmitLocked(s, "trial_requeued", &t);
   return absl::OkStatus();
 }
 
@@ -1627,23 +1790,21 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
 
 absl::StatusOr<v1::ApplyResponse> SessionManager::Apply(const v1::ApplyRequest& request,
                                                         const Principal& who) {
+  if (!request.repo_path().empty()) {
+    return absl::InvalidArgumentError(
+        "repo_path: the server commits into no repository; `infrarsi apply --repo PATH` commits "
+        "into your own clone");
+  }
   if (request.branch().empty()) return absl::InvalidArgumentError("branch: required");
-  if (options_.committer == nullptr) {
-    return absl::UnimplementedError("apply: this server has no committer configured");
+  if (!request.commit().empty() &&
+      (request.commit().size() != 40 ||
+       request.commit().find_first_not_of("0123456789abcdef") != std::string::npos)) {
+    return absl::InvalidArgumentError("commit: a full SHA-1 in lower-case hex");
   }
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(SessionState * s, FindForLocked(request.session_id(), who, Action::kSubmit));
-  // A session with a repository commits there unless told otherwise.
-  const std::string repo_path =
-      request.repo_path().empty() ? s->spec.repository.path : request.repo_path();
-  if (repo_path.empty()) return absl::InvalidArgumentError("repo_path: required");
   const v1::Stage stage = StageFromName(s->rec.stage);
-  if (stage == v1::STAGE_APPLIED) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "session_id: session ", s->rec.id, " was already applied as commit ",
-        s->rec.applied_commit));
-  }
-  if (stage != v1::STAGE_SEARCHED) {
+  if (stage != v1::STAGE_SEARCHED && stage != v1::STAGE_APPLIED) {
     return StageError(s->rec.id, s->rec.stage, "apply needs a finished run (stage searched)");
   }
   const int rank = s->verification.promoted_rank();
@@ -1654,90 +1815,42 @@ absl::StatusOr<v1::ApplyResponse> SessionManager::Apply(const v1::ApplyRequest& 
                                           : s->verification.summary(),
         "); nothing to apply"));
   }
-  const v1::Verification::Candidate& cand = s->verification.candidates(rank - 1);
-  ASSIGN_OR_RETURN(storage::TrialRecord best, options_.storage->GetTrial(s->rec.best_trial_id));
-  ASSIGN_OR_RETURN(Config cfg, DecodeConfigJson(best.config));
-  const double speedup = cand.speedup();
-  const v1::Contract contract = FromJson<v1::Contract>(s->rec.contract);
-
-  const std::string path = absl::StrCat("infrarsi/", s->rec.name, ".launch.yaml");
-  std::string file = absl::StrCat(
-      "# Launch setting promoted by InfraRSI. Generated; edit the session, not this file.\n",
-      "session_id: ", s->rec.id, "\n", "workload: ", s->rec.workload_signature, "\n",
-      "hardware: ", s->spec.gpu, " x", s->spec.gpu_count, "\n",
-      absl::StrFormat("baseline_step_time_s: %.6f\nspeedup: %.4f\nspeedup_ci95: [%.4f, %.4f]\n",
-                      s->rec.baseline_step_time_s, speedup, cand.ci_low(), cand.ci_high()),
-      "contract_hash: ", s->rec.contract_hash, "\n", "setting:\n");
-  for (const Knob& k : s->spec.knobs) absl::StrAppend(&file, "  ", k.name, ": ", cfg[k.name], "\n");
-  const std::vector<const PatchSpec*> patches = s->spec.PatchesOn(cfg);
-  std::string patch_lines;
-  if (!patches.empty()) {
-    absl::StrAppend(&file, "patches:\n");
-    for (const PatchSpec* p : patches) {
-      absl::StrAppend(&file, "  - ", p->name, "\n");
-      absl::StrAppend(&patch_lines, "  ", p->name, ": ", p->rationale.empty() ? "(no rationale)" : p->rationale,
-                      " [", absl::StrJoin(p->paths, ", "), "]\n");
-    }
-  }
-
-  std::string checks = absl::StrFormat(
-      "tokens/step %d, loss within %.3g + %.3g*|loss| of the baseline, harness timing "
-      "(tolerance %.0f%%)",
-      contract.tokens_per_step(), contract.loss_abs_tol(), contract.loss_rel_tol(),
-      100 * contract.timing_tolerance());
-  if (contract.data_seed_set()) absl::StrAppend(&checks, ", data seed ", contract.data_seed());
-  if (contract.precision_size() > 0) {
-    absl::StrAppend(&checks, ", precision in {", absl::StrJoin(contract.precision(), ", "), "}");
-  }
-  if (contract.protected_files_size() > 0) {
-    absl::StrAppend(&checks, ", protected files unchanged (",
-                    absl::StrJoin(contract.protected_files(), ", "), ")");
-  }
-  // Every path the commit changes: the patches' files and the launch file.
-  std::set<std::string> path_set = {path};
-  for (const PatchSpec* p : patches) path_set.insert(p->paths.begin(), p->paths.end());
-  const std::vector<std::string> source_paths(path_set.begin(), path_set.end());
-  std::string message = absl::StrFormat(
-      "infrarsi: promote %s for %s (%.2fx)\n\n"
-      "Session: %s\nWorkload: %s on %s x%d\n"
-      "Baseline: %.4f s/step (median of %d runs, CV %.2f%%, noise floor %.2f%%)\n"
-      "Speedup: %.3fx, 95%% interval [%.3f, %.3f] over %d interleaved A/B pairs (trial %d)\n"
-      "Setting: %s\nContract %s checks passed: %s\nSource paths changed: %s\n",
-      patches.empty() ? "launch setting" : "launch setting and patches", s->rec.name, speedup, s->rec.id, s->rec.workload_signature, s->spec.gpu,
-      s->spec.gpu_count, s->rec.baseline_step_time_s, s->rec.baseline_runs,
-      100.0 * s->rec.baseline_cv, 100.0 * s->doctor.noise_floor(), speedup, cand.ci_low(),
-      cand.ci_high(), cand.runs(), best.id, ConfigKey(cfg), s->rec.contract_hash, checks,
-      absl::StrJoin(source_paths, ", "));
-  if (!patch_lines.empty()) absl::StrAppend(&message, "Patches:\n", patch_lines);
-  if (!s->spec.repository.base_commit.empty()) {
-    absl::StrAppend(&message, "Tuned on: ", s->spec.repository.base_commit, "\n");
-  }
-
-  CommitRequest cr;
-  cr.repo_path = repo_path;
-  cr.branch = request.branch();
-  cr.message = message;
-  cr.base_commit = s->spec.repository.base_commit;
-  for (const PatchSpec* p : patches) cr.patches.emplace_back(p->name, p->diff);
-  cr.files.emplace_back(path, file);
-  cr.dry_run = request.dry_run();
-  ASSIGN_OR_RETURN(CommitResult result, options_.committer->Commit(cr));
-
+  ApplyInputs in;
+  in.spec = &s->spec;
+  in.session_id = s->rec.id;
+  in.session_name = s->rec.name;
+  in.workload_signature = s->rec.workload_signature;
+  in.contract_hash = s->rec.contract_hash;
+  in.baseline_step_time_s = s->rec.baseline_step_time_s;
+  in.baseline_cv = s->rec.baseline_cv;
+  in.baseline_runs = s->rec.baseline_runs;
+  in.noise_floor = s->doctor.noise_floor();
+  in.promoted = s->verification.candidates(rank - 1);
+  in.trial_id = s->rec.best_trial_id;
+  in.config = Config(in.promoted.config().begin(), in.promoted.config().end());
+  in.contract = FromJson<v1::Contract>(s->rec.contract);
+  // The same plan every time, author time included: a retried commit is
+  // the same commit.
+  in.decided_unix_s = (s->verification.decided_unix_ms() > 0 ? s->verification.decided_unix_ms()
+                                                             : s->rec.created_ms) / 1000;
   v1::ApplyResponse resp;
-  resp.set_commit(result.commit);
+  BuildApplyPlan(in, &resp);
   resp.set_branch(request.branch());
-  resp.set_base_commit(result.base_commit);
-  resp.set_message(result.message.empty() ? message : result.message);
-  for (const std::string& f : result.changed_paths) resp.add_files(f);
-  if (result.changed_paths.empty()) resp.add_files(path);
   resp.set_dry_run(request.dry_run());
-  resp.set_note(result.note);
-  if (!request.dry_run()) {
-    RETURN_IF_ERROR(TransactLocked(*s, [&] {
-      s->rec.applied_commit = result.commit;
-      return SaveSessionLocked(*s, StageName(v1::STAGE_APPLIED));
-    }));
+  resp.set_commit(s->rec.applied_commit);
+  if (request.commit().empty() || request.dry_run()) return resp;
+  // The second call: record the commit the caller made from this plan.
+  if (stage == v1::STAGE_APPLIED) {
+    if (request.commit() == s->rec.applied_commit) return resp;  // a retry
+    return absl::FailedPreconditionError(absl::StrCat("session_id: session ", s->rec.id,
+                                                      " was already applied as commit ",
+                                                      s->rec.applied_commit));
   }
+  RETURN_IF_ERROR(TransactLocked(*s, [&] {
+    s->rec.applied_commit = request.commit();
+    return SaveSessionLocked(*s, StageName(v1::STAGE_APPLIED));
+  }));
+  resp.set_commit(request.commit());
   return resp;
 }
 
@@ -1828,7 +1941,7 @@ absl::StatusOr<SessionManager::SessionState*> SessionManager::FindForLocked(
     const std::string& id, const Principal& who, Action action) {
   RETURN_IF_ERROR(Authorize(who, action));
   ASSIGN_OR_RETURN(SessionState * s, FindLocked(id));
-  if (!who.SeesTeam(s->rec.team)) return NotYourTeam();
+  if (!who.SeesTeam(s->rec.team)) return NoSuchSession(id);
   return s;
 }
 

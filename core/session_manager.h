@@ -28,10 +28,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/clock.h"
+#include "core/agent_policy.h"
 #include "core/agent_report.h"
 #include "core/auth.h"
 #include "core/contract.h"
-#include "core/committer.h"
 #include "core/source_repo.h"
 #include "core/optimizer.h"
 #include "core/priors.h"
@@ -51,7 +51,14 @@ inline constexpr char kFailed[] = "failed";
 inline constexpr char kTimeout[] = "timeout";
 inline constexpr char kViolation[] = "violation";
 inline constexpr char kCancelled[] = "cancelled";
+// Not a trial status: an agent's answer when its policy does not let it run
+// a trial (the trial goes back to the queue for another agent).
+inline constexpr char kRefused[] = "refused";
 }  // namespace trial_status
+
+// Files sent with a spec: each, and all together.
+inline constexpr size_t kMaxSpecFileBytes = 8 << 20;
+inline constexpr size_t kMaxSpecFilesBytes = 12 << 20;
 
 // "initialized", "doctoring", ... for a Stage; "unspecified" otherwise.
 std::string StageName(v1::Stage stage);
@@ -64,8 +71,6 @@ class SessionManager {
     storage::Storage* storage = nullptr;
     // Not owned. Default: the real clock.
     Clock* clock = Clock::Real();
-    // Not owned. Null: Apply fails with UNIMPLEMENTED.
-    Committer* committer = nullptr;
     // Not owned. Null: a ModelOptimizer owned by the manager.
     Optimizer* optimizer = nullptr;
     // How long an agent holds a trial without reporting progress.
@@ -75,11 +80,10 @@ class SessionManager {
     // An agent is counted live (for how many trials to keep in flight) if it
     // sent anything within this period.
     absl::Duration agent_liveness = absl::Seconds(90);
-    // Spec validation's file check; null: the real filesystem.
-    std::function<bool(const std::string&)> file_readable;
-    // Content hash that locks protected files at Init (the server uses git's
-    // blob SHA-1, the same the agent checks). Null: hashes stay empty.
-    std::function<absl::StatusOr<std::string>(const std::string&)> hash_file;
+    // Git's blob id of a file's content, which locks protected files at
+    // Init (the agents check the same). Null: hashes stay empty. The manager
+    // reads no file: submitters send the files their specs name.
+    std::function<std::string(const std::string&)> blob_hash;
     // Prior knob effects for a session's search, asked once when its run
     // starts (and again for running sessions after a restart), outside the
     // manager's lock: it may block on the network. Returns the priors (none:
@@ -87,7 +91,8 @@ class SessionManager {
     // the LLM's answer was not used). Null: every search starts cold.
     std::function<std::pair<std::optional<Priors>, std::string>(const SessionSpec&)> priors_for;
     // Not owned. Checks a session's patches against its repository at Init
-    // (the server's is libgit2). Null: patches are checked as text only.
+    // (the server's is libgit2, on its mirror of the registered repository).
+    // Null: patches are checked as text only.
     const SourceRepo* source_repo = nullptr;
   };
 
@@ -125,15 +130,26 @@ class SessionManager {
                                                            const Principal& who = Principal::Open());
 
   // ----- agents
-  absl::StatusOr<v1::RegisterAgentResponse> RegisterAgent(const v1::RegisterAgentRequest& r);
-  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& r);
+  // `who` is the agent's token: an agent id is bound to the token that
+  // registered it (another token gets PERMISSION_DENIED for it), a token
+  // scoped to a team serves that team's sessions only, and a lease is bound
+  // to the token that took it (no other may report on it or complete it).
+  absl::StatusOr<v1::RegisterAgentResponse> RegisterAgent(const v1::RegisterAgentRequest& r,
+                                                          const Principal& who = Principal::Open());
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& r,
+                                                  const Principal& who = Principal::Open());
   // Leases the oldest queued trial this agent can run, if any. Never blocks.
-  absl::StatusOr<std::optional<v1::TrialAssignment>> TryLease(const std::string& agent_id);
+  absl::StatusOr<std::optional<v1::TrialAssignment>> TryLease(
+      const std::string& agent_id, const Principal& who = Principal::Open());
   // Blocks up to `timeout` (real time) or until new work may be available.
   // Returns false once Shutdown() was called.
   bool WaitForWork(absl::Duration timeout);
-  absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& r);
-  absl::StatusOr<v1::CompleteTrialResponse> CompleteTrial(const v1::CompleteTrialRequest& r);
+  absl::StatusOr<v1::ReportProgressResponse> ReportProgress(
+      const v1::ReportProgressRequest& r, const Principal& who = Principal::Open());
+  // Records a trial's end; an outcome "refused" (the agent's policy) sends
+  // it to another agent instead.
+  absl::StatusOr<v1::CompleteTrialResponse> CompleteTrial(
+      const v1::CompleteTrialRequest& r, const Principal& who = Principal::Open());
   // Re-queues (or fails, after max_attempts) trials whose lease expired.
   // The server's reaper calls it periodically (not the lease path, which
   // every long-polling agent hits on each wake-up).
@@ -238,7 +254,8 @@ class SessionManager {
                                                          double* gpu_seconds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // CompleteTrial and ExpireLeases but the proposals that follow them.
-  absl::StatusOr<v1::CompleteTrialResponse> RecordCompletion(const v1::CompleteTrialRequest& r)
+  absl::StatusOr<v1::CompleteTrialResponse> RecordCompletion(const v1::CompleteTrialRequest& r,
+                                                             const Principal& who)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status RequeueExpired() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status FinishRunLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -251,10 +268,28 @@ class SessionManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AgentLiveLocked(const std::string& agent_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int LiveAgentsForLocked(const SessionState& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool AgentCanRunLocked(const storage::AgentRecord& a, const SessionState& s) const;
+  // Whether agent `a` may run trials of `s` (hardware, executor, tenancy);
+  // with a trial, also its command and whether `a` refused it before.
+  bool AgentCanRunLocked(const storage::AgentRecord& a, const SessionState& s,
+                         const storage::TrialRecord* t = nullptr) const;
+  static AgentScope ScopeOf(const storage::AgentRecord& a);
+  // The agent `agent_id`, if `who` holds the token it was registered with.
+  absl::StatusOr<storage::AgentRecord*> BoundAgentLocked(const std::string& agent_id,
+                                                         const Principal& who)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The trial a lease names, if `who` took it (and `agent_id`, when given,
+  // holds it).
+  absl::Status CheckLeaseHolderLocked(const storage::TrialRecord& t, const Principal& who,
+                                      const std::string& agent_id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An agent's policy refused trial `t`: it goes to another agent that may
+  // run it, or fails when none is left.
+  absl::Status RefuseLocked(SessionState& s, storage::TrialRecord& t, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<SessionState*> RecordedSessionLocked(const storage::TrialRecord& t)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::string NewId(const std::string& prefix) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A fresh, unpredictable id ("ses-3f2a...").
+  static std::string NewId(const std::string& prefix);
   int64_t NowMs() const;
 
   const Options options_;
@@ -266,13 +301,14 @@ class SessionManager {
   absl::CondVar events_cv_;
   std::map<std::string, std::unique_ptr<SessionState>> sessions_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, storage::AgentRecord> agents_ ABSL_GUARDED_BY(mu_);
+  // Each agent's tenancy and policy, parsed once from its record.
+  std::map<std::string, AgentScope> scopes_ ABSL_GUARDED_BY(mu_);
   // Sessions a proposal is due for (by id; outside the session state, so a
   // rolled-back transaction leaves a mark at worst, which only costs a
   // recheck).
   std::set<std::string> refill_pending_ ABSL_GUARDED_BY(mu_);
   int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace infrarsi

@@ -7,8 +7,6 @@
 #include <filesystem>
 #include <optional>
 #include <set>
-#include <sstream>
-#include <fstream>
 #include <limits>
 #include <set>
 
@@ -143,9 +141,23 @@ absl::StatusOr<std::string> ResolvePath(const std::string& path, const std::stri
   return (std::filesystem::path(options.spec_dir) / p).lexically_normal().string();
 }
 
-bool DefaultFileReadable(const std::string& path) {
-  std::ifstream in(path);
-  return in.good() && std::filesystem::is_regular_file(path);
+// The content the submitter sent for a file the spec names at `field`.
+// The server reads no path a spec names: a missing one is refused, unless
+// the spec is a stored one being re-loaded (null: the caller keeps what it
+// froze at Init).
+absl::StatusOr<const std::string*> SentFile(const std::string& field, const std::string& path,
+                                            const SpecParseOptions& options) {
+  if (options.files != nullptr) {
+    auto it = options.files->find(field);
+    if (it != options.files->end()) {
+      if (options.files_used != nullptr) options.files_used->insert(field);
+      return &it->second;
+    }
+  }
+  if (options.stored) return nullptr;
+  return FieldError(field, absl::StrCat("'", path,
+                                        "' was not sent with the spec: the server reads no file a "
+                                        "spec names (`infrarsi session create` sends them)"));
 }
 
 // Placeholders "{name}" in one argument.
@@ -307,14 +319,17 @@ absl::Status ParseExecutor(const YAML::Node& root, const SpecParseOptions& optio
     spec.executor_kind = SessionSpec::ExecutorKind::kReplay;
     ASSIGN_OR_RETURN(YAML::Node r, RequireMap(ex, "replay", "executor.replay", true));
     RETURN_IF_ERROR(CheckKeys(r, "executor.replay", {"landscape", "capacity_gib", "noise_pct"}));
-    ASSIGN_OR_RETURN(std::string landscape,
-                     RequireString(r, "landscape", "executor.replay.landscape"));
     ASSIGN_OR_RETURN(spec.replay.landscape,
-                     ResolvePath(landscape, "executor.replay.landscape", options));
-    auto readable = options.file_readable ? options.file_readable : DefaultFileReadable;
-    if (!readable(spec.replay.landscape)) {
-      return FieldError("executor.replay.landscape",
-                        absl::StrCat("file not found or unreadable: ", spec.replay.landscape));
+                     RequireString(r, "landscape", "executor.replay.landscape"));
+    ASSIGN_OR_RETURN(const std::string* sent,
+                     SentFile("executor.replay.landscape", spec.replay.landscape, options));
+    if (sent != nullptr) {
+      if (sent->empty()) return FieldError("executor.replay.landscape", "the file is empty");
+      spec.replay.landscape_content = *sent;
+    } else {
+      // A stored pre-tenancy session: its agents read the path, as before.
+      ASSIGN_OR_RETURN(spec.replay.landscape,
+                       ResolvePath(spec.replay.landscape, "executor.replay.landscape", options));
     }
     ASSIGN_OR_RETURN(spec.replay.capacity_gib,
                      ReadDouble(r, "capacity_gib", "executor.replay.capacity_gib", 0, 1e6, 0));
@@ -350,11 +365,14 @@ absl::Status ParseExecutor(const YAML::Node& root, const SpecParseOptions& optio
       }
     }
   }
-  std::string workdir = ".";
+  // An agent-side path: resolved here as text, never read by the server.
   if (p["workdir"] && !p["workdir"].IsNull()) {
-    ASSIGN_OR_RETURN(workdir, RequireString(p, "workdir", "executor.process.workdir"));
+    ASSIGN_OR_RETURN(std::string workdir, RequireString(p, "workdir", "executor.process.workdir"));
+    ASSIGN_OR_RETURN(spec.process.workdir,
+                     ResolvePath(workdir, "executor.process.workdir", options));
+  } else {
+    spec.process.workdir = options.spec_dir;  // the spec's folder; checked below
   }
-  ASSIGN_OR_RETURN(spec.process.workdir, ResolvePath(workdir, "executor.process.workdir", options));
   ASSIGN_OR_RETURN(int64_t timeout,
                    ReadInt(p, "timeout_s", "executor.process.timeout_s", 1, 7 * 86400, 600));
   spec.process.timeout_s = static_cast<int32_t>(timeout);
@@ -383,12 +401,44 @@ absl::Status ParseRepository(const YAML::Node& root, const SpecParseOptions& opt
                              SessionSpec& spec) {
   ASSIGN_OR_RETURN(YAML::Node r, RequireMap(root, "repository", "repository", false));
   if (!r || r.IsNull()) return absl::OkStatus();  // RequireMap gives a null node when absent
-  RETURN_IF_ERROR(CheckKeys(r, "repository", {"path", "base"}));
+  RETURN_IF_ERROR(CheckKeys(r, "repository", {"name", "url", "path", "base"}));
   if (spec.executor_kind != SessionSpec::ExecutorKind::kProcess) {
     return FieldError("repository", "only a process executor runs code from a repository");
   }
-  ASSIGN_OR_RETURN(std::string path, RequireString(r, "path", "repository.path"));
-  ASSIGN_OR_RETURN(spec.repository.path, ResolvePath(path, "repository.path", options));
+  const int named = (r["name"] ? 1 : 0) + (r["url"] ? 1 : 0) + (r["path"] ? 1 : 0);
+  if (named != 1) return FieldError("repository", "give exactly one of name or url");
+  if (r["name"]) {
+    // Registered by an admin for a team; the caller's team only.
+    ASSIGN_OR_RETURN(spec.repository.name, RequireString(r, "name", "repository.name"));
+    if (!options.repository_url) {
+      return FieldError("repository.name", "this server resolves no repository names");
+    }
+    auto url = options.repository_url(spec.repository.name);
+    if (!url.ok()) return FieldError("repository.name", url.status().message());
+    spec.repository.url = *url;
+  } else if (r["path"] && !options.stored) {
+    return FieldError("repository.path",
+                      "the server reads no path a spec names: ask an admin to register the "
+                      "repository (infrarsi-server repo add NAME --url URL --team TEAM) and name "
+                      "it (repository: {name: NAME})");
+  } else {
+    const char* key = r["url"] ? "url" : "path";
+    const std::string field = absl::StrCat("repository.", key);
+    if (!options.may_name_urls && !options.stored) {
+      return FieldError(field,
+                        "only an admin may name a repository by URL: ask one to register it "
+                        "(infrarsi-server repo add NAME --url URL --team TEAM) and name it "
+                        "(repository: {name: NAME})");
+    }
+    ASSIGN_OR_RETURN(std::string url, RequireString(r, key, field));
+    // A relative local path is the submitter's (an admin's) folder's.
+    const bool remote = absl::StrContains(url, "://") || absl::StrContains(url, "@");
+    if (remote) {
+      spec.repository.url = url;
+    } else {
+      ASSIGN_OR_RETURN(spec.repository.url, ResolvePath(url, field, options));
+    }
+  }
   if (r["base"] && !r["base"].IsNull()) {
     ASSIGN_OR_RETURN(spec.repository.base, RequireString(r, "base", "repository.base"));
   }
@@ -396,14 +446,14 @@ absl::Status ParseRepository(const YAML::Node& root, const SpecParseOptions& opt
   // workdir-relative (protected) and repository-relative (patched) paths
   // are the same paths.
   YAML::Node wd = root["executor"]["process"]["workdir"];
-  if (wd && !wd.IsNull() && spec.process.workdir != spec.repository.path) {
+  if (wd && !wd.IsNull() && !options.stored) {
     return FieldError("executor.process.workdir",
-                      absl::StrCat("with a repository, trials run at its root; leave workdir out "
-                                   "or set it to ", spec.repository.path));
+                      "with a repository, trials run at the root of a fresh work tree of it; "
+                      "leave workdir out");
   }
-  spec.process.workdir = spec.repository.path;
+  spec.process.workdir.clear();
   if (options.source_repo != nullptr) {
-    auto sha = options.source_repo->ResolveCommit(spec.repository.path, spec.repository.base);
+    auto sha = options.source_repo->ResolveCommit(spec.repository.url, spec.repository.base);
     if (!sha.ok()) return FieldError("repository", sha.status().message());
     spec.repository.base_commit = *sha;
   }
@@ -476,22 +526,19 @@ absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& optio
       if (p.is_absolute() || rel.find("..") != std::string::npos) {
         return FieldError(field, "must be a path inside the workdir");
       }
-      if (options.source_repo != nullptr && !spec.repository.base_commit.empty()) {
+      if (!spec.repository.url.empty()) {
         // Trials run on the base commit: lock the file as committed there.
-        auto h = options.source_repo->BlobAt(spec.repository.path, spec.repository.base_commit,
+        if (options.source_repo == nullptr || spec.repository.base_commit.empty()) continue;
+        auto h = options.source_repo->BlobAt(spec.repository.url, spec.repository.base_commit,
                                              p.lexically_normal().generic_string());
         if (!h.ok()) return FieldError(field, h.status().message());
         c.protected_hashes[rel] = *h;
         continue;
       }
-      const std::string full = (std::filesystem::path(spec.process.workdir) / p).string();
-      auto readable = options.file_readable ? options.file_readable : DefaultFileReadable;
-      if (!readable(full)) return FieldError(field, absl::StrCat("file not found: ", full));
-      if (options.hash_file) {
-        auto h = options.hash_file(full);
-        if (!h.ok()) return FieldError(field, h.status().message());
-        c.protected_hashes[rel] = *h;
-      }
+      // Without a repository the submitter sends the file as it is in the
+      // workdir; its hash is locked, and the agents check theirs against it.
+      ASSIGN_OR_RETURN(const std::string* sent, SentFile(field, rel, options));
+      if (sent != nullptr && options.blob_hash) c.protected_hashes[rel] = options.blob_hash(*sent);
     }
   }
   // Verification of the top candidates.
@@ -517,8 +564,8 @@ absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& optio
       if (!ValidName(ps.name) || !names.insert(ps.name).second) {
         return FieldError(field, "names must be unique and use letters, digits, '-', '_' or '.'");
       }
-      if (spec.repository.path.empty()) {
-        return FieldError(field, "patches need a repository to apply to (repository: {path: ...})");
+      if (spec.repository.url.empty()) {
+        return FieldError(field, "patches need a repository to apply to (repository: {name: ...})");
       }
       if (names.size() > static_cast<size_t>(kMaxPatches)) {
         return FieldError("patches", absl::StrCat("at most ", kMaxPatches, " patches"));
@@ -542,12 +589,12 @@ absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& optio
                  options.frozen_patch_diffs->count(ps.name) > 0) {
         ps.diff = options.frozen_patch_diffs->at(ps.name);
       } else {
-        ASSIGN_OR_RETURN(std::string path, ResolvePath(pn["file"].Scalar(), field + ".file", options));
-        std::ifstream in(path);
-        if (!in) return FieldError(field + ".file", absl::StrCat("cannot read ", path));
-        std::stringstream ss;
-        ss << in.rdbuf();
-        ps.diff = ss.str();
+        ASSIGN_OR_RETURN(const std::string* sent,
+                         SentFile(field + ".file", pn["file"].Scalar(), options));
+        if (sent == nullptr) {
+          return FieldError(field + ".file", "a stored spec lost its patch (not frozen at init)");
+        }
+        ps.diff = *sent;
       }
       constexpr size_t kMaxPatchBytes = 1 << 20;
       if (ps.diff.size() > kMaxPatchBytes) {
@@ -560,7 +607,7 @@ absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& optio
       if (options.source_repo != nullptr && !spec.repository.base_commit.empty()) {
         // Git's own reading of the diff: it must apply to the base commit,
         // and the files it changes are held to the same scope.
-        auto paths = options.source_repo->CheckPatch(spec.repository.path,
+        auto paths = options.source_repo->CheckPatch(spec.repository.url,
                                                      spec.repository.base_commit, {}, ps.diff);
         if (!paths.ok()) return FieldError(field, paths.status().message());
         std::vector<PatchedFile> by_git;
@@ -581,7 +628,7 @@ absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& optio
   if (options.source_repo != nullptr && !spec.repository.base_commit.empty()) {
     for (size_t i = 0; i < spec.patches.size(); ++i) {
       for (size_t j = i + 1; j < spec.patches.size(); ++j) {
-        auto both = options.source_repo->CheckPatch(spec.repository.path,
+        auto both = options.source_repo->CheckPatch(spec.repository.url,
                                                     spec.repository.base_commit,
                                                     {spec.patches[i].diff}, spec.patches[j].diff);
         if (!both.ok()) spec.patch_conflicts.emplace_back(spec.patches[i].name, spec.patches[j].name);
@@ -616,10 +663,18 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
                    ReadDouble(wl, "flops_per_token", "workload.flops_per_token", 0, 1e18, 0));
 
   ASSIGN_OR_RETURN(YAML::Node hw, RequireMap(root, "hardware", "hardware", true));
-  RETURN_IF_ERROR(CheckKeys(hw, "hardware", {"gpu", "count"}));
+  RETURN_IF_ERROR(CheckKeys(hw, "hardware", {"gpu", "count", "pool"}));
   ASSIGN_OR_RETURN(spec.gpu, RequireString(hw, "gpu", "hardware.gpu"));
   ASSIGN_OR_RETURN(int64_t count, ReadInt(hw, "count", "hardware.count", 1, 65536, 1));
   spec.gpu_count = static_cast<int32_t>(count);
+  if (hw["pool"] && !hw["pool"].IsNull()) {
+    const std::string pool = hw["pool"].IsScalar() ? hw["pool"].Scalar() : "";
+    if (pool != "any" && pool != "team") {
+      return FieldError("hardware.pool", "must be any (shared and team agents) or team (only "
+                                         "agents whose token is scoped to the session's team)");
+    }
+    spec.pool = pool == "team" ? SessionSpec::Pool::kTeam : SessionSpec::Pool::kAny;
+  }
 
   ASSIGN_OR_RETURN(YAML::Node knobs, RequireMap(root, "knobs", "knobs", true));
   if (knobs.size() == 0) return FieldError("knobs", "the search space is empty");
@@ -700,6 +755,16 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
 
   RETURN_IF_ERROR(ParseExecutor(root, options, spec));
   RETURN_IF_ERROR(ParseRepository(root, options, spec));
+  if (spec.executor_kind == SessionSpec::ExecutorKind::kProcess && spec.repository.url.empty() &&
+      spec.process.workdir.empty()) {
+    return FieldError("executor.process.workdir",
+                      "is required (an absolute path on the agents) when the spec's folder is "
+                      "not known");
+  }
+  if (spec.pool == SessionSpec::Pool::kTeam && !options.team_known) {
+    return FieldError("hardware.pool",
+                      "team needs a session that belongs to a team: create it with a team's token");
+  }
   RETURN_IF_ERROR(ParseContract(root, options, spec));
   return spec;
 }
@@ -723,9 +788,10 @@ std::string ContractText(const SessionSpec& s) {
       absl::StrJoin(c.protected_hashes, "|", absl::PairFormatter("@")), "\nknobs=");
   for (const Knob& k : s.knobs) absl::StrAppend(&out, k.name, ":", absl::StrJoin(k.values, "|"), ";");
   for (const PatchSpec& p : s.patches) absl::StrAppend(&out, "\npatch=", p.name, ":", StableHash(p.diff));
-  if (!s.repository.path.empty()) {
-    absl::StrAppend(&out, "\nrepository=", s.repository.path, "@", s.repository.base_commit);
+  if (!s.repository.url.empty()) {
+    absl::StrAppend(&out, "\nrepository=", s.repository.url, "@", s.repository.base_commit);
   }
+  if (s.pool == SessionSpec::Pool::kTeam) absl::StrAppend(&out, "\npool=team");
   for (const auto& [a, b] : s.patch_conflicts) absl::StrAppend(&out, "\nconflict=", a, "+", b);
   return out;
 }

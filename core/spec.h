@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,14 +30,17 @@ struct Knob {
 };
 
 struct ReplayExecutorSpec {
-  std::string landscape;  // absolute path
+  std::string landscape;          // the file as the spec names it
+  std::string landscape_content;  // as the submitter sent it (empty: a stored legacy spec)
   double capacity_gib = 0;  // 0: no emulated capacity
   double noise_pct = 0;     // extra relative noise on step times, percent
 };
 
 struct ProcessExecutorSpec {
   std::vector<std::string> argv;  // template; "{knob}" placeholders
-  std::string workdir;            // absolute path
+  // Where trials run on the agents (resolved against the spec's folder; the
+  // server never reads it; each agent's policy decides whether it may).
+  std::string workdir;
   int32_t timeout_s = 600;
   // A trial with no metrics line for this long hangs: killed as a timeout.
   int32_t watchdog_s = 300;
@@ -86,9 +90,11 @@ struct PatchSpec {
 };
 
 // The team's repository the patches apply to. Trials run in a clean work
-// tree of it at base_commit with their patches applied; Apply commits there.
+// tree of it at base_commit with their patches applied (agents fetch it
+// from `url`); `apply` commits into the submitter's own clone.
 struct RepositorySpec {
-  std::string path;             // local path; empty: the session has no repository
+  std::string name;             // as registered by an admin (repository.name)
+  std::string url;              // where it is read from; empty: no repository
   std::string base = "HEAD";    // as written
   std::string base_commit;      // full SHA-1, resolved at Init
 };
@@ -132,6 +138,9 @@ struct SessionSpec {
   // Whether other teams may read this session's bank entries (and start
   // their searches from them).
   bool share_bank = false;
+  // Which agents may run its trials: any (the shared pool and the team's
+  // own) or only agents whose token is scoped to the session's team.
+  enum class Pool { kAny, kTeam } pool = Pool::kAny;
   enum class ExecutorKind { kReplay, kProcess, kSim } executor_kind = ExecutorKind::kReplay;
   ReplayExecutorSpec replay;
   ProcessExecutorSpec process;
@@ -150,14 +159,32 @@ struct SessionSpec {
 };
 
 struct SpecParseOptions {
-  // Folder that relative paths resolve against; must be absolute if given.
+  // Folder that relative agent-side paths (workdir) resolve against; must be
+  // absolute if given. Nothing is read from it.
   std::string spec_dir;
-  // Whether a file exists and is readable; defaults to the real filesystem.
-  // Injected so that validation can be tested without files.
-  std::function<bool(const std::string&)> file_readable;
-  // Content hash of a file (protected files are locked by it). Null: the
-  // protected files' hashes are left empty (the server always sets it).
-  std::function<absl::StatusOr<std::string>(const std::string&)> hash_file;
+  // The files the spec names, as the submitter sent them, by field:
+  // "executor.replay.landscape", "patches[<name>].file" and, without a
+  // repository, "contract.protected[<path>]". Parsing reads no file: a
+  // field whose content is not here is refused (unless `stored`).
+  const std::map<std::string, std::string>* files = nullptr;
+  // Not owned; when set, receives the fields whose files were used.
+  std::set<std::string>* files_used = nullptr;
+  // Re-loading a stored spec, frozen at Init: file fields need no content
+  // (the frozen contract and the session's record hold what was sent), and
+  // the pre-tenancy `repository.path` is read as the repository's URL.
+  bool stored = false;
+  // Git's blob id of a file's content, which protected files are locked by
+  // (the agents check the same). Null: their hashes stay empty.
+  std::function<std::string(const std::string&)> blob_hash;
+  // The caller may name a repository by URL (admins, and everyone on an
+  // open server): the server will read it.
+  bool may_name_urls = false;
+  // The URL of the repository registered under a name for the caller's
+  // team; NOT_FOUND (said the same way for another team's) otherwise. Null:
+  // names are refused.
+  std::function<absl::StatusOr<std::string>(const std::string&)> repository_url;
+  // The session will belong to a team (hardware.pool: team needs one).
+  bool team_known = false;
   // Checks patches against the repository and resolves its base commit.
   // Null: patches are checked as text only and the base stays unresolved
   // (re-loading a stored spec, whose frozen contract holds the results).

@@ -5,12 +5,14 @@
 #include <git2/sys/odb_backend.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/patch_scope.h"
+#include "core/spec.h"
 #include "core/status_macros.h"
 
 namespace infrarsi::server {
@@ -130,13 +132,54 @@ absl::StatusOr<TreePtr> Apply(git_repository* repo, git_tree* tree, const std::s
 
 }  // namespace
 
-GitCommitter::GitCommitter() { git_libgit2_init(); }
+GitCommitter::GitCommitter(std::string mirror_root) : mirror_root_(std::move(mirror_root)) {
+  git_libgit2_init();
+}
+
+absl::StatusOr<std::string> GitCommitter::LocalLocked(const std::string& url, bool fetch) const {
+  const bool remote = url.find("://") != std::string::npos ||
+                      (url.find('@') != std::string::npos && url.find(':') != std::string::npos);
+  if (!remote) return url;
+  if (mirror_root_.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("this server keeps no mirrors: ", url));
+  }
+  // One bare mirror per URL: every branch and tag, fetched at each Init.
+  const std::string dir = absl::StrCat(mirror_root_, "/", StableHash(url), ".git");
+  git_repository* raw = nullptr;
+  if (git_repository_open_bare(&raw, dir.c_str()) != 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(mirror_root_, ec);
+    git_clone_options co = GIT_CLONE_OPTIONS_INIT;
+    co.bare = 1;
+    if (git_clone(&raw, url.c_str(), dir.c_str(), &co) != 0) {
+      return absl::UnavailableError(absl::StrCat("cannot clone ", url, ": ", LastGitError()));
+    }
+    git_repository_free(raw);
+    return dir;
+  }
+  RepoPtr repo(raw);
+  if (!fetch) return dir;
+  git_remote* raw_remote = nullptr;
+  if (git_remote_lookup(&raw_remote, repo.get(), "origin") != 0) {
+    return absl::UnavailableError(absl::StrCat("mirror of ", url, " has no origin"));
+  }
+  GitPtr<git_remote, git_remote_free> origin(raw_remote);
+  char heads[] = "+refs/heads/*:refs/heads/*";
+  char tags[] = "+refs/tags/*:refs/tags/*";
+  char* specs[] = {heads, tags};
+  const git_strarray refspecs = {specs, 2};
+  if (git_remote_fetch(origin.get(), &refspecs, nullptr, nullptr) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot fetch ", url, ": ", LastGitError()));
+  }
+  return dir;
+}
 GitCommitter::~GitCommitter() { git_libgit2_shutdown(); }
 
 absl::StatusOr<std::string> GitCommitter::ResolveCommit(const std::string& repo_path,
                                                         const std::string& rev) const {
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(RepoPtr repo, OpenRepo(repo_path, "path"));
+  ASSIGN_OR_RETURN(const std::string local, LocalLocked(repo_path, /*fetch=*/true));
+  ASSIGN_OR_RETURN(RepoPtr repo, OpenRepo(local, "path"));
   ASSIGN_OR_RETURN(CommitPtr commit, CommitOf(repo.get(), rev));
   return OidHex(*git_commit_id(commit.get()));
 }
@@ -145,7 +188,8 @@ absl::StatusOr<std::vector<std::string>> GitCommitter::CheckPatch(
     const std::string& repo_path, const std::string& base, const std::vector<std::string>& earlier,
     const std::string& diff) const {
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(RepoPtr repo, OpenRepo(repo_path, "repository"));
+  ASSIGN_OR_RETURN(const std::string local, LocalLocked(repo_path, /*fetch=*/false));
+  ASSIGN_OR_RETURN(RepoPtr repo, OpenRepo(local, "repository"));
   RETURN_IF_ERROR(UseScratchStore(repo.get()));
   ASSIGN_OR_RETURN(CommitPtr commit, CommitOf(repo.get(), base));
   ASSIGN_OR_RETURN(TreePtr tree, TreeOf(commit.get()));
@@ -166,7 +210,8 @@ absl::StatusOr<std::string> GitCommitter::BlobAt(const std::string& repo_path,
                                                  const std::string& base,
                                                  const std::string& path) const {
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(RepoPtr repo, OpenRepo(repo_path, "repository"));
+  ASSIGN_OR_RETURN(const std::string local, LocalLocked(repo_path, /*fetch=*/false));
+  ASSIGN_OR_RETURN(RepoPtr repo, OpenRepo(local, "repository"));
   ASSIGN_OR_RETURN(CommitPtr commit, CommitOf(repo.get(), base));
   ASSIGN_OR_RETURN(TreePtr tree, TreeOf(commit.get()));
   git_tree_entry* entry = nullptr;
@@ -188,13 +233,6 @@ absl::StatusOr<CommitResult> GitCommitter::Commit(const CommitRequest& req) {
   if (git_reference_name_is_valid(&valid, ref_name.c_str()) != 0 || !valid) {
     return absl::InvalidArgumentError(
         absl::StrCat("branch: '", req.branch, "' is not a valid branch name"));
-  }
-  git_reference* existing = nullptr;
-  if (git_branch_lookup(&existing, repo.get(), req.branch.c_str(), GIT_BRANCH_LOCAL) == 0) {
-    git_reference_free(existing);
-    return absl::AlreadyExistsError(
-        absl::StrCat("branch: '", req.branch, "' already exists in ", req.repo_path,
-                     "; choose a new branch name"));
   }
   git_oid head_oid;
   if (git_reference_name_to_id(&head_oid, repo.get(), "HEAD") != 0) {
@@ -266,8 +304,14 @@ absl::StatusOr<CommitResult> GitCommitter::Commit(const CommitRequest& req) {
   if (req.dry_run) return result;
 
   git_signature* raw_sig = nullptr;
-  if (git_signature_default(&raw_sig, repo.get()) != 0 &&
-      git_signature_now(&raw_sig, "InfraRSI", "infrarsi@localhost") != 0) {
+  if (!req.author_name.empty() && req.author_time_unix_s > 0) {
+    // Fixed: the same request makes the same commit, so a retry finds it.
+    if (git_signature_new(&raw_sig, req.author_name.c_str(), req.author_email.c_str(),
+                          static_cast<git_time_t>(req.author_time_unix_s), 0) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("author: ", LastGitError()));
+    }
+  } else if (git_signature_default(&raw_sig, repo.get()) != 0 &&
+             git_signature_now(&raw_sig, "InfraRSI", "infrarsi@localhost") != 0) {
     return absl::InternalError(absl::StrCat("git: signature: ", LastGitError()));
   }
   SigPtr sig(raw_sig);
@@ -283,6 +327,19 @@ absl::StatusOr<CommitResult> GitCommitter::Commit(const CommitRequest& req) {
     return absl::InternalError(absl::StrCat("git: commit lookup: ", LastGitError()));
   }
   CommitPtr commit(raw_commit);
+  result.commit = OidHex(commit_oid);
+  git_reference* existing = nullptr;
+  if (git_branch_lookup(&existing, repo.get(), req.branch.c_str(), GIT_BRANCH_LOCAL) == 0) {
+    RefPtr ref(existing);
+    const git_oid* at = git_reference_target(ref.get());
+    if (at != nullptr && git_oid_equal(at, &commit_oid)) {
+      result.existed = true;  // made by an earlier try of this very request
+      return result;
+    }
+    return absl::AlreadyExistsError(
+        absl::StrCat("branch: '", req.branch, "' already exists in ", req.repo_path,
+                     " at another commit; choose a new branch name"));
+  }
   git_reference* raw_branch = nullptr;
   const int rc = git_branch_create(&raw_branch, repo.get(), req.branch.c_str(), commit.get(), 0);
   if (rc == GIT_EEXISTS) {

@@ -2,7 +2,11 @@
 
 #include "server/tokens.h"
 
+#include <arpa/inet.h>
 #include <git2.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
@@ -24,20 +28,40 @@ namespace infrarsi::server {
 namespace {
 constexpr int kMaxMessageBytes = 16 << 20;
 
-// Locks protected files by git's blob id, the hash agents verify.
-absl::StatusOr<std::string> GitBlobHash(const std::string& path) {
+// Git's blob id of a file's content: what protected files are locked by
+// and what the agents check. The content is what the submitter sent.
+std::string GitBlobHash(const std::string& content) {
   git_oid oid;
-  if (git_odb_hashfile(&oid, path.c_str(), GIT_OBJECT_BLOB) != 0) {
-    return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  }
+  if (git_odb_hash(&oid, content.data(), content.size(), GIT_OBJECT_BLOB) != 0) return "";
   char buf[GIT_OID_HEXSZ + 1];
   git_oid_tostr(buf, sizeof(buf), &oid);
   return std::string(buf);
 }
 }  // namespace
 
-bool IsLoopbackHost(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || absl::StartsWith(host, "127.");
+bool ResolvesToLoopbackOnly(const std::string& host) {
+  std::string h = host;
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  if (h.empty()) return false;  // every interface
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(h.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) return false;
+  bool all = true;
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
+      all = all && (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    } else if (a->ai_family == AF_INET6) {
+      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(a->ai_addr);
+      all = all && IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+    } else {
+      all = false;
+    }
+  }
+  freeaddrinfo(res);
+  return all;
 }
 
 absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Options& options) {
@@ -59,7 +83,13 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   }
   // Tokens and commits cross this port: plaintext only where nobody else
   // can listen, unless the operator says otherwise.
-  if (options.tls_cert_pem.empty() && !options.insecure && !IsLoopbackHost(host)) {
+  // The address the listener binds is what the name resolves to: judge
+  // that, not the string.
+  const bool loopback = ResolvesToLoopbackOnly(host);
+  if (options.max_streams_per_caller < 1 || options.max_long_polls_per_caller < 1) {
+    return absl::InvalidArgumentError("max_streams_per_caller, max_long_polls_per_caller: must be >= 1");
+  }
+  if (options.tls_cert_pem.empty() && !options.insecure && !loopback) {
     return absl::InvalidArgumentError(absl::StrCat(
         "listen: refusing to serve ", host,
         " without TLS; give a certificate and key (--tls-cert, --tls-key), listen on "
@@ -71,15 +101,26 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   storage::SqliteStorage::Options so;
   so.path = options.db_path;
   ASSIGN_OR_RETURN(s->storage_, storage::SqliteStorage::Create(so));
-  s->committer_ = std::make_unique<GitCommitter>();
+  {
+    // With no token, every caller is admin: fine for one user on one
+    // machine, never on a network.
+    ASSIGN_OR_RETURN(auto tokens, s->storage_->ListTokens());
+    if (tokens.empty() && !loopback) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "listen: no API token exists, so every caller on ", host,
+          " would act as admin; create one first (infrarsi-server --db ", options.db_path,
+          " token create --role admin) or listen on 127.0.0.1"));
+    }
+  }
+  s->committer_ = std::make_unique<GitCommitter>(
+      options.repos_dir.empty() ? options.db_path + ".repos" : options.repos_dir);
   SessionManager::Options mo;
   mo.storage = s->storage_.get();
   mo.clock = options.clock;
-  mo.committer = s->committer_.get();
   mo.source_repo = s->committer_.get();
   mo.lease_timeout = options.lease_timeout;
   mo.max_attempts = options.max_attempts;
-  mo.hash_file = GitBlobHash;  // libgit2 is initialised by the committer
+  mo.blob_hash = GitBlobHash;  // libgit2 is initialised by the committer
   std::optional<Priors> file_priors;
   if (!options.priors_yaml.empty()) {
     auto parsed = ParsePriors(options.priors_yaml);
@@ -120,8 +161,12 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   if (tokens.empty()) {
     spdlog::warn("no API tokens: every caller is admin until `infrarsi-server token create`");
   }
-  s->session_service_ = std::make_unique<SessionServiceImpl>(s->manager_.get(), s->auth_.get());
-  s->agent_service_ = std::make_unique<AgentServiceImpl>(s->manager_.get(), s->auth_.get());
+  s->streams_ = std::make_unique<CallLimiter>(options.max_streams_per_caller);
+  s->polls_ = std::make_unique<CallLimiter>(options.max_long_polls_per_caller);
+  s->session_service_ =
+      std::make_unique<SessionServiceImpl>(s->manager_.get(), s->auth_.get(), s->streams_.get());
+  s->agent_service_ =
+      std::make_unique<AgentServiceImpl>(s->manager_.get(), s->auth_.get(), s->polls_.get());
   s->bank_service_ = std::make_unique<BankServiceImpl>(s->manager_.get(), s->auth_.get());
   grpc::ServerBuilder builder;
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();

@@ -31,9 +31,13 @@ namespace server {
 class SessionServiceImpl;
 class AgentServiceImpl;
 class BankServiceImpl;
+class CallLimiter;
 
-// 127.0.0.0/8, ::1 and "localhost".
-bool IsLoopbackHost(const std::string& host);
+// Whether every address `host` resolves to (as the listener binds it) is a
+// loopback one: 127.0.0.0/8 or ::1. A name in the hosts file that resolves
+// elsewhere is not loopback, whatever it is called; "" and wildcard
+// addresses are not either.
+bool ResolvesToLoopbackOnly(const std::string& host);
 
 class InfraRsiServer {
  public:
@@ -72,6 +76,14 @@ class InfraRsiServer {
     std::string tls_key_pem;
     std::string tls_client_ca_pem;
     bool insecure = false;
+    // Long-lived calls one caller (a token; on an open server a peer
+    // address) may hold at once: WatchSession streams and waiting
+    // LeaseTrial polls. Past it: RESOURCE_EXHAUSTED naming the cap.
+    int max_streams_per_caller = 64;
+    int max_long_polls_per_caller = 256;
+    // Bare mirrors of registered repositories with remote URLs. Default:
+    // db_path + ".repos".
+    std::string repos_dir;
   };
 
   // Opens the database, resumes every session and starts serving.
@@ -105,6 +117,8 @@ class InfraRsiServer {
   std::unique_ptr<SessionServiceImpl> session_service_;
   std::unique_ptr<AgentServiceImpl> agent_service_;
   std::unique_ptr<BankServiceImpl> bank_service_;
+  std::unique_ptr<CallLimiter> streams_;
+  std::unique_ptr<CallLimiter> polls_;
   std::unique_ptr<grpc::Server> grpc_server_;
   absl::Notification stop_;
   absl::Notification stopped_;

@@ -62,6 +62,17 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_flag("--insecure", opts.insecure,
                "allow plaintext on a non-loopback --listen address (default: refused)");
+  app.add_option("--max-streams-per-caller", opts.max_streams_per_caller,
+                 "concurrent WatchSession streams one caller (token) may hold")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--max-long-polls-per-caller", opts.max_long_polls_per_caller,
+                 "concurrent waiting LeaseTrial calls one caller (token) may hold")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--repos-dir", opts.repos_dir,
+                 "where mirrors of registered repositories with remote URLs are kept "
+                 "(default: --db path + .repos)");
   // infrarsi-server token create|list|revoke: manage API tokens in --db.
   auto* token = app.add_subcommand("token", "manage API tokens (stored hashed in --db)");
   std::string token_role, token_team, token_name, token_id;
@@ -73,7 +84,47 @@ int main(int argc, char** argv) {
   auto* token_revoke = token->add_subcommand("revoke", "revoke a token by id");
   token_revoke->add_option("id", token_id, "token id from `token list`")->required();
   token->require_subcommand(1);
+  // infrarsi-server repo add|list|remove: the repositories teams may name.
+  auto* repo = app.add_subcommand(
+      "repo", "register the repositories sessions may name (repository: {name: NAME}); the "
+              "server reads them at init, agents fetch them");
+  std::string repo_name, repo_url, repo_team;
+  auto* repo_add = repo->add_subcommand("add", "register NAME for a team");
+  repo_add->add_option("name", repo_name, "the name specs use")->required();
+  repo_add->add_option("--url", repo_url, "where the server and the agents read it (a path or URL)")
+      ->required();
+  repo_add->add_option("--team", repo_team, "the team whose sessions may name it")->required();
+  auto* repo_list = repo->add_subcommand("list", "list registered repositories");
+  auto* repo_remove = repo->add_subcommand("remove", "unregister a repository");
+  repo_remove->add_option("name", repo_name)->required();
+  repo->require_subcommand(1);
   CLI11_PARSE(app, argc, argv);
+  if (*repo) {
+    infrarsi::storage::SqliteStorage::Options so;
+    so.path = opts.db_path;
+    auto db = infrarsi::storage::SqliteStorage::Create(so);
+    if (!db.ok()) {
+      std::fprintf(stderr, "%s\n", db.status().ToString().c_str());
+      return 1;
+    }
+    absl::Status st;
+    if (*repo_add) {
+      st = infrarsi::server::AddRepository(db->get(), repo_name, repo_url, repo_team);
+      if (st.ok()) std::printf("registered %s for team %s\n", repo_name.c_str(), repo_team.c_str());
+    } else if (*repo_list) {
+      auto l = infrarsi::server::ListRepositories(db->get());
+      if (l.ok()) std::printf("%s", l->c_str());
+      st = l.status();
+    } else {
+      st = (*db)->RemoveRepository(repo_name);
+      if (st.ok()) std::printf("removed %s\n", repo_name.c_str());
+    }
+    if (!st.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
+      return 1;
+    }
+    return 0;
+  }
   if (*token) {
     infrarsi::storage::SqliteStorage::Options so;
     so.path = opts.db_path;

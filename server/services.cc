@@ -42,6 +42,15 @@ absl::StatusOr<Principal> AgentCaller(grpc::ServerContext* ctx, const Authentica
   return who;
 }
 
+// Who holds a long-lived call, for the per-caller caps: the token, or on an
+// open server the peer's address (without its port).
+std::string CallerKey(const Principal& who, const grpc::ServerContext* ctx) {
+  if (!who.token_id.empty()) return who.token_id;
+  std::string peer = ctx->peer();
+  const size_t colon = peer.rfind(':');
+  return colon == std::string::npos ? peer : peer.substr(0, colon);
+}
+
 #define INFRARSI_CALLER(who, expr)                   \
   auto who##_or = (expr);                            \
   if (!who##_or.ok()) return Fail(ctx, __func__, who##_or.status()); \
@@ -99,8 +108,17 @@ grpc::Status SessionServiceImpl::WatchSession(grpc::ServerContext* ctx,
                                               const v1::WatchSessionRequest* req,
                                               grpc::ServerWriter<v1::SessionEvent>* writer) {
   INFRARSI_CALLER(who, Caller(ctx, auth_));
+  auto slot = streams_->Acquire(CallerKey(who, ctx));
+  if (slot == nullptr) {
+    return Fail(ctx, __func__,
+                absl::ResourceExhaustedError(absl::StrCat(
+                    "WatchSession: at most ", streams_->max(),
+                    " concurrent streams per caller (--max-streams-per-caller)")));
+  }
   int64_t after = req->after_seq();
   while (!ctx->IsCancelled()) {
+    // The token is checked again every second: a revoked one's stream ends.
+    if (auto again = Caller(ctx, auth_); !again.ok()) return Fail(ctx, __func__, again.status());
     auto events = m_->WaitEvents(req->session_id(), after, absl::Seconds(1), who);
     if (!events.ok()) return Fail(ctx, __func__, events.status());
     for (const v1::SessionEvent& ev : *events) {
@@ -115,12 +133,12 @@ grpc::Status AgentServiceImpl::RegisterAgent(grpc::ServerContext* ctx,
                                              const v1::RegisterAgentRequest* req,
                                              v1::RegisterAgentResponse* resp) {
   INFRARSI_CALLER(who, AgentCaller(ctx, auth_));
-  return Reply(ctx, __func__, m_->RegisterAgent(*req), resp);
+  return Reply(ctx, __func__, m_->RegisterAgent(*req, who), resp);
 }
 grpc::Status AgentServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                          v1::HeartbeatResponse* resp) {
   INFRARSI_CALLER(who, AgentCaller(ctx, auth_));
-  return Reply(ctx, __func__, m_->Heartbeat(*req), resp);
+  return Reply(ctx, __func__, m_->Heartbeat(*req, who), resp);
 }
 
 grpc::Status AgentServiceImpl::LeaseTrial(grpc::ServerContext* ctx,
@@ -130,10 +148,21 @@ grpc::Status AgentServiceImpl::LeaseTrial(grpc::ServerContext* ctx,
   if (req->wait_ms() < 0 || req->wait_ms() > kMaxLeaseWaitMs) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "wait_ms: must be in [0, 30000]");
   }
+  std::unique_ptr<CallLimiter::Slot> slot;
+  if (req->wait_ms() > 0) {
+    slot = polls_->Acquire(CallerKey(who, ctx));
+    if (slot == nullptr) {
+      return Fail(ctx, __func__,
+                  absl::ResourceExhaustedError(absl::StrCat(
+                      "LeaseTrial: at most ", polls_->max(),
+                      " concurrent long polls per caller (--max-long-polls-per-caller); give each "
+                      "agent host its own token")));
+    }
+  }
   // Long poll: retry when woken until work arrives or the wait is over.
   const absl::Time deadline = absl::Now() + absl::Milliseconds(req->wait_ms());
   while (true) {
-    auto leased = m_->TryLease(req->agent_id());
+    auto leased = m_->TryLease(req->agent_id(), who);
     if (!leased.ok()) return Fail(ctx, __func__, leased.status());
     if (leased->has_value()) {
       *resp->mutable_trial() = std::move(**leased);
@@ -149,13 +178,13 @@ grpc::Status AgentServiceImpl::ReportProgress(grpc::ServerContext* ctx,
                                               const v1::ReportProgressRequest* req,
                                               v1::ReportProgressResponse* resp) {
   INFRARSI_CALLER(who, AgentCaller(ctx, auth_));
-  return Reply(ctx, __func__, m_->ReportProgress(*req), resp);
+  return Reply(ctx, __func__, m_->ReportProgress(*req, who), resp);
 }
 grpc::Status AgentServiceImpl::CompleteTrial(grpc::ServerContext* ctx,
                                              const v1::CompleteTrialRequest* req,
                                              v1::CompleteTrialResponse* resp) {
   INFRARSI_CALLER(who, AgentCaller(ctx, auth_));
-  return Reply(ctx, __func__, m_->CompleteTrial(*req), resp);
+  return Reply(ctx, __func__, m_->CompleteTrial(*req, who), resp);
 }
 
 grpc::Status BankServiceImpl::QueryExperience(grpc::ServerContext* ctx,

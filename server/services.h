@@ -5,6 +5,7 @@
 
 #include "core/auth.h"
 #include "core/session_manager.h"
+#include "server/call_limiter.h"
 #include "infrarsi/v1/infrarsi.grpc.pb.h"
 
 namespace infrarsi::server {
@@ -13,7 +14,9 @@ namespace infrarsi::server {
 class SessionServiceImpl final : public v1::SessionService::Service {
  public:
   // `auth` (not owned) resolves each call's bearer token; null: open.
-  SessionServiceImpl(SessionManager* m, const Authenticator* auth) : m_(m), auth_(auth) {}
+  // `streams` (not owned) caps each caller's concurrent WatchSession calls.
+  SessionServiceImpl(SessionManager* m, const Authenticator* auth, CallLimiter* streams)
+      : m_(m), auth_(auth), streams_(streams) {}
   grpc::Status Init(grpc::ServerContext*, const v1::InitRequest*, v1::SessionSummary*) override;
   grpc::Status Doctor(grpc::ServerContext*, const v1::DoctorRequest*,
                       v1::SessionSummary*) override;
@@ -33,12 +36,15 @@ class SessionServiceImpl final : public v1::SessionService::Service {
  private:
   SessionManager* m_;
   const Authenticator* auth_;
+  CallLimiter* streams_;
 };
 
 class AgentServiceImpl final : public v1::AgentService::Service {
  public:
   // `auth` (not owned) resolves each call's bearer token; null: open.
-  AgentServiceImpl(SessionManager* m, const Authenticator* auth) : m_(m), auth_(auth) {}
+  // `polls` (not owned) caps each caller's concurrent waiting LeaseTrial calls.
+  AgentServiceImpl(SessionManager* m, const Authenticator* auth, CallLimiter* polls)
+      : m_(m), auth_(auth), polls_(polls) {}
   grpc::Status RegisterAgent(grpc::ServerContext*, const v1::RegisterAgentRequest*,
                              v1::RegisterAgentResponse*) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*,
@@ -53,6 +59,7 @@ class AgentServiceImpl final : public v1::AgentService::Service {
  private:
   SessionManager* m_;
   const Authenticator* auth_;
+  CallLimiter* polls_;
 };
 
 class BankServiceImpl final : public v1::BankService::Service {

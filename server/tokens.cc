@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -53,6 +54,36 @@ absl::StatusOr<std::string> ListTokens(storage::Storage* db) {
 
 absl::Status RevokeToken(storage::Storage* db, const std::string& id) {
   return db->RevokeToken(id, absl::ToUnixMillis(absl::Now()));
+}
+
+absl::Status AddRepository(storage::Storage* db, const std::string& name, const std::string& url,
+                           const std::string& team) {
+  auto word = [](const std::string& s) {
+    if (s.empty() || s.size() > 128) return false;
+    for (char c : s) {
+      if (!(absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.')) return false;
+    }
+    return true;
+  };
+  if (!word(name)) return absl::InvalidArgumentError("name: 1-128 letters, digits, '-', '_' or '.'");
+  if (!word(team)) return absl::InvalidArgumentError("team: 1-128 letters, digits, '-', '_' or '.'");
+  if (url.empty() || url.size() > 4096) return absl::InvalidArgumentError("url: required");
+  for (char c : url) {
+    if (static_cast<unsigned char>(c) < 0x20) return absl::InvalidArgumentError("url: control characters");
+  }
+  storage::RepositoryRecord r;
+  r.name = name;
+  r.url = url;
+  r.team = team;
+  r.created_ms = absl::ToUnixMillis(absl::Now());
+  return db->AddRepository(r);
+}
+
+absl::StatusOr<std::string> ListRepositories(storage::Storage* db) {
+  ASSIGN_OR_RETURN(auto repos, db->ListRepositories());
+  std::string out = absl::StrFormat("%-24s %-16s %s\n", "NAME", "TEAM", "URL");
+  for (const auto& r : repos) absl::StrAppendFormat(&out, "%-24s %-16s %s\n", r.name, r.team, r.url);
+  return out;
 }
 
 }  // namespace infrarsi::server

@@ -24,6 +24,13 @@ absl::StatusOr<std::string> ListTokens(storage::Storage* db);
 // `token revoke ID`.
 absl::Status RevokeToken(storage::Storage* db, const std::string& id);
 
+// `infrarsi-server repo add NAME --url URL --team T`: a repository the
+// team's sessions may name. INVALID_ARGUMENT names the field.
+absl::Status AddRepository(storage::Storage* db, const std::string& name, const std::string& url,
+                           const std::string& team);
+// `repo list`: one line per repository.
+absl::StatusOr<std::string> ListRepositories(storage::Storage* db);
+
 }  // namespace infrarsi::server
 
 #endif  // INFRARSI_SERVER_TOKENS_H_

@@ -65,7 +65,15 @@ std::vector<Result> RunMany(const Program& p, int ms, int steps, int runs,
                             const std::string& scratch) {
   infrarsi::client::ProcessExecutor::Options o;
   o.scratch_root = scratch;
-  infrarsi::client::ProcessExecutor ex(o);
+  o.allow_any_command = true;  // the bench's own programs
+  o.workdir_root = p.workdir;
+  o.allow_root = true;
+  auto made = infrarsi::client::ProcessExecutor::Create(o);
+  if (!made.ok()) {
+    std::fprintf(stderr, "%s\n", made.status().ToString().c_str());
+    std::exit(1);
+  }
+  infrarsi::client::ProcessExecutor& ex = **made;
   infrarsi::ContractSpec contract;
   contract.tokens_per_step = p.tokens;
   infrarsi::ContractReference ref;

@@ -1,6 +1,8 @@
 // The agent's executors: metrics-line parsing, replay of the measured H200
 // landscape, and real processes (the fake trainer) with timeouts and OOMs.
 #include <gtest/gtest.h>
+#include <pwd.h>
+#include <unistd.h>
 #include <signal.h>
 
 #include <filesystem>
@@ -227,8 +229,17 @@ class ProcessExecutorTest : public ::testing::Test {
     ProcessExecutor::Options o;
     o.scratch_root = dir_ + "/scratch";
     o.poll_interval = absl::Milliseconds(10);
-    ProcessExecutor ex(o);
-    return ex.Run(a, sink ? sink : &local_sink_);
+    return Make(o)->Run(a, sink ? sink : &local_sink_);
+  }
+  // The executor as these tests run it: any command, in this test's folder,
+  // as whoever runs the tests (root in CI, deliberately).
+  std::unique_ptr<ProcessExecutor> Make(ProcessExecutor::Options o) {
+    o.allow_any_command = true;
+    o.workdir_root = dir_;
+    o.allow_root = true;
+    auto ex = ProcessExecutor::Create(std::move(o));
+    EXPECT_TRUE(ex.ok()) << ex.status();
+    return std::move(*ex);
   }
   std::string dir_;
   CollectingSink local_sink_;
@@ -265,10 +276,10 @@ TEST_F(ProcessExecutorTest, FailureCarriesExitCode) {
 TEST_F(ProcessExecutorTest, MissingProgramFails) {
   v1::TrialAssignment a;
   a.mutable_executor()->mutable_process()->add_argv(dir_ + "/no-such-program");
+  a.mutable_executor()->mutable_process()->set_workdir(dir_);
   ProcessExecutor::Options o;
   o.scratch_root = dir_;
-  ProcessExecutor ex(o);
-  auto out = ex.Run(a, &local_sink_);
+  auto out = Make(o)->Run(a, &local_sink_);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->status(), "failed");
   EXPECT_NE(out->error().find("exit code 127"), std::string::npos);
@@ -329,8 +340,7 @@ TEST_F(ProcessExecutorTest, ProtectedFileChangedByTheTrialIsReported) {
   (*p->mutable_protected_hashes())["infrarsi_harness.py"] = *hash;
   ProcessExecutor::Options o;
   o.scratch_root = dir_ + "/scratch";
-  ProcessExecutor ex(o);
-  auto out = ex.Run(a, &local_sink_);
+  auto out = Make(o)->Run(a, &local_sink_);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->status(), "ok") << out->error();
   ASSERT_EQ(out->protected_changed_size(), 1);
@@ -378,7 +388,7 @@ TEST_F(ProcessExecutorTest, TheAgentsClockTimesEveryLineAndTheExit) {
   ProcessExecutor::Options o;
   o.scratch_root = dir_ + "/scratch";
   CollectingSink sink;
-  auto batched = ProcessExecutor(o).Run(a, &sink);
+  auto batched = Make(o)->Run(a, &sink);
   ASSERT_TRUE(batched.ok()) << batched.status();
   ASSERT_EQ(sink.all.size(), 4u);
   EXPECT_LE(sink.all.back().arrival_s() - sink.all.front().arrival_s(), batched->poll_interval_s());
@@ -395,13 +405,114 @@ TEST_F(ProcessExecutorTest, ArgumentsAreNeverInterpretedByAShell) {
 }
 
 
+// Tenants' code runs only under the operator's policy.
+TEST_F(ProcessExecutorTest, AnUnsafePolicyIsRefusedAtCreate) {
+  ProcessExecutor::Options o;
+  o.scratch_root = dir_ + "/scratch";
+  auto none = ProcessExecutor::Create(o);  // no commands named: it would run anyone's
+  EXPECT_EQ(none.status().message().rfind("allowed_commands: ", 0), 0u) << none.status();
+  o.allow_any_command = true;
+  o.env_allow.push_back("INFRARSI_TOKEN");
+  EXPECT_EQ(ProcessExecutor::Create(o).status().message().rfind("env_allow: INFRARSI_TOKEN", 0), 0u);
+  o.env_allow = ProcessExecutor::DefaultEnvAllow();
+  o.run_as = "no-such-user-here";
+  EXPECT_EQ(ProcessExecutor::Create(o).status().message(), "run_as: no user 'no-such-user-here'");
+  if (geteuid() == 0) {
+    o.run_as.clear();
+    EXPECT_EQ(ProcessExecutor::Create(o).status().message().rfind("run_as: the agent runs as root", 0),
+              0u);
+  }
+}
+
+TEST_F(ProcessExecutorTest, CommandsAndWorkdirsOutsideThePolicyAreRefusedNotRun) {
+  const std::string marker = dir_ + "/ran";
+  ProcessExecutor::Options o;
+  o.scratch_root = dir_ + "/scratch";
+  o.allowed_commands = {{FAKE_TRAINER, "--steps"}};
+  o.workdir_root = dir_ + "/jobs";
+  o.allow_root = true;
+  std::filesystem::create_directories(dir_ + "/jobs/a");
+  auto ex = ProcessExecutor::Create(o);
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  auto trial = [&](std::vector<std::string> argv, const std::string& workdir) {
+    v1::TrialAssignment a;
+    a.set_trial_id(5);
+    auto* p = a.mutable_executor()->mutable_process();
+    for (auto& arg : argv) p->add_argv(arg);
+    p->set_workdir(workdir);
+    p->set_timeout_s(30);
+    return (*ex)->Run(a, &local_sink_);
+  };
+  auto ok = trial({FAKE_TRAINER, "--steps", "1", "--step-ms", "1"}, dir_ + "/jobs/a");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->status(), "ok") << ok->error();
+  auto other = trial({"/usr/bin/touch", marker}, dir_ + "/jobs/a");
+  EXPECT_EQ(other->status(), "refused");
+  EXPECT_NE(other->error().find("opens with none of the allowed commands"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(marker));
+  // The prefix is matched word by word: the program alone is not enough.
+  EXPECT_EQ(trial({FAKE_TRAINER, "--echo", "x"}, dir_ + "/jobs/a")->status(), "refused");
+  // Outside the workdir root, also through a symbolic link or "..".
+  EXPECT_EQ(trial({FAKE_TRAINER, "--steps", "1"}, "/etc")->status(), "refused");
+  EXPECT_EQ(trial({FAKE_TRAINER, "--steps", "1"}, dir_ + "/jobs/../")->status(), "refused");
+  std::filesystem::create_directory_symlink("/etc", dir_ + "/jobs/etc");
+  auto link = trial({FAKE_TRAINER, "--steps", "1"}, dir_ + "/jobs/etc");
+  EXPECT_EQ(link->status(), "refused");
+  EXPECT_NE(link->error().find("outside the workdir root"), std::string::npos) << link->error();
+}
+
+// The trial runs as the named user, with an environment built from an
+// allowlist: the agent's token never reaches it.
+TEST_F(ProcessExecutorTest, TrialsRunAsTheNamedUserWithoutTheAgentsSecrets) {
+  if (geteuid() != 0) GTEST_SKIP() << "switching users needs an agent running as root";
+  ProcessExecutor::Options o;
+  o.scratch_root = dir_ + "/scratch";
+  o.allowed_commands = {{"/bin/sh", "-c"}};
+  o.workdir_root = dir_;
+  o.run_as = "nobody";
+  auto ex = ProcessExecutor::Create(o);
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  // A folder the trial's user may write its findings to.
+  const std::string out = dir_ + "/out";
+  std::filesystem::create_directories(out);
+  std::filesystem::permissions(dir_, std::filesystem::perms::all);
+  std::filesystem::permissions(out, std::filesystem::perms::all);
+  setenv("INFRARSI_TOKEN", "irt_agent_secret", 1);
+  setenv("AWS_SECRET_ACCESS_KEY", "hunter2", 1);
+  v1::TrialAssignment a;
+  a.set_trial_id(8);
+  auto* p = a.mutable_executor()->mutable_process();
+  for (const std::string& arg : {std::string("/bin/sh"), std::string("-c"),
+                                 "id -u > " + out + "/id; env > " + out + "/env"}) {
+    p->add_argv(arg);
+  }
+  p->set_workdir(dir_);
+  p->set_timeout_s(30);
+  auto ran = (*ex)->Run(a, &local_sink_);
+  unsetenv("INFRARSI_TOKEN");
+  unsetenv("AWS_SECRET_ACCESS_KEY");
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  EXPECT_EQ(read(out + "/id"), std::to_string(getpwnam("nobody")->pw_uid) + "\n") << ran->error();
+  const std::string env = read(out + "/env");
+  EXPECT_EQ(env.find("irt_agent_secret"), std::string::npos) << env;
+  EXPECT_EQ(env.find("hunter2"), std::string::npos) << env;
+  EXPECT_NE(env.find("INFRARSI_METRICS="), std::string::npos) << env;
+  EXPECT_NE(env.find("HOME=" + o.scratch_root), std::string::npos) << env;
+}
+
 TEST_F(ProcessExecutorTest, PatchedTrialsRunInACleanWorkTreeOfTheBaseCommit) {
   const std::string repo = dir_ + "/repo";
   const std::string base = testing::MakeGitRepo(repo, {{"train.py", "print('train')\n"}});
   ASSERT_FALSE(base.empty());
   ProcessExecutor::Options o;
   o.scratch_root = dir_ + "/scratch";
-  ProcessExecutor ex(o);
+  auto ex = Make(o);
   auto run = [&](const std::string& pattern, const std::string& diff) {
     v1::TrialAssignment a;
     a.set_trial_id(7);
@@ -419,7 +530,7 @@ TEST_F(ProcessExecutorTest, PatchedTrialsRunInACleanWorkTreeOfTheBaseCommit) {
       patch->set_name("faster");
       patch->set_diff(diff);
     }
-    return ex.Run(a, &local_sink_);
+    return ex->Run(a, &local_sink_);
   };
   const std::string faster =
       "--- a/train.py\n+++ b/train.py\n@@ -1 +1 @@\n-print('train')\n+print('train faster')\n";

@@ -10,11 +10,13 @@
 #include <fstream>
 #include <functional>
 #include <set>
+#include <random>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "core/optimizer.h"
 #include "core/priors.h"
@@ -72,19 +74,16 @@ v1::TrialOutcome Toy(const v1::TrialAssignment& a) {
   return o;
 }
 
-class FakeCommitter : public Committer {
- public:
-  absl::StatusOr<CommitResult> Commit(const CommitRequest& r) override {
-    last = r;
-    ++calls;
-    CommitResult result;
-    result.commit = r.dry_run ? "" : "c0ffee";
-    result.base_commit = "base123";
-    return result;
-  }
-  CommitRequest last;
-  int calls = 0;
-};
+// An Init request with the files the spec names, as the CLI sends them.
+v1::InitRequest InitReq(const std::string& yaml) {
+  v1::InitRequest r;
+  r.set_spec_yaml(yaml);
+  v1::SpecFile* f = r.add_files();
+  f->set_field("executor.replay.landscape");
+  f->set_path("/data/land.jsonl");
+  f->set_content("{\"meta\": {}}\n");
+  return r;
+}
 
 // Random search that, once armed, stops inside Propose until released.
 class BlockingOptimizer : public Optimizer {
@@ -126,10 +125,9 @@ class SessionManagerTest : public ::testing::Test {
     SessionManager::Options o;
     o.storage = storage_.get();
     o.clock = &clock_;
-    o.committer = &committer_;
     o.lease_timeout = absl::Seconds(30);
     o.max_attempts = 2;
-    o.file_readable = [](const std::string&) { return true; };
+    o.blob_hash = [](const std::string& content) { return StableHash(content); };
     o.priors_for = priors_for_;
     o.optimizer = optimizer_;
     auto m = SessionManager::Create(o);
@@ -149,9 +147,7 @@ class SessionManagerTest : public ::testing::Test {
   }
 
   std::string NewSession(const std::string& spec = kSpec) {
-    v1::InitRequest r;
-    r.set_spec_yaml(spec);
-    auto s = m_->Init(r);
+    auto s = m_->Init(InitReq(spec));
     EXPECT_TRUE(s.ok()) << s.status();
     return s->session_id();
   }
@@ -197,7 +193,6 @@ class SessionManagerTest : public ::testing::Test {
   Optimizer* optimizer_ = nullptr;  // null: the manager's own
   std::string dir_;
   FakeClock clock_;
-  FakeCommitter committer_;
   std::unique_ptr<storage::SqliteStorage> storage_;
   std::unique_ptr<SessionManager> m_;
 };
@@ -248,20 +243,32 @@ TEST_F(SessionManagerTest, FiveStagesEndToEnd) {
   EXPECT_DOUBLE_EQ(rep->failed_trials().cost_s(), 30.0 * oom);
   EXPECT_NEAR(rep->best().speedup(), rep->baseline().step_time_s() / rep->best().step_time_s(), 1e-9);
 
+  // Apply: the plan, the same every time; then the commit is recorded.
   v1::ApplyRequest a;
   a.set_session_id(id);
-  a.set_repo_path("/repo");
   a.set_branch("tuned");
-  auto applied = m_->Apply(a);
-  ASSERT_TRUE(applied.ok()) << applied.status();
-  EXPECT_EQ(applied->commit(), "c0ffee");
-  ASSERT_EQ(committer_.last.files.size(), 1u);
-  EXPECT_EQ(committer_.last.files[0].first, "infrarsi/toy.launch.yaml");
-  EXPECT_NE(committer_.last.message.find(id), std::string::npos);
-  EXPECT_NE(committer_.last.files[0].second.find("speedup:"), std::string::npos);
+  auto plan = m_->Apply(a);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->commit().empty());
+  ASSERT_EQ(plan->new_files_size(), 1);
+  EXPECT_EQ(plan->new_files(0).path(), "infrarsi/toy.launch.yaml");
+  EXPECT_NE(plan->new_files(0).content().find("speedup:"), std::string::npos);
+  EXPECT_NE(plan->message().find(id), std::string::npos);
+  EXPECT_GT(plan->author_time_unix_s(), 0);
+  EXPECT_EQ(Get(id).stage(), v1::STAGE_SEARCHED);  // a plan changes nothing
+  EXPECT_EQ(m_->Apply(a)->ShortDebugString(), plan->ShortDebugString());
+  a.set_commit(std::string(40, 'c'));
+  auto recorded = m_->Apply(a);
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  EXPECT_EQ(recorded->commit(), std::string(40, 'c'));
   EXPECT_EQ(Get(id).stage(), v1::STAGE_APPLIED);
+  EXPECT_EQ(Get(id).applied_commit(), std::string(40, 'c'));
+  EXPECT_TRUE(m_->Apply(a).ok());  // recording it again is harmless
+  a.set_commit(std::string(40, 'd'));
+  EXPECT_TRUE(absl::IsFailedPrecondition(m_->Apply(a).status()));  // another one is not
+  a.set_commit("not-a-sha");
+  EXPECT_TRUE(absl::IsInvalidArgument(m_->Apply(a).status()));
   // Stages only move forward.
-  EXPECT_TRUE(absl::IsFailedPrecondition(m_->Apply(a).status()));
   EXPECT_TRUE(absl::IsFailedPrecondition(StartDoctor(id)));
 }
 
@@ -310,24 +317,29 @@ TEST_F(SessionManagerTest, TeamsSeeAndDriveOnlyTheirOwnSessions) {
   };
   const Principal vision = as(Role::kSubmitter, "vision"), audio = as(Role::kSubmitter, "audio");
   const Principal audio_reader = as(Role::kReader, "audio"), admin = as(Role::kAdmin, "");
-  v1::InitRequest init;
-  init.set_spec_yaml(kSpec);
+  v1::InitRequest init = InitReq(kSpec);
   auto mine = m_->Init(init, vision);
   ASSERT_TRUE(mine.ok()) << mine.status();
   const std::string id = mine->session_id();
   // A reader may not create; an agent token may not either.
   EXPECT_TRUE(absl::IsPermissionDenied(m_->Init(init, audio_reader).status()));
   EXPECT_TRUE(absl::IsPermissionDenied(m_->Init(init, as(Role::kAgent, "")).status()));
-  // Another team neither sees nor drives it, and learns nothing about it.
-  for (const absl::Status& st :
-       {m_->GetSession(id, audio).status(), m_->Report(id, audio).status(),
-        m_->Cancel(id, audio).status(), m_->WaitEvents(id, 0, absl::ZeroDuration(), audio).status()}) {
-    EXPECT_TRUE(absl::IsPermissionDenied(st)) << st;
-    EXPECT_EQ(st.message().find("vision"), std::string::npos) << st;
+  // Another team neither sees nor drives it, and learns nothing about it:
+  // its session answers exactly as a missing one does.
+  const std::string missing = "ses-000000000000";
+  for (const auto& [st, none] :
+       {std::pair{m_->GetSession(id, audio).status(), m_->GetSession(missing, audio).status()},
+        std::pair{m_->Report(id, audio).status(), m_->Report(missing, audio).status()},
+        std::pair{m_->Cancel(id, audio).status(), m_->Cancel(missing, audio).status()},
+        std::pair{m_->WaitEvents(id, 0, absl::ZeroDuration(), audio).status(),
+                  m_->WaitEvents(missing, 0, absl::ZeroDuration(), audio).status()}}) {
+    EXPECT_TRUE(absl::IsNotFound(st)) << st;
+    EXPECT_EQ(absl::StrReplaceAll(st.message(), {{id, "ID"}}),
+              absl::StrReplaceAll(none.message(), {{missing, "ID"}}));
   }
   v1::DoctorRequest doctor;
   doctor.set_session_id(id);
-  EXPECT_TRUE(absl::IsPermissionDenied(m_->Doctor(doctor, audio).status()));
+  EXPECT_TRUE(absl::IsNotFound(m_->Doctor(doctor, audio).status()));
   EXPECT_EQ(m_->ListSessions(audio)->sessions_size(), 0);
   EXPECT_EQ(m_->ListSessions(vision)->sessions_size(), 1);
   EXPECT_EQ(m_->ListSessions(admin)->sessions_size(), 1);
@@ -340,7 +352,7 @@ TEST_F(SessionManagerTest, TeamsSeeAndDriveOnlyTheirOwnSessions) {
   v1::QueryExperienceRequest q;
   EXPECT_GT(m_->QueryExperience(q, vision)->entries_size(), 0);
   EXPECT_EQ(m_->QueryExperience(q, audio_reader)->entries_size(), 0);
-  init.set_spec_yaml(std::string(kSpec) + "share_bank: true\n");
+  init = InitReq(std::string(kSpec) + "share_bank: true\n");
   auto shared = m_->Init(init, vision);
   ASSERT_TRUE(shared.ok()) << shared.status();
   DoctorAndRun(shared->session_id(), agent);
@@ -351,25 +363,25 @@ TEST_F(SessionManagerTest, TeamsSeeAndDriveOnlyTheirOwnSessions) {
   for (const auto& e : seen->entries()) EXPECT_EQ(e.session_id(), shared->session_id());
   // The team survives a restart.
   Restart();
-  EXPECT_TRUE(absl::IsPermissionDenied(m_->GetSession(id, audio).status()));
+  EXPECT_TRUE(absl::IsNotFound(m_->GetSession(id, audio).status()));
   EXPECT_TRUE(m_->GetSession(id, vision).ok());
 }
 
 TEST_F(SessionManagerTest, PatchesSurviveARestartAfterTheirFilesMoved) {
-  const std::string specs = dir_ + "/specs";
-  std::filesystem::create_directories(specs + "/patches");
   const std::string diff = "--- a/model/attn.py\n+++ b/model/attn.py\n@@ -1 +1 @@\n-a\n+b\n";
-  std::ofstream(specs + "/patches/fast.diff") << diff;
   v1::InitRequest r;
-  r.set_spec_dir(specs);
+  r.set_spec_dir(dir_ + "/specs");
   r.set_spec_yaml(absl::StrReplaceAll(kSpec, {{"replay: {landscape: /data/land.jsonl}",
                                                 "process: {command: 'python3 train.py'}"}}) +
-                  "repository: {path: /repo}\ncontract: {editable: ['model/**']}\n"
+                  "repository: {url: /repo}\ncontract: {editable: ['model/**']}\n"
                   "patches:\n  - {name: fast, file: patches/fast.diff}\n");
+  v1::SpecFile* f = r.add_files();  // as the CLI sends it: the server reads no path
+  f->set_field("patches[fast].file");
+  f->set_path("patches/fast.diff");
+  f->set_content(diff);
   auto s = m_->Init(r);
   ASSERT_TRUE(s.ok()) << s.status();
-  std::filesystem::remove_all(specs);  // the team cleaned up its checkout
-  Restart();                           // and the server restarted
+  Restart();  // the server restarted; nothing was ever read from a path
   auto rep = m_->Report(s->session_id());
   ASSERT_TRUE(rep.ok()) << rep.status();
   EXPECT_EQ(rep->contract().patch_diffs().at("fast"), diff);
@@ -391,7 +403,9 @@ TEST_F(SessionManagerTest, StagePreconditionsNameTheSession) {
   v1::ApplyRequest a;
   a.set_session_id(id);
   a.set_branch("b");
-  EXPECT_EQ(m_->Apply(a).status().message(), "repo_path: required");
+  EXPECT_EQ(m_->Apply(a).status().message().rfind("session_id: session ", 0), 0u);
+  a.set_repo_path("/srv/teamB");  // the server commits nowhere, whoever asks
+  EXPECT_EQ(m_->Apply(a).status().message().rfind("repo_path: the server commits into no", 0), 0u);
 }
 
 TEST_F(SessionManagerTest, AgentsOnlyGetTrialsTheirHardwareCanRun) {
@@ -565,12 +579,10 @@ TEST_F(SessionManagerTest, NoImprovementMeansNothingToApply) {
   EXPECT_DOUBLE_EQ(Get(id).best_speedup(), 1.0);
   v1::ApplyRequest a;
   a.set_session_id(id);
-  a.set_repo_path("/repo");
   a.set_branch("b");
   auto st = m_->Apply(a).status();
   EXPECT_TRUE(absl::IsFailedPrecondition(st));
   EXPECT_NE(st.message().find("nothing to apply"), std::string::npos);
-  EXPECT_EQ(committer_.calls, 0);
 }
 
 TEST_F(SessionManagerTest, BadOutcomesAreRefusedOrFailed) {
@@ -615,8 +627,6 @@ TEST_F(SessionManagerTest, WatchStartsWithSnapshotThenStreams) {
   EXPECT_TRUE(none->empty());
 }
 
-}  // namespace
-}  // namespace infrarsi
 
 namespace infrarsi {
 namespace {
@@ -780,6 +790,247 @@ TEST_F(SessionManagerTest, ReportShowsPriorsAndWhatTheRunsShowed) {
   EXPECT_FALSE(by["ckpt=true"].miscalibrated()) << by["ckpt=true"].note();
   // Memory prices: the toy's peak is 10 GiB per micro-batch.
   EXPECT_GT(by["mbs=4"].memory_price_gib(), 10.0);
+}
+
+}  // namespace
+}  // namespace infrarsi
+
+namespace tenancy {
+
+// mt19937_64, inverted: its state follows from 312 consecutive outputs, and
+// from the state every later output. What an attacker who sees lease tokens
+// can do when they come from it.
+uint64_t Untemper(uint64_t y) {
+  y ^= y >> 43;
+  y ^= (y << 37) & 0xFFF7EEE000000000ULL;
+  uint64_t x = y;
+  for (int i = 0; i < 4; ++i) x = y ^ ((x << 17) & 0x71D67FFFEDA60000ULL);
+  y = x;
+  for (int i = 0; i < 3; ++i) x = y ^ ((x >> 29) & 0x5555555555555555ULL);
+  return x;
+}
+uint64_t Temper(uint64_t y) {
+  y ^= (y >> 29) & 0x5555555555555555ULL;
+  y ^= (y << 17) & 0x71D67FFFEDA60000ULL;
+  y ^= (y << 37) & 0xFFF7EEE000000000ULL;
+  return y ^ (y >> 43);
+}
+// The next output of mt19937_64 after the 312 (untempered) in `x`.
+uint64_t Next(const std::vector<uint64_t>& x, size_t i) {
+  const uint64_t upper = 0xFFFFFFFF80000000ULL, lower = 0x7FFFFFFFULL;
+  const uint64_t y = (x[i] & upper) | (x[i + 1] & lower);
+  return x[i + 156] ^ (y >> 1) ^ ((y & 1) ? 0xB5026F5AA96619E9ULL : 0);
+}
+
+}  // namespace tenancy
+
+// The issue's attack: after 156 leases (312 outputs of the generator) the
+// next lease token was predicted exactly, and the victim's completion then
+// dropped as a duplicate. Lease tokens now come from the kernel's generator.
+TEST_F(SessionManagerTest, LeaseTokensCannotBePredictedFromEarlierOnes) {
+  const std::string agent = Agent();
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(StartDoctor(NewSession(), 100).ok());
+  std::vector<std::string> tokens;
+  for (int i = 0; i < 157; ++i) {
+    auto l = m_->TryLease(agent);
+    ASSERT_TRUE(l.ok() && l->has_value()) << l.status();
+    tokens.push_back((*l)->lease_token());
+  }
+  // The predictor works: on a real mt19937_64 it gets the next output.
+  std::mt19937_64 probe(12345);
+  std::vector<uint64_t> seen;
+  for (int i = 0; i < 312; ++i) seen.push_back(tenancy::Untemper(probe()));
+  ASSERT_EQ(tenancy::Temper(tenancy::Next(seen, 0)), probe());
+  // On the lease tokens it does not.
+  std::vector<uint64_t> x;
+  for (int i = 0; i < 156; ++i) {
+    x.push_back(tenancy::Untemper(std::stoull(tokens[i].substr(0, 16), nullptr, 16)));
+    x.push_back(tenancy::Untemper(std::stoull(tokens[i].substr(16, 16), nullptr, 16)));
+  }
+  const std::string predicted = absl::StrFormat("%016x", tenancy::Temper(tenancy::Next(x, 0)));
+  EXPECT_NE(tokens[156].substr(0, 16), predicted);
+  EXPECT_GE(tokens[156].size(), 32u);  // at least 128 bits
+}
+
+// A stolen agent token must not act as another agent: an id is bound to
+// the token that registered it, a lease to the token that took it.
+TEST_F(SessionManagerTest, AgentIdsAndLeasesAreBoundToTheirToken) {
+  auto agent_token = [](const std::string& id, const std::string& team = "") {
+    Principal p;
+    p.token_id = id;
+    p.role = Role::kAgent;
+    p.team = team;
+    return p;
+  };
+  const Principal mine = agent_token("tok-a"), rogue = agent_token("tok-b");
+  v1::RegisterAgentRequest reg;
+  reg.set_host("node");
+  reg.set_gpu_model("H200");
+  reg.set_gpu_count(1);
+  reg.add_executors("replay");
+  auto a = m_->RegisterAgent(reg, mine);
+  ASSERT_TRUE(a.ok()) << a.status();
+  // Taking over the id with another token is refused ...
+  reg.set_agent_id(a->agent_id());
+  auto takeover = m_->RegisterAgent(reg, rogue);
+  EXPECT_TRUE(absl::IsPermissionDenied(takeover.status())) << takeover.status();
+  EXPECT_NE(takeover.status().message().find("registered with another token"), std::string::npos);
+  // ... and so is leasing or heartbeating as it.
+  EXPECT_TRUE(absl::IsPermissionDenied(m_->TryLease(a->agent_id(), rogue).status()));
+  v1::HeartbeatRequest hb;
+  hb.set_agent_id(a->agent_id());
+  EXPECT_TRUE(absl::IsPermissionDenied(m_->Heartbeat(hb, rogue).status()));
+  EXPECT_TRUE(m_->Heartbeat(hb, mine).ok());
+  // The same token keeps its id across a restart of the agent.
+  EXPECT_EQ(m_->RegisterAgent(reg, mine)->agent_id(), a->agent_id());
+
+  // A lease: only the token (and agent) that took it report on it.
+  const std::string id = NewSession();
+  ASSERT_TRUE(StartDoctor(id, 1).ok());
+  auto lease = m_->TryLease(a->agent_id(), mine);
+  ASSERT_TRUE(lease.ok() && lease->has_value());
+  v1::ReportProgressRequest p;
+  p.set_trial_id((*lease)->trial_id());
+  p.set_lease_token((*lease)->lease_token());
+  auto forged = m_->ReportProgress(p, rogue);
+  EXPECT_TRUE(absl::IsPermissionDenied(forged.status())) << forged.status();
+  v1::CompleteTrialRequest c;
+  c.set_trial_id((*lease)->trial_id());
+  c.set_lease_token((*lease)->lease_token());
+  *c.mutable_outcome() = Toy(**lease);
+  EXPECT_TRUE(absl::IsPermissionDenied(m_->CompleteTrial(c, rogue).status()));
+  c.set_agent_id("agt-someone-else");
+  EXPECT_TRUE(absl::IsPermissionDenied(m_->CompleteTrial(c, mine).status()));
+  c.set_agent_id(a->agent_id());
+  EXPECT_TRUE(m_->CompleteTrial(c, mine).ok());
+}
+
+// Tenancy: a token scoped to a team serves that team only, and a session
+// may accept only such agents (hardware.pool: team).
+TEST_F(SessionManagerTest, TeamScopedAgentsAndTeamPools) {
+  auto as = [](Role role, const std::string& token, const std::string& team) {
+    Principal p;
+    p.token_id = token;
+    p.role = role;
+    p.team = team;
+    return p;
+  };
+  const Principal shared = as(Role::kAgent, "tok-pool", ""),
+                  vision_agent = as(Role::kAgent, "tok-va", "vision"),
+                  audio_agent = as(Role::kAgent, "tok-aa", "audio"),
+                  vision = as(Role::kSubmitter, "tok-v", "vision");
+  auto reg = [&](const Principal& who) {
+    v1::RegisterAgentRequest r;
+    r.set_host("node");
+    r.set_gpu_model("H200");
+    r.set_gpu_count(1);
+    r.add_executors("replay");
+    return m_->RegisterAgent(r, who)->agent_id();
+  };
+  const std::string pool = reg(shared), va = reg(vision_agent), aa = reg(audio_agent);
+  // A vision session that trusts only vision's own hosts.
+  auto s = m_->Init(InitReq(absl::StrReplaceAll(kSpec, {{"count: 1}", "count: 1, pool: team}"}})),
+                    vision);
+  ASSERT_TRUE(s.ok()) << s.status();
+  v1::DoctorRequest d;
+  d.set_session_id(s->session_id());
+  d.set_repeats(2);
+  ASSERT_TRUE(m_->Doctor(d, vision).ok());
+  EXPECT_FALSE(m_->TryLease(pool, shared)->has_value());     // the shared pool: not trusted
+  EXPECT_FALSE(m_->TryLease(aa, audio_agent)->has_value());  // another team's host
+  auto l = m_->TryLease(va, vision_agent);
+  ASSERT_TRUE(l.ok() && l->has_value());
+  EXPECT_EQ((*l)->team(), "vision");
+  // A session open to any pool: shared agents may run it, audio's may not.
+  auto open = m_->Init(InitReq(kSpec), vision);
+  ASSERT_TRUE(open.ok());
+  d.set_session_id(open->session_id());
+  ASSERT_TRUE(m_->Doctor(d, vision).ok());
+  EXPECT_FALSE(m_->TryLease(aa, audio_agent)->has_value());
+  EXPECT_TRUE(m_->TryLease(pool, shared)->has_value());
+  // Persisted: the scope survives a restart.
+  Restart();
+  EXPECT_FALSE(m_->TryLease(aa, audio_agent)->has_value());
+}
+
+// An agent whose operator does not let it run a trial says so; the trial
+// goes to another agent, and the refusal is in the trial's record. With
+// no agent left that may run it, it fails saying why.
+TEST_F(SessionManagerTest, RefusedTrialsGoElsewhereAndSayWhy) {
+  const std::string a = Agent();
+  const std::string id = NewSession();
+  ASSERT_TRUE(StartDoctor(id, 1).ok());  // one live agent: not pinned to a host
+  const std::string b = Agent();
+  auto refuse = [&](const std::string& agent) {
+    auto l = m_->TryLease(agent);
+    EXPECT_TRUE(l.ok() && l->has_value()) << l.status() << " " << m_->Report(id)->ShortDebugString();
+    if (!l.ok() || !l->has_value()) return int64_t{0};
+    v1::CompleteTrialRequest c;
+    c.set_trial_id((*l)->trial_id());
+    c.set_lease_token((*l)->lease_token());
+    c.mutable_outcome()->set_status("refused");
+    c.mutable_outcome()->set_error("agent policy: command 'x' opens with none of the allowed");
+    EXPECT_TRUE(m_->CompleteTrial(c).ok());
+    return (*l)->trial_id();
+  };
+  const int64_t trial = refuse(a);
+  auto rep = m_->Report(id);
+  ASSERT_EQ(rep->trials_size(), 1);
+  EXPECT_EQ(rep->trials(0).status(), "queued");
+  EXPECT_NE(rep->trials(0).note().find("refused it: agent policy"), std::string::npos)
+      << rep->trials(0).note();
+  EXPECT_FALSE(m_->TryLease(a)->has_value());  // never offered to the same agent again
+  EXPECT_EQ(refuse(b), trial);                  // the other agent got it, and refused too
+  rep = m_->Report(id);
+  EXPECT_EQ(rep->trials(0).status(), "failed");
+  EXPECT_NE(rep->trials(0).error().find("no other live agent may run it"), std::string::npos)
+      << rep->trials(0).error();
+}
+
+// The manager reads no file: a spec's files come with it, stray ones are
+// refused, and a repository is one an admin registered for the team.
+TEST_F(SessionManagerTest, SpecFilesComeWithTheSpecAndRepositoriesAreRegistered) {
+  v1::InitRequest r = InitReq(kSpec);
+  v1::SpecFile* stray = r.add_files();
+  stray->set_field("contract.protected[/etc/shadow]");
+  stray->set_content("x");
+  auto st = m_->Init(r).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(st));
+  EXPECT_NE(st.message().find("is not a file this spec names"), std::string::npos) << st;
+  v1::InitRequest big = InitReq(kSpec);
+  big.mutable_files(0)->set_content(std::string(kMaxSpecFileBytes + 1, 'x'));
+  EXPECT_EQ(m_->Init(big).status().message().rfind("files[0].content: ", 0), 0u);
+  v1::InitRequest none;
+  none.set_spec_yaml(kSpec);
+  EXPECT_EQ(m_->Init(none).status().message().rfind("executor.replay.landscape: '/data/land.jsonl' "
+                                                    "was not sent",
+                                                    0),
+            0u);
+
+  ASSERT_TRUE(storage_->AddRepository({"vision-lm", "/srv/vision.git", "vision", 1}).ok());
+  ASSERT_TRUE(storage_->AddRepository({"audio-lm", "/srv/audio.git", "audio", 1}).ok());
+  Principal vision;
+  vision.token_id = "tok-v";
+  vision.role = Role::kSubmitter;
+  vision.team = "vision";
+  const std::string process = absl::StrReplaceAll(
+      kSpec, {{"replay: {landscape: /data/land.jsonl}", "process: {command: 'python3 train.py'}"}});
+  v1::InitRequest named;
+  named.set_spec_yaml(process + "repository: {name: vision-lm}\n");
+  auto ok = m_->Init(named, vision);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(m_->Report(ok->session_id(), vision)->contract().repository(), "vision-lm");
+  // Another team's repository answers as a missing one does.
+  named.set_spec_yaml(process + "repository: {name: audio-lm}\n");
+  const std::string theirs(m_->Init(named, vision).status().message());
+  named.set_spec_yaml(process + "repository: {name: nobody-lm}\n");
+  const std::string missing(m_->Init(named, vision).status().message());
+  EXPECT_EQ(absl::StrReplaceAll(theirs, {{"audio-lm", "X"}}),
+            absl::StrReplaceAll(missing, {{"nobody-lm", "X"}}));
+  // A team names no URL (the server would read it); the open server's
+  // single user may.
+  named.set_spec_yaml(process + "repository: {url: /srv/audio.git}\n");
+  EXPECT_EQ(m_->Init(named, vision).status().message().rfind("repository.url: only an admin", 0), 0u);
 }
 
 }  // namespace

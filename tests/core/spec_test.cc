@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
 #include <string>
+
+#include "absl/strings/str_cat.h"
 
 #include "absl/strings/str_replace.h"
 
@@ -23,10 +27,18 @@ executor:
   replay: {landscape: data/land.jsonl}
 )";
 
-SpecParseOptions Opts(bool files_exist = true) {
+// The files a submitter sends with the spec (the parser reads none).
+const std::map<std::string, std::string>& SentFiles() {
+  static const auto* files = new std::map<std::string, std::string>{
+      {"executor.replay.landscape", "{\"meta\": {}}\n"},
+      {"contract.protected[infrarsi_harness.py]", "# the harness\n"}};
+  return *files;
+}
+
+SpecParseOptions Opts(bool files_sent = true) {
   SpecParseOptions o;
   o.spec_dir = "/specs";
-  o.file_readable = [files_exist](const std::string&) { return files_exist; };
+  if (files_sent) o.files = &SentFiles();
   return o;
 }
 
@@ -42,8 +54,9 @@ TEST(SpecTest, ParsesTheIssueExample) {
   EXPECT_EQ(spec->doctor_repeats, 5);  // the issue's default: at least 5
   EXPECT_EQ(spec->contract.tokens_per_step, 16 * 2048);
   EXPECT_EQ(spec->executor_kind, SessionSpec::ExecutorKind::kReplay);
-  // Relative paths resolve against the spec's folder.
-  EXPECT_EQ(spec->replay.landscape, "/specs/data/land.jsonl");
+  // The landscape is what the submitter sent; the path is kept as written.
+  EXPECT_EQ(spec->replay.landscape, "data/land.jsonl");
+  EXPECT_EQ(spec->replay.landscape_content, SentFiles().at("executor.replay.landscape"));
   EXPECT_EQ(spec->WorkloadSignature(), "gpt-354m/gb16/seq2048");
 }
 
@@ -113,20 +126,78 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
-TEST(SpecTest, MissingLandscapeFileIsRefused) {
-  auto spec = ParseSpec(kGood, Opts(/*files_exist=*/false));
+// The parser reads no file a spec names: what was not sent is refused,
+// whatever exists on this host (a stored spec being re-loaded excepted).
+TEST(SpecTest, AFileThatWasNotSentIsRefused) {
+  auto spec = ParseSpec(kGood, Opts(/*files_sent=*/false));
   ASSERT_FALSE(spec.ok());
-  EXPECT_NE(spec.status().message().find("executor.replay.landscape: file not found"),
-            std::string::npos)
-      << spec.status();
+  EXPECT_EQ(spec.status().message(),
+            "executor.replay.landscape: 'data/land.jsonl' was not sent with the spec: the server "
+            "reads no file a spec names (`infrarsi session create` sends them)");
+  SpecParseOptions stored = Opts(false);
+  stored.stored = true;
+  auto old = ParseSpec(kGood, stored);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->replay.landscape, "/specs/data/land.jsonl");  // its agents read the path
+  // Which sent files were used, so that stray ones can be refused.
+  std::set<std::string> used;
+  SpecParseOptions o = Opts();
+  o.files_used = &used;
+  ASSERT_TRUE(ParseSpec(kGood, o).ok());
+  EXPECT_EQ(used, std::set<std::string>{"executor.replay.landscape"});
 }
 
-TEST(SpecTest, RelativePathWithoutSpecDirIsRefused) {
+TEST(SpecTest, RelativeWorkdirWithoutSpecDirIsRefused) {
   SpecParseOptions o = Opts();
   o.spec_dir.clear();
-  auto spec = ParseSpec(kGood, o);
+  const std::string process = absl::StrReplaceAll(
+      kGood, {{"replay: {landscape: data/land.jsonl}", "process: {command: train, workdir: job}"}});
+  auto spec = ParseSpec(process, o);
   ASSERT_FALSE(spec.ok());
-  EXPECT_NE(spec.status().message().find("spec_dir"), std::string::npos);
+  EXPECT_NE(spec.status().message().find("spec_dir"), std::string::npos) << spec.status();
+  // Without a workdir either, the agents would not know where to run it.
+  auto none = ParseSpec(absl::StrReplaceAll(process, {{", workdir: job", ""}}), o);
+  EXPECT_EQ(none.status().message().rfind("executor.process.workdir: is required", 0), 0u)
+      << none.status();
+}
+
+TEST(SpecTest, RepositoriesAreNamedNotPathsAndPoolsAreChecked) {
+  const std::string process = absl::StrReplaceAll(
+      kGood, {{"replay: {landscape: data/land.jsonl}", "process: {command: 'python3 train.py'}"}});
+  SpecParseOptions o = Opts();
+  o.repository_url = [](const std::string& name) -> absl::StatusOr<std::string> {
+    if (name == "tiny") return std::string("https://git.example/tiny.git");
+    return absl::NotFoundError(absl::StrCat("no repository '", name, "' is registered for your team"));
+  };
+  auto named = ParseSpec(process + "repository: {name: tiny}\n", o);
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(named->repository.url, "https://git.example/tiny.git");
+  EXPECT_EQ(named->repository.name, "tiny");
+  EXPECT_EQ(ParseSpec(process + "repository: {name: other}\n", o).status().message(),
+            "repository.name: no repository 'other' is registered for your team");
+  // A path names a folder on the server's host: refused, with what to do.
+  auto path = ParseSpec(process + "repository: {path: /srv/teamB}\n", o);
+  EXPECT_EQ(path.status().message().rfind("repository.path: the server reads no path", 0), 0u)
+      << path.status();
+  // A URL only from those whose words the server may act on.
+  auto url = ParseSpec(process + "repository: {url: /srv/teamB}\n", o);
+  EXPECT_EQ(url.status().message().rfind("repository.url: only an admin", 0), 0u) << url.status();
+  o.may_name_urls = true;
+  auto admin = ParseSpec(process + "repository: {url: repo}\n", o);
+  ASSERT_TRUE(admin.ok()) << admin.status();
+  EXPECT_EQ(admin->repository.url, "/specs/repo");
+  // hardware.pool: team needs a team's session.
+  const std::string team_pool = absl::StrReplaceAll(process, {{"count: 1}", "count: 1, pool: team}"}});
+  EXPECT_EQ(ParseSpec(team_pool, o).status().message().rfind("hardware.pool: team needs", 0), 0u);
+  o.team_known = true;
+  auto pool = ParseSpec(team_pool, o);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  EXPECT_EQ(pool->pool, SessionSpec::Pool::kTeam);
+  EXPECT_EQ(ParseSpec(absl::StrReplaceAll(process, {{"count: 1}", "count: 1, pool: mine}"}}), o)
+                .status()
+                .message()
+                .rfind("hardware.pool:", 0),
+            0u);
 }
 
 TEST(SpecTest, ProcessExecutorSplitsWithoutAShell) {
@@ -230,12 +301,13 @@ TEST(SpecTest, PatchesAreCheckedAgainstTheRepository) {
   FakeRepo repo;
   SpecParseOptions o = Opts();
   o.source_repo = &repo;
+  o.may_name_urls = true;
   auto patch = [](const std::string& name, const std::string& marker) {
     return "  - name: " + name + "\n    prior: {time: -0.2}\n    diff: |\n      --- a/model/attn.py\n"
            "      +++ b/model/attn.py\n      @@ -1 +1 @@\n      -a\n      +b " + marker + "\n";
   };
   const std::string head =
-      "repository: {path: /repo, base: main}\n"
+      "repository: {url: /repo, base: main}\n"
       "contract: {editable: ['model/**'], protected: [data.py]}\npatches:\n";
   auto ok = ParseSpec(process + head + patch("a", "") + patch("b", "CONFLICT") + patch("c", ""), o);
   ASSERT_TRUE(ok.ok()) << ok.status();
@@ -268,15 +340,15 @@ TEST(SpecTest, PatchesAreCheckedAgainstTheRepository) {
       {process + head + patch("x", "NOAPPLY"), "patches[x]: does not apply: model/attn.py: hunk 1 failed"},
       {absl::StrReplaceAll(process + head + patch("x", ""), {{"base: main", "base: nope"}}),
        "repository: 'nope' names no commit"},
-      {absl::StrReplaceAll(process + head + patch("x", ""), {{"path: /repo", "path: /elsewhere"}}),
+      {absl::StrReplaceAll(process + head + patch("x", ""), {{"url: /repo", "url: /elsewhere"}}),
        "repository: not a git repository: /elsewhere"},
       {absl::StrReplaceAll(process + head + patch("x", ""), {{"prior: {time: -0.2}", "prior: {time: -9}"}}),
        "patches[x].prior.time: must be in [-2, 2], got -9"},
       {process + "contract: {editable: ['model/**']}\npatches:\n" + patch("x", ""),
-       "patches[x]: patches need a repository to apply to (repository: {path: ...})"},
+       "patches[x]: patches need a repository to apply to (repository: {name: ...})"},
       {absl::StrReplaceAll(process, {{"python3 train.py'", "python3 train.py', workdir: /other"}}) + head +
            patch("x", ""),
-       "executor.process.workdir: with a repository, trials run at its root"},
+       "executor.process.workdir: with a repository, trials run at the root of a fresh work tree"},
   };
   for (const Case& c : bad) {
     auto spec = ParseSpec(c.yaml, o);
@@ -304,25 +376,32 @@ TEST(SpecTest, ContractAndPatchesAreValidatedAtInit) {
       kGood, {{"replay: {landscape: data/land.jsonl}",
                "process: {command: 'python3 train.py --mbs {micro_batch}'}"}});
   SpecParseOptions o = Opts();
-  o.hash_file = [](const std::string& path) -> absl::StatusOr<std::string> {
-    return std::string(40, path.back() == 'y' ? 'a' : 'b');
+  o.blob_hash = [](const std::string& content) {
+    return std::string(40, content == "# the harness\n" ? 'a' : 'b');
   };
+  o.may_name_urls = true;
+  // Without a repository, a protected file is locked by the content sent.
+  auto sent = ParseSpec(process + "contract: {protected: [infrarsi_harness.py]}\n", o);
+  ASSERT_TRUE(sent.ok()) << sent.status();
+  EXPECT_EQ(sent->contract.protected_hashes.at("infrarsi_harness.py"), std::string(40, 'a'));
+  EXPECT_EQ(ParseSpec(process + "contract: {protected: [data.py]}\n", o).status().message(),
+            "contract.protected[data.py]: 'data.py' was not sent with the spec: the server reads no "
+            "file a spec names (`infrarsi session create` sends them)");
   const std::string contract =
-      "repository: {path: /repo}\n"
+      "repository: {url: /repo}\n"
       "contract: {editable: ['model/**'], protected: [infrarsi_harness.py], data_seed: 5}\n";
   auto ok = ParseSpec(process + contract +
                           "patches:\n  - name: fast-attn\n    diff: |\n      --- a/model/attn.py\n"
                           "      +++ b/model/attn.py\n      @@ -1 +1 @@\n      -a\n      +b\n",
                       o);
   ASSERT_TRUE(ok.ok()) << ok.status();
-  EXPECT_EQ(ok->contract.protected_hashes.at("infrarsi_harness.py"), std::string(40, 'a'));
   ASSERT_EQ(ok->patches.size(), 1u);
   EXPECT_EQ(ok->patches[0].paths, std::vector<std::string>{"model/attn.py"});
   // Each patch is a switch in the search space, off in the baseline.
   EXPECT_EQ(ok->patches[0].knob, "patch_fast_attn");
   ASSERT_NE(ok->FindKnob("patch_fast_attn"), nullptr);
   EXPECT_EQ(ok->baseline.at("patch_fast_attn"), "off");
-  EXPECT_EQ(ok->process.workdir, "/repo");  // trials run at the repository's root
+  EXPECT_EQ(ok->process.workdir, "");  // trials run at the root of a fresh work tree
   EXPECT_TRUE(ok->contract.data_seed_set);
   // The contract text (what Init hashes) changes with any locked field.
   SessionSpec other = *ok;

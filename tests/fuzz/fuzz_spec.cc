@@ -1,6 +1,6 @@
 // Session specs arrive over the network: ParseSpec must refuse bad input
-// with an error, never crash, hang or run away with memory. Files are
-// "readable" and hashed in memory so no input touches the filesystem.
+// with an error, never crash, hang or run away with memory. No input
+// touches the filesystem: the parser reads none, and files are "stored".
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -10,9 +10,12 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   infrarsi::SpecParseOptions o;
   o.spec_dir = "/specs";
-  o.file_readable = [](const std::string&) { return true; };
-  o.hash_file = [](const std::string&) -> absl::StatusOr<std::string> {
-    return std::string(40, 'a');
+  o.stored = true;  // file fields need no content: every branch is reachable
+  o.may_name_urls = true;
+  o.team_known = true;
+  o.blob_hash = [](const std::string&) { return std::string(40, 'a'); };
+  o.repository_url = [](const std::string& name) -> absl::StatusOr<std::string> {
+    return "/repos/" + name;
   };
   auto spec = infrarsi::ParseSpec(std::string(reinterpret_cast<const char*>(data), size), o);
   if (spec.ok()) {

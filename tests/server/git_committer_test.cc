@@ -62,6 +62,9 @@ class GitCommitterTest : public ::testing::Test {
     r.message = "infrarsi: promote\n\nSession: ses-1\n";
     r.files = {{"infrarsi/job.launch.yaml", "setting:\n  mbs: 8\n"}};
     r.dry_run = dry_run;
+    r.author_name = "InfraRSI";
+    r.author_email = "infrarsi@localhost";
+    r.author_time_unix_s = 1700000000;
     return r;
   }
 
@@ -155,12 +158,22 @@ TEST_F(GitCommitterTest, CommitsOnANewBranchOnly) {
   git_commit_free(commit);
 }
 
-TEST_F(GitCommitterTest, ExistingBranchIsRefused) {
-  ASSERT_TRUE(committer_.Commit(Request("tuned")).ok());
+// The same request makes the same commit: a retry (after a crash between
+// the commit and recording it) finds it on the branch and makes no second.
+TEST_F(GitCommitterTest, ARetryFindsItsCommitAndAnotherCommitIsRefused) {
+  auto first = committer_.Commit(Request("tuned"));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(first->existed);
   auto again = committer_.Commit(Request("tuned"));
-  ASSERT_FALSE(again.ok());
-  EXPECT_TRUE(absl::IsAlreadyExists(again.status()));
-  EXPECT_EQ(again.status().message().substr(0, 7), "branch:");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->existed);
+  EXPECT_EQ(again->commit, first->commit);
+  CommitRequest other = Request("tuned");
+  other.message += "something else\n";
+  auto clash = committer_.Commit(other);
+  ASSERT_FALSE(clash.ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(clash.status()));
+  EXPECT_EQ(clash.status().message().substr(0, 7), "branch:");
 }
 
 TEST_F(GitCommitterTest, DryRunMakesNoBranch) {

@@ -9,6 +9,10 @@
 #include <sstream>
 
 #include "client/rpc_client.h"
+#include "server/tokens.h"
+#include "storage/sqlite_storage.h"
+#include "absl/strings/str_cat.h"
+#include <unistd.h>
 #include "tests/testing/subprocess.h"
 
 namespace infrarsi::server {
@@ -54,12 +58,13 @@ std::string Pem(const std::string& name) {
 }
 
 TEST(InfraRsiServerTest, PlaintextOnlyOnLoopbackUnlessInsecure) {
-  EXPECT_TRUE(IsLoopbackHost("127.0.0.1"));
-  EXPECT_TRUE(IsLoopbackHost("localhost"));
-  EXPECT_TRUE(IsLoopbackHost("[::1]"));
-  EXPECT_FALSE(IsLoopbackHost("0.0.0.0"));
-  EXPECT_FALSE(IsLoopbackHost("[::]"));
-  EXPECT_FALSE(IsLoopbackHost("10.1.2.3"));
+  EXPECT_TRUE(ResolvesToLoopbackOnly("127.0.0.1"));
+  EXPECT_TRUE(ResolvesToLoopbackOnly("localhost"));
+  EXPECT_TRUE(ResolvesToLoopbackOnly("[::1]"));
+  EXPECT_FALSE(ResolvesToLoopbackOnly("0.0.0.0"));
+  EXPECT_FALSE(ResolvesToLoopbackOnly("[::]"));
+  EXPECT_FALSE(ResolvesToLoopbackOnly("10.1.2.3"));
+  EXPECT_FALSE(ResolvesToLoopbackOnly(""));
   const std::string dir = testing::MakeTempDir("server");
   InfraRsiServer::Options o;
   o.listen = "0.0.0.0:0";
@@ -69,6 +74,17 @@ TEST(InfraRsiServerTest, PlaintextOnlyOnLoopbackUnlessInsecure) {
   EXPECT_EQ(refused.status().message().substr(0, 46), "listen: refusing to serve 0.0.0.0 without TLS;")
       << refused.status();
   o.insecure = true;
+  // Without a token every caller would be admin: never on a network.
+  auto open = InfraRsiServer::Create(o);
+  EXPECT_TRUE(absl::IsFailedPrecondition(open.status())) << open.status();
+  EXPECT_NE(open.status().message().find("no API token exists"), std::string::npos);
+  {
+    storage::SqliteStorage::Options so;
+    so.path = o.db_path;
+    auto db = storage::SqliteStorage::Create(so);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(CreateToken(db->get(), "admin", "", "ops").ok());
+  }
   auto allowed = InfraRsiServer::Create(o);
   ASSERT_TRUE(allowed.ok()) << allowed.status();
   (*allowed)->Shutdown();
@@ -78,10 +94,30 @@ TEST(InfraRsiServerTest, PlaintextOnlyOnLoopbackUnlessInsecure) {
   std::filesystem::remove_all(dir);
 }
 
+// What counts is the address the name resolves to, not how it is spelled:
+// the host's own name resolves (through the hosts file) off loopback here.
+TEST(InfraRsiServerTest, TheTlsRefusalJudgesTheResolvedAddress) {
+  char name[256] = {0};
+  ASSERT_EQ(gethostname(name, sizeof(name) - 1), 0);
+  if (ResolvesToLoopbackOnly(name)) {
+    GTEST_SKIP() << "this host's name (" << name << ") resolves to loopback only";
+  }
+  const std::string dir = testing::MakeTempDir("server");
+  InfraRsiServer::Options o;
+  o.listen = absl::StrCat(name, ":0");
+  o.db_path = dir + "/db";
+  auto refused = InfraRsiServer::Create(o);
+  ASSERT_FALSE(refused.ok()) << "listened in plaintext on " << name;
+  EXPECT_NE(refused.status().message().find("without TLS"), std::string::npos) << refused.status();
+  std::filesystem::remove_all(dir);
+}
+
 TEST(InfraRsiServerTest, TlsAndMutualTls) {
   const std::string dir = testing::MakeTempDir("server");
-  auto reach = [](int port, const client::TlsOptions& tls) {
+  std::string token;
+  auto reach = [&token](int port, const client::TlsOptions& tls) {
     client::RpcClient::Options co;
+    co.token = token;
     co.server = "localhost:" + std::to_string(port);
     co.call_timeout = absl::Seconds(5);
     co.tls = tls;
@@ -95,6 +131,15 @@ TEST(InfraRsiServerTest, TlsAndMutualTls) {
     InfraRsiServer::Options o;
     o.listen = "0.0.0.0:0";  // TLS makes a non-loopback address acceptable
     o.db_path = dir + "/tls.db";
+    {  // ... with tokens: off loopback the server is never open
+      storage::SqliteStorage::Options so;
+      so.path = o.db_path;
+      auto db = storage::SqliteStorage::Create(so);
+      ASSERT_TRUE(db.ok());
+      auto t = CreateToken(db->get(), "admin", "", "ops");
+      ASSERT_TRUE(t.ok());
+      token = *t;
+    }
     o.tls_cert_pem = Pem("server.pem");
     o.tls_key_pem = Pem("server.key");
     auto s = InfraRsiServer::Create(o);
@@ -119,11 +164,17 @@ TEST(InfraRsiServerTest, TlsAndMutualTls) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(TlsFilesTest, TheTokenFlagWinsOverTheEnvironment) {
+TEST(TlsFilesTest, TheTokenFileWinsOverTheEnvironment) {
+  const std::string dir = testing::MakeTempDir("creds");
+  std::ofstream(dir + "/token") << "irt_from_file\n";
   ::setenv("INFRARSI_TOKEN", "irt_from_env", 1);
   EXPECT_EQ(client::ResolveCredentials("", "", "", "")->token, "irt_from_env");
-  EXPECT_EQ(client::ResolveCredentials("irt_flag", "", "", "")->token, "irt_flag");
+  EXPECT_EQ(client::ResolveCredentials(dir + "/token", "", "", "")->token, "irt_from_file");
   ::unsetenv("INFRARSI_TOKEN");
+  EXPECT_EQ(client::ResolveCredentials("/dev/zero", "", "", "").status().message().rfind(
+                "--token-file: /dev/zero is not a regular file", 0),
+            0u);
+  std::filesystem::remove_all(dir);
   EXPECT_EQ(client::ResolveCredentials("", "", "", "")->token, "");
   EXPECT_EQ(client::ResolveCredentials("", "/no/ca.pem", "", "").status().message(),
             "--tls-ca: cannot read /no/ca.pem");
