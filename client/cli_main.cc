@@ -15,6 +15,7 @@
 #include "client/local_apply.h"
 #include "client/report_format.h"
 #include "client/rpc_client.h"
+#include "core/file_util.h"
 #include "core/sim_landscape.h"
 
 namespace {
@@ -314,13 +315,13 @@ std::string PointJson(const infrarsi::SimPoint& p) {
 }
 
 int SimOptimum(const std::string& path, int top, bool json) {
-  std::ifstream in(path);
-  if (!in) return Fail(absl::NotFoundError(absl::StrCat("spec: cannot read ", path)));
-  std::stringstream ss;
-  ss << in.rdbuf();
+  auto yaml = infrarsi::ReadRegularFile(path, 1 << 20, "spec");
+  if (!yaml.ok()) return Fail(yaml.status());
   infrarsi::SpecParseOptions po;
   po.spec_dir = std::filesystem::absolute(path).parent_path().lexically_normal().string();
-  auto spec = infrarsi::ParseSpec(ss.str(), po);
+  po.stored = true;  // a local look at a sim spec: it names no files to send
+  po.may_name_urls = true;
+  auto spec = infrarsi::ParseSpec(*yaml, po);
   if (!spec.ok()) return Fail(spec.status());
   const absl::Time start = absl::Now();
   auto land = infrarsi::EnumerateSimLandscape(*spec, std::max(1, top));

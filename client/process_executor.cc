@@ -1,6 +1,7 @@
 #include "client/process_executor.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
@@ -32,17 +33,30 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string ReadTail(const std::string& path, size_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<size_t>(in.tellg());
+// The last `max_bytes` of the file open as `fd` (the agent's own
+// descriptor: a trial that swaps the path for a link to another file
+// changes nothing the agent reads).
+std::string ReadTail(int fd, size_t max_bytes) {
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0) return "";
+  const size_t size = static_cast<size_t>(st.st_size);
   const size_t start = size > max_bytes ? size - max_bytes : 0;
-  in.seekg(static_cast<std::streamoff>(start));
   std::string out(size - start, '\0');
-  in.read(out.data(), static_cast<std::streamsize>(out.size()));
+  const ssize_t n = pread(fd, out.data(), out.size(), static_cast<off_t>(start));
+  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return out;
 }
+
+// A descriptor that closes itself.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
 
 bool LooksLikeOom(const std::string& stderr_text) {
   const std::string lower = absl::AsciiStrToLower(stderr_text);
@@ -51,13 +65,11 @@ bool LooksLikeOom(const std::string& stderr_text) {
 
 // Reads complete lines appended to a file since the last call, through one
 // descriptor held open for the whole trial (cheap enough to poll every
-// millisecond). Thread-compatible.
+// millisecond; opened by the agent before the trial starts, so the trial
+// cannot point it elsewhere). Thread-compatible; does not own `fd`.
 class LineTailer {
  public:
-  explicit LineTailer(const std::string& path) : fd_(open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
-  ~LineTailer() {
-    if (fd_ >= 0) close(fd_);
-  }
+  explicit LineTailer(int fd) : fd_(fd) {}
   LineTailer(const LineTailer&) = delete;
   LineTailer& operator=(const LineTailer&) = delete;
 
@@ -220,7 +232,20 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   const std::string metrics_path = (scratch / "metrics.jsonl").string();
   const std::string stdout_path = (scratch / "stdout.log").string();
   const std::string stderr_path = (scratch / "stderr.log").string();
-  { std::ofstream touch(metrics_path); }
+  // The agent opens the trial's files itself, before the trial runs, and
+  // reads them only through these descriptors: a trial (which owns its
+  // scratch folder) may replace a path with a link to a file it may not
+  // read, and the agent, perhaps root, must not read it for it.
+  auto create = [](const std::string& path, int flags) {
+    return open(path.c_str(), flags | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  };
+  const Fd metrics_fd(create(metrics_path, O_RDWR));
+  const Fd out_fd(create(stdout_path, O_WRONLY));
+  const Fd err_fd(create(stderr_path, O_RDWR));
+  if (metrics_fd.fd < 0 || out_fd.fd < 0 || err_fd.fd < 0) {
+    return absl::InternalError(absl::StrCat("process: cannot create the trial's files in ",
+                                            scratch.string(), ": ", std::strerror(errno)));
+  }
 
   // The code to run: the workdir as it is, or a fresh patched work tree.
   std::string workdir = spec.workdir();
@@ -290,11 +315,9 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   if (pid == 0) {
     // Child: own process group, cwd, redirected output, then exec (no shell).
     setpgid(0, 0);
-    const int out = open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int devnull = open("/dev/null", O_RDONLY);
-    if (out >= 0) dup2(out, 1);
-    if (err >= 0) dup2(err, 2);
+    dup2(out_fd.fd, 1);
+    dup2(err_fd.fd, 2);
     if (devnull >= 0) dup2(devnull, 0);
     // Drop to the trial's user: groups, then group, then user.
     if (switch_user && (initgroups(user, gid) != 0 || setgid(gid) != 0 || setuid(uid) != 0 ||
@@ -312,7 +335,7 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   }
   setpgid(pid, pid);  // also from the parent, to win the race with kill()
 
-  LineTailer tailer(metrics_path);
+  LineTailer tailer(metrics_fd.fd);
   // When each metrics line arrived, on the agent's clock (the timer the
   // training code cannot touch), and the longest gap between two reads:
   // the bound on every arrival's error.
@@ -423,7 +446,7 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   for (const std::string& bad : ChangedProtectedFiles(workdir, spec.protected_hashes())) {
     outcome.add_protected_changed(bad);
   }
-  const std::string err_tail = ReadTail(stderr_path, 2000);
+  const std::string err_tail = ReadTail(err_fd.fd, 2000);
 
   if (stopped) {
     outcome.set_status("failed");

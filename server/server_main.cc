@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/file_util.h"
 #include "server/infrarsi_server.h"
 #include "server/tokens.h"
 #include "storage/sqlite_storage.h"
@@ -156,14 +157,12 @@ int main(int argc, char** argv) {
                                  std::tuple{"--tls-key", &tls_key, &opts.tls_key_pem},
                                  std::tuple{"--tls-client-ca", &tls_client_ca, &opts.tls_client_ca_pem}}) {
     if (path->empty()) continue;
-    std::ifstream in(*path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (!in || ss.str().empty()) {
+    auto pem = infrarsi::ReadRegularFile(*path, 1 << 20, flag);
+    if (!pem.ok() || pem->empty()) {
       std::fprintf(stderr, "%s: cannot read %s\n", flag, path->c_str());
       return 2;
     }
-    *out = ss.str();
+    *out = *std::move(pem);
   }
   if (!opts.llm_endpoint.empty() && opts.llm_model.empty()) {
     std::fprintf(stderr, "--llm-model: required with --llm-endpoint\n");
@@ -172,14 +171,12 @@ int main(int argc, char** argv) {
   if (const char* key = std::getenv(llm_key_env.c_str()); key != nullptr) opts.llm_api_key = key;
   opts.llm_timeout = absl::Seconds(llm_timeout_s);
   if (!priors_path.empty()) {
-    std::ifstream in(priors_path);
-    if (!in) {
-      std::fprintf(stderr, "--priors: cannot read %s\n", priors_path.c_str());
+    auto priors = infrarsi::ReadRegularFile(priors_path, 4 << 20, "--priors");
+    if (!priors.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(priors.status().message()).c_str());
       return 2;
     }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    opts.priors_yaml = ss.str();
+    opts.priors_yaml = *std::move(priors);
   }
   opts.lease_timeout = absl::Seconds(lease_timeout_s);
 

@@ -506,6 +506,43 @@ TEST_F(ProcessExecutorTest, TrialsRunAsTheNamedUserWithoutTheAgentsSecrets) {
   EXPECT_NE(env.find("HOME=" + o.scratch_root), std::string::npos) << env;
 }
 
+// A trial owns its scratch folder: it may swap its stderr or metrics file
+// for a link to a file only the agent may read. The agent reads through the
+// descriptors it opened before the trial ran, never the link.
+TEST_F(ProcessExecutorTest, ATrialCannotMakeTheAgentReadFilesForIt) {
+  if (geteuid() != 0) GTEST_SKIP() << "the agent's privileges matter only when it is root";
+  const std::string secret = dir_ + "/secret";
+  std::ofstream(secret) << "TOPSECRET-0600\n";
+  std::filesystem::permissions(secret, std::filesystem::perms::owner_read |
+                                           std::filesystem::perms::owner_write);
+  std::filesystem::permissions(dir_, std::filesystem::perms::all);
+  ProcessExecutor::Options o;
+  o.scratch_root = dir_ + "/scratch";
+  o.allowed_commands = {{"/bin/sh", "-c"}};
+  o.workdir_root = dir_;
+  o.run_as = "nobody";
+  auto ex = ProcessExecutor::Create(o);
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  v1::TrialAssignment a;
+  a.set_trial_id(9);
+  auto* p = a.mutable_executor()->mutable_process();
+  for (const std::string& arg :
+       {std::string("/bin/sh"), std::string("-c"),
+        "cd \"$(dirname \"$INFRARSI_METRICS\")\" && rm -f stderr.log metrics.jsonl && "
+        "ln -s " + secret + " stderr.log && ln -s " + secret + " metrics.jsonl && exit 3"}) {
+    p->add_argv(arg);
+  }
+  p->set_workdir(dir_);
+  p->set_timeout_s(30);
+  auto out = (*ex)->Run(a, &local_sink_);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->status(), "failed");
+  EXPECT_NE(out->error().find("exit code 3"), std::string::npos) << out->error();
+  EXPECT_EQ(out->error().find("TOPSECRET"), std::string::npos) << out->error();
+  EXPECT_EQ(out->note().find("TOPSECRET"), std::string::npos) << out->note();
+  EXPECT_TRUE(local_sink_.all.empty());
+}
+
 TEST_F(ProcessExecutorTest, PatchedTrialsRunInACleanWorkTreeOfTheBaseCommit) {
   const std::string repo = dir_ + "/repo";
   const std::string base = testing::MakeGitRepo(repo, {{"train.py", "print('train')\n"}});

@@ -1,0 +1,224 @@
+// The end-to-end fixture: infrarsi-server on port 0, infrarsi-agent
+// processes, the infrarsi CLI, all real processes. Waiting is done on events
+// (WatchSession) and on the processes' output, never by sleeping. Shared by
+// the end-to-end tests and the tenancy (attack) tests.
+#ifndef INFRARSI_TESTS_INTEGRATION_END_TO_END_FIXTURE_H_
+#define INFRARSI_TESTS_INTEGRATION_END_TO_END_FIXTURE_H_
+
+#include <gtest/gtest.h>
+#include <pwd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "client/rpc_client.h"
+#include "tests/testing/git_repo.h"
+#include "tests/testing/subprocess.h"
+
+namespace infrarsi {
+
+namespace e2e_fs = std::filesystem;
+
+
+inline const std::string kLandscape =
+    std::string(INFRARSI_SOURCE_DIR) + "/data/landscapes/h200-gpt-354m-seq2048.jsonl";
+
+class EndToEndTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = testing::MakeTempDir("e2e"); }
+  void TearDown() override {
+    agents_.clear();
+    server_.reset();
+    e2e_fs::remove_all(dir_);
+  }
+
+  // Starts the server; `listen` defaults to a free port.
+  void StartServer(const std::string& listen = "127.0.0.1:0", double lease_timeout_s = 30) {
+    server_ = std::make_unique<testing::Subprocess>(
+        std::vector<std::string>{INFRARSI_SERVER_BIN, "--listen", listen, "--db",
+                                 dir_ + "/infrarsi.db", "--lease-timeout-s",
+                                 absl::StrCat(lease_timeout_s), "--log-level", "warn"},
+        dir_ + "/server.log");
+    address_ = server_->WaitForLinePrefix("infrarsi-server listening on ");
+    ASSERT_FALSE(address_.empty()) << "server did not start; see " << dir_ << "/server.log";
+    client::RpcClient::Options o;
+    o.server = address_;
+    client_ = *client::RpcClient::Create(o);
+  }
+
+  testing::Subprocess& StartAgent(const std::string& executors, const std::string& gpu = "H200",
+                         int gpus = 1, const std::vector<std::string>& extra = {}) {
+    const int n = static_cast<int>(agents_.size());
+    std::vector<std::string> argv = {INFRARSI_AGENT_BIN, "--server", address_, "--gpu-model", gpu,
+                                     "--gpu-count", absl::StrCat(gpus), "--executors", executors,
+                                     "--lease-wait-s", "1", "--scratch",
+                                     absl::StrCat(dir_, "/scratch-", n), "--host",
+                                     absl::StrCat("node-", n), "--log-level", "warn"};
+    // Tenants' code: these tests' own programs, in this test's folder, as
+    // the user running the tests (root in CI, said deliberately).
+    if (absl::StrContains(executors, "process") &&
+        std::find(extra.begin(), extra.end(), "--allow-command") == extra.end()) {
+      for (const char* flag : {"--allow-any-command"}) argv.push_back(flag);
+    }
+    if (absl::StrContains(executors, "process") &&
+        std::find(extra.begin(), extra.end(), "--run-as") == extra.end()) {
+      argv.insert(argv.end(), {"--run-as", geteuid() == 0 ? "root" : getpwuid(geteuid())->pw_name});
+    }
+    if (absl::StrContains(executors, "process") &&
+        std::find(extra.begin(), extra.end(), "--workdir-root") == extra.end()) {
+      argv.insert(argv.end(), {"--workdir-root", dir_});
+    }
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    agents_.push_back(std::make_unique<testing::Subprocess>(argv, absl::StrCat(dir_, "/agent-", n, ".log")));
+    // Registered (with every agent started before it) before the test goes on.
+    EXPECT_FALSE(agents_.back()->WaitForLinePrefix("infrarsi-agent registered as ").empty());
+    return *agents_.back();
+  }
+
+  // Runs the CLI; returns its exit code, stdout in *out, stderr in *err.
+  int Cli(const std::vector<std::string>& args, std::string* out, std::string* err = nullptr) {
+    std::vector<std::string> argv = {INFRARSI_CLI_BIN, "--server", address_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const std::string err_path = dir_ + "/cli.err";
+    e2e_fs::remove(err_path);
+    testing::Subprocess p(argv, err_path);
+    *out = p.ReadAll();
+    const int status = p.Wait();
+    if (err) {
+      std::ifstream in(err_path);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      *err = ss.str();
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  // Creates a session with the CLI, whose stdout must be the id alone.
+  std::string CliCreate(const std::string& spec) {
+    std::string out, err;
+    EXPECT_EQ(Cli({"session", "create", spec}, &out, &err), 0) << err;
+    std::string id(absl::StripAsciiWhitespace(out));
+    EXPECT_EQ(id.rfind("ses-", 0), 0u) << "stdout must be the id alone: " << out;
+    return id;
+  }
+
+  // Runs `doctor` then `run` with the CLI; both must succeed.
+  void CliDoctorAndRun(const std::string& id, std::vector<std::string> doctor_args = {},
+                       std::vector<std::string> run_args = {}) {
+    std::string out, err;
+    doctor_args.insert(doctor_args.begin(), {"doctor", id});
+    run_args.insert(run_args.begin(), {"run", id});
+    EXPECT_EQ(Cli(doctor_args, &out, &err), 0) << err;
+    EXPECT_EQ(Cli(run_args, &out, &err), 0) << err;
+  }
+
+  std::string WriteFile(const std::string& rel, const std::string& content) {
+    const e2e_fs::path p = e2e_fs::path(dir_) / rel;
+    e2e_fs::create_directories(p.parent_path());
+    std::ofstream(p) << content;
+    return p.string();
+  }
+
+  // A spec replaying the measured H200 landscape. The landscape sits beside
+  // the spec's folder: relative paths resolve against the spec file's
+  // folder, not the CLI's working directory.
+  std::string H200Spec(int max_trials, int doctor, int candidates, int runs) {
+    e2e_fs::create_directories(dir_ + "/landscapes");
+    e2e_fs::copy_file(kLandscape, dir_ + "/landscapes/h200.jsonl", e2e_fs::copy_options::overwrite_existing);
+    return WriteFile("specs/h200.yaml", absl::StrCat(R"(
+name: gpt-354m-h200
+workload: {model: gpt-354m, global_batch: 16, seq_len: 2048}
+hardware: {gpu: H200, count: 1}
+knobs:
+  micro_batch: [1, 2, 4, 8, 16]
+  attn: [math, sdpa]
+  ckpt: [false, true]
+  precision: [bf16, tf32]
+  fused_adam: [false, true]
+baseline: {micro_batch: 2, attn: math, ckpt: false, precision: tf32, fused_adam: false}
+budget: {max_trials: )", max_trials, R"(}
+doctor: {repeats: )", doctor, R"(}
+verify: {candidates: )", candidates, ", runs: ", runs, R"(}
+executor:
+  replay: {landscape: ../landscapes/h200.jsonl}
+)"));
+  }
+
+  // A spec whose trials run the fake trainer: `ms` is the step time knob.
+  std::string ProcessSpec(int max_trials, int steps, int doctor_repeats) {
+    return WriteFile("specs/proc.yaml",
+                     absl::StrCat(R"(
+name: fake-job
+workload: {model: fake, global_batch: 32, seq_len: 128}
+hardware: {gpu: H200, count: 1}
+knobs:
+  ms: [60, 70, 80, 90, 100, 110, 120, 130, 140]
+baseline: {ms: 140}
+budget: {max_trials: )",
+                                  max_trials, R"(}
+doctor: {repeats: )",
+                                  doctor_repeats, R"(}
+verify: {candidates: 1, runs: 2}
+executor:
+  process:
+    command: ")",
+                                  FAKE_TRAINER, " --steps ", steps, R"( --step-ms {ms}"
+    timeout_s: 60
+)"));
+  }
+
+  // A token in a file only the test reads: never on a command line.
+  std::string TokenFile(const std::string& token) {
+    const std::string path = absl::StrCat(dir_, "/token-", std::hash<std::string>()(token));
+    std::ofstream(path) << token << "\n";
+    e2e_fs::permissions(path, e2e_fs::perms::owner_read | e2e_fs::perms::owner_write);
+    return path;
+  }
+
+  std::string MakeRepo() {
+    const std::string path = dir_ + "/target";
+    EXPECT_FALSE(testing::MakeGitRepo(path, {{"train.py", "train\n"}}).empty());
+    return path;
+  }
+
+
+  std::string dir_;
+  std::string address_;
+  std::unique_ptr<testing::Subprocess> server_;
+  std::vector<std::unique_ptr<testing::Subprocess>> agents_;
+  std::unique_ptr<client::RpcClient> client_;
+};
+
+
+// `infrarsi-server token ...` on the test's database; returns stdout.
+inline std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline std::string ServerTokenCommand(const std::string& db, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {INFRARSI_SERVER_BIN, "--db", db, "token"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  testing::Subprocess p(argv, "/dev/null");
+  std::string out = p.ReadAll();
+  const int status = p.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << absl::StrJoin(args, " ");
+  return std::string(absl::StripAsciiWhitespace(out));
+}
+
+}  // namespace infrarsi
+
+#endif  // INFRARSI_TESTS_INTEGRATION_END_TO_END_FIXTURE_H_
