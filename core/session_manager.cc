@@ -1058,7 +1058,10 @@ absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s) {
         t.violation = "implausible";
         t.error = absl::StrCat("implausible: verification found ", v.reason);
         RETURN_IF_ERROR(options_.storage->UpdateTrial(t));
-        RETURN_IF_ERROR(options_.storage->SetBankStatus(t.id, t.status));
+        if (absl::Status b = options_.storage->SetBankStatus(t.id, t.status);
+            !b.ok() && !absl::IsNotFound(b)) {
+          return b;
+        }
         if (t.id == s.best_trial_id) s.best_trial_id = 0;
       }
     }

@@ -93,6 +93,12 @@ TEST_F(TenancyTest, TenantsCommandsRunOnlyUnderTheOperatorsPolicyWithoutTheAgent
   StartAgent("process", "cpu", 1,
              {"--allow-command", "/bin/sh -c", "--run-as", "nobody", "--workdir-root", dir_});
   unsetenv("INFRARSI_TOKEN");
+  // The trial looks for the agent's token wherever a root trial found it:
+  // its own environment, and its parent's command line and environment.
+  WriteFile("job/who.sh",
+            "echo \"uid=$(id -u) parent=$(tr '\\000' ' ' < /proc/$PPID/cmdline)\" >&2\n"
+            "tr '\\000' '\\n' < /proc/$PPID/environ | grep '^INFRARSI_TOKEN=' >&2\n"
+            "env | grep '^INFRARSI_TOKEN=' >&2\nexit 3\n");
   const std::string spec = WriteFile("job/who.yaml", R"(
 name: who-am-i
 workload: {model: m, global_batch: 8, seq_len: 8}
@@ -102,9 +108,7 @@ baseline: {x: a}
 budget: {max_trials: 1}
 doctor: {repeats: 1}
 executor:
-  process:
-    command: ["/bin/sh", "-c", "env | grep ^INFRARSI_TOKEN= >&2; echo token-lines=$(env | grep -c ^INFRARSI_TOKEN=) >&2; id >&2; exit 3"]
-    timeout_s: 30
+  process: {command: ["/bin/sh", "-c", ". ./who.sh"], timeout_s: 30}
 )");
   fs::permissions(dir_ + "/job", fs::perms::all);
   std::string out;
@@ -116,10 +120,12 @@ executor:
   ASSERT_TRUE(rep.ok()) << rep.status();
   ASSERT_EQ(rep->trials_size(), 1);
   const std::string& error = rep->trials(0).error();
-  EXPECT_NE(error.find("uid=65534(nobody)"), std::string::npos) << error;
-  EXPECT_EQ(error.find("uid=0("), std::string::npos) << error;
+  EXPECT_NE(error.find(absl::StrCat("uid=", getpwnam("nobody")->pw_uid, " parent=")),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("infrarsi-agent"), std::string::npos) << "the parent was read: " << error;
   EXPECT_EQ(error.find(agent_tok), std::string::npos) << "the trial saw the agent's token: " << error;
-  EXPECT_NE(error.find("token-lines=0"), std::string::npos) << error;
+  EXPECT_EQ(error.find("INFRARSI_TOKEN"), std::string::npos) << error;
 }
 
 // Attack 2: a stolen agent token leased team B's trials (their commands,
