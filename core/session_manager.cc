@@ -638,7 +638,9 @@ bool SessionManager::AgentCanRunLocked(const storage::AgentRecord& a, const Sess
   if (!absl::EqualsIgnoreCase(a.gpu_model, s.spec.gpu)) return false;
   if (a.gpu_count < s.spec.gpu_count) return false;
   bool executor = false;
-  for (absl::string_view e : absl::StrSplit(a.executors, ',')) executor = executor || e == s.spec.ExecutorName();
+  for (absl::string_view e : absl::StrSplit(a.executors, ',')) {
+    executor = executor || e == s.spec.ExecutorName();
+  }
   if (!executor) return false;
   auto scope = scopes_.find(a.id);
   if (scope == scopes_.end()) return false;
