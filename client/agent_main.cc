@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "client/agent.h"
 #include "client/agent_policy_file.h"
+#include "client/credential_flags.h"
 
 namespace {
 
@@ -96,24 +97,11 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-  std::string token_flag, token_file;
-  app.add_option("--token", token_flag, "refused: a token on the command line shows in ps")
-      ->group("");
-  app.add_option("--token-file", token_file,
-                 "file holding the agent's bearer token (default: $INFRARSI_TOKEN; none needed "
-                 "before the server has tokens)");
-  std::string tls_ca, tls_cert, tls_key;
-  app.add_option("--tls-ca", tls_ca, "PEM CA that signed the server's certificate: connect with TLS");
-  app.add_option("--tls-cert", tls_cert, "PEM client certificate (servers that require mutual TLS)");
-  app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert");
+  infrarsi::client::CredentialFlags cred_flags;
+  cred_flags.AddTo(app);
   CLI11_PARSE(app, argc, argv);
   {
-    if (!token_flag.empty()) {
-      std::fprintf(stderr, "%s\n",
-                   std::string(infrarsi::client::TokenOnCommandLine().message()).c_str());
-      return 2;
-    }
-    auto creds = infrarsi::client::ResolveCredentials(token_file, tls_ca, tls_cert, tls_key);
+    auto creds = cred_flags.Resolve();
     if (!creds.ok()) {
       std::fprintf(stderr, "%s\n", std::string(creds.status().message()).c_str());
       return 2;

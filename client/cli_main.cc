@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/credential_flags.h"
 #include "client/demo.h"
 #include "client/local_apply.h"
 #include "client/report_format.h"
@@ -159,24 +160,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 16));
   demo->add_option("--max-trials", demo_opts.max_trials, "trial budget (0: the spec's)");
 
-  std::string token_flag, token_file;
-  app.add_option("--token", token_flag, "refused: a token on the command line shows in ps")
-      ->group("");
-  app.add_option("--token-file", token_file,
-                 "file holding the bearer token (default: $INFRARSI_TOKEN; none needed before "
-                 "the server has tokens)");
-  std::string tls_ca, tls_cert, tls_key;
-  app.add_option("--tls-ca", tls_ca, "PEM CA that signed the server's certificate: connect with TLS");
-  app.add_option("--tls-cert", tls_cert, "PEM client certificate (servers that require mutual TLS)");
-  app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert");
+  infrarsi::client::CredentialFlags cred_flags;
+  cred_flags.AddTo(app);
   CLI11_PARSE(app, argc, argv);
   {
-    if (!token_flag.empty()) {
-      std::fprintf(stderr, "%s\n",
-                   std::string(infrarsi::client::TokenOnCommandLine().message()).c_str());
-      return 2;
-    }
-    auto creds = infrarsi::client::ResolveCredentials(token_file, tls_ca, tls_cert, tls_key);
+    auto creds = cred_flags.Resolve();
     if (!creds.ok()) {
       std::fprintf(stderr, "%s\n", std::string(creds.status().message()).c_str());
       return 2;

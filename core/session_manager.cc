@@ -1119,6 +1119,7 @@ absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
   }
   if (r.host().size() > 256) return absl::InvalidArgumentError("host: at most 256 characters");
   if (r.teams_size() > 256) return absl::InvalidArgumentError("teams: at most 256");
+  if (r.commands_size() > 256) return absl::InvalidArgumentError("commands: at most 256");
   for (const std::string& t : r.teams()) {
     if (t.empty() || t.size() > 128) return absl::InvalidArgumentError("teams: 1-128 characters each");
   }

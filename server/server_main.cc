@@ -8,6 +8,7 @@
 #include <tuple>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -100,58 +101,51 @@ int main(int argc, char** argv) {
   repo_remove->add_option("name", repo_name)->required();
   repo->require_subcommand(1);
   CLI11_PARSE(app, argc, argv);
-  if (*repo) {
+  // The admin's commands on the database: token ..., repo ...
+  auto on_db = [&](const std::function<absl::Status(infrarsi::storage::SqliteStorage*)>& fn) {
     infrarsi::storage::SqliteStorage::Options so;
     so.path = opts.db_path;
     auto db = infrarsi::storage::SqliteStorage::Create(so);
-    if (!db.ok()) {
-      std::fprintf(stderr, "%s\n", db.status().ToString().c_str());
-      return 1;
-    }
-    absl::Status st;
-    if (*repo_add) {
-      st = infrarsi::server::AddRepository(db->get(), repo_name, repo_url, repo_team);
-      if (st.ok()) std::printf("registered %s for team %s\n", repo_name.c_str(), repo_team.c_str());
-    } else if (*repo_list) {
-      auto l = infrarsi::server::ListRepositories(db->get());
-      if (l.ok()) std::printf("%s", l->c_str());
-      st = l.status();
-    } else {
-      st = (*db)->RemoveRepository(repo_name);
-      if (st.ok()) std::printf("removed %s\n", repo_name.c_str());
-    }
+    absl::Status st = db.ok() ? fn(db->get()) : db.status();
     if (!st.ok()) {
       std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
       return 1;
     }
     return 0;
+  };
+  if (*repo) {
+    return on_db([&](infrarsi::storage::SqliteStorage* db) -> absl::Status {
+      if (*repo_add) {
+        absl::Status st = infrarsi::server::AddRepository(db, repo_name, repo_url, repo_team);
+        if (st.ok()) std::printf("registered %s for team %s\n", repo_name.c_str(), repo_team.c_str());
+        return st;
+      }
+      if (*repo_list) {
+        auto l = infrarsi::server::ListRepositories(db);
+        if (l.ok()) std::printf("%s", l->c_str());
+        return l.status();
+      }
+      absl::Status st = db->RemoveRepository(repo_name);
+      if (st.ok()) std::printf("removed %s\n", repo_name.c_str());
+      return st;
+    });
   }
   if (*token) {
-    infrarsi::storage::SqliteStorage::Options so;
-    so.path = opts.db_path;
-    auto db = infrarsi::storage::SqliteStorage::Create(so);
-    if (!db.ok()) {
-      std::fprintf(stderr, "%s\n", db.status().ToString().c_str());
-      return 1;
-    }
-    absl::Status st;
-    if (*token_create) {
-      auto t = infrarsi::server::CreateToken(db->get(), token_role, token_team, token_name);
-      if (t.ok()) std::printf("%s\n", t->c_str());
-      st = t.status();
-    } else if (*token_list) {
-      auto l = infrarsi::server::ListTokens(db->get());
-      if (l.ok()) std::printf("%s", l->c_str());
-      st = l.status();
-    } else {
-      st = infrarsi::server::RevokeToken(db->get(), token_id);
+    return on_db([&](infrarsi::storage::SqliteStorage* db) -> absl::Status {
+      if (*token_create) {
+        auto t = infrarsi::server::CreateToken(db, token_role, token_team, token_name);
+        if (t.ok()) std::printf("%s\n", t->c_str());
+        return t.status();
+      }
+      if (*token_list) {
+        auto l = infrarsi::server::ListTokens(db);
+        if (l.ok()) std::printf("%s", l->c_str());
+        return l.status();
+      }
+      absl::Status st = infrarsi::server::RevokeToken(db, token_id);
       if (st.ok()) std::printf("revoked %s\n", token_id.c_str());
-    }
-    if (!st.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
-      return 1;
-    }
-    return 0;
+      return st;
+    });
   }
   for (auto [flag, path, out] : {std::tuple{"--tls-cert", &tls_cert, &opts.tls_cert_pem},
                                  std::tuple{"--tls-key", &tls_key, &opts.tls_key_pem},

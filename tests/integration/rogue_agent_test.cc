@@ -155,6 +155,19 @@ class RogueAgentTest : public ::testing::Test {
     FAIL() << "session " << id << " never left its stage";
   }
 
+  // Doctor then run, every trial answered with `outcome_for`.
+  void DoctorAndRun(const std::string& id,
+                    const std::function<v1::TrialOutcome(const v1::TrialAssignment&)>& outcome_for) {
+    v1::DoctorRequest d;
+    d.set_session_id(id);
+    ASSERT_TRUE(client_->Doctor(d).ok());
+    Serve(id, v1::STAGE_DOCTORING, outcome_for);
+    v1::RunRequest r;
+    r.set_session_id(id);
+    ASSERT_TRUE(client_->Run(r).ok());
+    Serve(id, v1::STAGE_RUNNING, outcome_for);
+  }
+
   std::string dir_;
   std::unique_ptr<server::InfraRsiServer> server_;
   std::unique_ptr<v1::AgentService::Stub> agents_;
@@ -238,19 +251,12 @@ TEST_F(RogueAgentTest, ImpossibleNumbersAreRefusedNamingTheFieldAndNothingIsStor
 // last digit too. Today it is promoted at 20.000x [20.000, 20.000].
 TEST_F(RogueAgentTest, ForgedQuietBaselineAndTwentyfoldCandidateAreNotPromoted) {
   const std::string id = Create(Spec(2, 3, 2, 2));
-  v1::DoctorRequest d;
-  d.set_session_id(id);
-  ASSERT_TRUE(client_->Doctor(d).ok());
   auto forged = [](const v1::TrialAssignment& t) {
     const std::string mode = t.config().at("mode");
     const double s = mode == "base" ? 0.1 : mode == "a" ? 0.005 : 0.2;
     return Plausible({s, s, s});
   };
-  Serve(id, v1::STAGE_DOCTORING, forged);
-  v1::RunRequest r;
-  r.set_session_id(id);
-  ASSERT_TRUE(client_->Run(r).ok());
-  Serve(id, v1::STAGE_RUNNING, forged);
+  DoctorAndRun(id, forged);
   auto s = client_->GetSession(id);
   ASSERT_TRUE(s.ok());
   EXPECT_FALSE(s->promoted()) << s->best_speedup();
@@ -266,9 +272,6 @@ TEST_F(RogueAgentTest, ForgedQuietBaselineAndTwentyfoldCandidateAreNotPromoted) 
 // results.
 TEST_F(RogueAgentTest, CandidateRunsThatAgreeToTheLastDigitAreImplausible) {
   const std::string id = Create(Spec(2, 3, 1, 3));
-  v1::DoctorRequest d;
-  d.set_session_id(id);
-  ASSERT_TRUE(client_->Doctor(d).ok());
   int n = 0;
   auto outcome = [&n](const v1::TrialAssignment& t) {
     const std::string mode = t.config().at("mode");
@@ -276,11 +279,7 @@ TEST_F(RogueAgentTest, CandidateRunsThatAgreeToTheLastDigitAreImplausible) {
     if (mode == "a") return Plausible({0.02, 0.02, 0.02});  // the same, every run
     return Plausible({0.1 * jitter, 0.1 * jitter * 1.002, 0.1 * jitter * 0.998});
   };
-  Serve(id, v1::STAGE_DOCTORING, outcome);
-  v1::RunRequest r;
-  r.set_session_id(id);
-  ASSERT_TRUE(client_->Run(r).ok());
-  Serve(id, v1::STAGE_RUNNING, outcome);
+  DoctorAndRun(id, outcome);
   auto rep = client_->Report(id);
   ASSERT_TRUE(rep.ok());
   EXPECT_FALSE(rep->doctor().suspicious());
@@ -310,20 +309,13 @@ TEST_F(RogueAgentTest, CandidateRunsThatAgreeToTheLastDigitAreImplausible) {
 TEST_F(RogueAgentTest, StepsFasterThanTheHardwareAreImpossible) {
   const std::string id =
       Create(Spec(2, 2, 1, 2, "model: gpt-354m, global_batch: 16, seq_len: 2048, params: 354e6"));
-  v1::DoctorRequest d;
-  d.set_session_id(id);
-  ASSERT_TRUE(client_->Doctor(d).ok());
   int n = 0;
   auto outcome = [&n](const v1::TrialAssignment& t) {
     const std::string mode = t.config().at("mode");
     const double s = (mode == "a" ? 0.02 : 0.3) * (1.0 + 0.001 * (n++ % 3));
     return Plausible({s, s * 1.001, s * 0.999}, 16 * 2048);
   };
-  Serve(id, v1::STAGE_DOCTORING, outcome);
-  v1::RunRequest r;
-  r.set_session_id(id);
-  ASSERT_TRUE(client_->Run(r).ok());
-  Serve(id, v1::STAGE_RUNNING, outcome);
+  DoctorAndRun(id, outcome);
   auto rep = client_->Report(id);
   ASSERT_TRUE(rep.ok());
   bool seen = false;
@@ -344,9 +336,6 @@ TEST_F(RogueAgentTest, StepsFasterThanTheHardwareAreImpossible) {
 // report's best must be the promoted one, trial id included.
 TEST_F(RogueAgentTest, ReportBestIsThePromotedCandidateTrialIdIncluded) {
   const std::string id = Create(Spec(2, 4, 2, 3));
-  v1::DoctorRequest d;
-  d.set_session_id(id);
-  ASSERT_TRUE(client_->Doctor(d).ok());
   int n = 0;
   std::map<std::string, int> served;
   // 'a' is fastest in the search but not when re-verified; 'b' is 1.4x.
@@ -359,11 +348,7 @@ TEST_F(RogueAgentTest, ReportBestIsThePromotedCandidateTrialIdIncluded) {
     ++served[mode];
     return Plausible({s * jitter, s * jitter * 1.001, s * jitter * 0.999});
   };
-  Serve(id, v1::STAGE_DOCTORING, outcome);
-  v1::RunRequest r;
-  r.set_session_id(id);
-  ASSERT_TRUE(client_->Run(r).ok());
-  Serve(id, v1::STAGE_RUNNING, outcome);
+  DoctorAndRun(id, outcome);
   auto rep = client_->Report(id);
   ASSERT_TRUE(rep.ok());
   const auto& v = rep->verification();
