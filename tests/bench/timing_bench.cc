@@ -160,19 +160,19 @@ int main(int argc, char** argv) {
   };
   const std::vector<Length> lengths = {{1, 3}, {5, 3}, {5, 20}, {20, 3}, {70, 3}, {200, 3}, {1000, 3}};
   int flagged_total = 0, honest_total = 0;
+  // One row of the honest table; the totals count every row.
+  auto honest_row = [&](const std::string& name, const std::string& ms, int steps, const Tally& t) {
+    flagged_total += t.flagged;
+    honest_total += t.ran;
+    if (t.broken > 0) std::printf("  (%d runs did not finish ok: %s)\n", t.broken, t.broken_why.c_str());
+    std::printf("%-22s %7s %6d %5d/%-3d %12.2f  %s\n", name.c_str(), ms.c_str(), steps, t.flagged,
+                t.ran, 1000 * t.slack, t.first.substr(0, 90).c_str());
+  };
   for (const Program& p : honest) {
     for (const Length& l : lengths) {
       if (l.ms >= 1000 && runs > 10) continue;  // long steps: see the tiny-gpt row
-      const std::vector<Result> rs = RunMany(p, l.ms, l.steps, runs, dir + "/scratch");
-      const Tally t = Count(rs);
-      const int flagged = t.flagged;
-      const double poll = t.slack;
-      const std::string first = t.first;
-      flagged_total += flagged;
-      honest_total += t.ran;
-      if (t.broken > 0) std::printf("  (%d runs did not finish ok: %s)\n", t.broken, t.broken_why.c_str());
-      std::printf("%-22s %7d %6d %5d/%-3d %12.2f  %s\n", p.name.c_str(), l.ms, l.steps, flagged,
-                  t.ran, 1000 * poll, first.substr(0, 90).c_str());
+      honest_row(p.name, std::to_string(l.ms), l.steps,
+                 Count(RunMany(p, l.ms, l.steps, runs, dir + "/scratch")));
     }
   }
   if (std::getenv("TINY_GPT") != nullptr) {
@@ -186,16 +186,7 @@ int main(int argc, char** argv) {
     const Program tiny{"tiny-gpt (torch)",
                        {py, "train.py", "--steps", "{steps}", "--micro-batch", "2"},
                        dir + "/job", 512};
-    const std::vector<Result> rs = RunMany(tiny, 0, 10, runs, dir + "/scratch");
-    const Tally t = Count(rs);
-    const int flagged = t.flagged;
-    const double poll = t.slack;
-    const std::string first = t.first;
-    flagged_total += flagged;
-    honest_total += t.ran;
-    if (t.broken > 0) std::printf("  (%d runs did not finish ok: %s)\n", t.broken, t.broken_why.c_str());
-    std::printf("%-22s %7s %6d %5d/%-3d %12.2f  %s\n", tiny.name.c_str(), "~100", 10, flagged,
-                t.ran, 1000 * poll, first.substr(0, 90).c_str());
+    honest_row(tiny.name, "~100", 10, Count(RunMany(tiny, 0, 10, runs, dir + "/scratch")));
   }
   std::printf("false-alarm rate: %d of %d honest trials (%.2f%%)\n\n", flagged_total, honest_total,
               honest_total ? 100.0 * flagged_total / honest_total : 0.0);

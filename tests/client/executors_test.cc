@@ -231,6 +231,24 @@ class ProcessExecutorTest : public ::testing::Test {
     o.poll_interval = absl::Milliseconds(10);
     return Make(o)->Run(a, sink ? sink : &local_sink_);
   }
+  // An assignment that runs a Python script from tests/testing/, copied
+  // into this test's folder, with `args`.
+  v1::TrialAssignment ScriptTrial(int trial_id, const std::string& script,
+                                  std::vector<std::string> args) {
+    std::filesystem::copy_file(std::string(INFRARSI_SOURCE_DIR) + "/tests/testing/" + script,
+                               dir_ + "/" + script,
+                               std::filesystem::copy_options::overwrite_existing);
+    v1::TrialAssignment a;
+    a.set_trial_id(trial_id);
+    a.set_lease_timeout_ms(3000);
+    auto* p = a.mutable_executor()->mutable_process();
+    p->add_argv("python3");
+    p->add_argv(script);
+    for (auto& s : args) p->add_argv(s);
+    p->set_workdir(dir_);
+    p->set_timeout_s(30);
+    return a;
+  }
   // The executor as these tests run it: any command, in this test's folder,
   // as whoever runs the tests (root in CI, deliberately).
   std::unique_ptr<ProcessExecutor> Make(ProcessExecutor::Options o) {
@@ -322,22 +340,12 @@ TEST_F(ProcessExecutorTest, ProtectedFileChangedByTheTrialIsReported) {
   const std::string harness = dir_ + "/infrarsi_harness.py";
   std::filesystem::copy_file(std::string(INFRARSI_SOURCE_DIR) + "/client/harness/infrarsi_harness.py",
                              harness);
-  std::filesystem::copy_file(std::string(INFRARSI_SOURCE_DIR) + "/tests/testing/harness_trainer.py",
-                             dir_ + "/harness_trainer.py");
   auto hash = GitBlobHash(harness);
   ASSERT_TRUE(hash.ok()) << hash.status();
   EXPECT_EQ(hash->size(), 40u);
-  v1::TrialAssignment a;
-  a.set_trial_id(9);
-  a.set_lease_timeout_ms(3000);
-  auto* p = a.mutable_executor()->mutable_process();
-  for (const char* arg : {"python3", "harness_trainer.py", "--mode", "tamper", "--steps", "1",
-                          "--step-ms", "10"}) {
-    p->add_argv(arg);
-  }
-  p->set_workdir(dir_);
-  p->set_timeout_s(30);
-  (*p->mutable_protected_hashes())["infrarsi_harness.py"] = *hash;
+  v1::TrialAssignment a = ScriptTrial(
+      9, "harness_trainer.py", {"--mode", "tamper", "--steps", "1", "--step-ms", "10"});
+  (*a.mutable_executor()->mutable_process()->mutable_protected_hashes())["infrarsi_harness.py"] = *hash;
   ProcessExecutor::Options o;
   o.scratch_root = dir_ + "/scratch";
   auto out = Make(o)->Run(a, &local_sink_);
@@ -373,18 +381,8 @@ TEST_F(ProcessExecutorTest, TheAgentsClockTimesEveryLineAndTheExit) {
   }
   EXPECT_GE(out->wall_s(), prev);
   // Lines written all at once arrive all at once, whatever they claim.
-  std::filesystem::copy_file(std::string(INFRARSI_SOURCE_DIR) + "/tests/testing/timing_hacks.py",
-                             dir_ + "/timing_hacks.py");
-  v1::TrialAssignment a;
-  a.set_trial_id(3);
-  a.set_lease_timeout_ms(3000);
-  auto* p = a.mutable_executor()->mutable_process();
-  for (const char* arg : {"python3", "timing_hacks.py", "--mode", "at_exit", "--steps", "3",
-                          "--step-ms", "50"}) {
-    p->add_argv(arg);
-  }
-  p->set_workdir(dir_);
-  p->set_timeout_s(30);
+  const v1::TrialAssignment a = ScriptTrial(
+      3, "timing_hacks.py", {"--mode", "at_exit", "--steps", "3", "--step-ms", "50"});
   ProcessExecutor::Options o;
   o.scratch_root = dir_ + "/scratch";
   CollectingSink sink;

@@ -142,14 +142,7 @@ TEST_F(EndToEndTest, SimulatedClusterSessionWithSimAgents) {
 // The reward-hack corpus: each edit a contract must catch, run for real by
 // a Python training script under the protected harness.
 TEST_F(EndToEndTest, RewardHackCorpusIsCaughtWithReasonsThatNameIt) {
-  StartServer();
-  StartAgent("process", "cpu", 1);
-  StartAgent("process", "cpu", 1);
-  fs::create_directories(dir_ + "/job");
-  fs::copy_file(std::string(INFRARSI_SOURCE_DIR) + "/client/harness/infrarsi_harness.py",
-                dir_ + "/job/infrarsi_harness.py");
-  fs::copy_file(std::string(INFRARSI_SOURCE_DIR) + "/tests/testing/harness_trainer.py",
-                dir_ + "/job/harness_trainer.py");
+  StartProcessJob("harness_trainer.py");
   const std::string spec = WriteFile("job/corpus.yaml", R"(
 name: hack-corpus
 workload: {model: tiny, global_batch: 32, seq_len: 128}
@@ -208,14 +201,7 @@ executor:
 // reason that names it, none is promoted, and the honest baseline (the
 // doctor's runs, timed by the protected harness) passes at every length.
 TEST_F(EndToEndTest, TimingHacksAreCaughtAtEveryStepLength) {
-  StartServer();
-  StartAgent("process", "cpu", 1);
-  StartAgent("process", "cpu", 1);
-  fs::create_directories(dir_ + "/job");
-  fs::copy_file(std::string(INFRARSI_SOURCE_DIR) + "/client/harness/infrarsi_harness.py",
-                dir_ + "/job/infrarsi_harness.py");
-  fs::copy_file(std::string(INFRARSI_SOURCE_DIR) + "/tests/testing/timing_hacks.py",
-                dir_ + "/job/timing_hacks.py");
+  StartProcessJob("timing_hacks.py");
   struct Length {
     int ms, steps;
     std::vector<std::string> hacks;

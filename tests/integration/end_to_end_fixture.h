@@ -178,6 +178,19 @@ executor:
 )"));
   }
 
+  // A job folder (dir_/job) holding the protected harness and `script` from
+  // tests/testing/, run by two process agents on a started server.
+  void StartProcessJob(const std::string& script) {
+    StartServer();
+    StartAgent("process", "cpu", 1);
+    StartAgent("process", "cpu", 1);
+    e2e_fs::create_directories(dir_ + "/job");
+    e2e_fs::copy_file(std::string(INFRARSI_SOURCE_DIR) + "/client/harness/infrarsi_harness.py",
+                      dir_ + "/job/infrarsi_harness.py");
+    e2e_fs::copy_file(std::string(INFRARSI_SOURCE_DIR) + "/tests/testing/" + script,
+                      dir_ + "/job/" + script);
+  }
+
   // A token in a file only the test reads: never on a command line.
   std::string TokenFile(const std::string& token) {
     const std::string path = absl::StrCat(dir_, "/token-", std::hash<std::string>()(token));
