@@ -249,6 +249,29 @@ class ProcessExecutorTest : public ::testing::Test {
     p->set_timeout_s(30);
     return a;
   }
+  // Root's agent running `/bin/sh -c script` as nobody, in this test's
+  // folder: the executor and the trial.
+  std::unique_ptr<ProcessExecutor> ShellAsNobody() {
+    ProcessExecutor::Options o;
+    o.scratch_root = dir_ + "/scratch";
+    o.allowed_commands = {{"/bin/sh", "-c"}};
+    o.workdir_root = dir_;
+    o.run_as = "nobody";
+    auto ex = ProcessExecutor::Create(o);
+    EXPECT_TRUE(ex.ok()) << ex.status();
+    return ex.ok() ? std::move(*ex) : nullptr;
+  }
+  v1::TrialAssignment ShellTrial(int trial_id, const std::string& script) {
+    v1::TrialAssignment a;
+    a.set_trial_id(trial_id);
+    auto* p = a.mutable_executor()->mutable_process();
+    for (const std::string& arg : {std::string("/bin/sh"), std::string("-c"), script}) {
+      p->add_argv(arg);
+    }
+    p->set_workdir(dir_);
+    p->set_timeout_s(30);
+    return a;
+  }
   // The executor as these tests run it: any command, in this test's folder,
   // as whoever runs the tests (root in CI, deliberately).
   std::unique_ptr<ProcessExecutor> Make(ProcessExecutor::Options o) {
@@ -463,13 +486,8 @@ TEST_F(ProcessExecutorTest, CommandsAndWorkdirsOutsideThePolicyAreRefusedNotRun)
 // allowlist: the agent's token never reaches it.
 TEST_F(ProcessExecutorTest, TrialsRunAsTheNamedUserWithoutTheAgentsSecrets) {
   if (geteuid() != 0) GTEST_SKIP() << "switching users needs an agent running as root";
-  ProcessExecutor::Options o;
-  o.scratch_root = dir_ + "/scratch";
-  o.allowed_commands = {{"/bin/sh", "-c"}};
-  o.workdir_root = dir_;
-  o.run_as = "nobody";
-  auto ex = ProcessExecutor::Create(o);
-  ASSERT_TRUE(ex.ok()) << ex.status();
+  auto ex = ShellAsNobody();
+  ASSERT_NE(ex, nullptr);
   // A folder the trial's user may write its findings to.
   const std::string out = dir_ + "/out";
   std::filesystem::create_directories(out);
@@ -477,16 +495,7 @@ TEST_F(ProcessExecutorTest, TrialsRunAsTheNamedUserWithoutTheAgentsSecrets) {
   std::filesystem::permissions(out, std::filesystem::perms::all);
   setenv("INFRARSI_TOKEN", "irt_agent_secret", 1);
   setenv("AWS_SECRET_ACCESS_KEY", "hunter2", 1);
-  v1::TrialAssignment a;
-  a.set_trial_id(8);
-  auto* p = a.mutable_executor()->mutable_process();
-  for (const std::string& arg : {std::string("/bin/sh"), std::string("-c"),
-                                 "id -u > " + out + "/id; env > " + out + "/env"}) {
-    p->add_argv(arg);
-  }
-  p->set_workdir(dir_);
-  p->set_timeout_s(30);
-  auto ran = (*ex)->Run(a, &local_sink_);
+  auto ran = ex->Run(ShellTrial(8, "id -u > " + out + "/id; env > " + out + "/env"), &local_sink_);
   unsetenv("INFRARSI_TOKEN");
   unsetenv("AWS_SECRET_ACCESS_KEY");
   ASSERT_TRUE(ran.ok()) << ran.status();
@@ -501,7 +510,7 @@ TEST_F(ProcessExecutorTest, TrialsRunAsTheNamedUserWithoutTheAgentsSecrets) {
   EXPECT_EQ(env.find("irt_agent_secret"), std::string::npos) << env;
   EXPECT_EQ(env.find("hunter2"), std::string::npos) << env;
   EXPECT_NE(env.find("INFRARSI_METRICS="), std::string::npos) << env;
-  EXPECT_NE(env.find("HOME=" + o.scratch_root), std::string::npos) << env;
+  EXPECT_NE(env.find("HOME=" + dir_ + "/scratch"), std::string::npos) << env;
 }
 
 // A trial owns its scratch folder: it may swap its stderr or metrics file
@@ -514,25 +523,12 @@ TEST_F(ProcessExecutorTest, ATrialCannotMakeTheAgentReadFilesForIt) {
   std::filesystem::permissions(secret, std::filesystem::perms::owner_read |
                                            std::filesystem::perms::owner_write);
   std::filesystem::permissions(dir_, std::filesystem::perms::all);
-  ProcessExecutor::Options o;
-  o.scratch_root = dir_ + "/scratch";
-  o.allowed_commands = {{"/bin/sh", "-c"}};
-  o.workdir_root = dir_;
-  o.run_as = "nobody";
-  auto ex = ProcessExecutor::Create(o);
-  ASSERT_TRUE(ex.ok()) << ex.status();
-  v1::TrialAssignment a;
-  a.set_trial_id(9);
-  auto* p = a.mutable_executor()->mutable_process();
-  for (const std::string& arg :
-       {std::string("/bin/sh"), std::string("-c"),
-        "cd \"$(dirname \"$INFRARSI_METRICS\")\" && rm -f stderr.log metrics.jsonl && "
-        "ln -s " + secret + " stderr.log && ln -s " + secret + " metrics.jsonl && exit 3"}) {
-    p->add_argv(arg);
-  }
-  p->set_workdir(dir_);
-  p->set_timeout_s(30);
-  auto out = (*ex)->Run(a, &local_sink_);
+  auto ex = ShellAsNobody();
+  ASSERT_NE(ex, nullptr);
+  auto out = ex->Run(
+      ShellTrial(9, "cd \"$(dirname \"$INFRARSI_METRICS\")\" && rm -f stderr.log metrics.jsonl && "
+                    "ln -s " + secret + " stderr.log && ln -s " + secret + " metrics.jsonl && exit 3"),
+      &local_sink_);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->status(), "failed");
   EXPECT_NE(out->error().find("exit code 3"), std::string::npos) << out->error();
