@@ -1,7 +1,9 @@
 #include "core/agent_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 
 #include "absl/strings/ascii.h"
@@ -90,19 +92,33 @@ absl::Status CheckStep(const v1::StepMetrics& m, const std::string& f, const Rep
 
 }  // namespace
 
+int64_t FirstStepOf(const google::protobuf::RepeatedPtrField<v1::StepMetrics>& steps) {
+  int64_t first = std::numeric_limits<int64_t>::max();
+  for (const auto& m : steps) first = std::min(first, m.step());
+  return first;
+}
+
 absl::StatusOr<std::vector<storage::StepRecord>> ValidateSteps(
     int64_t trial_id, const google::protobuf::RepeatedPtrField<v1::StepMetrics>& steps,
     const std::vector<storage::StepRecord>& stored, const ReportLimits& limits,
     const std::string& prefix) {
+  return ValidateStepsOnTail(
+      trial_id, steps, storage::Storage::StepTail{stored, static_cast<int64_t>(stored.size())},
+      limits, prefix);
+}
+
+absl::StatusOr<std::vector<storage::StepRecord>> ValidateStepsOnTail(
+    int64_t trial_id, const google::protobuf::RepeatedPtrField<v1::StepMetrics>& steps,
+    const storage::Storage::StepTail& tail, const ReportLimits& limits,
+    const std::string& prefix) {
+  const std::vector<storage::StepRecord>& stored = tail.steps;
   std::map<int64_t, const storage::StepRecord*> by_step;
   for (const auto& r : stored) by_step[r.step] = &r;
   int64_t last = stored.empty() ? -1 : stored.back().step;
-  double last_arrival = 0;
-  bool timed_seen = false;
-  for (const auto& r : stored) {
-    timed_seen = timed_seen || !r.warmup;
-    last_arrival = std::max(last_arrival, EvidenceOf(r).arrival_s);
-  }
+  // Stored steps passed this check: warm-up came first and arrivals only
+  // grew, so the last stored step says both.
+  bool timed_seen = !stored.empty() && !stored.back().warmup;
+  double last_arrival = stored.empty() ? 0 : EvidenceOf(stored.back()).arrival_s;
   std::vector<storage::StepRecord> fresh;
   for (int i = 0; i < steps.size(); ++i) {
     const v1::StepMetrics& m = steps.Get(i);
@@ -129,7 +145,7 @@ absl::StatusOr<std::vector<storage::StepRecord>> ValidateSteps(
                                                 Num(m.arrival_s()), " s, before the previous line (",
                                                 Num(last_arrival), " s)"));
     }
-    if (static_cast<int64_t>(stored.size() + fresh.size()) >= limits.max_steps) {
+    if (tail.count + static_cast<int64_t>(fresh.size()) >= limits.max_steps) {
       return Bad(prefix, absl::StrCat("trial ", trial_id, " may report at most ", limits.max_steps,
                                       " metrics lines (10x a baseline run's, at most ",
                                       kMaxStepsPerTrial, ")"));

@@ -42,13 +42,22 @@ struct ReportLimits {
 };
 
 // Checks `steps` (a ReportProgress's, or the steps a completion carries)
-// against the trial's `stored` steps. Returns the records to store: a step
+// against what the trial has stored. Returns the records to store: a step
 // already stored and sent again unchanged (a retry after a lost reply) is
 // dropped. INVALID_ARGUMENT names the field as "<prefix>[i].<field>".
 absl::StatusOr<std::vector<storage::StepRecord>> ValidateSteps(
     int64_t trial_id, const google::protobuf::RepeatedPtrField<v1::StepMetrics>& steps,
     const std::vector<storage::StepRecord>& stored, const ReportLimits& limits,
     const std::string& prefix);
+// The same, given only the tail Storage::ListStepTail returns for the first
+// step of `steps` (the steps a report may resend, the last one, the count):
+// a report of a long trial need not read all of it.
+absl::StatusOr<std::vector<storage::StepRecord>> ValidateStepsOnTail(
+    int64_t trial_id, const google::protobuf::RepeatedPtrField<v1::StepMetrics>& steps,
+    const storage::Storage::StepTail& tail, const ReportLimits& limits,
+    const std::string& prefix);
+// The first step number of a report, where Storage::ListStepTail starts.
+int64_t FirstStepOf(const google::protobuf::RepeatedPtrField<v1::StepMetrics>& steps);
 
 // Checks a completion's own numbers, given every step the trial has with
 // the completion's included (`all_steps`, in step order).

@@ -1051,7 +1051,7 @@ absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s) {
     c.set_whole_run_ci_high(cap(v.whole.ci_high));
     // A candidate whose own numbers cannot be true is not a result: its
     // search trial and its runs leave the bank's results with it.
-    if (v.implausible && rules.baseline_suspicious.empty()) {
+    if (v.implausible) {
       std::vector<int64_t> ids = cand_trials[c.rank()];
       ids.push_back(c.trial_id());
       for (auto& t : trials) {
@@ -1316,14 +1316,18 @@ absl::StatusOr<SessionManager::SessionState*> SessionManager::RecordedSessionLoc
 ReportLimits SessionManager::LimitsLocked(const SessionState& s,
                                          const storage::TrialRecord& t) const {
   ReportLimits l;
-  // Memory: the GPU's capacity (the catalog's, or what the agent
-  // registered) with a margin; a host nobody knows gets a generous cap.
+  // Memory: the GPU's capacity with a margin. The catalog's for a GPU it
+  // knows: what an agent registered is the agent's word, and a rogue one
+  // would raise its own bound. Otherwise the agent's, within the cap for a
+  // device nobody knows.
+  constexpr double kUnknownDeviceGib = 16384;
   double capacity = 0;
-  if (const models::sim::GpuSpec* g = models::sim::FindGpu(s.spec.gpu)) capacity = g->memory_gib;
-  if (auto it = agents_.find(t.lease_agent); it != agents_.end()) {
-    capacity = std::max(capacity, it->second.memory_per_gpu_gib);
+  if (const models::sim::GpuSpec* g = models::sim::FindGpu(s.spec.gpu)) {
+    capacity = g->memory_gib;
+  } else if (auto it = agents_.find(t.lease_agent); it != agents_.end()) {
+    capacity = it->second.memory_per_gpu_gib;
   }
-  l.max_peak_mem_gib = capacity > 0 ? capacity * 1.1 + 1 : 16384;
+  l.max_peak_mem_gib = capacity > 0 ? std::min(capacity * 1.1 + 1, kUnknownDeviceGib) : kUnknownDeviceGib;
   // Steps: ten times a baseline run's lines once the doctor counted them.
   const int per_run = s.doctor.steps_per_run();
   if (per_run > 0) {
@@ -1360,10 +1364,12 @@ absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
         absl::StrCat("lease_token: trial ", t.id, " is ", t.status, ", not leased"));
   }
   ASSIGN_OR_RETURN(SessionState * s, RecordedSessionLocked(t));
-  ASSIGN_OR_RETURN(auto stored, options_.storage->ListSteps(t.id));
-  // Every number is checked before anything is stored.
+  // Every number is checked before anything is stored, against the steps
+  // this report may resend and the last one (not the whole trial: a long
+  // trial reports thousands of times).
+  ASSIGN_OR_RETURN(auto stored, options_.storage->ListStepTail(t.id, FirstStepOf(r.steps())));
   ASSIGN_OR_RETURN(std::vector<storage::StepRecord> steps,
-                   ValidateSteps(t.id, r.steps(), stored, LimitsLocked(*s, t), "steps"));
+                   ValidateStepsOnTail(t.id, r.steps(), stored, LimitsLocked(*s, t), "steps"));
   auto ait = agents_.find(t.lease_agent);
   if (ait != agents_.end()) ait->second.last_heartbeat_ms = NowMs();
   t.status = ts::kRunning;

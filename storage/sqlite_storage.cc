@@ -2,7 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <utility>
 
@@ -583,12 +585,29 @@ absl::Status SqliteStorage::PutSteps(const std::vector<StepRecord>& steps) {
 }
 
 absl::StatusOr<std::vector<StepRecord>> SqliteStorage::ListSteps(int64_t trial_id) {
+  // Below every step number: the whole trial.
+  ASSIGN_OR_RETURN(StepTail all, ListStepTail(trial_id, std::numeric_limits<int64_t>::min()));
+  return std::move(all.steps);
+}
+
+absl::StatusOr<Storage::StepTail> SqliteStorage::ListStepTail(int64_t trial_id, int64_t from_step) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
+  StepTail out;
+  int64_t last = 0;
+  {
+    // MAX(step) is one lookup in the primary key; COUNT(*) walks the index
+    // only, never the rows.
+    Stmt st(db_, "SELECT COUNT(*), MAX(step) FROM steps WHERE trial_id=?");
+    st.Bind(trial_id);
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row || st.Int(0) == 0) return out;
+    out.count = st.Int(0);
+    last = st.Int(1);
+  }
   Stmt st(db_,
           "SELECT trial_id, step, loss, tokens, step_time_s, peak_mem_gib, warmup, phases, extra "
-          "FROM steps WHERE trial_id=? ORDER BY step");
-  st.Bind(trial_id);
-  std::vector<StepRecord> out;
+          "FROM steps WHERE trial_id=? AND step>=? ORDER BY step");
+  st.Bind(trial_id).Bind(std::min(from_step, last));
   while (true) {
     ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
@@ -602,7 +621,7 @@ absl::StatusOr<std::vector<StepRecord>> SqliteStorage::ListSteps(int64_t trial_i
     s.warmup = st.Int(6) != 0;
     s.phases = st.Text(7);
     s.extra = st.Text(8);
-    out.push_back(std::move(s));
+    out.steps.push_back(std::move(s));
   }
   return out;
 }

@@ -59,6 +59,7 @@ class SqliteStorage : public Storage {
                                                              int32_t limit) override;
   absl::Status PutSteps(const std::vector<StepRecord>& steps) override;
   absl::StatusOr<std::vector<StepRecord>> ListSteps(int64_t trial_id) override;
+  absl::StatusOr<StepTail> ListStepTail(int64_t trial_id, int64_t from_step) override;
   absl::Status DeleteSteps(int64_t trial_id) override;
   absl::Status PutAgent(const AgentRecord& a) override;
   absl::StatusOr<AgentRecord> GetAgent(const std::string& id) override;

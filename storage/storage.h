@@ -194,6 +194,14 @@ class Storage {
   // Inserts or replaces (trial_id, step).
   virtual absl::Status PutSteps(const std::vector<StepRecord>& steps) = 0;
   virtual absl::StatusOr<std::vector<StepRecord>> ListSteps(int64_t trial_id) = 0;
+  // What a new report is checked against without reading the whole trial:
+  // its steps numbered `from_step` or later and, in any case, its last one
+  // (in step order), and how many steps it has in all.
+  struct StepTail {
+    std::vector<StepRecord> steps;
+    int64_t count = 0;
+  };
+  virtual absl::StatusOr<StepTail> ListStepTail(int64_t trial_id, int64_t from_step) = 0;
   virtual absl::Status DeleteSteps(int64_t trial_id) = 0;
 
   // Inserts or replaces by id.

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -118,6 +119,40 @@ TEST(AgentReportTest, ResentStepsAreDroppedOnlyWhenUnchanged) {
   auto back = ValidateSteps(7, Steps({Step(2, false, 3.5)}), stored, l, "steps");
   ASSERT_FALSE(back.ok());
   EXPECT_NE(back.status().message().find("must be reported in order"), std::string::npos);
+}
+
+// A report checked against the stored tail only is judged as against every
+// stored step: resends, order, warm-up, arrivals and the cap.
+TEST(AgentReportTest, TheTailJudgesAsTheWholeTrialDoes) {
+  ReportLimits l = Limits();
+  l.max_steps = 8;
+  std::vector<v1::StepMetrics> first;
+  for (int i = 0; i < 6; ++i) first.push_back(Step(i, i == 0, 1.0 + i));
+  auto all = ValidateSteps(7, Steps(first), {}, l, "steps");
+  ASSERT_TRUE(all.ok()) << all.status();
+  auto judge = [&](const std::vector<v1::StepMetrics>& next) {
+    // What Storage::ListStepTail returns: from the report's first step, or
+    // the last stored one.
+    const int64_t from = std::min<int64_t>(FirstStepOf(Steps(next)), all->back().step);
+    storage::Storage::StepTail tail;
+    tail.count = static_cast<int64_t>(all->size());
+    for (const auto& r : *all) {
+      if (r.step >= from) tail.steps.push_back(r);
+    }
+    EXPECT_LT(tail.steps.size(), all->size());
+    const auto whole = ValidateSteps(7, Steps(next), *all, l, "steps");
+    const auto on_tail = ValidateStepsOnTail(7, Steps(next), tail, l, "steps");
+    EXPECT_EQ(whole.status(), on_tail.status());
+    if (whole.ok() && on_tail.ok()) {
+      EXPECT_EQ(whole->size(), on_tail->size());
+    }
+    return on_tail.status();
+  };
+  EXPECT_TRUE(judge({Step(4, false, 5.0), Step(5, false, 6.0), Step(6, false, 7.0)}).ok());
+  EXPECT_FALSE(judge({Step(6, true, 7.0)}).ok());                        // warm-up after timed
+  EXPECT_FALSE(judge({Step(6, false, 5.5)}).ok());                       // arrived earlier
+  EXPECT_FALSE(judge({Step(3, false, 7.0)}).ok());                       // out of order
+  EXPECT_FALSE(judge({Step(6, false, 7.0), Step(7, false, 8.0), Step(8, false, 9.0)}).ok());
 }
 
 TEST(AgentReportTest, StepsPerTrialAreCapped) {

@@ -246,6 +246,34 @@ TEST_F(RogueAgentTest, ImpossibleNumbersAreRefusedNamingTheFieldAndNothingIsStor
   EXPECT_EQ(client_->QueryExperience(q)->entries_size(), 0);
 }
 
+// The device's capacity bounds what a trial may report; for a GPU the
+// catalog knows, an agent cannot raise it by registering more memory.
+TEST_F(RogueAgentTest, AnAgentCannotRaiseTheCatalogsCapacityByRegisteringIt) {
+  // The agent registers again, now claiming a million GiB per GPU.
+  v1::RegisterAgentRequest r;
+  r.set_agent_id(agent_id_);
+  r.set_host("rogue");
+  r.set_gpu_model("H200");
+  r.set_gpu_count(1);
+  r.set_memory_per_gpu_gib(1e6);
+  r.add_executors("process");
+  v1::RegisterAgentResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(agents_->RegisterAgent(&ctx, r, &resp).ok());
+  ASSERT_EQ(resp.agent_id(), agent_id_);
+  const std::string id = Create(Spec(2, 1, 1, 2));
+  v1::DoctorRequest d;
+  d.set_session_id(id);
+  ASSERT_TRUE(client_->Doctor(d).ok());
+  auto t = Lease();
+  ASSERT_TRUE(t.has_value());
+  v1::TrialOutcome o = Plausible({0.05, 0.05, 0.05});
+  o.mutable_steps(1)->set_peak_mem_gib(5000);
+  const absl::Status st = Complete(*t, o);
+  EXPECT_TRUE(absl::IsInvalidArgument(st)) << st;
+  EXPECT_NE(st.message().find("steps[1].peak_mem_gib"), std::string::npos) << st;
+}
+
 // The forged verdict: a baseline whose runs agree to the last digit (a
 // noise floor of 0), and a 20x candidate whose A/B pairs agree to the
 // last digit too. Today it is promoted at 20.000x [20.000, 20.000].

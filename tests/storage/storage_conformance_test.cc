@@ -218,6 +218,33 @@ TEST_P(StorageConformance, StepsReplaceByStep) {
   EXPECT_TRUE(db_->ListSteps(id)->empty());
 }
 
+// A report is checked against the steps it may resend and the last one,
+// not the whole trial.
+TEST_P(StorageConformance, StepTailFromAStep) {
+  ASSERT_TRUE(db_->InsertSession(Session("s")).ok());
+  const int64_t id = *db_->InsertTrial(Trial("s", "running"));
+  auto none = db_->ListStepTail(id, 0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->count, 0);
+  EXPECT_TRUE(none->steps.empty());
+  std::vector<StepRecord> steps;
+  for (int64_t k = 0; k < 10; ++k) steps.push_back({id, k, 5.0, 4096, 0.5, 3.0, k == 0, "{}"});
+  ASSERT_TRUE(db_->PutSteps(steps).ok());
+  auto from7 = db_->ListStepTail(id, 7);
+  ASSERT_TRUE(from7.ok());
+  EXPECT_EQ(from7->count, 10);
+  ASSERT_EQ(from7->steps.size(), 3u);
+  EXPECT_EQ(from7->steps.front().step, 7);
+  EXPECT_EQ(from7->steps.back().step, 9);
+  // Past the last step: the last one still comes, to order what follows.
+  auto after = db_->ListStepTail(id, 12);
+  ASSERT_EQ(after->steps.size(), 1u);
+  EXPECT_EQ(after->steps[0].step, 9);
+  EXPECT_EQ(after->count, 10);
+  // From the first: everything, as ListSteps gives it.
+  EXPECT_EQ(db_->ListStepTail(id, 0)->steps.size(), db_->ListSteps(id)->size());
+}
+
 TEST_P(StorageConformance, AgentsUpsert) {
   AgentRecord a;
   a.id = "agt-1";
