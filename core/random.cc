@@ -5,12 +5,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <vector>
+
+#include "absl/strings/escaping.h"
 
 namespace infrarsi {
 
 std::string SecureRandomHex(size_t bytes) {
-  std::vector<unsigned char> buf(bytes);
+  std::string buf(bytes, '\0');
   size_t got = 0;
   while (got < bytes) {
     const ssize_t n = getrandom(buf.data() + got, bytes - got, 0);
@@ -21,14 +22,7 @@ std::string SecureRandomHex(size_t bytes) {
     }
     got += static_cast<size_t>(n);
   }
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * bytes);
-  for (unsigned char c : buf) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
+  return absl::BytesToHexString(buf);
 }
 
 }  // namespace infrarsi

@@ -122,14 +122,6 @@ bool ValidIdentifier(const std::string& s) {
   return true;
 }
 
-bool ValidName(const std::string& s) {
-  if (s.empty() || s.size() > 128) return false;
-  for (char c : s) {
-    if (!(absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.')) return false;
-  }
-  return true;
-}
-
 absl::StatusOr<std::string> ResolvePath(const std::string& path, const std::string& field,
                                         const SpecParseOptions& options) {
   std::filesystem::path p(path);
@@ -561,7 +553,7 @@ absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& optio
       PatchSpec ps;
       ASSIGN_OR_RETURN(ps.name, RequireString(pn, "name", "patches[].name"));
       const std::string field = absl::StrCat("patches[", ps.name, "]");
-      if (!ValidName(ps.name) || !names.insert(ps.name).second) {
+      if (!IsValidName(ps.name) || !names.insert(ps.name).second) {
         return FieldError(field, "names must be unique and use letters, digits, '-', '_' or '.'");
       }
       if (spec.repository.url.empty()) {
@@ -646,7 +638,7 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
                                        "verify", "patches", "repository", "share_bank"}));
   SessionSpec spec;
   ASSIGN_OR_RETURN(spec.name, RequireString(root, "name", "name"));
-  if (!ValidName(spec.name)) {
+  if (!IsValidName(spec.name)) {
     return FieldError("name", "use 1-128 letters, digits, '-', '_' or '.'");
   }
 
@@ -770,6 +762,14 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
 }
 
 }  // namespace
+
+bool IsValidName(const std::string& s) {
+  if (s.empty() || s.size() > 128) return false;
+  for (char c : s) {
+    if (!(absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.')) return false;
+  }
+  return true;
+}
 
 std::string ContractText(const SessionSpec& s) {
   const ContractSpec& c = s.contract;

@@ -202,6 +202,10 @@ models::sim::LaunchKnobs SimKnobs(const SessionSpec& spec, const Config& config)
 // Parses and validates a YAML spec. INVALID_ARGUMENT names the bad field.
 absl::StatusOr<SessionSpec> ParseSpec(const std::string& yaml, const SpecParseOptions& options);
 
+// A name a person picks for a session, a patch or a registered repository:
+// 1-128 letters, digits, '-', '_' or '.'.
+bool IsValidName(const std::string& s);
+
 // Splits a command line into arguments the way a POSIX shell would for plain
 // words, single quotes, double quotes and backslashes, without expanding
 // anything. Used so that no command ever passes through a shell.

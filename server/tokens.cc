@@ -1,16 +1,14 @@
 #include "server/tokens.h"
 
 #include <openssl/evp.h>
-#include <openssl/rand.h>
 
-#include <vector>
-
-#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/auth.h"
+#include "core/random.h"
+#include "core/spec.h"
 #include "core/status_macros.h"
 
 namespace infrarsi::server {
@@ -22,20 +20,13 @@ std::string Sha256Hex(const std::string& text) {
   return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), len));
 }
 
-absl::StatusOr<std::string> RandomHex(int bytes) {
-  std::vector<unsigned char> buf(static_cast<size_t>(bytes));
-  if (RAND_bytes(buf.data(), bytes) != 1) return absl::InternalError("no random bytes available");
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(buf.data()), buf.size()));
-}
-
 absl::StatusOr<std::string> CreateToken(storage::Storage* db, const std::string& role,
                                         const std::string& team, const std::string& name) {
   Authenticator::Options o;
   o.storage = db;
   o.hash = Sha256Hex;
   const Authenticator auth(o);
-  ASSIGN_OR_RETURN(std::string secret, RandomHex(32));
+  const std::string secret = SecureRandomHex(32);
   ASSIGN_OR_RETURN(auto issued,
                    auth.Issue(role, team, name, secret, absl::ToUnixMillis(absl::Now())));
   RETURN_IF_ERROR(db->AddToken(issued.first));
@@ -58,15 +49,8 @@ absl::Status RevokeToken(storage::Storage* db, const std::string& id) {
 
 absl::Status AddRepository(storage::Storage* db, const std::string& name, const std::string& url,
                            const std::string& team) {
-  auto word = [](const std::string& s) {
-    if (s.empty() || s.size() > 128) return false;
-    for (char c : s) {
-      if (!(absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.')) return false;
-    }
-    return true;
-  };
-  if (!word(name)) return absl::InvalidArgumentError("name: 1-128 letters, digits, '-', '_' or '.'");
-  if (!word(team)) return absl::InvalidArgumentError("team: 1-128 letters, digits, '-', '_' or '.'");
+  if (!IsValidName(name)) return absl::InvalidArgumentError("name: 1-128 letters, digits, '-', '_' or '.'");
+  if (!IsValidName(team)) return absl::InvalidArgumentError("team: 1-128 letters, digits, '-', '_' or '.'");
   if (url.empty() || url.size() > 4096) return absl::InvalidArgumentError("url: required");
   for (char c : url) {
     if (static_cast<unsigned char>(c) < 0x20) return absl::InvalidArgumentError("url: control characters");

@@ -1,5 +1,5 @@
-// The server's side of API tokens: SHA-256 digests and random secrets
-// (OpenSSL), and the `infrarsi-server token` commands on a database.
+// The server's side of API tokens: SHA-256 digests (OpenSSL), secrets from
+// core/random, and the `infrarsi-server token` commands on a database.
 #ifndef INFRARSI_SERVER_TOKENS_H_
 #define INFRARSI_SERVER_TOKENS_H_
 
@@ -12,8 +12,6 @@ namespace infrarsi::server {
 
 // Lower-case hex SHA-256 of `text`.
 std::string Sha256Hex(const std::string& text);
-// `bytes` random bytes from the OS's CSPRNG, hex. INTERNAL if unavailable.
-absl::StatusOr<std::string> RandomHex(int bytes);
 
 // `infrarsi-server token create`: stores a new token and returns its text
 // (shown once; only its hash is kept). INVALID_ARGUMENT names the field.
