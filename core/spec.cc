@@ -424,8 +424,7 @@ absl::Status ParseRepository(const YAML::Node& root, const SpecParseOptions& opt
     }
     ASSIGN_OR_RETURN(std::string url, RequireString(r, key, field));
     // A relative local path is the submitter's (an admin's) folder's.
-    const bool remote = absl::StrContains(url, "://") || absl::StrContains(url, "@");
-    if (remote) {
+    if (IsRemoteRepositoryUrl(url)) {
       spec.repository.url = url;
     } else {
       ASSIGN_OR_RETURN(spec.repository.url, ResolvePath(url, field, options));
@@ -762,6 +761,12 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
 }
 
 }  // namespace
+
+bool IsRemoteRepositoryUrl(const std::string& url) {
+  const size_t colon = url.find(':');
+  return absl::StrContains(url, "://") ||
+         (colon != std::string::npos && colon > 0 && url.find('/') > colon);
+}
 
 bool IsValidName(const std::string& s) {
   if (s.empty() || s.size() > 128) return false;

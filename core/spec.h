@@ -202,6 +202,10 @@ models::sim::LaunchKnobs SimKnobs(const SessionSpec& spec, const Config& config)
 // Parses and validates a YAML spec. INVALID_ARGUMENT names the bad field.
 absl::StatusOr<SessionSpec> ParseSpec(const std::string& yaml, const SpecParseOptions& options);
 
+// Whether git reads `url` over a transport (scheme://... or scp-like
+// [user@]host:path, a ':' before any '/'), not as a local path.
+bool IsRemoteRepositoryUrl(const std::string& url);
+
 // A name a person picks for a session, a patch or a registered repository:
 // 1-128 letters, digits, '-', '_' or '.'.
 bool IsValidName(const std::string& s);

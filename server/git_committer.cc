@@ -137,9 +137,7 @@ GitCommitter::GitCommitter(std::string mirror_root) : mirror_root_(std::move(mir
 }
 
 absl::StatusOr<std::string> GitCommitter::LocalLocked(const std::string& url, bool fetch) const {
-  const bool remote = url.find("://") != std::string::npos ||
-                      (url.find('@') != std::string::npos && url.find(':') != std::string::npos);
-  if (!remote) return url;
+  if (!IsRemoteRepositoryUrl(url)) return url;
   if (mirror_root_.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("this server keeps no mirrors: ", url));
   }

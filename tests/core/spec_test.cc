@@ -161,6 +161,18 @@ TEST(SpecTest, RelativeWorkdirWithoutSpecDirIsRefused) {
       << none.status();
 }
 
+// The spec and the server's mirrors tell a URL from a local path alike,
+// as git does.
+TEST(SpecTest, RemoteRepositoryUrlsAreToldFromPathsAsGitDoes) {
+  for (const char* remote : {"https://git.example/tiny.git", "ssh://git@host/r.git",
+                             "git@github.com:org/repo.git", "host:repo"}) {
+    EXPECT_TRUE(IsRemoteRepositoryUrl(remote)) << remote;
+  }
+  for (const char* local : {"/srv/repo", "repo", "./a:b", "/home/me@work/repo", "team@host/repo"}) {
+    EXPECT_FALSE(IsRemoteRepositoryUrl(local)) << local;
+  }
+}
+
 TEST(SpecTest, RepositoriesAreNamedNotPathsAndPoolsAreChecked) {
   const std::string process = absl::StrReplaceAll(
       kGood, {{"replay: {landscape: data/land.jsonl}", "process: {command: 'python3 train.py'}"}});
