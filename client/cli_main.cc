@@ -303,7 +303,7 @@ std::string PointJson(const infrarsi::SimPoint& p) {
 }
 
 int SimOptimum(const std::string& path, int top, bool json) {
-  auto yaml = infrarsi::ReadRegularFile(path, 1 << 20, "spec");
+  auto yaml = infrarsi::ReadRegularFile(path, infrarsi::kMaxSpecBytes, "spec");
   if (!yaml.ok()) return Fail(yaml.status());
   infrarsi::SpecParseOptions po;
   po.spec_dir = std::filesystem::absolute(path).parent_path().lexically_normal().string();

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/file_util.h"
-#include "core/session_manager.h"
+#include "core/spec.h"
 #include "core/status_macros.h"
 
 namespace infrarsi::client {
@@ -62,7 +62,7 @@ absl::StatusOr<v1::InitRequest> ReadSpecRequest(const std::string& spec_path) {
         }
         RETURN_IF_ERROR(attach(absl::StrCat("patches[", p["name"].Scalar(), "].file"),
                                p["file"].Scalar(), Resolve(p["file"].Scalar(), dir),
-                               kMaxPatchFileBytes));
+                               kMaxPatchBytes));
       }
     }
     // Protected files are locked by their content as the submitter has it,

@@ -12,9 +12,6 @@
 
 namespace infrarsi::client {
 
-inline constexpr size_t kMaxSpecBytes = 1 << 20;
-inline constexpr size_t kMaxPatchFileBytes = 1 << 20;
-
 // The Init request for the spec at `spec_path`: its YAML, its folder (for
 // the agents' relative paths) and, as SpecFiles, the replay landscape, the
 // patch files and (without a repository) the protected files as they are

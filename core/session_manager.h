@@ -56,10 +56,6 @@ inline constexpr char kCancelled[] = "cancelled";
 inline constexpr char kRefused[] = "refused";
 }  // namespace trial_status
 
-// Files sent with a spec: each, and all together.
-inline constexpr size_t kMaxSpecFileBytes = 8 << 20;
-inline constexpr size_t kMaxSpecFilesBytes = 12 << 20;
-
 // "initialized", "doctoring", ... for a Stage; "unspecified" otherwise.
 std::string StageName(v1::Stage stage);
 v1::Stage StageFromName(const std::string& name);

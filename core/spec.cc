@@ -27,7 +27,6 @@ constexpr int32_t kMaxTrialsLimit = 100000;
 constexpr int32_t kMaxKnobs = 64;
 constexpr int32_t kMaxValuesPerKnob = 256;
 constexpr int32_t kMaxPatches = 16;
-constexpr size_t kMaxSpecBytes = 1 << 20;  // a spec with inline patches stays far below
 
 absl::Status FieldError(const std::string& field, absl::string_view msg) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", msg));
@@ -587,7 +586,6 @@ absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& optio
         }
         ps.diff = *sent;
       }
-      constexpr size_t kMaxPatchBytes = 1 << 20;
       if (ps.diff.size() > kMaxPatchBytes) {
         return FieldError(field, absl::StrCat("larger than the limit of ", kMaxPatchBytes, " bytes"));  // NOLINT
       }

@@ -6,6 +6,7 @@
 #ifndef INFRARSI_CORE_SPEC_H_
 #define INFRARSI_CORE_SPEC_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -198,6 +199,13 @@ struct SpecParseOptions {
 // knobs. Precondition: spec.executor_kind == kSim and `config` came from its
 // space (ParseSpec validated every value).
 models::sim::LaunchKnobs SimKnobs(const SessionSpec& spec, const Config& config);
+
+// What a spec and the files sent with it may weigh (the CLI reads no more,
+// the server accepts no more).
+inline constexpr size_t kMaxSpecBytes = 1 << 20;       // the YAML; inline patches stay far below
+inline constexpr size_t kMaxPatchBytes = 1 << 20;      // one patch's diff
+inline constexpr size_t kMaxSpecFileBytes = 8 << 20;   // one file sent with the spec
+inline constexpr size_t kMaxSpecFilesBytes = 12 << 20; // all of them
 
 // Parses and validates a YAML spec. INVALID_ARGUMENT names the bad field.
 absl::StatusOr<SessionSpec> ParseSpec(const std::string& yaml, const SpecParseOptions& options);
