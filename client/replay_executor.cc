@@ -19,11 +19,12 @@ absl::StatusOr<std::shared_ptr<const Landscape>> ReplayExecutor::Get(const v1::R
                                : absl::StrCat("path:", spec.landscape_path());
   std::lock_guard<std::mutex> lock(mu_);
   auto it = cache_.find(key);
-  if (it != cache_.end()) return it->second;
+  if (it != cache_.end() && it->second.content == spec.landscape()) return it->second.landscape;
   ASSIGN_OR_RETURN(Landscape l, sent ? Landscape::Parse(spec.landscape(), "the session's landscape")
                                      : Landscape::Load(spec.landscape_path()));
   auto shared = std::make_shared<const Landscape>(std::move(l));
-  cache_[key] = shared;
+  if (it == cache_.end() && cache_.size() >= kMaxCached) cache_.erase(cache_.begin());
+  cache_[key] = Cached{spec.landscape(), shared};
   return shared;
 }
 

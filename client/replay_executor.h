@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "client/executor.h"
 #include "client/landscape.h"
@@ -16,7 +17,7 @@
 namespace infrarsi::client {
 
 // Thread-safe; landscapes are parsed once (per content, or per path for a
-// session from before landscapes were sent) and cached.
+// session from before landscapes were sent) and cached, a few at a time.
 class ReplayExecutor : public Executor {
  public:
   absl::StatusOr<v1::TrialOutcome> Run(const v1::TrialAssignment& trial,
@@ -24,8 +25,15 @@ class ReplayExecutor : public Executor {
 
  private:
   absl::StatusOr<std::shared_ptr<const Landscape>> Get(const v1::ReplaySpec& spec);
+  struct Cached {
+    // As sent: a digest finds the entry, the content proves it (the digest
+    // is not collision-resistant, and tenants send landscapes).
+    std::string content;
+    std::shared_ptr<const Landscape> landscape;
+  };
+  static constexpr size_t kMaxCached = 16;
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const Landscape>> cache_;
+  std::map<std::string, Cached> cache_;
 };
 
 }  // namespace infrarsi::client
