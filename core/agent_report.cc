@@ -92,6 +92,14 @@ absl::Status CheckStep(const v1::StepMetrics& m, const std::string& f, const Rep
 
 }  // namespace
 
+int64_t MaxStepsPerTrial(int steps_per_run, int contract_timed_steps) {
+  if (steps_per_run > 0) return std::min<int64_t>(kMaxStepsPerTrial, 10 * int64_t{steps_per_run});
+  if (contract_timed_steps > 0) {
+    return std::min<int64_t>(kMaxStepsPerTrial, 10 * (int64_t{contract_timed_steps} + 10));
+  }
+  return kMaxStepsPerTrial;
+}
+
 int64_t FirstStepOf(const google::protobuf::RepeatedPtrField<v1::StepMetrics>& steps) {
   int64_t first = std::numeric_limits<int64_t>::max();
   for (const auto& m : steps) first = std::min(first, m.step());

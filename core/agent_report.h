@@ -27,6 +27,11 @@ inline constexpr double kMaxPollIntervalS = 1.0;    // a coarser clock times not
 inline constexpr size_t kMaxReportTextBytes = 4096; // error and note are cut to this
 inline constexpr double kMaxOomPeakGib = 1e6;       // what an OOM trial may say it needed
 
+// The metrics lines a trial may report: ten times a baseline run's once
+// the doctor counted them (`steps_per_run` > 0), else ten times the
+// contract's timed steps plus a warm-up of ten, never over the hard cap.
+int64_t MaxStepsPerTrial(int steps_per_run, int contract_timed_steps);
+
 // What one trial's reports are held to.
 struct ReportLimits {
   // Device memory a step may report, GiB: the GPU's capacity with margin.

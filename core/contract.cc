@@ -34,12 +34,8 @@ AgentClockTiming TimeOnAgentClock(const TrialEvidence& e) {
   }
   // The window opens when the line before the first timed step arrived;
   // without one, at the first timed line (that step's start is unseen).
-  size_t from = first;
-  double start = 0;
   const StepEvidence* opener = first > 0 ? &e.steps[first - 1] : &e.steps[first];
-  start = opener->arrival_s;
-  if (first == 0) from = first + 1;
-  for (size_t i = from; i < e.steps.size(); ++i) {
+  for (size_t i = first > 0 ? first : 1; i < e.steps.size(); ++i) {
     if (e.steps[i].warmup) continue;
     ++t.window_steps;
     t.reported_s += e.steps[i].step_time_s;
@@ -50,7 +46,7 @@ AgentClockTiming TimeOnAgentClock(const TrialEvidence& e) {
         "start (report a warm-up step first)";
     return t;
   }
-  t.observed_s = e.steps.back().arrival_s - start;
+  t.observed_s = e.steps.back().arrival_s - opener->arrival_s;
   auto late = [&](const StepEvidence& s) {
     return s.arrival_error_s > 0 ? s.arrival_error_s : e.poll_interval_s;
   };
@@ -221,6 +217,14 @@ double PeakFlopsPerGpu(const SessionSpec& spec) {
   }
   const double tflops = fp8 && gpu->fp8_tflops > 0 ? gpu->fp8_tflops : gpu->bf16_tflops;
   return tflops * 1e12;
+}
+
+double SpecFlopsPerStep(const SessionSpec& spec) {
+  return SpecFlopsPerToken(spec) * static_cast<double>(spec.contract.tokens_per_step);
+}
+
+double SpecPeakFlops(const SessionSpec& spec) {
+  return PeakFlopsPerGpu(spec) * std::max(1, spec.gpu_count);
 }
 
 std::string EncodeStepExtra(const StepEvidence& s) {

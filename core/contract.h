@@ -105,6 +105,10 @@ double SpecFlopsPerToken(const SessionSpec& spec);
 // nothing), else bf16's (an upper bound for bf16, fp16, tf32 and fp32).
 // 0 for a GPU the catalog does not know.
 double PeakFlopsPerGpu(const SessionSpec& spec);
+// What the MFU rule compares (ContractReference's two figures): the model
+// FLOPs of one optimizer step, and the peak of all the session's GPUs.
+double SpecFlopsPerStep(const SessionSpec& spec);
+double SpecPeakFlops(const SessionSpec& spec);
 
 }  // namespace infrarsi
 

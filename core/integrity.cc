@@ -29,10 +29,7 @@ std::vector<v1::IntegrityCheck> DescribeIntegrityChecks(const SessionSpec& spec,
                    absl::StrFormat("%g", kMaxAbsLoss),
                    ", peak memory within the device's capacity, steps in order without "
                    "duplicates, at most ",
-                   doctor.steps_per_run() > 0
-                       ? absl::StrCat(std::min<int64_t>(kMaxStepsPerTrial,
-                                                        10 * int64_t{doctor.steps_per_run()}))
-                       : absl::StrCat(kMaxStepsPerTrial),
+                   MaxStepsPerTrial(doctor.steps_per_run(), spec.contract.timed_steps),
                    " lines per trial, wall time consistent with the steps"));
   std::vector<std::string> rules = {
       absl::StrCat("tokens per step ", spec.contract.tokens_per_step),
@@ -79,20 +76,17 @@ std::vector<v1::IntegrityCheck> DescribeIntegrityChecks(const SessionSpec& spec,
           "runs agreeing to the last digit are not promoted",
           100 * doctor.noise_floor(), 100 * doctor.resolution_floor(), 100 * kMinNoiseFloor,
           doctor.suspicious() ? "yes (no promotion)" : "no"));
-  const double flops = SpecFlopsPerToken(spec);
+  const double flops = SpecFlopsPerStep(spec);
   const double peak = PeakFlopsPerGpu(spec);
-  if (flops > 0 && peak > 0) {
+  if (flops <= 0) {
+    add("mfu", false, "the spec states neither workload.params nor workload.flops_per_token");
+  } else if (peak <= 0) {
+    add("mfu", false, absl::StrCat("GPU '", spec.gpu, "' is not in the catalog: its peak is unknown"));
+  } else {
     add("mfu", true,
         absl::StrFormat("no timed step may be faster than %.3g model FLOPs at %d x %.3g FLOP/s "
                         "(%.4g s: 100%% MFU)",
-                        flops * static_cast<double>(spec.contract.tokens_per_step),
-                        std::max(1, spec.gpu_count), peak,
-                        flops * static_cast<double>(spec.contract.tokens_per_step) /
-                            (peak * std::max(1, spec.gpu_count))));
-  } else if (flops <= 0) {
-    add("mfu", false, "the spec states neither workload.params nor workload.flops_per_token");
-  } else {
-    add("mfu", false, absl::StrCat("GPU '", spec.gpu, "' is not in the catalog: its peak is unknown"));
+                        flops, std::max(1, spec.gpu_count), peak, flops / SpecPeakFlops(spec)));
   }
   return out;
 }

@@ -1328,13 +1328,7 @@ ReportLimits SessionManager::LimitsLocked(const SessionState& s,
     capacity = it->second.memory_per_gpu_gib;
   }
   l.max_peak_mem_gib = capacity > 0 ? std::min(capacity * 1.1 + 1, kUnknownDeviceGib) : kUnknownDeviceGib;
-  // Steps: ten times a baseline run's lines once the doctor counted them.
-  const int per_run = s.doctor.steps_per_run();
-  if (per_run > 0) {
-    l.max_steps = std::min<int64_t>(kMaxStepsPerTrial, 10 * int64_t{per_run});
-  } else if (s.spec.contract.timed_steps > 0) {
-    l.max_steps = std::min<int64_t>(kMaxStepsPerTrial, 10 * (int64_t{s.spec.contract.timed_steps} + 10));
-  }
+  l.max_steps = MaxStepsPerTrial(s.doctor.steps_per_run(), s.spec.contract.timed_steps);
   l.agent_clock = s.spec.executor_kind == SessionSpec::ExecutorKind::kProcess;
   if (l.agent_clock && t.leased_ms > 0) {
     // The server's own clock bounds how long the trial can have run.
@@ -1490,8 +1484,8 @@ void SessionManager::ApplyContractLocked(const SessionState& s, storage::TrialRe
   // The doctor's own runs build the reference; later trials are held to it.
   ContractReference ref;
   ref.expected_timed_steps = s.spec.contract.timed_steps;
-  ref.flops_per_step = SpecFlopsPerToken(s.spec) * static_cast<double>(s.spec.contract.tokens_per_step);
-  ref.peak_flops = PeakFlopsPerGpu(s.spec) * std::max(1, s.spec.gpu_count);
+  ref.flops_per_step = SpecFlopsPerStep(s.spec);
+  ref.peak_flops = SpecPeakFlops(s.spec);
   if (t.purpose != "doctor") {
     ref.losses.assign(s.doctor.reference_losses().begin(), s.doctor.reference_losses().end());
     // As many timed steps as the baseline reported, unless the contract says.
