@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "client/metrics_line.h"
 #include "client/protected_files.h"
+#include "core/file_util.h"
 #include "core/spec.h"
 
 
@@ -46,17 +47,6 @@ std::string ReadTail(int fd, size_t max_bytes) {
   out.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return out;
 }
-
-// A descriptor that closes itself.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
 
 bool LooksLikeOom(const std::string& stderr_text) {
   const std::string lower = absl::AsciiStrToLower(stderr_text);
@@ -239,9 +229,9 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   auto create = [](const std::string& path, int flags) {
     return open(path.c_str(), flags | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   };
-  const Fd metrics_fd(create(metrics_path, O_RDWR));
-  const Fd out_fd(create(stdout_path, O_WRONLY));
-  const Fd err_fd(create(stderr_path, O_RDWR));
+  const ScopedFd metrics_fd(create(metrics_path, O_RDWR));
+  const ScopedFd out_fd(create(stdout_path, O_WRONLY));
+  const ScopedFd err_fd(create(stderr_path, O_RDWR));
   if (metrics_fd.fd < 0 || out_fd.fd < 0 || err_fd.fd < 0) {
     return absl::InternalError(absl::StrCat("process: cannot create the trial's files in ",
                                             scratch.string(), ": ", std::strerror(errno)));

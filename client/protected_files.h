@@ -11,11 +11,14 @@
 
 namespace infrarsi::client {
 
-// The git blob id of a file's content. NOT_FOUND if it cannot be read.
+// The git blob id of a file's content. NOT_FOUND if it cannot be read,
+// INVALID_ARGUMENT if it is not a regular file.
 absl::StatusOr<std::string> GitBlobHash(const std::string& path);
 
-// Workdir-relative paths whose current hash differs from `expected` (or that
-// are missing). Thread-safe.
+// Workdir-relative paths whose current hash differs from `expected`, or
+// that are missing, not regular files, or reached through a link that
+// leads out of `workdir` (none of those is followed or waited on).
+// Thread-safe.
 std::vector<std::string> ChangedProtectedFiles(
     const std::string& workdir, const google::protobuf::Map<std::string, std::string>& expected);
 

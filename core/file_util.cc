@@ -6,26 +6,30 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 
 namespace infrarsi {
 
-absl::StatusOr<std::string> ReadRegularFile(const std::string& path, size_t max_bytes,
-                                            const std::string& field) {
-  // O_NONBLOCK: opening a FIFO for reading must not wait for a writer.
-  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) {
-    const int e = errno;
-    const std::string why = absl::StrCat(field, ": cannot open ", path, ": ", std::strerror(e));
-    if (e == ENOENT || e == ENOTDIR) return absl::NotFoundError(why);
-    if (e == EACCES || e == EPERM) return absl::PermissionDeniedError(why);
-    return absl::InvalidArgumentError(why);
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { close(fd); }
-  } closer{fd};
+ScopedFd::~ScopedFd() {
+  if (fd >= 0) close(fd);
+}
+
+namespace {
+
+absl::Status OpenError(const std::string& field, const std::string& path) {
+  const int e = errno;
+  const std::string why = absl::StrCat(field, ": cannot open ", path, ": ", std::strerror(e));
+  if (e == ENOENT || e == ENOTDIR) return absl::NotFoundError(why);
+  if (e == EACCES || e == EPERM) return absl::PermissionDeniedError(why);
+  if (e == ELOOP) return absl::InvalidArgumentError(absl::StrCat(field, ": ", path, " is a link"));
+  return absl::InvalidArgumentError(why);
+}
+
+// The rest of a read once `fd` (owned by the caller) is open.
+absl::StatusOr<std::string> ReadOpened(int fd, const std::string& path, size_t max_bytes,
+                                       const std::string& field) {
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": cannot stat ", path));
@@ -55,6 +59,45 @@ absl::StatusOr<std::string> ReadRegularFile(const std::string& path, size_t max_
   }
   out.resize(got);
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path, size_t max_bytes,
+                                            const std::string& field) {
+  // O_NONBLOCK: opening a FIFO for reading must not wait for a writer.
+  const ScopedFd fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (fd.fd < 0) return OpenError(field, path);
+  return ReadOpened(fd.fd, path, max_bytes, field);
+}
+
+absl::StatusOr<std::string> ReadRegularFileWithin(const std::string& root, const std::string& rel,
+                                                  size_t max_bytes, const std::string& field) {
+  const std::filesystem::path r(rel);
+  if (rel.empty() || r.is_absolute()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": '", rel, "' is not a relative path"));
+  }
+  for (const auto& part : r) {
+    if (part == "..") {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": '", rel, "' leaves its folder"));
+    }
+  }
+  std::error_code ec;
+  const std::filesystem::path base = std::filesystem::canonical(root, ec);
+  if (ec) return absl::NotFoundError(absl::StrCat(field, ": no folder ", root));
+  const std::string path = (base / r).string();
+  // The last component is never followed; the kernel then says where the
+  // file it opened is, so a link earlier on the way cannot lead out.
+  const ScopedFd fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd.fd < 0) return OpenError(field, path);
+  const std::filesystem::path opened =
+      std::filesystem::read_symlink(absl::StrCat("/proc/self/fd/", fd.fd), ec);
+  const std::string inside = base.string() == "/" ? "/" : base.string() + "/";
+  if (ec || opened.string().rfind(inside, 0) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", path, " leads out of ", base.string(), " through a link"));
+  }
+  return ReadOpened(fd.fd, path, max_bytes, field);
 }
 
 }  // namespace infrarsi

@@ -11,6 +11,15 @@
 
 namespace infrarsi {
 
+// A file descriptor that closes itself. Not copyable.
+struct ScopedFd {
+  int fd = -1;
+  explicit ScopedFd(int f) : fd(f) {}
+  ~ScopedFd();
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+};
+
 // The content of `path`. Opens without blocking (a FIFO is refused, not
 // waited on) and without following a terminal device; INVALID_ARGUMENT
 // naming `field` when it is not a regular file or is larger than
@@ -18,6 +27,13 @@ namespace infrarsi {
 // Thread-safe.
 absl::StatusOr<std::string> ReadRegularFile(const std::string& path, size_t max_bytes,
                                             const std::string& field);
+
+// The same for `rel` inside the folder `root`, where somebody else may have
+// put links: the last component must not be a link, and the file opened
+// must lie inside `root` (no link on the way leads out). INVALID_ARGUMENT
+// naming `field` otherwise, or for an absolute `rel` or one with "..".
+absl::StatusOr<std::string> ReadRegularFileWithin(const std::string& root, const std::string& rel,
+                                                  size_t max_bytes, const std::string& field);
 
 }  // namespace infrarsi
 

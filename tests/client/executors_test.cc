@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <set>
 #include <fstream>
 
 #include "client/landscape.h"
@@ -535,6 +536,37 @@ TEST_F(ProcessExecutorTest, ATrialCannotMakeTheAgentReadFilesForIt) {
   EXPECT_EQ(out->error().find("TOPSECRET"), std::string::npos) << out->error();
   EXPECT_EQ(out->note().find("TOPSECRET"), std::string::npos) << out->note();
   EXPECT_TRUE(local_sink_.all.empty());
+}
+
+// A trial may also replace a protected file with a FIFO (the agent would
+// wait forever on it) or a link to a root-only file (its hash would tell
+// whether a guess of the file was right). The agent follows and waits on
+// neither: the file is reported changed.
+TEST_F(ProcessExecutorTest, AProtectedFileSwappedForAFifoOrALinkIsChangedNotFollowed) {
+  if (geteuid() != 0) GTEST_SKIP() << "the agent's privileges matter only when it is root";
+  const std::string secret = dir_ + "/secret";
+  std::ofstream(secret) << "TOPSECRET-0600\n";
+  std::filesystem::permissions(secret, std::filesystem::perms::owner_read |
+                                           std::filesystem::perms::owner_write);
+  std::filesystem::permissions(dir_, std::filesystem::perms::all);
+  for (const char* f : {"harness.py", "model.py"}) {
+    std::ofstream(dir_ + "/" + f) << "# " << f << "\n";
+  }
+  auto ex = ShellAsNobody();
+  ASSERT_NE(ex, nullptr);
+  // Locked by the hash of the secret's content: a followed link would match.
+  auto secret_hash = GitBlobHash(secret);
+  ASSERT_TRUE(secret_hash.ok()) << secret_hash.status();
+  v1::TrialAssignment a = ShellTrial(
+      10, "rm -f harness.py model.py && mkfifo harness.py && ln -s " + secret + " model.py");
+  auto& hashes = *a.mutable_executor()->mutable_process()->mutable_protected_hashes();
+  hashes["harness.py"] = *GitBlobHash(dir_ + "/harness.py");
+  hashes["model.py"] = *secret_hash;
+  auto out = ex->Run(a, &local_sink_);
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::set<std::string> changed(out->protected_changed().begin(), out->protected_changed().end());
+  EXPECT_TRUE(changed.count("harness.py")) << out->ShortDebugString();
+  EXPECT_TRUE(changed.count("model.py")) << out->ShortDebugString();
 }
 
 TEST_F(ProcessExecutorTest, PatchedTrialsRunInACleanWorkTreeOfTheBaseCommit) {
