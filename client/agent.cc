@@ -81,12 +81,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const Options& options) {
   if (options.gpu_model.empty()) return absl::InvalidArgumentError("gpu_model: required");
   if (options.gpu_count < 0) return absl::InvalidArgumentError("gpu_count: must be >= 0");
   if (options.executors.empty()) return absl::InvalidArgumentError("executors: at least one");
-  for (const std::string& e : options.executors) {
-    if (e != "replay" && e != "process" && e != "sim") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("executors: unknown executor '", e, "' (known: replay, process, sim)"));
-    }
-  }
+  RETURN_IF_ERROR(CheckExecutorNames(options.executors));
   std::unique_ptr<Agent> a(new Agent(options));
   if (a->options_.host.empty()) a->options_.host = DefaultHost();
   if (a->options_.scratch_root.empty()) {

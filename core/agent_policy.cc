@@ -24,6 +24,16 @@ std::string TenancyRefusal(const AgentScope& scope, const std::string& team,
   return "";
 }
 
+absl::Status CheckExecutorNames(const std::vector<std::string>& names) {
+  for (const std::string& e : names) {
+    if (e != "replay" && e != "process" && e != "sim") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("executors: unknown executor '", e, "' (known: replay, process, sim)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 bool CommandAllowed(const std::vector<std::string>& argv,
                     const std::vector<CommandPrefix>& prefixes) {
   if (prefixes.empty()) return true;

@@ -31,6 +31,10 @@ struct AgentScope {
 std::string TenancyRefusal(const AgentScope& scope, const std::string& team,
                            SessionSpec::Pool pool);
 
+// OK when every name is an executor an agent may offer (replay, process,
+// sim); else INVALID_ARGUMENT "executors: ...".
+absl::Status CheckExecutorNames(const std::vector<std::string>& names);
+
 // Whether `argv` opens with one of `prefixes` (an empty list allows any).
 bool CommandAllowed(const std::vector<std::string>& argv,
                     const std::vector<CommandPrefix>& prefixes);

@@ -1111,13 +1111,10 @@ absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
     return absl::InvalidArgumentError("memory_per_gpu_gib: must be a finite number >= 0");
   }
   if (r.executors().empty()) return absl::InvalidArgumentError("executors: at least one required");
-  for (const std::string& e : r.executors()) {
-    if (e != "replay" && e != "process" && e != "sim") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("executors: unknown executor '", e, "' (known: replay, process, sim)"));
-    }
-  }
+  RETURN_IF_ERROR(CheckExecutorNames({r.executors().begin(), r.executors().end()}));
   if (r.host().size() > 256) return absl::InvalidArgumentError("host: at most 256 characters");
+  if (r.gpu_model().size() > 128) return absl::InvalidArgumentError("gpu_model: at most 128 characters");
+  if (r.executors_size() > 16) return absl::InvalidArgumentError("executors: at most 16");
   if (r.teams_size() > 256) return absl::InvalidArgumentError("teams: at most 256");
   if (r.commands_size() > 256) return absl::InvalidArgumentError("commands: at most 256");
   for (const std::string& t : r.teams()) {

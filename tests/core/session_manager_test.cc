@@ -859,6 +859,43 @@ TEST_F(SessionManagerTest, LeaseTokensCannotBePredictedFromEarlierOnes) {
   EXPECT_GE(tokens[156].size(), 32u);  // at least 128 bits
 }
 
+// What an agent says of itself is stored: every field is bounded, and a
+// bad one is refused naming it, with nothing stored.
+TEST_F(SessionManagerTest, AgentRegistrationsAreBoundedNamingTheField) {
+  auto base = [] {
+    v1::RegisterAgentRequest r;
+    r.set_host("node");
+    r.set_gpu_model("H200");
+    r.set_gpu_count(1);
+    r.add_executors("replay");
+    return r;
+  };
+  struct Case {
+    std::string field;
+    std::function<void(v1::RegisterAgentRequest&)> edit;
+  };
+  const std::vector<Case> cases = {
+      {"host", [](auto& r) { r.set_host(std::string(300, 'h')); }},
+      {"gpu_model", [](auto& r) { r.set_gpu_model(std::string(300, 'g')); }},
+      {"memory_per_gpu_gib", [](auto& r) { r.set_memory_per_gpu_gib(std::nan("")); }},
+      {"executors", [](auto& r) { r.add_executors("docker"); }},
+      {"executors", [](auto& r) { for (int i = 0; i < 20; ++i) r.add_executors("replay"); }},
+      {"teams", [](auto& r) { r.add_teams(""); }},
+      {"teams", [](auto& r) { for (int i = 0; i < 300; ++i) r.add_teams("t"); }},
+      {"commands", [](auto& r) { r.add_commands("python3 'unbalanced"); }},
+      {"commands", [](auto& r) { for (int i = 0; i < 300; ++i) r.add_commands("python3"); }},
+  };
+  for (const Case& c : cases) {
+    v1::RegisterAgentRequest r = base();
+    c.edit(r);
+    auto got = m_->RegisterAgent(r);
+    EXPECT_TRUE(absl::IsInvalidArgument(got.status())) << c.field << ": " << got.status();
+    EXPECT_EQ(got.status().message().rfind(c.field + ":", 0), 0u) << got.status();
+  }
+  EXPECT_TRUE(storage_->ListAgents()->empty());
+  EXPECT_TRUE(m_->RegisterAgent(base()).ok());
+}
+
 // A stolen agent token must not act as another agent: an id is bound to
 // the token that registered it, a lease to the token that took it.
 TEST_F(SessionManagerTest, AgentIdsAndLeasesAreBoundToTheirToken) {
