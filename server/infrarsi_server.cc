@@ -81,14 +81,16 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   if (!options.tls_client_ca_pem.empty() && options.tls_cert_pem.empty()) {
     return absl::InvalidArgumentError("tls_client_ca: needs tls_cert and tls_key");
   }
-  // Tokens and commits cross this port: plaintext only where nobody else
-  // can listen, unless the operator says otherwise.
-  // The address the listener binds is what the name resolves to: judge
-  // that, not the string.
-  const bool loopback = ResolvesToLoopbackOnly(host);
-  if (options.max_streams_per_caller < 1 || options.max_long_polls_per_caller < 1) {
-    return absl::InvalidArgumentError("max_streams_per_caller, max_long_polls_per_caller: must be >= 1");
+  if (options.max_streams_per_caller < 1) {
+    return absl::InvalidArgumentError("max_streams_per_caller: must be >= 1");
   }
+  if (options.max_long_polls_per_caller < 1) {
+    return absl::InvalidArgumentError("max_long_polls_per_caller: must be >= 1");
+  }
+  // Tokens and commits cross this port: plaintext only where nobody else
+  // can listen, unless the operator says otherwise. The address the
+  // listener binds is what the name resolves to: judge that, not the string.
+  const bool loopback = ResolvesToLoopbackOnly(host);
   if (options.tls_cert_pem.empty() && !options.insecure && !loopback) {
     return absl::InvalidArgumentError(absl::StrCat(
         "listen: refusing to serve ", host,
