@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "core/file_util.h"
 #include "absl/strings/str_split.h"
+#include "core/file_util.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "models/stats.h"
@@ -87,7 +87,7 @@ const LandscapeTrial* Landscape::FindProbe(const std::map<std::string, std::stri
 
 absl::StatusOr<Landscape> Landscape::Load(const std::string& path) {
   auto text = ReadRegularFile(path, 64 << 20, "landscape");
-  if (!text.ok()) return absl::NotFoundError(absl::StrCat("landscape: cannot read ", path));
+  if (!text.ok()) return text.status();  // names the path and why (missing, not a file, too big)
   return Parse(*text, path);
 }
 

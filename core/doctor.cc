@@ -107,14 +107,17 @@ v1::DoctorReport BuildDoctorReport(const std::vector<DoctorRun>& runs, int verif
   }
   r.set_noise_floor(floor);
   // Real timers never agree to the last digit; forged numbers often do.
-  auto same = SameToTheLastDigit(times);
-  if (!same && agent_clock) same = SameToTheLastDigit(agent_times);
-  if (runs.size() >= 2 && same) {
+  // Judged on the agent's clock where there is one (nanosecond readings): a
+  // process prints its own times to a few digits, and two honest 140 ms
+  // runs can both print 0.140085 s.
+  const std::vector<double>& judged = agent_clock ? agent_times : times;
+  if (auto same = SameToTheLastDigit(judged); runs.size() >= 2 && same) {
     r.set_suspicious(true);
     r.set_warning(absl::StrFormat(
-        "suspicious: baseline runs %d and %d report the same step time to the last digit "
+        "suspicious: baseline runs %d and %d %s the same step time to the last digit "
         "(%.9g s); real timers never agree that closely, so no candidate will be promoted",
-        same->first, same->second, times[same->first - 1]));
+        same->first, same->second, agent_clock ? "took, on the agent's clock," : "report",
+        judged[same->first - 1]));
   }
   // The reference trajectory: per step, the median over runs.
   std::map<int64_t, std::vector<double>> losses;

@@ -449,6 +449,26 @@ TEST(DoctorStatsTest, RunsThatAgreeToTheLastDigitAreSuspicious) {
   EXPECT_GT(rep.noise_floor(), 0.0);
 }
 
+// A process prints its times to a few digits: two honest runs may print
+// the same figure. On the agent's clock they never agree; only that clock
+// judges them (an honest baseline was once refused: 0.140085 s twice).
+TEST(DoctorStatsTest, PrintedTimesMayCoincideWhereTheAgentsClockDiffers) {
+  std::vector<DoctorRun> runs(2);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    runs[i].step_time_s = 0.140085;  // as printed by both runs
+    runs[i].agent_step_time_s = 0.1403 + 1e-7 * static_cast<double>(i);
+    runs[i].window_s = 3 * runs[i].agent_step_time_s;
+    runs[i].clock_slack_s = 0.001;
+    runs[i].steps = 4;
+  }
+  EXPECT_FALSE(BuildDoctorReport(runs, 2).suspicious()) << BuildDoctorReport(runs, 2).warning();
+  // The same agent's-clock figure twice is what a forger sends.
+  runs[1].agent_step_time_s = runs[0].agent_step_time_s;
+  const v1::DoctorReport forged = BuildDoctorReport(runs, 2);
+  EXPECT_TRUE(forged.suspicious());
+  EXPECT_NE(forged.warning().find("on the agent's clock"), std::string::npos) << forged.warning();
+}
+
 VerifyPair Pair(double base_step, double cand_step, double base_whole, double cand_whole) {
   VerifyPair p;
   p.base = {base_step, base_step * 1.01, 3 * base_step * 1.01, base_whole};

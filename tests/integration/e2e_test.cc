@@ -449,7 +449,8 @@ TEST_F(EndToEndTest, ServerKilledMidSessionRestartsLosingNothing) {
     EXPECT_TRUE(settings.insert(t.config().at("ms")).second) << "setting run twice";
   }
   EXPECT_EQ(search, 8);
-  EXPECT_TRUE(done->promoted());
+  EXPECT_TRUE(done->promoted()) << after->verification().ShortDebugString() << "\ndoctor: "
+                                << after->doctor().ShortDebugString();
   for (const auto& t : before->trials()) {
     if (t.status() != "ok") continue;
     ASSERT_TRUE(now.count(t.id())) << "finished trial " << t.id() << " lost";
