@@ -22,6 +22,8 @@
 #include "client/process_executor.h"
 #include "core/agent_report.h"
 #include "core/contract.h"
+#include "core/doctor.h"
+#include "models/stats.h"
 
 namespace {
 
@@ -41,6 +43,7 @@ struct Result {
   std::string status;
   std::optional<infrarsi::Violation> violation;
   double poll_s = 0;
+  infrarsi::DoctorRun run;  // the run as a doctor would take it
 };
 
 struct Program {
@@ -102,7 +105,21 @@ std::vector<Result> RunMany(const Program& p, int ms, int steps, int runs,
     r.poll_s = infrarsi::TimeOnAgentClock(e).slack_s;
     ref.tail_s = i < 3 ? -1 : tail;
     r.violation = infrarsi::CheckContract(contract, ref, e);
-    if (i < 3) tail = std::max(tail, infrarsi::TimeOnAgentClock(e).tail_s);
+    const infrarsi::AgentClockTiming timing = infrarsi::TimeOnAgentClock(e);
+    if (i < 3) tail = std::max(tail, timing.tail_s);
+    // The run as the session manager hands it to the doctor.
+    std::vector<double> timed;
+    for (const auto& s : e.steps) {
+      if (!s.warmup) timed.push_back(s.step_time_s);
+    }
+    r.run.step_time_s = timed.empty() ? 0 : infrarsi::models::Median(timed);
+    r.run.steps = static_cast<int>(e.steps.size());
+    if (timing.valid) {
+      r.run.window_s = timing.observed_s;
+      r.run.agent_step_time_s = timing.observed_s / timing.window_steps;
+      r.run.clock_slack_s = timing.slack_s;
+      r.run.tail_s = timing.tail_s;
+    }
     out.push_back(r);
   }
   return out;
@@ -112,11 +129,22 @@ std::vector<Result> RunMany(const Program& p, int ms, int steps, int runs,
 // finish at all (a broken environment, not a false alarm).
 struct Tally {
   int ran = 0, flagged = 0, broken = 0;
+  // Consecutive pairs of finished runs taken as a doctor's two baseline
+  // runs, and how many of those the doctor would call suspicious.
+  int pairs = 0, suspicious = 0;
   double slack = 0;
   std::string first, broken_why;
 };
 Tally Count(const std::vector<Result>& rs) {
   Tally t;
+  std::vector<infrarsi::DoctorRun> done;
+  for (const Result& r : rs) {
+    if (r.status == "ok") done.push_back(r.run);
+  }
+  for (size_t i = 0; i + 1 < done.size(); i += 2) {
+    ++t.pairs;
+    t.suspicious += infrarsi::BuildDoctorReport({done[i], done[i + 1]}, 2).suspicious() ? 1 : 0;
+  }
   for (const Result& r : rs) {
     if (r.status != "ok") {
       ++t.broken;
@@ -147,8 +175,10 @@ int main(int argc, char** argv) {
               "reference tail, as the doctor's would):\n", runs);
   // slack_ms: the largest clock slack of a trial (how late the lines that
   // bound its timed window may have been read), milliseconds.
-  std::printf("%-22s %7s %6s %9s %12s  %s\n", "program", "step_ms", "steps", "flagged",
-              "max_slack_ms", "first reason");
+  // suspicious: pairs of runs (as a doctor's two baseline runs) whose step
+  // times agree to the last digit on the judged clock.
+  std::printf("%-22s %7s %6s %9s %10s %12s  %s\n", "program", "step_ms", "steps", "flagged",
+              "suspicious", "max_slack_ms", "first reason");
   const std::vector<Program> honest = {
       {"fake_trainer (C++)", {FAKE_TRAINER, "--steps", "{steps}", "--step-ms", "{ms}"}, dir},
       {"harness (python)",
@@ -159,14 +189,17 @@ int main(int argc, char** argv) {
     int ms, steps;
   };
   const std::vector<Length> lengths = {{1, 3}, {5, 3}, {5, 20}, {20, 3}, {70, 3}, {200, 3}, {1000, 3}};
-  int flagged_total = 0, honest_total = 0;
+  int flagged_total = 0, honest_total = 0, suspicious_total = 0, pairs_total = 0;
   // One row of the honest table; the totals count every row.
   auto honest_row = [&](const std::string& name, const std::string& ms, int steps, const Tally& t) {
     flagged_total += t.flagged;
     honest_total += t.ran;
+    suspicious_total += t.suspicious;
+    pairs_total += t.pairs;
     if (t.broken > 0) std::printf("  (%d runs did not finish ok: %s)\n", t.broken, t.broken_why.c_str());
-    std::printf("%-22s %7s %6d %5d/%-3d %12.2f  %s\n", name.c_str(), ms.c_str(), steps, t.flagged,
-                t.ran, 1000 * t.slack, t.first.substr(0, 90).c_str());
+    std::printf("%-22s %7s %6d %5d/%-3d %6d/%-3d %12.2f  %s\n", name.c_str(), ms.c_str(), steps,
+                t.flagged, t.ran, t.suspicious, t.pairs, 1000 * t.slack,
+                t.first.substr(0, 90).c_str());
   };
   for (const Program& p : honest) {
     for (const Length& l : lengths) {
@@ -188,8 +221,10 @@ int main(int argc, char** argv) {
                        dir + "/job", 512};
     honest_row(tiny.name, "~100", 10, Count(RunMany(tiny, 0, 10, runs, dir + "/scratch")));
   }
-  std::printf("false-alarm rate: %d of %d honest trials (%.2f%%)\n\n", flagged_total, honest_total,
-              honest_total ? 100.0 * flagged_total / honest_total : 0.0);
+  std::printf("false-alarm rate: %d of %d honest trials (%.2f%%); suspicious baselines: %d of "
+              "%d pairs of honest runs\n\n",
+              flagged_total, honest_total, honest_total ? 100.0 * flagged_total / honest_total : 0.0,
+              suspicious_total, pairs_total);
 
   std::printf("2x under-reports caught (each line claims half its step), %d runs each:\n", runs);
   std::printf("%7s %6s %9s %12s\n", "step_ms", "steps", "caught", "max_slack_ms");
