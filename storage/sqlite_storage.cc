@@ -259,6 +259,15 @@ auto CollectRows(Stmt& st, Read read) -> absl::StatusOr<std::vector<decltype(rea
   }
 }
 
+// "INSERT INTO table (cols) VALUES (?,...)" with one placeholder per
+// column, so that adding a column cannot leave the count behind.
+std::string InsertSql(absl::string_view verb, absl::string_view table, absl::string_view cols) {
+  const size_t n = static_cast<size_t>(std::count(cols.begin(), cols.end(), ',')) + 1;
+  std::string marks;
+  for (size_t i = 0; i < n; ++i) absl::StrAppend(&marks, i ? ",?" : "?");
+  return absl::StrCat(verb, " INTO ", table, " (", cols, ") VALUES (", marks, ")");
+}
+
 constexpr char kSessionCols[] =
     "id, name, spec_yaml, spec_dir, stage, contract_hash, workload_signature, gpu_model, "
     "created_ms, updated_ms, doctor_repeats, max_trials, baseline_step_time_s, baseline_cv, "
@@ -474,9 +483,7 @@ absl::Status SqliteStorage::Transaction(const std::function<absl::Status()>& fn)
 
 absl::Status SqliteStorage::InsertSession(const SessionRecord& s) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  Stmt st(db_, absl::StrCat("INSERT INTO sessions (", kSessionCols,
-                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
-                   .c_str());
+  Stmt st(db_, InsertSql("INSERT", "sessions", kSessionCols).c_str());
   BindSession(st, s);
   return st.Run();
 }
@@ -517,9 +524,7 @@ absl::StatusOr<std::vector<SessionRecord>> SqliteStorage::ListSessions() {
 
 absl::StatusOr<int64_t> SqliteStorage::InsertTrial(const TrialRecord& t) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  Stmt st(db_, absl::StrCat("INSERT INTO trials (", kTrialCols,
-                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
-                   .c_str());
+  Stmt st(db_, InsertSql("INSERT", "trials", kTrialCols).c_str());
   BindTrial(st, t);
   RETURN_IF_ERROR(st.Run());
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
@@ -635,9 +640,7 @@ absl::Status SqliteStorage::DeleteSteps(int64_t trial_id) {
 
 absl::Status SqliteStorage::PutAgent(const AgentRecord& a) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  Stmt st(db_, absl::StrCat("INSERT OR REPLACE INTO agents (", kAgentCols,
-                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?)")
-                   .c_str());
+  Stmt st(db_, InsertSql("INSERT OR REPLACE", "agents", kAgentCols).c_str());
   st.Bind(a.id).Bind(a.host).Bind(a.gpu_model).Bind(a.gpu_count).Bind(a.memory_per_gpu_gib)
       .Bind(a.executors).Bind(a.registered_ms).Bind(a.last_heartbeat_ms).Bind(a.token_id)
       .Bind(a.team).Bind(a.serves).Bind(a.commands);
@@ -661,9 +664,7 @@ absl::StatusOr<std::vector<AgentRecord>> SqliteStorage::ListAgents() {
 
 absl::StatusOr<int64_t> SqliteStorage::AddBankEntry(const BankRecord& b) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  Stmt st(db_, absl::StrCat("INSERT INTO bank (", kBankCols,
-                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?)")
-                   .c_str());
+  Stmt st(db_, InsertSql("INSERT", "bank", kBankCols).c_str());
   st.Bind(b.session_id).Bind(b.trial_id).Bind(b.workload_signature).Bind(b.gpu_model)
       .Bind(b.gpu_count).Bind(b.config).Bind(b.status).Bind(b.step_time_s)
       .Bind(b.peak_mem_gib).Bind(b.cost_s).Bind(b.created_ms);
