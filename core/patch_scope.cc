@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -125,6 +126,13 @@ absl::Status CheckPatchScope(const std::string& name, const std::vector<PatchedF
     if (absl::StartsWith(p, "/")) return refuse("escapes the editable scope (absolute path)");
     for (absl::string_view seg : absl::StrSplit(p, '/')) {
       if (seg == "..") return refuse("escapes the editable scope ('..' in the path)");
+      // The repository's own metadata (hooks, config) is never a source
+      // file, however a glob reads: git would run what lands there.
+      // Trailing dots and spaces are dropped as Windows and macOS do.
+      const absl::string_view bare = absl::StripTrailingAsciiWhitespace(seg);
+      if (absl::EqualsIgnoreCase(bare.substr(0, bare.find_last_not_of('.') + 1), ".git")) {
+        return refuse("is inside the repository's .git folder");
+      }
     }
     if (f.symlink) return refuse("is a symbolic link, which could escape the editable scope");
     for (const std::string& prot : protected_files) {

