@@ -250,6 +250,16 @@ class ProcessExecutorTest : public ::testing::Test {
     p->set_timeout_s(30);
     return a;
   }
+  // A file only root may read ("TOPSECRET-0600"), in this test's folder,
+  // which everyone may now enter and write (as a trial's user would).
+  std::string RootOnlySecret() {
+    const std::string secret = dir_ + "/secret";
+    std::ofstream(secret) << "TOPSECRET-0600\n";
+    std::filesystem::permissions(secret, std::filesystem::perms::owner_read |
+                                             std::filesystem::perms::owner_write);
+    std::filesystem::permissions(dir_, std::filesystem::perms::all);
+    return secret;
+  }
   // Root's agent running `/bin/sh -c script` as nobody, in this test's
   // folder: the executor and the trial.
   std::unique_ptr<ProcessExecutor> ShellAsNobody() {
@@ -519,11 +529,7 @@ TEST_F(ProcessExecutorTest, TrialsRunAsTheNamedUserWithoutTheAgentsSecrets) {
 // descriptors it opened before the trial ran, never the link.
 TEST_F(ProcessExecutorTest, ATrialCannotMakeTheAgentReadFilesForIt) {
   if (geteuid() != 0) GTEST_SKIP() << "the agent's privileges matter only when it is root";
-  const std::string secret = dir_ + "/secret";
-  std::ofstream(secret) << "TOPSECRET-0600\n";
-  std::filesystem::permissions(secret, std::filesystem::perms::owner_read |
-                                           std::filesystem::perms::owner_write);
-  std::filesystem::permissions(dir_, std::filesystem::perms::all);
+  const std::string secret = RootOnlySecret();
   auto ex = ShellAsNobody();
   ASSERT_NE(ex, nullptr);
   auto out = ex->Run(
@@ -544,11 +550,7 @@ TEST_F(ProcessExecutorTest, ATrialCannotMakeTheAgentReadFilesForIt) {
 // neither: the file is reported changed.
 TEST_F(ProcessExecutorTest, AProtectedFileSwappedForAFifoOrALinkIsChangedNotFollowed) {
   if (geteuid() != 0) GTEST_SKIP() << "the agent's privileges matter only when it is root";
-  const std::string secret = dir_ + "/secret";
-  std::ofstream(secret) << "TOPSECRET-0600\n";
-  std::filesystem::permissions(secret, std::filesystem::perms::owner_read |
-                                           std::filesystem::perms::owner_write);
-  std::filesystem::permissions(dir_, std::filesystem::perms::all);
+  const std::string secret = RootOnlySecret();
   for (const char* f : {"harness.py", "model.py"}) {
     std::ofstream(dir_ + "/" + f) << "# " << f << "\n";
   }

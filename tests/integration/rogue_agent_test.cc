@@ -91,6 +91,14 @@ class RogueAgentTest : public ::testing::Test {
     return resp.trial();
   }
 
+  // Starts the doctor of session `id` and leases its first trial.
+  std::optional<v1::TrialAssignment> DoctorAndLease(const std::string& id) {
+    v1::DoctorRequest d;
+    d.set_session_id(id);
+    EXPECT_TRUE(client_->Doctor(d).ok());
+    return Lease();
+  }
+
   absl::Status Complete(const v1::TrialAssignment& t, const v1::TrialOutcome& o) {
     v1::CompleteTrialRequest r;
     r.set_trial_id(t.trial_id());
@@ -177,10 +185,7 @@ class RogueAgentTest : public ::testing::Test {
 
 TEST_F(RogueAgentTest, ImpossibleNumbersAreRefusedNamingTheFieldAndNothingIsStored) {
   const std::string id = Create(Spec(2, 1, 1, 2));
-  v1::DoctorRequest d;
-  d.set_session_id(id);
-  ASSERT_TRUE(client_->Doctor(d).ok());
-  auto t = Lease();
+  auto t = DoctorAndLease(id);
   ASSERT_TRUE(t.has_value());
   const v1::TrialOutcome good = Plausible({0.05, 0.05, 0.05});
   struct Case {
@@ -262,10 +267,7 @@ TEST_F(RogueAgentTest, AnAgentCannotRaiseTheCatalogsCapacityByRegisteringIt) {
   ASSERT_TRUE(agents_->RegisterAgent(&ctx, r, &resp).ok());
   ASSERT_EQ(resp.agent_id(), agent_id_);
   const std::string id = Create(Spec(2, 1, 1, 2));
-  v1::DoctorRequest d;
-  d.set_session_id(id);
-  ASSERT_TRUE(client_->Doctor(d).ok());
-  auto t = Lease();
+  auto t = DoctorAndLease(id);
   ASSERT_TRUE(t.has_value());
   v1::TrialOutcome o = Plausible({0.05, 0.05, 0.05});
   o.mutable_steps(1)->set_peak_mem_gib(5000);
