@@ -120,20 +120,28 @@ int main(int argc, char** argv) {
   status->add_option("id", id, "session id")->required();
   status->add_flag("--json", json, "JSON output");
 
-  auto* sessions = app.add_subcommand("sessions", "list sessions");
+  auto* sessions = app.add_subcommand("sessions", "list sessions, newest first");
   sessions->add_flag("--json", json, "JSON output");
+  v1::ListSessionsRequest lq;
+  int list_page_size = 100;
+  std::string list_page_token;
+  sessions->add_option("--page-size", list_page_size, "sessions per page (max 1000)")
+      ->capture_default_str();
+  sessions->add_option("--page-token", list_page_token, "from a previous page");
 
   auto* bank = app.add_subcommand("bank", "the experience bank");
   bank->require_subcommand(1);
   v1::QueryExperienceRequest bq;
-  std::string gpu, workload, bstatus, page_token;
+  std::string gpu, workload, bstatus, page_token, purpose, order;
   std::vector<std::string> knobs;
   int page_size = 50;
   auto* query = bank->add_subcommand("query", "finished trials of every session");
   query->add_option("--gpu", gpu, "GPU model (case-insensitive)");
   query->add_option("--workload", workload, "workload signature, e.g. gpt-354m/gb16/seq2048");
   query->add_option("--knob", knobs, "KNOB=VALUE the setting must have (repeatable)");
-  query->add_option("--status", bstatus, "ok, oom, failed, timeout");
+  query->add_option("--status", bstatus, "ok, oom, failed, timeout, violation, cancelled");
+  query->add_option("--purpose", purpose, "doctor, search or verify");
+  query->add_option("--order", order, "newest (default) or oldest");
   query->add_option("--page-size", page_size, "entries per page (max 1000)")
       ->capture_default_str();
   query->add_option("--page-token", page_token, "from a previous page");
@@ -255,12 +263,17 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*sessions) {
-    auto l = c.ListSessions();
+    lq.set_page_size(list_page_size);
+    lq.set_page_token(list_page_token);
+    auto l = c.ListSessions(lq);
     if (!l.ok()) return Fail(l.status());
     if (json) {
       std::cout << infrarsi::client::ToJson(*l) << "\n";
     } else {
       for (const auto& s : l->sessions()) std::cout << infrarsi::client::FormatSummary(s) << "\n";
+      if (!l->next_page_token().empty()) {
+        std::cout << "more: --page-token " << l->next_page_token() << "\n";
+      }
     }
     return 0;
   }
@@ -268,6 +281,8 @@ int main(int argc, char** argv) {
     bq.set_gpu_model(gpu);
     bq.set_workload_signature(workload);
     bq.set_status(bstatus);
+    bq.set_purpose(purpose);
+    bq.set_order(order);
     bq.set_page_size(page_size);
     bq.set_page_token(page_token);
     for (const std::string& kv : knobs) {

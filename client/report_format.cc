@@ -207,12 +207,13 @@ std::string FormatReport(const v1::SessionReport& r) {
 }
 
 std::string FormatBank(const v1::QueryExperienceResponse& r) {
-  std::string out = absl::StrFormat("%6s  %-18s %-24s %-8s %-7s %9s %9s  %s\n", "id", "session",
-                                    "workload", "gpu", "status", "step_s", "peak_GiB", "setting");
+  std::string out =
+      absl::StrFormat("%6s  %-18s %-24s %-8s %-7s %-7s %9s %9s  %s\n", "id", "session", "workload",
+                      "gpu", "purpose", "status", "step_s", "peak_GiB", "setting");
   for (const auto& e : r.entries()) {
-    absl::StrAppendFormat(&out, "%6d  %-18s %-24s %-8s %-7s %9.4f %9.1f  %s\n", e.id(),
-                          e.session_id(), e.workload_signature(), e.gpu_model(), e.status(),
-                          e.step_time_s(), e.peak_mem_gib(), FormatConfig(e.config()));
+    absl::StrAppendFormat(&out, "%6d  %-18s %-24s %-8s %-7s %-7s %9.4f %9.1f  %s\n", e.id(),
+                          e.session_id(), e.workload_signature(), e.gpu_model(), e.purpose(),
+                          e.status(), e.step_time_s(), e.peak_mem_gib(), FormatConfig(e.config()));
   }
   if (!r.next_page_token().empty()) absl::StrAppend(&out, "(more: --page-token ", r.next_page_token(), ")\n");
   return out;

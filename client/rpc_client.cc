@@ -127,8 +127,8 @@ absl::StatusOr<v1::SessionSummary> RpcClient::GetSession(const std::string& sess
   req.set_session_id(session_id);
   INFRARSI_UNARY(GetSession, sessions_, req, v1::SessionSummary);
 }
-absl::StatusOr<v1::ListSessionsResponse> RpcClient::ListSessions() {
-  v1::ListSessionsRequest req;
+absl::StatusOr<v1::ListSessionsResponse> RpcClient::ListSessions(
+    const v1::ListSessionsRequest& req) {
   INFRARSI_UNARY(ListSessions, sessions_, req, v1::ListSessionsResponse);
 }
 absl::StatusOr<v1::SessionSummary> RpcClient::Cancel(const std::string& session_id) {

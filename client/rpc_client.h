@@ -74,7 +74,8 @@ class RpcClient {
   absl::StatusOr<v1::SessionReport> Report(const std::string& session_id);
   absl::StatusOr<v1::ApplyResponse> Apply(const v1::ApplyRequest& req);
   absl::StatusOr<v1::SessionSummary> GetSession(const std::string& session_id);
-  absl::StatusOr<v1::ListSessionsResponse> ListSessions();
+  // Newest first, a page at a time (an empty request: the first 100).
+  absl::StatusOr<v1::ListSessionsResponse> ListSessions(const v1::ListSessionsRequest& req = {});
   absl::StatusOr<v1::SessionSummary> Cancel(const std::string& session_id);
   absl::StatusOr<v1::QueryExperienceResponse> QueryExperience(
       const v1::QueryExperienceRequest& req);

@@ -15,6 +15,7 @@
 #include "core/agent_report.h"
 #include "core/apply_plan.h"
 #include "core/audit.h"
+#include "core/bank.h"
 #include "core/contract.h"
 #include "core/doctor.h"
 #include "core/integrity.h"
@@ -114,6 +115,20 @@ bool IsTerminalStage(v1::Stage st) {
   return st == v1::STAGE_APPLIED || st == v1::STAGE_CANCELLED || st == v1::STAGE_FAILED;
 }
 
+// Stages whose trials may be leased.
+bool IsLeasingStage(v1::Stage st) {
+  return st == v1::STAGE_DOCTORING || st == v1::STAGE_RUNNING || st == v1::STAGE_VERIFYING;
+}
+
+// Stages a session stays in memory for: it may still move on by itself or
+// is waiting for its team's next command.
+constexpr const char* kActiveStages[] = {"initialized", "doctoring", "doctored", "running",
+                                         "verifying"};
+bool IsActiveStage(const std::string& stage) {
+  return std::find(std::begin(kActiveStages), std::end(kActiveStages), stage) !=
+         std::end(kActiveStages);
+}
+
 absl::Status StageError(const std::string& id, const std::string& stage, absl::string_view need) {
   return absl::FailedPreconditionError(
       absl::StrCat("session_id: session ", id, " is in stage ", stage, "; ", need));
@@ -157,6 +172,21 @@ absl::StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(const Opt
   }
   if (options.max_attempts < 1) return absl::InvalidArgumentError("max_attempts: must be >= 1");
   std::unique_ptr<SessionManager> m(new SessionManager(options));
+  m->reader_ = options.reader;
+  if (m->reader_ == nullptr) {
+    auto reader = options.storage->OpenReader();
+    if (reader.ok()) {
+      m->owned_reader_ = *std::move(reader);
+      m->reader_ = m->owned_reader_.get();
+    } else if (absl::IsUnimplemented(reader.status())) {
+      m->reader_ = options.storage;  // an in-memory database: one connection
+    } else {
+      return reader.status();
+    }
+  }
+  Bank::Options bo;
+  bo.reader = m->reader_;
+  ASSIGN_OR_RETURN(m->bank_, Bank::Create(bo));
   RETURN_IF_ERROR(m->Load());
   RETURN_IF_ERROR(m->ProposePending());  // resumed sessions' windows
   return m;
@@ -178,53 +208,16 @@ absl::Status SessionManager::Load() {
     scopes_[a.id] = ScopeOf(a);
     agents_[a.id] = std::move(a);
   }
-  ASSIGN_OR_RETURN(auto records, options_.storage->ListSessions());
+  // Active sessions only: finished ones are read back when asked for.
+  storage::SessionQuery q;
+  q.stages.assign(std::begin(kActiveStages), std::end(kActiveStages));
+  ASSIGN_OR_RETURN(auto records, options_.storage->ListSessionsPage(q));
   for (auto& rec : records) {
-    SpecParseOptions po;
-    po.spec_dir = rec.spec_dir;
-    // Frozen at Init: what was sent then is in the record and the contract.
-    po.stored = true;
-    po.team_known = !rec.team.empty();
-    // The frozen contract wins over anything re-derived from the spec.
-    const v1::Contract frozen = FromJson<v1::Contract>(rec.contract);
-    const std::map<std::string, std::string> diffs(frozen.patch_diffs().begin(),
-                                                   frozen.patch_diffs().end());
-    po.frozen_patch_diffs = &diffs;
-    auto spec = ParseSpec(rec.spec_yaml, po);
-    if (!spec.ok()) {
-      return absl::DataLossError(absl::StrCat("session ", rec.id,
-                                              ": stored spec no longer parses: ",
-                                              spec.status().message()));
-    }
-    auto s = std::make_unique<SessionState>();
-    s->rec = std::move(rec);
-    s->spec = *std::move(spec);
-    s->spec.contract.protected_hashes = {frozen.protected_hashes().begin(),
-                                         frozen.protected_hashes().end()};
-    s->spec.repository.base_commit = frozen.base_commit();
-    if (!s->rec.landscape.empty()) s->spec.replay.landscape_content = s->rec.landscape;
-    for (const std::string& pair : frozen.patch_conflicts()) {
-      const size_t plus = pair.find('+');
-      if (plus != std::string::npos) {
-        s->spec.patch_conflicts.emplace_back(pair.substr(0, plus), pair.substr(plus + 1));
-      }
-    }
-    s->doctor = FromJson<v1::DoctorReport>(s->rec.doctor_report);
-    s->verification = FromJson<v1::Verification>(s->rec.verification);
-    ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
-    for (const auto& t : trials) {
-      if (t.purpose != "search") continue;
-      ++s->search_total;
-      if (IsInFlight(t.status)) ++s->search_in_flight;
-      if (!IsInFlight(t.status) && t.status != ts::kCancelled) ++s->search_done;
-      if (t.status == ts::kOk && (s->best_trial_id == 0 || t.step_time_s < s->best_step_time_s)) {
-        s->best_trial_id = t.id;
-        s->best_step_time_s = t.step_time_s;
-        ASSIGN_OR_RETURN(s->best_config, DecodeConfigJson(t.config));
-      }
-    }
-    sessions_[s->rec.id] = std::move(s);
+    ASSIGN_OR_RETURN(auto s, RestoreLocked(std::move(rec)));
+    const std::string id = s->rec.id;
+    sessions_[id] = std::move(s);
   }
+  RETURN_IF_ERROR(RebuildQueueLocked());
   // Resume: a running session whose window is short (the server died
   // between a completion and its follow-up) gets refilled.
   for (auto& [id, s] : sessions_) {
@@ -232,7 +225,8 @@ absl::Status SessionManager::Load() {
     if (stage == v1::STAGE_RUNNING) {
       std::pair<std::optional<Priors>, std::string> priors{std::nullopt, "none"};
       if (options_.priors_for) priors = options_.priors_for(s->spec);
-      RETURN_IF_ERROR(StartSearchLocked(*s, std::move(priors)));
+      ASSIGN_OR_RETURN(Bank::Seeds seeds, bank_->SeedsFor(s->spec, s->rec.id, s->rec.team));
+      RETURN_IF_ERROR(StartSearchLocked(*s, std::move(priors), std::move(seeds)));
       RETURN_IF_ERROR(TransactLocked(*s, [&] { return FillWindowLocked(*s); }));
     } else if (stage == v1::STAGE_VERIFYING) {
       RETURN_IF_ERROR(TransactLocked(*s, [&] { return AdvanceVerificationLocked(*s); }));
@@ -243,10 +237,126 @@ absl::Status SessionManager::Load() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::unique_ptr<SessionManager::SessionState>> SessionManager::RestoreLocked(
+    storage::SessionRecord rec) {
+  SpecParseOptions po;
+  po.spec_dir = rec.spec_dir;
+  // Frozen at Init: what was sent then is in the record and the contract.
+  po.stored = true;
+  po.team_known = !rec.team.empty();
+  // The frozen contract wins over anything re-derived from the spec.
+  const v1::Contract frozen = FromJson<v1::Contract>(rec.contract);
+  const std::map<std::string, std::string> diffs(frozen.patch_diffs().begin(),
+                                                 frozen.patch_diffs().end());
+  po.frozen_patch_diffs = &diffs;
+  auto spec = ParseSpec(rec.spec_yaml, po);
+  if (!spec.ok()) {
+    return absl::DataLossError(absl::StrCat("session ", rec.id,
+                                            ": stored spec no longer parses: ",
+                                            spec.status().message()));
+  }
+  auto s = std::make_unique<SessionState>();
+  s->rec = std::move(rec);
+  s->spec = *std::move(spec);
+  s->spec.contract.protected_hashes = {frozen.protected_hashes().begin(),
+                                       frozen.protected_hashes().end()};
+  s->spec.repository.base_commit = frozen.base_commit();
+  if (!s->rec.landscape.empty()) s->spec.replay.landscape_content = s->rec.landscape;
+  for (const std::string& pair : frozen.patch_conflicts()) {
+    const size_t plus = pair.find('+');
+    if (plus != std::string::npos) {
+      s->spec.patch_conflicts.emplace_back(pair.substr(0, plus), pair.substr(plus + 1));
+    }
+  }
+  s->doctor = FromJson<v1::DoctorReport>(s->rec.doctor_report);
+  s->verification = FromJson<v1::Verification>(s->rec.verification);
+  ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
+  for (const auto& t : trials) {
+    if (t.purpose != "search") continue;
+    ++s->search_total;
+    if (IsInFlight(t.status)) ++s->search_in_flight;
+    if (!IsInFlight(t.status) && t.status != ts::kCancelled) ++s->search_done;
+    if (t.status == ts::kOk && (s->best_trial_id == 0 || t.step_time_s < s->best_step_time_s)) {
+      s->best_trial_id = t.id;
+      s->best_step_time_s = t.step_time_s;
+      ASSIGN_OR_RETURN(s->best_config, DecodeConfigJson(t.config));
+    }
+  }
+  s->touched = next_touch_++;
+  return s;
+}
+
+void SessionManager::TrimLocked() {
+  std::vector<std::pair<uint64_t, std::string>> finished;
+  for (const auto& [id, s] : sessions_) {
+    if (IsActiveStage(s->rec.stage) || s->proposing || s->watchers > 0 ||
+        refill_pending_.count(id)) {
+      continue;
+    }
+    finished.emplace_back(s->touched, id);
+  }
+  if (finished.size() <= options_.finished_cache) return;
+  std::sort(finished.begin(), finished.end());
+  const size_t drop = finished.size() - options_.finished_cache;
+  for (size_t i = 0; i < drop; ++i) {
+    queue_.RemoveSession(finished[i].second);
+    sessions_.erase(finished[i].second);
+  }
+}
+
+TrialQueue::Requirement SessionManager::RequirementOf(const SessionState& s) const {
+  TrialQueue::Requirement r;
+  r.gpu_model = absl::AsciiStrToLower(s.spec.gpu);
+  r.gpu_count = s.spec.gpu_count;
+  r.executor = s.spec.ExecutorName();
+  r.team = s.rec.team;
+  r.pool = s.spec.pool;
+  return r;
+}
+
+absl::Status SessionManager::WriteTrialLocked(const SessionState& s, storage::TrialRecord& t) {
+  if (t.id == 0) {
+    ASSIGN_OR_RETURN(t.id, options_.storage->InsertTrial(t));
+  } else {
+    RETURN_IF_ERROR(options_.storage->UpdateTrial(t));
+  }
+  // Filed whatever the stage (a doctor queues its runs before it moves to
+  // doctoring); a lease checks the stage, and a session that stops leasing
+  // takes its work out (SaveSessionLocked).
+  if (t.status == ts::kQueued) {
+    queue_.Put(t, RequirementOf(s));
+  } else {
+    queue_.Remove(t.id);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SessionManager::RebuildQueueLocked() {
+  queue_.Clear();
+  ASSIGN_OR_RETURN(auto queued, options_.storage->ListTrialsByStatus(
+                                    ts::kQueued, std::numeric_limits<int32_t>::max()));
+  for (const auto& t : queued) {
+    auto it = sessions_.find(t.session_id);
+    // A queued trial of a session not in memory is of a finished one.
+    if (it == sessions_.end() || !IsLeasingStage(StageFromName(it->second->rec.stage))) continue;
+    queue_.Put(t, RequirementOf(*it->second));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SessionManager::SessionState*> SessionManager::FindLocked(const std::string& id) {
   if (id.empty()) return absl::InvalidArgumentError("session_id: required");
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) return NoSuchSession(id);
+  if (it == sessions_.end()) {
+    // A finished session that left memory: read it back (its own record
+    // and trials, whatever the history's size).
+    auto rec = options_.storage->GetSession(id);
+    if (absl::IsNotFound(rec.status())) return NoSuchSession(id);
+    if (!rec.ok()) return rec.status();
+    ASSIGN_OR_RETURN(auto s, RestoreLocked(*std::move(rec)));
+    it = sessions_.emplace(id, std::move(s)).first;
+  }
+  it->second->touched = next_touch_++;
   return it->second.get();
 }
 
@@ -343,6 +453,11 @@ absl::Status SessionManager::TransactLocked(SessionState& s,
                  events.end());
     s = std::move(saved);
     s.events = std::move(events);
+    // The queue followed writes storage just rolled back.
+    if (absl::Status q = RebuildQueueLocked(); !q.ok()) {
+      return absl::Status(st.code(), absl::StrCat(st.message(), "; and the lease queue could not "
+                                                                "be re-read: ", q.message()));
+    }
   }
   return st;
 }
@@ -352,6 +467,8 @@ absl::Status SessionManager::SaveSessionLocked(SessionState& s, const std::strin
   s.rec.stage = stage;
   s.rec.updated_ms = NowMs();
   RETURN_IF_ERROR(options_.storage->UpdateSession(s.rec));
+  // Work of a session that stopped leasing leaves the queue.
+  if (!IsLeasingStage(StageFromName(stage))) queue_.RemoveSession(s.rec.id);
   if (old != stage) EmitLocked(s, "stage_changed", nullptr);
   return absl::OkStatus();
 }
@@ -472,7 +589,7 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorReques
       t.config = EncodeConfigJson(s->spec.baseline);
       t.status = ts::kQueued;
       t.created_ms = NowMs();
-      ASSIGN_OR_RETURN(t.id, options_.storage->InsertTrial(t));
+      RETURN_IF_ERROR(WriteTrialLocked(*s, t));
     }
     s->rec.doctor_repeats = repeats;
     return SaveSessionLocked(*s, StageName(v1::STAGE_DOCTORING));
@@ -521,7 +638,12 @@ absl::Status SessionManager::AdvanceDoctorLocked(SessionState& s) {
         for (const auto& [name, secs] : *ph) phases[name].push_back(secs);
       }
     }
-    for (const auto& [name, v] : phases) run.phases[name] = models::Median(v);
+    size_t timed = 0;
+    for (const auto& sr : steps) timed += !sr.warmup;
+    for (auto& [name, v] : phases) {
+      v.resize(std::max(v.size(), timed), 0.0);  // a phase left out of a step took no time
+      run.phases[name] = models::Median(v);
+    }
     if (runs.empty()) {
       for (const auto& sr : steps) timed_steps += !sr.warmup;
     }
@@ -602,23 +724,31 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
     return absl::InvalidArgumentError(
         absl::StrCat("max_trials: must be in [0, 100000], got ", request.max_trials()));
   }
-  // Priors may come over the network: ask for them before taking the lock.
+  // Priors may come over the network and the bank's seeds grow with
+  // history: both are read before taking the lock.
   std::pair<std::optional<Priors>, std::string> priors{std::nullopt, "none"};
-  if (options_.priors_for) {
+  Bank::Seeds seeds;
+  {
     std::optional<SessionSpec> spec;
+    std::string team;
     {
       absl::MutexLock lock(&mu_);
       ASSIGN_OR_RETURN(SessionState * s, FindForLocked(request.session_id(), who, Action::kSubmit));
+      if (StageFromName(s->rec.stage) != v1::STAGE_DOCTORED) {
+        return StageError(s->rec.id, s->rec.stage, "run needs a finished doctor (stage doctored)");
+      }
       spec = s->spec;
+      team = s->rec.team;
     }
-    priors = options_.priors_for(*spec);
+    if (options_.priors_for) priors = options_.priors_for(*spec);
+    ASSIGN_OR_RETURN(seeds, bank_->SeedsFor(*spec, request.session_id(), team));
   }
   absl::ReleasableMutexLock lock(&mu_);
   ASSIGN_OR_RETURN(SessionState * s, FindForLocked(request.session_id(), who, Action::kSubmit));
   if (StageFromName(s->rec.stage) != v1::STAGE_DOCTORED) {
     return StageError(s->rec.id, s->rec.stage, "run needs a finished doctor (stage doctored)");
   }
-  RETURN_IF_ERROR(StartSearchLocked(*s, std::move(priors)));
+  RETURN_IF_ERROR(StartSearchLocked(*s, std::move(priors), std::move(seeds)));
   s->stop_reason.clear();
   RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
     if (request.max_trials() > 0) s->rec.max_trials = request.max_trials();
@@ -626,10 +756,12 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
     return FillWindowLocked(*s);
   }));
   // The first proposals, outside the lock; the summary shows them queued.
+  const std::string id = s->rec.id;
   lock.Release();
   RETURN_IF_ERROR(ProposePending());
   absl::MutexLock again(&mu_);
   work_cv_.SignalAll();
+  ASSIGN_OR_RETURN(s, FindLocked(id));  // the lock was let go: look again
   return SummaryLocked(*s);
 }
 
@@ -708,6 +840,11 @@ int SessionManager::LiveAgentsForLocked(const SessionState& s) const {
 absl::StatusOr<std::vector<Observation>> SessionManager::HistoryLocked(const SessionState& s,
                                                                        double* gpu_seconds) {
   ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
+  return HistoryOf(s, trials, gpu_seconds);
+}
+
+absl::StatusOr<std::vector<Observation>> SessionManager::HistoryOf(
+    const SessionState& s, const std::vector<storage::TrialRecord>& trials, double* gpu_seconds) {
   std::vector<Observation> history;
   *gpu_seconds = 0;
   for (const auto& t : trials) {
@@ -726,89 +863,12 @@ absl::StatusOr<std::vector<Observation>> SessionManager::HistoryLocked(const Ses
 }
 
 absl::Status SessionManager::StartSearchLocked(
-    SessionState& s, std::pair<std::optional<Priors>, std::string> priors) {
+    SessionState& s, std::pair<std::optional<Priors>, std::string> priors, Bank::Seeds seeds) {
   auto in = std::make_shared<SearchInputs>();
   in->spec = s.spec;
   UsePriors(std::move(priors), s.spec, &in->priors, &in->priors_label);
-  // Relevance tiers: the same workload on the same GPU, on another GPU, the
-  // same model at another shape, then any session with the same knobs.
-  const std::string sig = s.spec.WorkloadSignature();
-  const std::string model = sig.substr(0, sig.find('/'));
-  struct Entry {
-    int tier;
-    int rank;  // rank within its session, fastest first
-    double time;
-    Config config;
-  };
-  std::map<std::string, std::vector<std::pair<double, Config>>> by_session;
-  std::map<std::string, int> tier_of;
-  std::vector<SearchContext::Related> related;
-  storage::BankFilter f;
-  f.status = ts::kOk;
-  f.limit = 1000;
-  // Another team's experience only where it was shared: what the session's
-  // own team may read.
-  Principal owner;
-  owner.role = Role::kSubmitter;
-  owner.team = s.rec.team;
-  for (int page = 0; page < 20; ++page) {
-    ASSIGN_OR_RETURN(auto rows, options_.storage->QueryBank(f));
-    for (const auto& b : rows) {
-      if (b.session_id == s.rec.id || b.step_time_s <= 0) continue;
-      if (!BankVisibleLocked(b.session_id, owner)) continue;
-      auto c = DecodeConfigJson(b.config);
-      if (!c.ok() || c->size() != s.spec.knobs.size()) continue;
-      bool in_space = true;
-      for (const Knob& k : s.spec.knobs) {
-        auto it = c->find(k.name);
-        in_space = in_space && it != c->end() &&
-                   std::find(k.values.begin(), k.values.end(), it->second) != k.values.end();
-      }
-      if (!in_space) continue;
-      const int tier = b.workload_signature == sig
-                           ? (absl::EqualsIgnoreCase(b.gpu_model, s.spec.gpu) ? 0 : 1)
-                           : (b.workload_signature.substr(0, b.workload_signature.find('/')) == model
-                                  ? 2
-                                  : 3);
-      tier_of[b.session_id] = tier;
-      if (tier <= 1) {
-        SearchContext::Related r;
-        r.obs.config = *c;
-        r.obs.status = "ok";
-        r.obs.step_time_s = b.step_time_s;
-        r.obs.peak_mem_gib = b.peak_mem_gib;
-        r.source = b.session_id;
-        related.push_back(std::move(r));
-      }
-      by_session[b.session_id].push_back({b.step_time_s, *std::move(c)});
-    }
-    if (rows.size() < static_cast<size_t>(f.limit)) break;
-    f.after_id = rows.back().id;
-  }
-  std::vector<Entry> entries;
-  for (auto& [sid, rows] : by_session) {
-    std::sort(rows.begin(), rows.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (size_t i = 0; i < rows.size() && i < 5; ++i) {
-      entries.push_back({tier_of[sid], static_cast<int>(i), rows[i].first, rows[i].second});
-    }
-  }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return std::tie(a.tier, a.rank, a.time) < std::tie(b.tier, b.rank, b.time);
-  });
-  std::vector<Config> out;
-  for (const Entry& e : entries) {
-    if (out.size() >= 12) break;
-    if (e.config == s.spec.baseline) continue;
-    if (std::find(out.begin(), out.end(), e.config) == out.end()) out.push_back(e.config);
-  }
-  in->warm_starts = std::move(out);
-  // The newest related trials, so a proposal's cost stays bounded however
-  // large the bank grows (bank ids ascend, so the last rows are the newest).
-  if (related.size() > SearchContext::kMaxRelated) {
-    related.erase(related.begin(), related.end() - static_cast<std::ptrdiff_t>(SearchContext::kMaxRelated));
-  }
-  in->related = std::move(related);
+  in->warm_starts = std::move(seeds.warm_starts);
+  in->related = std::move(seeds.related);
   s.search = std::move(in);
   return absl::OkStatus();
 }
@@ -926,7 +986,7 @@ absl::Status SessionManager::ApplyProposalLocked(SessionState& s, const Proposal
       t.tag = p.reasons[i];
       t.status = ts::kQueued;
       t.created_ms = NowMs();
-      ASSIGN_OR_RETURN(t.id, options_.storage->InsertTrial(t));
+      RETURN_IF_ERROR(WriteTrialLocked(s, t));
       ++s.search_total;
       ++s.search_in_flight;
     }
@@ -983,7 +1043,7 @@ absl::Status SessionManager::FinishRunLocked(SessionState& s) {
         t.tag = absl::StrCat("c", r + 1, "/r", run, "/", is_base ? "base" : "cand");
         t.pin_agent = ok[r]->agent;  // same host for both arms
         t.created_ms = NowMs();
-        ASSIGN_OR_RETURN(t.id, options_.storage->InsertTrial(t));
+        RETURN_IF_ERROR(WriteTrialLocked(s, t));
       }
     }
   }
@@ -1059,7 +1119,7 @@ absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s) {
         t.status = ts::kViolation;
         t.violation = "implausible";
         t.error = absl::StrCat("implausible: verification found ", v.reason);
-        RETURN_IF_ERROR(options_.storage->UpdateTrial(t));
+        RETURN_IF_ERROR(WriteTrialLocked(s, t));
         if (absl::Status b = options_.storage->SetBankStatus(t.id, t.status);
             !b.ok() && !absl::IsNotFound(b)) {
           return b;
@@ -1178,20 +1238,33 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
   ASSIGN_OR_RETURN(storage::AgentRecord * bound, BoundAgentLocked(agent_id, who));
   storage::AgentRecord& agent = *bound;
   agent.last_heartbeat_ms = NowMs();
-  ASSIGN_OR_RETURN(auto queued, options_.storage->ListTrialsByStatus(ts::kQueued, 1000));
-  for (storage::TrialRecord& t : queued) {
-    auto sit = sessions_.find(t.session_id);
-    if (sit == sessions_.end()) continue;
-    SessionState& s = *sit->second;
-    const v1::Stage stage = StageFromName(s.rec.stage);
-    if (stage != v1::STAGE_DOCTORING && stage != v1::STAGE_RUNNING &&
-        stage != v1::STAGE_VERIFYING) {
-      continue;
-    }
-    if (!AgentCanRunLocked(agent, s, &t)) continue;
-    // A/B pairs run on one host; if that host is gone, any may take over.
-    if (!t.pin_agent.empty() && t.pin_agent != agent.id && AgentLiveLocked(t.pin_agent)) continue;
-
+  // Only work this agent could run is looked at: the requirement (hardware,
+  // executor, tenancy) first, then the trial (its stage, refusals, command
+  // policy, pinning).
+  const std::optional<int64_t> pick = queue_.Oldest(
+      [&](const TrialQueue::Requirement& req) {
+        if (req.gpu_model != absl::AsciiStrToLower(agent.gpu_model)) return false;
+        if (agent.gpu_count < req.gpu_count) return false;
+        bool executor = false;
+        for (absl::string_view e : absl::StrSplit(agent.executors, ',')) {
+          executor = executor || e == req.executor;
+        }
+        auto scope = scopes_.find(agent.id);
+        return executor && scope != scopes_.end() &&
+               TenancyRefusal(scope->second, req.team, req.pool).empty();
+      },
+      [&](const storage::TrialRecord& t) {
+        auto sit = sessions_.find(t.session_id);
+        if (sit == sessions_.end()) return false;
+        const SessionState& s = *sit->second;
+        if (!IsLeasingStage(StageFromName(s.rec.stage))) return false;
+        if (!AgentCanRunLocked(agent, s, &t)) return false;
+        // A/B pairs run on one host; if that host is gone, any may take over.
+        return t.pin_agent.empty() || t.pin_agent == agent.id || !AgentLiveLocked(t.pin_agent);
+      });
+  if (pick) {
+    storage::TrialRecord t = *queue_.Find(*pick);
+    SessionState& s = *sessions_.at(t.session_id);
     t.status = ts::kLeased;
     t.attempts += 1;
     t.lease_agent = agent.id;
@@ -1205,6 +1278,7 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
       RETURN_IF_ERROR(options_.storage->DeleteSteps(t.id));  // a fresh attempt
       return options_.storage->UpdateTrial(t);
     }));
+    queue_.Remove(t.id);
     EmitLocked(s, "trial_leased", &t);
 
     v1::TrialAssignment a;
@@ -1303,11 +1377,11 @@ bool SessionManager::WaitForWork(absl::Duration timeout) {
 
 absl::StatusOr<SessionManager::SessionState*> SessionManager::RecordedSessionLocked(
     const storage::TrialRecord& t) {
-  auto it = sessions_.find(t.session_id);
-  if (it == sessions_.end()) {
+  auto s = FindLocked(t.session_id);
+  if (absl::IsNotFound(s.status())) {
     return absl::InternalError(absl::StrCat("trial ", t.id, " has no session"));
   }
-  return it->second.get();
+  return s;
 }
 
 ReportLimits SessionManager::LimitsLocked(const SessionState& s,
@@ -1505,20 +1579,9 @@ bool SessionManager::AgentLiveLocked(const std::string& agent_id) const {
 }
 
 absl::Status SessionManager::FinishTrialLocked(SessionState& s, storage::TrialRecord& t) {
-  RETURN_IF_ERROR(options_.storage->UpdateTrial(t));
-  storage::BankRecord b;
-  b.session_id = s.rec.id;
-  b.trial_id = t.id;
-  b.workload_signature = s.rec.workload_signature;
-  b.gpu_model = s.spec.gpu;
-  b.gpu_count = s.spec.gpu_count;
-  b.config = t.config;
-  b.status = t.status;
-  b.step_time_s = t.step_time_s;
-  b.peak_mem_gib = t.peak_mem_gib;
-  b.cost_s = t.cost_s;
-  b.created_ms = NowMs();
-  RETURN_IF_ERROR(options_.storage->AddBankEntry(b).status());
+  RETURN_IF_ERROR(WriteTrialLocked(s, t));
+  RETURN_IF_ERROR(
+      options_.storage->AddBankEntry(Bank::EntryFor(s.rec, s.spec, t, NowMs())).status());
 
   const v1::Stage stage = StageFromName(s.rec.stage);
   if (t.purpose == "doctor") {
@@ -1567,7 +1630,7 @@ absl::Status SessionManager::RefuseLocked(SessionState& s, storage::TrialRecord&
   t.note = reason;
   t.lease_deadline_ms = 0;
   t.pin_agent.clear();
-  RETURN_IF_ERROR(options_.storage->UpdateTrial(t));
+  RETURN_IF_ERROR(WriteTrialLocked(s, t));
   EmitLocked(s, "trial_requeued", &t);
   return absl::OkStatus();
 }
@@ -1579,6 +1642,7 @@ absl::Status SessionManager::ExpireLeases() {
 
 absl::Status SessionManager::RequeueExpired() {
   absl::MutexLock lock(&mu_);
+  TrimLocked();  // the reaper's tick bounds how long finished sessions stay
   const int64_t now = NowMs();
   std::vector<storage::TrialRecord> expired;
   for (const char* status : {ts::kLeased, ts::kRunning}) {
@@ -1606,7 +1670,7 @@ absl::Status SessionManager::RequeueExpired() {
                             "; re-queued");
       t.lease_deadline_ms = 0;
       t.pin_agent.clear();  // the pinned host just failed it: any host may take it
-      RETURN_IF_ERROR(options_.storage->UpdateTrial(t));
+      RETURN_IF_ERROR(WriteTrialLocked(*s, t));
       EmitLocked(*s, "trial_requeued", &t);
       return absl::OkStatus();
     }));
@@ -1624,18 +1688,41 @@ absl::StatusOr<v1::SessionSummary> SessionManager::GetSession(const std::string&
   return SummaryLocked(*s);
 }
 
-absl::StatusOr<v1::ListSessionsResponse> SessionManager::ListSessions(const Principal& who) {
+absl::StatusOr<v1::ListSessionsResponse> SessionManager::ListSessions(
+    const v1::ListSessionsRequest& request, const Principal& who) {
   RETURN_IF_ERROR(Authorize(who, Action::kRead));
-  absl::MutexLock lock(&mu_);
-  std::vector<const SessionState*> all;
-  for (const auto& [id, s] : sessions_) {
-    if (who.SeesTeam(s->rec.team)) all.push_back(s.get());
+  if (request.page_size() < 0 || request.page_size() > 1000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size: must be in [0, 1000], got ", request.page_size()));
   }
-  std::sort(all.begin(), all.end(), [](const SessionState* a, const SessionState* b) {
-    return std::tie(a->rec.created_ms, a->rec.id) < std::tie(b->rec.created_ms, b->rec.id);
-  });
+  storage::SessionQuery q;
+  if (!who.open && who.role != Role::kAdmin) {
+    q.any_team = false;
+    q.team = who.team;
+  }
+  if (!request.page_token().empty() &&
+      (!absl::SimpleAtoi(request.page_token(), &q.before_seq) || q.before_seq <= 0)) {
+    return absl::InvalidArgumentError("page_token: not a token this server issued");
+  }
+  const int32_t page = request.page_size() > 0 ? request.page_size() : 100;
+  q.limit = page + 1;
+  // The page's records come from the reader, without the lock.
+  ASSIGN_OR_RETURN(auto records, reader_->ListSessionsPage(q));
+  const bool more = records.size() > static_cast<size_t>(page);
+  if (more) records.resize(static_cast<size_t>(page));
   v1::ListSessionsResponse resp;
-  for (const SessionState* s : all) *resp.add_sessions() = SummaryLocked(*s);
+  absl::MutexLock lock(&mu_);
+  for (auto& rec : records) {
+    auto it = sessions_.find(rec.id);
+    if (it != sessions_.end()) {
+      *resp.add_sessions() = SummaryLocked(*it->second);
+      continue;
+    }
+    // Summarised without entering memory: a listing must not fill the cache.
+    ASSIGN_OR_RETURN(auto state, RestoreLocked(std::move(rec)));
+    *resp.add_sessions() = SummaryLocked(*state);
+  }
+  if (more) resp.set_next_page_token(absl::StrCat(records.back().seq));
   return resp;
 }
 
@@ -1652,7 +1739,7 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Cancel(const std::string& ses
       if (!IsInFlight(t.status)) continue;
       t.status = ts::kCancelled;
       t.finished_ms = NowMs();
-      RETURN_IF_ERROR(options_.storage->UpdateTrial(t));
+      RETURN_IF_ERROR(WriteTrialLocked(*s, t));
     }
     s->search_in_flight = 0;
     return SaveSessionLocked(*s, StageName(v1::STAGE_CANCELLED));
@@ -1662,14 +1749,30 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Cancel(const std::string& ses
 
 absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& session_id,
                                                         const Principal& who) {
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(SessionState * s, FindForLocked(session_id, who, Action::kRead));
-  ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
+  // A snapshot under the lock; the trials are read and the models fitted
+  // without it (a report of a long session costs what the session holds).
+  SessionState snapshot;
+  v1::SessionSummary sum;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(SessionState * found, FindForLocked(session_id, who, Action::kRead));
+    sum = SummaryLocked(*found);
+    snapshot.rec = found->rec;
+    snapshot.spec = found->spec;
+    snapshot.best_step_time_s = found->best_step_time_s;
+    snapshot.best_trial_id = found->best_trial_id;
+    snapshot.best_config = found->best_config;
+    snapshot.doctor = found->doctor;
+    snapshot.verification = found->verification;
+    snapshot.search = found->search;
+    snapshot.stop_reason = found->stop_reason;
+  }
+  const SessionState* s = &snapshot;
+  ASSIGN_OR_RETURN(auto trials, reader_->ListTrials(s->rec.id));
   v1::SessionReport rep;
   rep.set_session_id(s->rec.id);
   rep.set_name(s->rec.name);
   rep.set_stage(s->rec.stage);
-  const v1::SessionSummary sum = SummaryLocked(*s);
   *rep.mutable_workload() = sum.workload();
   *rep.mutable_hardware() = sum.hardware();
   rep.set_contract_hash(s->rec.contract_hash);
@@ -1758,7 +1861,7 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
     if (t.purpose == "search" && !t.tag.empty()) (*search->mutable_proposals_by_reason())[t.tag]++;
   }
   double unused = 0;
-  ASSIGN_OR_RETURN(std::vector<Observation> history, HistoryLocked(*s, &unused));
+  ASSIGN_OR_RETURN(std::vector<Observation> history, HistoryOf(*s, trials, &unused));
   if (!history.empty()) {
     SearchContext ctx;
     ctx.spec = &s->spec;
@@ -1876,9 +1979,11 @@ absl::StatusOr<std::vector<v1::SessionEvent>> SessionManager::WaitEvents(
     return out;
   }
   const absl::Time deadline = absl::Now() + timeout;
+  ++s->watchers;  // keeps it in memory while the lock is let go
   while (!shutdown_ && (s->events.empty() || s->events.back().seq() <= after_seq)) {
     if (events_cv_.WaitWithDeadline(&mu_, deadline)) break;
   }
+  --s->watchers;
   for (const auto& ev : s->events) {
     if (ev.seq() > after_seq) out.push_back(ev);
   }
@@ -1887,57 +1992,7 @@ absl::StatusOr<std::vector<v1::SessionEvent>> SessionManager::WaitEvents(
 
 absl::StatusOr<v1::QueryExperienceResponse> SessionManager::QueryExperience(
     const v1::QueryExperienceRequest& request, const Principal& who) {
-  RETURN_IF_ERROR(Authorize(who, Action::kRead));
-  if (request.page_size() < 0 || request.page_size() > 1000) {
-    return absl::InvalidArgumentError("page_size: must be in [0, 1000]");
-  }
-  storage::BankFilter f;
-  f.workload_signature = request.workload_signature();
-  f.gpu_model = request.gpu_model();
-  f.status = request.status();
-  for (const auto& [k, v] : request.knobs()) {
-    f.config_fragments.push_back(JsonQuote(k) + ":" + JsonQuote(v));
-  }
-  if (!request.page_token().empty() && !absl::SimpleAtoi(request.page_token(), &f.after_id)) {
-    return absl::InvalidArgumentError("page_token: not a token this server issued");
-  }
-  const size_t page = request.page_size() > 0 ? static_cast<size_t>(request.page_size()) : 50;
-  absl::MutexLock lock(&mu_);
-  // Pages of what `who` may see: read on past entries it may not.
-  std::vector<storage::BankRecord> rows;
-  bool more = false;
-  while (true) {
-    f.limit = static_cast<int32_t>(page + 1);
-    ASSIGN_OR_RETURN(auto chunk, options_.storage->QueryBank(f));
-    for (auto& b : chunk) {
-      if (!BankVisibleLocked(b.session_id, who)) continue;
-      if (rows.size() == page) {
-        more = true;
-        break;
-      }
-      rows.push_back(std::move(b));
-    }
-    if (more || chunk.size() < page + 1) break;
-    f.after_id = chunk.back().id;
-  }
-  v1::QueryExperienceResponse resp;
-  for (const auto& b : rows) {
-    v1::ExperienceEntry* e = resp.add_entries();
-    e->set_id(b.id);
-    e->set_session_id(b.session_id);
-    e->set_trial_id(b.trial_id);
-    e->set_workload_signature(b.workload_signature);
-    e->set_gpu_model(b.gpu_model);
-    e->set_gpu_count(b.gpu_count);
-    if (auto c = DecodeConfigJson(b.config); c.ok()) CopyConfig(*c, e->mutable_config());
-    e->set_status(b.status);
-    e->set_step_time_s(b.step_time_s);
-    e->set_peak_mem_gib(b.peak_mem_gib);
-    e->set_cost_s(b.cost_s);
-    e->set_created_unix_ms(b.created_ms);
-  }
-  if (more) resp.set_next_page_token(absl::StrCat(rows.back().id));
-  return resp;
+  return bank_->Query(request, who);  // no lock of ours: the bank reads on its own connection
 }
 
 absl::StatusOr<SessionManager::SessionState*> SessionManager::FindForLocked(
@@ -1948,17 +2003,26 @@ absl::StatusOr<SessionManager::SessionState*> SessionManager::FindForLocked(
   return s;
 }
 
-bool SessionManager::BankVisibleLocked(const std::string& session_id, const Principal& who) const {
-  auto it = sessions_.find(session_id);
-  if (it == sessions_.end()) return who.open || who.role == Role::kAdmin;
-  return who.SeesTeam(it->second->rec.team) || it->second->rec.share_bank;
-}
-
 void SessionManager::Shutdown() {
   absl::MutexLock lock(&mu_);
   shutdown_ = true;
   work_cv_.SignalAll();
   events_cv_.SignalAll();
+}
+
+absl::StatusOr<int64_t> SessionManager::PruneSteps(int32_t limit) {
+  if (options_.step_retention <= absl::ZeroDuration()) return 0;
+  const int64_t before = absl::ToUnixMillis(options_.clock->Now() - options_.step_retention);
+  return options_.storage->PruneSteps({"searched", "applied", "cancelled", "failed"}, before,
+                                      limit);
+}
+
+SessionManager::Stats SessionManager::GetStats() const {
+  absl::MutexLock lock(&mu_);
+  Stats st;
+  st.resident_sessions = sessions_.size();
+  st.queued_trials = queue_.size();
+  return st;
 }
 
 }  // namespace infrarsi

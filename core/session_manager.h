@@ -6,9 +6,17 @@
 // killed at any point restarts (Create on the same storage) with each
 // session where it stopped and no finished trial lost or counted twice.
 //
-// Thread safety: all public methods are thread-safe. A single mutex guards
-// the in-memory state; storage calls happen under it, which also serialises
-// the storage transactions. Proposals (fitting the search's models: up to
+// Memory: only active sessions (initialized to verifying) live in memory,
+// with a bounded cache of finished ones; start-up reads the active ones
+// only, and a finished session is read back from storage when asked for.
+//
+// Thread safety: all public methods are thread-safe. A mutex guards the
+// in-memory state; writes happen under it, which also serialises the
+// storage transactions. Nothing whose cost grows with history runs under
+// it: bank reads (QueryExperience, a run's seeds) go through Bank on a
+// reader connection without it, a lease looks only at queued work the
+// agent can run (TrialQueue), and a report is assembled from a snapshot
+// after it is released. Proposals (fitting the search's models: up to
 // tens of milliseconds) are made without it, at most one per session at a
 // time, by the thread whose call made room in the window; that call returns
 // once they are queued.
@@ -31,11 +39,13 @@
 #include "core/agent_policy.h"
 #include "core/agent_report.h"
 #include "core/auth.h"
+#include "core/bank.h"
 #include "core/contract.h"
 #include "core/source_repo.h"
 #include "core/optimizer.h"
 #include "core/priors.h"
 #include "core/spec.h"
+#include "core/trial_queue.h"
 #include "infrarsi/v1/infrarsi.pb.h"
 #include "storage/storage.h"
 
@@ -65,6 +75,18 @@ class SessionManager {
   struct Options {
     // Required; not owned; must outlive the manager.
     storage::Storage* storage = nullptr;
+    // Not owned. Where bank reads and reports go. Null: a reader the
+    // manager opens on `storage` (Storage::OpenReader), or `storage` itself
+    // where it has none (an in-memory database).
+    storage::Storage* reader = nullptr;
+    // Finished sessions kept in memory after their last use (beyond that,
+    // the least recently used leave memory; the server trims on its reaper
+    // tick). Active sessions always stay.
+    size_t finished_cache = 64;
+    // Retention of per-step metrics: PruneSteps drops the steps of sessions
+    // that finished longer ago than this (their trials, summaries, bank
+    // entries and reports stay). Zero: kept forever.
+    absl::Duration step_retention = absl::ZeroDuration();
     // Not owned. Default: the real clock.
     Clock* clock = Clock::Real();
     // Not owned. Null: a ModelOptimizer owned by the manager.
@@ -111,8 +133,9 @@ class SessionManager {
                                           const Principal& who = Principal::Open());
   absl::StatusOr<v1::SessionSummary> GetSession(const std::string& session_id,
                                                 const Principal& who = Principal::Open());
-  // Only the sessions `who` may see.
-  absl::StatusOr<v1::ListSessionsResponse> ListSessions(const Principal& who = Principal::Open());
+  // The sessions `who` may see, newest first, a page at a time.
+  absl::StatusOr<v1::ListSessionsResponse> ListSessions(
+      const v1::ListSessionsRequest& request = {}, const Principal& who = Principal::Open());
   absl::StatusOr<v1::SessionSummary> Cancel(const std::string& session_id,
                                             const Principal& who = Principal::Open());
 
@@ -146,6 +169,12 @@ class SessionManager {
   // it to another agent instead.
   absl::StatusOr<v1::CompleteTrialResponse> CompleteTrial(
       const v1::CompleteTrialRequest& r, const Principal& who = Principal::Open());
+  // Retention (Options::step_retention): deletes up to `limit` per-step rows
+  // of sessions that finished before the retention window; returns how many.
+  // Runs on the writer connection without the manager's lock. The server
+  // calls it every few minutes, repeating while a call fills its limit.
+  absl::StatusOr<int64_t> PruneSteps(int32_t limit = 20000);
+
   // Re-queues (or fails, after max_attempts) trials whose lease expired.
   // The server's reaper calls it periodically (not the lease path, which
   // every long-polling agent hits on each wake-up).
@@ -160,14 +189,19 @@ class SessionManager {
   // Wakes every waiter; later waits return at once.
   void Shutdown();
 
+  // For operators and benchmarks: sessions held in memory, and queued
+  // trials indexed for leasing.
+  struct Stats {
+    size_t resident_sessions = 0;
+    size_t queued_trials = 0;
+  };
+  Stats GetStats() const;
+
  private:
   struct SessionState;
   // FindLocked, after checking that `who` may do `action` to the session.
   absl::StatusOr<SessionState*> FindForLocked(const std::string& id, const Principal& who,
                                               Action action) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether a bank entry of `session_id` may be read by `team`'s callers.
-  bool BankVisibleLocked(const std::string& session_id, const Principal& who) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct SearchInputs {
     // The session's spec (fixed at Init), shared so a proposal need not
     // copy it (patches alone may be megabytes).
@@ -199,13 +233,31 @@ class SessionManager {
     // A proposal for this session is being made outside the lock; at most
     // one at a time, so two never propose the same setting.
     bool proposing = false;
+    // Calls waiting on its events without the lock: it stays in memory.
+    int watchers = 0;
+    uint64_t touched = 0;  // when it was last found (for the cache)
   };
 
   explicit SessionManager(const Options& options);
   absl::Status Load();
 
+  // The session, read back from storage if it is not in memory.
   absl::StatusOr<SessionState*> FindLocked(const std::string& id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A session's in-memory state rebuilt from its record and its trials.
+  absl::StatusOr<std::unique_ptr<SessionState>> RestoreLocked(storage::SessionRecord rec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Lets the least recently used finished sessions beyond the cache leave
+  // memory. Callers hold no SessionState pointer across it.
+  void TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes trial `t` (inserting it when t.id is 0) and keeps the lease
+  // queue in step with its status.
+  absl::Status WriteTrialLocked(const SessionState& s, storage::TrialRecord& t)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TrialQueue::Requirement RequirementOf(const SessionState& s) const;
+  // The queue as storage has it (start-up, and after a rolled-back
+  // transaction, whose queue changes storage never saw).
+  absl::Status RebuildQueueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::SessionSummary SummaryLocked(const SessionState& s) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::TrialView ViewOf(const storage::TrialRecord& t) const;
@@ -244,11 +296,16 @@ class SessionManager {
   // this session's (in its space) and the bank's trials of the same
   // workload on any GPU (in its space), what the session's team may read.
   absl::Status StartSearchLocked(SessionState& s,
-                                 std::pair<std::optional<Priors>, std::string> priors)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                 std::pair<std::optional<Priors>, std::string> priors,
+                                 Bank::Seeds seeds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<Observation>> HistoryLocked(const SessionState& s,
                                                          double* gpu_seconds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The search's observations among `trials` (the session's), and the
+  // GPU-seconds they cost.
+  static absl::StatusOr<std::vector<Observation>> HistoryOf(
+      const SessionState& s, const std::vector<storage::TrialRecord>& trials,
+      double* gpu_seconds);
   // CompleteTrial and ExpireLeases but the proposals that follow them.
   absl::StatusOr<v1::CompleteTrialResponse> RecordCompletion(const v1::CompleteTrialRequest& r,
                                                              const Principal& who)
@@ -291,6 +348,9 @@ class SessionManager {
   const Options options_;
   std::unique_ptr<Optimizer> owned_optimizer_;
   Optimizer* optimizer_;
+  std::unique_ptr<storage::Storage> owned_reader_;
+  storage::Storage* reader_ = nullptr;  // bank reads and reports
+  std::unique_ptr<Bank> bank_;
 
   mutable absl::Mutex mu_;
   absl::CondVar work_cv_;
@@ -303,6 +363,8 @@ class SessionManager {
   // rolled-back transaction leaves a mark at worst, which only costs a
   // recheck).
   std::set<std::string> refill_pending_ ABSL_GUARDED_BY(mu_);
+  TrialQueue queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_touch_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };

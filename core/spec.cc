@@ -988,13 +988,13 @@ absl::StatusOr<Config> DecodeConfigJson(const std::string& json) {
   return out;
 }
 
-std::string EncodeDoubleMapJson(const std::map<std::string, double>& m) {
+std::string EncodeDoubleMapJson(const std::map<std::string, double>& m, int digits) {
   std::string out = "{";
   bool first = true;
   for (const auto& [k, v] : m) {
     if (!first) out += ",";
     first = false;
-    out += JsonQuote(k) + ":" + (std::isfinite(v) ? absl::StrFormat("%.17g", v) : "null");
+    out += JsonQuote(k) + ":" + (std::isfinite(v) ? absl::StrFormat("%.*g", digits, v) : "null");
   }
   return out + "}";
 }

@@ -233,7 +233,8 @@ std::string ContractText(const SessionSpec& spec);
 std::string ConfigKey(const Config& config);          // "a=1,b=x"
 std::string EncodeConfigJson(const Config& config);   // {"a":"1","b":"x"}
 absl::StatusOr<Config> DecodeConfigJson(const std::string& json);
-std::string EncodeDoubleMapJson(const std::map<std::string, double>& m);
+// `digits` significant digits (17: exact for any double).
+std::string EncodeDoubleMapJson(const std::map<std::string, double>& m, int digits = 17);
 absl::StatusOr<std::map<std::string, double>> DecodeDoubleMapJson(const std::string& json);
 // A JSON string literal, quotes included.
 std::string JsonQuote(const std::string& s);

@@ -121,6 +121,7 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   mo.clock = options.clock;
   mo.source_repo = s->committer_.get();
   mo.lease_timeout = options.lease_timeout;
+  mo.step_retention = options.step_retention;
   mo.max_attempts = options.max_attempts;
   mo.blob_hash = GitBlobHash;  // libgit2 is initialised by the committer
   std::optional<Priors> file_priors;
@@ -192,9 +193,26 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   }
   InfraRsiServer* raw = s.get();
   s->reaper_ = std::thread([raw] {
+    absl::Time next_prune = absl::Now();
     while (!raw->stop_.WaitForNotificationWithTimeout(raw->options_.reaper_interval)) {
       if (absl::Status st = raw->manager_->ExpireLeases(); !st.ok()) {
         spdlog::error("lease reaper: {}", st.ToString());
+      }
+      if (raw->options_.step_retention > absl::ZeroDuration() && absl::Now() >= next_prune) {
+        next_prune = absl::Now() + raw->options_.prune_interval;
+        // In short writes, so that no live session waits long on the writer.
+        constexpr int32_t kBatch = 20000;
+        int64_t pruned = 0;
+        for (int i = 0; i < 50 && !raw->stop_.HasBeenNotified(); ++i) {
+          auto n = raw->manager_->PruneSteps(kBatch);
+          if (!n.ok()) {
+            spdlog::error("step retention: {}", n.status().ToString());
+            break;
+          }
+          pruned += *n;
+          if (*n < kBatch) break;
+        }
+        if (pruned > 0) spdlog::info("step retention: dropped {} per-step rows", pruned);
       }
     }
   });

@@ -52,6 +52,10 @@ class InfraRsiServer {
     int max_attempts = 3;
     // How often expired leases are looked for.
     absl::Duration reaper_interval = absl::Seconds(1);
+    // Per-step metrics of sessions finished longer ago than this are
+    // dropped (checked every `prune_interval`); zero keeps them forever.
+    absl::Duration step_retention = absl::ZeroDuration();
+    absl::Duration prune_interval = absl::Minutes(10);
     // Not owned; default: the real clock.
     Clock* clock = Clock::Real();
     // The search's prior knob effects, as YAML (deploy/priors.yaml format).

@@ -36,6 +36,12 @@ int main(int argc, char** argv) {
                  "leases a trial may lose before it is recorded as failed")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
+  double step_retention_days = 0;
+  app.add_option("--step-retention-days", step_retention_days,
+                 "drop per-step metrics of sessions finished more than this many days ago "
+                 "(trials, reports and the bank stay; 0: keep forever)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 36500.0));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
@@ -173,6 +179,7 @@ int main(int argc, char** argv) {
     opts.priors_yaml = *std::move(priors);
   }
   opts.lease_timeout = absl::Seconds(lease_timeout_s);
+  opts.step_retention = absl::Seconds(step_retention_days * 86400);
 
   auto logger = spdlog::stderr_color_mt("infrarsi-server");
   spdlog::set_default_logger(logger);

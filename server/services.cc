@@ -92,10 +92,10 @@ grpc::Status SessionServiceImpl::GetSession(grpc::ServerContext* ctx,
   return Reply(ctx, __func__, m_->GetSession(req->session_id(), who), resp);
 }
 grpc::Status SessionServiceImpl::ListSessions(grpc::ServerContext* ctx,
-                                              const v1::ListSessionsRequest*,
+                                              const v1::ListSessionsRequest* req,
                                               v1::ListSessionsResponse* resp) {
   INFRARSI_CALLER(who, Caller(ctx, auth_));
-  return Reply(ctx, __func__, m_->ListSessions(who), resp);
+  return Reply(ctx, __func__, m_->ListSessions(*req, who), resp);
 }
 grpc::Status SessionServiceImpl::CancelSession(grpc::ServerContext* ctx,
                                                const v1::CancelSessionRequest* req,

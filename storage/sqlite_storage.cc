@@ -156,6 +156,36 @@ CREATE TABLE repositories (
   created_ms INTEGER NOT NULL
 );
 )sql",
+    // v7: a bank that scales: who may read an entry and the trial's purpose
+    // on the entry itself (a query filters in SQL, not per row in core),
+    // knob values in an indexed side table, indexes for every filter and
+    // for newest-first reads; sessions found by stage (start-up reads the
+    // active ones only).
+    R"sql(
+ALTER TABLE bank ADD COLUMN team TEXT NOT NULL DEFAULT '';
+ALTER TABLE bank ADD COLUMN shared INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE bank ADD COLUMN purpose TEXT NOT NULL DEFAULT '';
+UPDATE bank SET
+  team = COALESCE((SELECT team FROM sessions WHERE sessions.id = bank.session_id), ''),
+  shared = COALESCE((SELECT share_bank FROM sessions WHERE sessions.id = bank.session_id), 0),
+  purpose = COALESCE((SELECT purpose FROM trials WHERE trials.id = bank.trial_id), '');
+CREATE TABLE bank_knobs (
+  knob TEXT NOT NULL,
+  value TEXT NOT NULL,
+  bank_id INTEGER NOT NULL,
+  PRIMARY KEY (knob, value, bank_id)
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO bank_knobs (knob, value, bank_id)
+  SELECT j.key, CAST(j.value AS TEXT), bank.id FROM bank, json_each(bank.config) AS j
+  WHERE json_valid(bank.config) AND json_type(bank.config) = 'object';
+DROP INDEX bank_by_workload;
+CREATE INDEX bank_by_workload ON bank(workload_signature, id);
+CREATE INDEX bank_by_gpu ON bank(gpu_model COLLATE NOCASE, id);
+CREATE INDEX bank_by_status ON bank(status, id);
+CREATE INDEX bank_by_purpose ON bank(purpose, id);
+CREATE INDEX bank_by_team ON bank(team, id);
+CREATE INDEX sessions_by_stage ON sessions(stage);
+)sql",
 };
 constexpr int kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -363,7 +393,7 @@ TrialRecord ReadTrial(const Stmt& st) {
 
 constexpr char kBankCols[] =
     "session_id, trial_id, workload_signature, gpu_model, gpu_count, config, status, "
-    "step_time_s, peak_mem_gib, cost_s, created_ms";
+    "step_time_s, peak_mem_gib, cost_s, created_ms, team, shared, purpose";
 
 constexpr char kAgentCols[] =
     "id, host, gpu_model, gpu_count, memory_per_gpu_gib, executors, registered_ms, "
@@ -403,7 +433,7 @@ absl::StatusOr<std::unique_ptr<SqliteStorage>> SqliteStorage::Create(const Optio
     sqlite3_close(db);
     return st;
   }
-  std::unique_ptr<SqliteStorage> s(new SqliteStorage(db));
+  std::unique_ptr<SqliteStorage> s(new SqliteStorage(db, options.path));
   sqlite3_busy_timeout(db, 5000);
   // WAL lets readers run beside the writer; NORMAL sync in WAL mode is safe
   // against a process crash (kill -9), which is the failure we design for.
@@ -421,6 +451,29 @@ absl::StatusOr<std::unique_ptr<SqliteStorage>> SqliteStorage::Create(const Optio
 }
 
 SqliteStorage::~SqliteStorage() { sqlite3_close(db_); }
+
+absl::StatusOr<std::unique_ptr<Storage>> SqliteStorage::OpenReader() {
+  if (path_ == ":memory:" || path_.empty()) {
+    return absl::UnimplementedError("db: a private in-memory database has no second connection");
+  }
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(path_.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX,
+                                 nullptr);
+  if (rc != SQLITE_OK) {
+    absl::Status st = absl::FailedPreconditionError(absl::StrCat(
+        "db: cannot open '", path_, "' for reading: ", db ? sqlite3_errmsg(db) : "out of memory"));
+    sqlite3_close(db);
+    return st;
+  }
+  std::unique_ptr<SqliteStorage> r(new SqliteStorage(db, path_));
+  sqlite3_busy_timeout(db, 5000);
+  ASSIGN_OR_RETURN(int version, r->SchemaVersion());
+  if (version != kLatestVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "db: reader sees schema version ", version, ", expected ", kLatestVersion));
+  }
+  return std::unique_ptr<Storage>(std::move(r));
+}
 
 absl::Status SqliteStorage::Exec(const std::string& sql) {
   char* err = nullptr;
@@ -520,6 +573,32 @@ absl::StatusOr<std::vector<SessionRecord>> SqliteStorage::ListSessions() {
                             " FROM sessions ORDER BY created_ms, id")
                    .c_str());
   return CollectRows(st, ReadSession);
+}
+
+absl::StatusOr<std::vector<SessionRecord>> SqliteStorage::ListSessionsPage(
+    const SessionQuery& q) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  std::string sql = absl::StrCat("SELECT ", kSessionCols, ", rowid FROM sessions WHERE 1");
+  if (q.before_seq > 0) absl::StrAppend(&sql, " AND rowid < ?");
+  if (!q.any_team) absl::StrAppend(&sql, " AND team = ?");
+  if (!q.stages.empty()) {
+    absl::StrAppend(&sql, " AND stage IN (");
+    for (size_t i = 0; i < q.stages.size(); ++i) absl::StrAppend(&sql, i ? ",?" : "?");
+    absl::StrAppend(&sql, ")");
+  }
+  absl::StrAppend(&sql, " ORDER BY rowid DESC");
+  if (q.limit > 0) absl::StrAppend(&sql, " LIMIT ?");
+  Stmt st(db_, sql.c_str());
+  if (q.before_seq > 0) st.Bind(q.before_seq);
+  if (!q.any_team) st.Bind(q.team);
+  for (const std::string& stage : q.stages) st.Bind(stage);
+  if (q.limit > 0) st.Bind(static_cast<int64_t>(q.limit));
+  const int seq_col = static_cast<int>(std::count(kSessionCols, kSessionCols + sizeof(kSessionCols), ',')) + 1;
+  return CollectRows(st, [&](const Stmt& row) {
+    SessionRecord r = ReadSession(row);
+    r.seq = row.Int(seq_col);
+    return r;
+  });
 }
 
 absl::StatusOr<int64_t> SqliteStorage::InsertTrial(const TrialRecord& t) {
@@ -631,6 +710,23 @@ absl::StatusOr<Storage::StepTail> SqliteStorage::ListStepTail(int64_t trial_id, 
   return out;
 }
 
+absl::StatusOr<int64_t> SqliteStorage::PruneSteps(const std::vector<std::string>& stages,
+                                                   int64_t before_ms, int32_t limit) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (stages.empty() || limit <= 0) return 0;
+  std::string in;
+  for (size_t i = 0; i < stages.size(); ++i) absl::StrAppend(&in, i ? ",?" : "?");
+  const std::string sql = absl::StrCat(
+      "DELETE FROM steps WHERE rowid IN (SELECT steps.rowid FROM steps JOIN trials ON trials.id = "
+      "steps.trial_id JOIN sessions ON sessions.id = trials.session_id WHERE sessions.stage IN (",
+      in, ") AND sessions.updated_ms < ? LIMIT ?)");
+  Stmt st(db_, sql.c_str());
+  for (const std::string& stage : stages) st.Bind(stage);
+  st.Bind(before_ms).Bind(static_cast<int64_t>(limit));
+  RETURN_IF_ERROR(st.Run());
+  return static_cast<int64_t>(sqlite3_changes(db_));
+}
+
 absl::Status SqliteStorage::DeleteSteps(int64_t trial_id) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   Stmt st(db_, "DELETE FROM steps WHERE trial_id=?");
@@ -664,12 +760,41 @@ absl::StatusOr<std::vector<AgentRecord>> SqliteStorage::ListAgents() {
 
 absl::StatusOr<int64_t> SqliteStorage::AddBankEntry(const BankRecord& b) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  Stmt st(db_, InsertSql("INSERT", "bank", kBankCols).c_str());
-  st.Bind(b.session_id).Bind(b.trial_id).Bind(b.workload_signature).Bind(b.gpu_model)
-      .Bind(b.gpu_count).Bind(b.config).Bind(b.status).Bind(b.step_time_s)
-      .Bind(b.peak_mem_gib).Bind(b.cost_s).Bind(b.created_ms);
-  RETURN_IF_ERROR(st.Run());
-  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+  // The entry and its knob rows land together or not at all.
+  const bool own = !in_transaction_;
+  if (own) RETURN_IF_ERROR(Exec("SAVEPOINT bank_entry;"));
+  auto write = [&]() -> absl::StatusOr<int64_t> {
+    Stmt st(db_, InsertSql("INSERT", "bank", kBankCols).c_str());
+    st.Bind(b.session_id).Bind(b.trial_id).Bind(b.workload_signature).Bind(b.gpu_model)
+        .Bind(b.gpu_count).Bind(b.config).Bind(b.status).Bind(b.step_time_s)
+        .Bind(b.peak_mem_gib).Bind(b.cost_s).Bind(b.created_ms).Bind(b.team).Bind(b.shared)
+        .Bind(b.purpose);
+    RETURN_IF_ERROR(st.Run());
+    const int64_t id = static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+    for (const auto& [knob, value] : b.knobs) {
+      Stmt k(db_, "INSERT OR IGNORE INTO bank_knobs (knob, value, bank_id) VALUES (?,?,?)");
+      k.Bind(knob).Bind(value).Bind(id);
+      RETURN_IF_ERROR(k.Run());
+    }
+    return id;
+  };
+  absl::StatusOr<int64_t> id = write();
+  if (own) {
+    if (!id.ok()) {
+      (void)Exec("ROLLBACK TO bank_entry; RELEASE bank_entry;");
+      return id.status();
+    }
+    RETURN_IF_ERROR(Exec("RELEASE bank_entry;"));
+  }
+  return id;
+}
+
+absl::StatusOr<int64_t> SqliteStorage::CountBank() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, "SELECT COUNT(*) FROM bank");
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::InternalError("sqlite: COUNT returned no row");
+  return st.Int(0);
 }
 
 absl::Status SqliteStorage::SetBankStatus(int64_t trial_id, const std::string& status) {
@@ -685,21 +810,25 @@ absl::Status SqliteStorage::SetBankStatus(int64_t trial_id, const std::string& s
 
 absl::StatusOr<std::vector<BankRecord>> SqliteStorage::QueryBank(const BankFilter& f) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  std::string sql = absl::StrCat("SELECT id, ", kBankCols, " FROM bank WHERE id > ?");
+  std::string sql = absl::StrCat("SELECT id, ", kBankCols, " FROM bank WHERE 1");
+  if (f.cursor > 0) absl::StrAppend(&sql, f.oldest_first ? " AND id > ?" : " AND id < ?");
   if (!f.workload_signature.empty()) absl::StrAppend(&sql, " AND workload_signature = ?");
-  if (!f.gpu_model.empty()) absl::StrAppend(&sql, " AND lower(gpu_model) = lower(?)");
+  if (!f.gpu_model.empty()) absl::StrAppend(&sql, " AND gpu_model = ? COLLATE NOCASE");
   if (!f.status.empty()) absl::StrAppend(&sql, " AND status = ?");
-  for (size_t i = 0; i < f.config_fragments.size(); ++i) {
-    // instr() rather than LIKE: fragments may contain % or _.
-    absl::StrAppend(&sql, " AND instr(config, ?) > 0");
+  if (!f.purpose.empty()) absl::StrAppend(&sql, " AND purpose = ?");
+  if (f.visible_to_team) absl::StrAppend(&sql, " AND (team = ? OR shared = 1)");
+  for (size_t i = 0; i < f.knobs.size(); ++i) {
+    absl::StrAppend(&sql, " AND id IN (SELECT bank_id FROM bank_knobs WHERE knob = ? AND value = ?)");
   }
-  absl::StrAppend(&sql, " ORDER BY id LIMIT ?");
+  absl::StrAppend(&sql, f.oldest_first ? " ORDER BY id" : " ORDER BY id DESC", " LIMIT ?");
   Stmt st(db_, sql.c_str());
-  st.Bind(f.after_id);
+  if (f.cursor > 0) st.Bind(f.cursor);
   if (!f.workload_signature.empty()) st.Bind(f.workload_signature);
   if (!f.gpu_model.empty()) st.Bind(f.gpu_model);
   if (!f.status.empty()) st.Bind(f.status);
-  for (const std::string& frag : f.config_fragments) st.Bind(frag);
+  if (!f.purpose.empty()) st.Bind(f.purpose);
+  if (f.visible_to_team) st.Bind(*f.visible_to_team);
+  for (const auto& [knob, value] : f.knobs) st.Bind(knob).Bind(value);
   st.Bind(static_cast<int64_t>(f.limit));
   std::vector<BankRecord> out;
   while (true) {
@@ -719,6 +848,9 @@ absl::StatusOr<std::vector<BankRecord>> SqliteStorage::QueryBank(const BankFilte
     b.peak_mem_gib = st.Real(c++);
     b.cost_s = st.Real(c++);
     b.created_ms = st.Int(c++);
+    b.team = st.Text(c++);
+    b.shared = st.Int(c++) != 0;
+    b.purpose = st.Text(c++);
     out.push_back(std::move(b));
   }
   return out;

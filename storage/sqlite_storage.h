@@ -51,6 +51,7 @@ class SqliteStorage : public Storage {
   absl::Status UpdateSession(const SessionRecord& s) override;
   absl::StatusOr<SessionRecord> GetSession(const std::string& id) override;
   absl::StatusOr<std::vector<SessionRecord>> ListSessions() override;
+  absl::StatusOr<std::vector<SessionRecord>> ListSessionsPage(const SessionQuery& q) override;
   absl::StatusOr<int64_t> InsertTrial(const TrialRecord& t) override;
   absl::Status UpdateTrial(const TrialRecord& t) override;
   absl::StatusOr<TrialRecord> GetTrial(int64_t id) override;
@@ -61,12 +62,18 @@ class SqliteStorage : public Storage {
   absl::StatusOr<std::vector<StepRecord>> ListSteps(int64_t trial_id) override;
   absl::StatusOr<StepTail> ListStepTail(int64_t trial_id, int64_t from_step) override;
   absl::Status DeleteSteps(int64_t trial_id) override;
+  absl::StatusOr<int64_t> PruneSteps(const std::vector<std::string>& stages, int64_t before_ms,
+                                     int32_t limit) override;
   absl::Status PutAgent(const AgentRecord& a) override;
   absl::StatusOr<AgentRecord> GetAgent(const std::string& id) override;
   absl::StatusOr<std::vector<AgentRecord>> ListAgents() override;
   absl::StatusOr<int64_t> AddBankEntry(const BankRecord& b) override;
   absl::Status SetBankStatus(int64_t trial_id, const std::string& status) override;
   absl::StatusOr<std::vector<BankRecord>> QueryBank(const BankFilter& f) override;
+  absl::StatusOr<int64_t> CountBank() override;
+  // A read-only connection to the same file (WAL: it reads the last commit
+  // while this one writes). UNIMPLEMENTED for ":memory:".
+  absl::StatusOr<std::unique_ptr<Storage>> OpenReader() override;
   absl::Status AddRepository(const RepositoryRecord& r) override;
   absl::StatusOr<RepositoryRecord> GetRepository(const std::string& name) override;
   absl::StatusOr<std::vector<RepositoryRecord>> ListRepositories() override;
@@ -77,11 +84,12 @@ class SqliteStorage : public Storage {
   absl::Status RevokeToken(const std::string& id, int64_t at_ms) override;
 
  private:
-  explicit SqliteStorage(sqlite3* db) : db_(db) {}
+  SqliteStorage(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   absl::Status Exec(const std::string& sql);
   absl::Status Migrate(int target_version);
 
   sqlite3* db_;
+  const std::string path_;
   // Recursive so that a Transaction's callback can call the other methods.
   std::recursive_mutex mu_;
   bool in_transaction_ = false;

@@ -13,8 +13,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -49,6 +51,20 @@ struct SessionRecord {
   // A replay session's landscape, as the submitter sent it (the server
   // reads no file a spec names); empty otherwise.
   std::string landscape;
+  // Storage's insertion order (set on reads, ignored on writes): the cursor
+  // of ListSessionsPage.
+  int64_t seq = 0;
+};
+
+// Which sessions ListSessionsPage returns: newest first.
+struct SessionQuery {
+  // Only sessions of this team (`any_team`: all teams).
+  bool any_team = true;
+  std::string team;
+  // Only sessions in one of these stages (empty: any stage).
+  std::vector<std::string> stages;
+  int64_t before_seq = 0;  // paging: sessions with seq < before_seq (0: from the newest)
+  int32_t limit = 0;       // 0: no limit
 };
 
 // An API token. Only its hash is stored; the token itself is shown once.
@@ -152,22 +168,44 @@ struct BankRecord {
   double peak_mem_gib = 0;
   double cost_s = 0;
   int64_t created_ms = 0;
+  // Who may read it: the owning session's team, and whether that session
+  // shares its entries with every team. Fixed when written.
+  std::string team;
+  bool shared = false;
+  std::string purpose;  // the trial's: "doctor", "search", "verify"
+  // The setting as (knob, value) pairs, written to an indexed side table
+  // so that knob filters need not scan the config text.
+  std::vector<std::pair<std::string, std::string>> knobs;
 };
 
 struct BankFilter {
   std::string workload_signature;  // empty: any
   std::string gpu_model;           // empty: any; compared case-insensitively
   std::string status;              // empty: any
-  // Each string must occur in the entry's config encoding (core passes the
-  // encoded "key":"value" fragments).
-  std::vector<std::string> config_fragments;
-  int64_t after_id = 0;  // paging: entries with id > after_id
+  std::string purpose;             // empty: any
+  // Each (knob, value) must be one of the entry's.
+  std::vector<std::pair<std::string, std::string>> knobs;
+  // Only entries this team may read (its own and shared ones); unset: all.
+  std::optional<std::string> visible_to_team;
+  // Newest first (descending id) unless `oldest_first`.
+  bool oldest_first = false;
+  // Paging: entries past this id in the order asked (0: from the start).
+  int64_t cursor = 0;
   int32_t limit = 50;
 };
 
 class Storage {
  public:
   virtual ~Storage() = default;
+
+  // Another connection to the same database for reads that must not queue
+  // behind this one (bank queries, reports): with SQLite's WAL, readers
+  // see the last committed state and never block the writer. UNIMPLEMENTED
+  // where there is no such thing (a private in-memory database): callers
+  // then read through this one.
+  virtual absl::StatusOr<std::unique_ptr<Storage>> OpenReader() {
+    return absl::UnimplementedError("storage: no second connection to this database");
+  }
 
   // Runs `fn` atomically: all its writes land or none do. `fn` must only call
   // this Storage. Not reentrant.
@@ -179,6 +217,8 @@ class Storage {
   virtual absl::StatusOr<SessionRecord> GetSession(const std::string& id) = 0;
   // Oldest first.
   virtual absl::StatusOr<std::vector<SessionRecord>> ListSessions() = 0;
+  // Newest first, what `q` selects; each record's seq is set.
+  virtual absl::StatusOr<std::vector<SessionRecord>> ListSessionsPage(const SessionQuery& q) = 0;
 
   // Assigns and returns the new trial's id.
   virtual absl::StatusOr<int64_t> InsertTrial(const TrialRecord& t) = 0;
@@ -203,6 +243,12 @@ class Storage {
   };
   virtual absl::StatusOr<StepTail> ListStepTail(int64_t trial_id, int64_t from_step) = 0;
   virtual absl::Status DeleteSteps(int64_t trial_id) = 0;
+  // Retention: deletes per-step rows of trials whose session is in one of
+  // `stages` and was last updated before `before_ms`, at most `limit` rows
+  // (so that a large history is pruned in short writes). Trials and their
+  // summaries stay. Returns the rows deleted.
+  virtual absl::StatusOr<int64_t> PruneSteps(const std::vector<std::string>& stages,
+                                             int64_t before_ms, int32_t limit) = 0;
 
   // Inserts or replaces by id.
   virtual absl::Status PutAgent(const AgentRecord& a) = 0;
@@ -213,8 +259,12 @@ class Storage {
   // Changes the status of the entry of `trial_id` (a verdict revised after
   // the fact); NOT_FOUND when it has none.
   virtual absl::Status SetBankStatus(int64_t trial_id, const std::string& status) = 0;
-  // Matching entries ordered by id.
+  // Matching entries in the order `f` asks (newest first by default), at
+  // most f.limit. Filters use indexes: the cost of a query grows with the
+  // rows it returns and skips in the index it uses, not with the bank.
   virtual absl::StatusOr<std::vector<BankRecord>> QueryBank(const BankFilter& f) = 0;
+  // Bank statistics for operators and benchmarks.
+  virtual absl::StatusOr<int64_t> CountBank() = 0;
 
   // ----- repositories
   // ALREADY_EXISTS when the name is taken.

@@ -233,5 +233,23 @@ TEST(AgentReportTest, ArrivalsReachTheContractsEvidence) {
   EXPECT_DOUBLE_EQ(t.tail_s, 1.0);
 }
 
+// Per-step phases were 45% of the database as 17-digit JSON: they are
+// stored with six significant digits and without zero-valued phases.
+TEST(AgentReportTest, PhasesAreStoredCompactly) {
+  v1::StepMetrics m = Step(3, false, 1.0);
+  (*m.mutable_phases())["forward"] = 0.123456789012345;
+  (*m.mutable_phases())["backward"] = 0.25;
+  (*m.mutable_phases())["optimizer"] = 0;
+  (*m.mutable_phases())["comm"] = 0;
+  const storage::StepRecord r = StepRecordOf(7, m, true);
+  EXPECT_EQ(r.phases, R"({"backward":0.25,"forward":0.123457})");
+  auto back = DecodeDoubleMapJson(r.phases);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->size(), 2u);
+  EXPECT_DOUBLE_EQ(back->at("forward"), 0.123457);
+  // The same report encodes the same way (a resent step must match).
+  EXPECT_EQ(StepRecordOf(7, m, true).phases, r.phases);
+}
+
 }  // namespace
 }  // namespace infrarsi

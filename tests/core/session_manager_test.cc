@@ -21,6 +21,7 @@
 #include "core/optimizer.h"
 #include "core/priors.h"
 #include "storage/sqlite_storage.h"
+#include "tests/testing/forwarding_storage.h"
 #include "tests/testing/subprocess.h"
 
 namespace infrarsi {
@@ -123,7 +124,9 @@ class SessionManagerTest : public ::testing::Test {
   void Restart() {
     m_.reset();
     SessionManager::Options o;
-    o.storage = storage_.get();
+    o.storage = storage_for_manager_ ? storage_for_manager_ : storage_.get();
+    o.finished_cache = finished_cache_;
+    o.step_retention = step_retention_;
     o.clock = &clock_;
     o.lease_timeout = absl::Seconds(30);
     o.max_attempts = 2;
@@ -191,6 +194,9 @@ class SessionManagerTest : public ::testing::Test {
 
   std::function<std::pair<std::optional<Priors>, std::string>(const SessionSpec&)> priors_for_;
   Optimizer* optimizer_ = nullptr;  // null: the manager's own
+  storage::Storage* storage_for_manager_ = nullptr;  // null: storage_ itself
+  size_t finished_cache_ = 64;
+  absl::Duration step_retention_ = absl::ZeroDuration();
   std::string dir_;
   FakeClock clock_;
   std::unique_ptr<storage::SqliteStorage> storage_;
@@ -340,9 +346,9 @@ TEST_F(SessionManagerTest, TeamsSeeAndDriveOnlyTheirOwnSessions) {
   v1::DoctorRequest doctor;
   doctor.set_session_id(id);
   EXPECT_TRUE(absl::IsNotFound(m_->Doctor(doctor, audio).status()));
-  EXPECT_EQ(m_->ListSessions(audio)->sessions_size(), 0);
-  EXPECT_EQ(m_->ListSessions(vision)->sessions_size(), 1);
-  EXPECT_EQ(m_->ListSessions(admin)->sessions_size(), 1);
+  EXPECT_EQ(m_->ListSessions({}, audio)->sessions_size(), 0);
+  EXPECT_EQ(m_->ListSessions({}, vision)->sessions_size(), 1);
+  EXPECT_EQ(m_->ListSessions({}, admin)->sessions_size(), 1);
   EXPECT_TRUE(m_->GetSession(id, admin).ok());
 
   // The bank: vision's entries stay with vision unless a session shares them.
@@ -1075,6 +1081,293 @@ TEST_F(SessionManagerTest, SpecFilesComeWithTheSpecAndRepositoriesAreRegistered)
   // single user may.
   named.set_spec_yaml(process + "repository: {url: /srv/audio.git}\n");
   EXPECT_EQ(m_->Init(named, vision).status().message().rfind("repository.url: only an admin", 0), 0u);
+}
+
+// ---- The house at scale: no stall behind another caller's read, leases
+// that look only at runnable work, searches that see the newest history,
+// memory bounded by the active sessions.
+
+// Storage whose bank queries stop, once armed, until released.
+class StallingBankStorage : public testing::ForwardingStorage {
+ public:
+  using ForwardingStorage::ForwardingStorage;
+  absl::StatusOr<std::vector<storage::BankRecord>> QueryBank(
+      const storage::BankFilter& f) override {
+    if (armed.exchange(false)) {
+      entered.Notify();
+      release.WaitForNotification();
+    }
+    return inner_->QueryBank(f);
+  }
+  std::atomic<bool> armed{false};
+  absl::Notification entered, release;
+};
+
+// Issue 16: one client's slow bank query (178 ms each on a large history)
+// held the manager's lock, so every agent and session call waited behind
+// it. A bank query in progress must not stop a lease, a completion or a
+// session read.
+TEST_F(SessionManagerTest, ABankQueryInProgressStallsNoOtherCall) {
+  StallingBankStorage stalling(storage_.get());
+  storage_for_manager_ = &stalling;
+  Restart();
+  const std::string agent = Agent();
+  const std::string id = NewSession();
+  ASSERT_TRUE(StartDoctor(id).ok());
+  stalling.armed = true;
+  std::thread query([&] { (void)m_->QueryExperience(v1::QueryExperienceRequest()); });
+  stalling.entered.WaitForNotification();
+  absl::Notification done;
+  int leased = -1;
+  std::thread others([&] {
+    leased = Drain(agent);  // three doctor runs: leases and completions
+    (void)m_->GetSession(id);
+    done.Notify();
+  });
+  // Not a sleep: the bound on a wait that must end at once.
+  const bool finished = done.WaitForNotificationWithTimeout(absl::Seconds(20));
+  stalling.release.Notify();
+  query.join();
+  others.join();
+  EXPECT_TRUE(finished) << "calls waited behind a bank query";
+  EXPECT_EQ(leased, 3);
+  EXPECT_EQ(Get(id).stage(), v1::STAGE_DOCTORED);
+  storage_for_manager_ = nullptr;
+  m_.reset();
+}
+
+// Issue 16: a lease looked at the 1,000 oldest queued trials only, so a
+// runnable session's work stayed queued beside idle agents while 1,000
+// trials nobody could run sat ahead of it.
+TEST_F(SessionManagerTest, UnrunnableWorkNeverHidesRunnableWork) {
+  const std::string a100_session = NewSession(absl::StrReplaceAll(kSpec, {{"gpu: H200", "gpu: A100"}}));
+  ASSERT_TRUE(StartDoctor(a100_session).ok());
+  // 1,100 more trials only an A100 could run (there is none), written as a
+  // server that queued them would have.
+  ASSERT_TRUE(storage_->Transaction([&]() -> absl::Status {
+    for (int i = 0; i < 1100; ++i) {
+      storage::TrialRecord t;
+      t.session_id = a100_session;
+      t.purpose = "doctor";
+      t.config = R"({"attn":"math","ckpt":"false","mbs":"1"})";
+      t.status = "queued";
+      auto id = storage_->InsertTrial(t);
+      if (!id.ok()) return id.status();
+    }
+    return absl::OkStatus();
+  }).ok());
+  Restart();
+  const std::string h200 = Agent("H200");
+  const std::string id = NewSession();
+  ASSERT_TRUE(StartDoctor(id).ok());
+  auto lease = m_->TryLease(h200);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  ASSERT_TRUE(lease->has_value()) << "a runnable trial stayed queued behind unrunnable ones";
+  EXPECT_EQ((*lease)->session_id(), id);
+}
+
+// Issue 16: a search's seeds read the bank oldest first with a cap, so once
+// history passed the cap the newest experience was never seen.
+TEST_F(SessionManagerTest, SearchesSeeTheNewestHistory) {
+  const std::string id = NewSession();
+  const std::string sig = Get(id).workload_signature();
+  ASSERT_TRUE(storage_->Transaction([&]() -> absl::Status {
+    // 21,000 old entries of another workload in the same space...
+    for (int i = 0; i < 21000; ++i) {
+      storage::BankRecord b;
+      b.session_id = "old";
+      b.trial_id = 1000000 + i;
+      b.workload_signature = "other-7b/gb8/seq1024";
+      b.gpu_model = "H200";
+      b.gpu_count = 1;
+      b.config = R"({"attn":"math","ckpt":"true","mbs":"2"})";
+      b.status = "ok";
+      b.step_time_s = 2.0;
+      auto r = storage_->AddBankEntry(b);
+      if (!r.ok()) return r.status();
+    }
+    // ...then the newest: this very workload, on this GPU.
+    for (int i = 0; i < 3; ++i) {
+      storage::BankRecord b;
+      b.session_id = "recent";
+      b.trial_id = 2000000 + i;
+      b.workload_signature = sig;
+      b.gpu_model = "H200";
+      b.gpu_count = 1;
+      b.config = R"({"attn":"sdpa","ckpt":"false","mbs":"4"})";
+      b.status = "ok";
+      b.step_time_s = 0.3;
+      auto r = storage_->AddBankEntry(b);
+      if (!r.ok()) return r.status();
+    }
+    return absl::OkStatus();
+  }).ok());
+  const std::string agent = Agent();
+  DoctorAndRun(id, agent);
+  Drain(agent);
+  auto rep = m_->Report(id);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_EQ(rep->search().related_trials(), 3) << "the newest related trials were not read";
+  EXPECT_GE(rep->search().warm_starts(), 1);
+  bool tried_recent = false;
+  for (const auto& t : rep->trials()) {
+    tried_recent = tried_recent || (t.purpose() == "search" && t.config().at("attn") == "sdpa" &&
+                                    t.config().at("mbs") == "4" && t.config().at("ckpt") == "false");
+  }
+  EXPECT_TRUE(tried_recent) << "the newest history's best setting was not tried";
+}
+
+// Storage that counts the per-session reads a start-up makes.
+class CountingStorage : public testing::ForwardingStorage {
+ public:
+  using ForwardingStorage::ForwardingStorage;
+  absl::StatusOr<std::vector<storage::TrialRecord>> ListTrials(
+      const std::string& session_id) override {
+    ++list_trials;
+    return inner_->ListTrials(session_id);
+  }
+  std::atomic<int> list_trials{0};
+};
+
+// Issue 16: start-up read every session and every trial and re-parsed
+// every spec (6.1 s at 5,000 sessions), and finished sessions stayed in
+// memory for good. Now start-up reads the active sessions only, finished
+// ones beyond a small cache leave memory, and any of them reads back
+// whole when asked for.
+TEST_F(SessionManagerTest, FinishedSessionsLeaveMemoryAndComeBackWhole) {
+  finished_cache_ = 1;
+  Restart();
+  const std::string agent = Agent();
+  std::vector<std::string> done;
+  std::vector<v1::SessionReport> reports;
+  for (int i = 0; i < 4; ++i) {
+    done.push_back(NewSession());
+    DoctorAndRun(done.back(), agent);
+    Drain(agent);
+    ASSERT_EQ(Get(done.back()).stage(), v1::STAGE_SEARCHED);
+    reports.push_back(*m_->Report(done.back()));
+  }
+  const std::string active = NewSession();
+  ASSERT_TRUE(m_->ExpireLeases().ok());  // the reaper's tick trims the cache
+  EXPECT_EQ(m_->GetStats().resident_sessions, 1u + 1u);  // the active one and one finished
+  // Back from storage, the same as before.
+  for (size_t i = 0; i < done.size(); ++i) {
+    auto rep = m_->Report(done[i]);
+    ASSERT_TRUE(rep.ok()) << rep.status();
+    EXPECT_EQ(rep->stage(), "searched");
+    EXPECT_EQ(rep->trials_size(), reports[i].trials_size());
+    EXPECT_EQ(rep->best().trial_id(), reports[i].best().trial_id());
+    EXPECT_EQ(rep->verification().promoted_rank(), reports[i].verification().promoted_rank());
+    EXPECT_DOUBLE_EQ(Get(done[i]).best_speedup(), reports[i].best().speedup());
+  }
+  auto list = m_->ListSessions();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->sessions_size(), 5);
+  EXPECT_EQ(list->sessions(0).session_id(), active);  // newest first
+  // A restart reads the active session's trials and no finished one's.
+  CountingStorage counting(storage_.get());
+  storage_for_manager_ = &counting;
+  Restart();
+  EXPECT_EQ(counting.list_trials.load(), 1);
+  EXPECT_EQ(m_->GetStats().resident_sessions, 1u);
+  EXPECT_EQ(Get(done[0]).stage(), v1::STAGE_SEARCHED);
+  storage_for_manager_ = nullptr;
+  m_.reset();
+}
+
+TEST_F(SessionManagerTest, SessionListsPageNewestFirst) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(NewSession());
+  v1::ListSessionsRequest req;
+  req.set_page_size(2);
+  std::vector<std::string> seen;
+  int pages = 0;
+  while (true) {
+    auto r = m_->ListSessions(req);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ++pages;
+    for (const auto& s : r->sessions()) seen.push_back(s.session_id());
+    if (r->next_page_token().empty()) break;
+    req.set_page_token(r->next_page_token());
+  }
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(seen, std::vector<std::string>(ids.rbegin(), ids.rend()));
+  req.set_page_token("nonsense");
+  EXPECT_TRUE(absl::IsInvalidArgument(m_->ListSessions(req).status()));
+  req.clear_page_token();
+  req.set_page_size(5000);
+  auto bad = m_->ListSessions(req);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
+  EXPECT_NE(bad.status().message().find("page_size"), std::string::npos);
+}
+
+TEST_F(SessionManagerTest, BankQueriesValidateEveryFilterAndOrder) {
+  const std::string agent = Agent();
+  const std::string id = NewSession();
+  DoctorAndRun(id, agent);
+  Drain(agent);
+  for (const auto& [field, value] : std::vector<std::pair<std::string, std::string>>{
+           {"status", "okay"}, {"purpose", "tuning"}, {"order", "fastest-ish"}}) {
+    v1::QueryExperienceRequest q;
+    if (field == "status") q.set_status(value);
+    if (field == "purpose") q.set_purpose(value);
+    if (field == "order") q.set_order(value);
+    auto r = m_->QueryExperience(q);
+    EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << field;
+    EXPECT_EQ(r.status().message().rfind(field + ":", 0), 0u) << r.status();
+  }
+  v1::QueryExperienceRequest doctor;
+  doctor.set_purpose("doctor");
+  auto r = m_->QueryExperience(doctor);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->entries_size(), 3);
+  for (const auto& e : r->entries()) EXPECT_EQ(e.purpose(), "doctor");
+  // Newest first by default, oldest first when asked.
+  EXPECT_GT(r->entries(0).id(), r->entries(2).id());
+  doctor.set_order("oldest");
+  r = m_->QueryExperience(doctor);
+  ASSERT_TRUE(r.ok());
+  EXPECT_LT(r->entries(0).id(), r->entries(2).id());
+  // A token is for the order it was issued in.
+  v1::QueryExperienceRequest paged;
+  paged.set_page_size(2);
+  auto first = m_->QueryExperience(paged);
+  ASSERT_TRUE(first.ok());
+  ASSERT_FALSE(first->next_page_token().empty());
+  paged.set_page_token(first->next_page_token());
+  paged.set_order("oldest");
+  EXPECT_TRUE(absl::IsInvalidArgument(m_->QueryExperience(paged).status()));
+}
+
+// Retention keeps every trial's summary, the report and the bank, and
+// drops per-step rows of sessions finished longer ago than the window.
+TEST_F(SessionManagerTest, RetentionDropsOldStepsAndKeepsTheReport) {
+  step_retention_ = absl::Hours(24 * 30);
+  Restart();
+  const std::string agent = Agent();
+  const std::string old_id = NewSession();
+  DoctorAndRun(old_id, agent);
+  Drain(agent);
+  ASSERT_EQ(Get(old_id).stage(), v1::STAGE_SEARCHED);
+  auto before = m_->Report(old_id);
+  ASSERT_TRUE(before.ok());
+  const int64_t first_trial = before->trials(0).id();
+  ASSERT_GT(storage_->ListSteps(first_trial)->size(), 0u);
+  EXPECT_EQ(*m_->PruneSteps(), 0);  // finished just now: inside the window
+  clock_.Advance(absl::Hours(24 * 31));
+  const std::string fresh = NewSession();
+  ASSERT_TRUE(StartDoctor(fresh).ok());
+  EXPECT_EQ(Drain(agent), 3);
+  EXPECT_GT(*m_->PruneSteps(), 0);
+  EXPECT_EQ(storage_->ListSteps(first_trial)->size(), 0u);
+  auto after = m_->Report(old_id);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->trials_size(), before->trials_size());
+  EXPECT_EQ(after->best().trial_id(), before->best().trial_id());
+  // The fresh session's steps stay.
+  auto fresh_rep = m_->Report(fresh);
+  ASSERT_TRUE(fresh_rep.ok());
+  EXPECT_GT(storage_->ListSteps(fresh_rep->trials(0).id())->size(), 0u);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 
 #include "core/status_macros.h"
@@ -272,7 +273,8 @@ TEST_P(StorageConformance, AgentsUpsert) {
 }
 
 TEST_P(StorageConformance, BankFiltersAndPages) {
-  auto add = [&](int64_t trial, const std::string& gpu, const std::string& cfg,
+  auto add = [&](int64_t trial, const std::string& gpu,
+                 std::vector<std::pair<std::string, std::string>> knobs,
                  const std::string& status) {
     BankRecord b;
     b.session_id = "s";
@@ -280,39 +282,83 @@ TEST_P(StorageConformance, BankFiltersAndPages) {
     b.workload_signature = trial < 4 ? "w1" : "w2";
     b.gpu_model = gpu;
     b.gpu_count = 1;
-    b.config = cfg;
+    b.config = "{}";
+    b.knobs = std::move(knobs);
     b.status = status;
+    b.purpose = trial == 1 ? "doctor" : "search";
+    b.team = trial == 3 ? "red" : "blue";
+    b.shared = trial == 2;
     return db_->AddBankEntry(b);
   };
-  ASSERT_TRUE(add(1, "H200", R"({"mb":"1","attn":"math"})", "ok").ok());
-  ASSERT_TRUE(add(2, "H200", R"({"mb":"16","attn":"sdpa"})", "oom").ok());
-  ASSERT_TRUE(add(3, "A100", R"({"mb":"16","attn":"math"})", "ok").ok());
-  ASSERT_TRUE(add(4, "h200", R"({"mb":"1","attn":"sdpa"})", "ok").ok());
-  // One entry per trial: the bank never credits a trial twice.
-  EXPECT_FALSE(add(4, "h200", "{}", "ok").ok());
-
+  ASSERT_TRUE(add(1, "H200", {{"mb", "1"}, {"attn", "math"}}, "ok").ok());
+  ASSERT_TRUE(add(2, "H200", {{"mb", "16"}, {"attn", "sdpa"}}, "oom").ok());
+  ASSERT_TRUE(add(3, "A100", {{"mb", "16"}, {"attn", "math"}}, "ok").ok());
+  ASSERT_TRUE(add(4, "h200", {{"mb", "1"}, {"attn", "sdpa"}}, "ok").ok());
+  // One entry per trial: the bank never credits a trial twice, and a
+  // refused entry leaves none of its knob rows behind.
+  EXPECT_FALSE(add(4, "h200", {{"mb", "99"}}, "ok").ok());
   BankFilter f;
+  f.knobs = {{"mb", "99"}};
+  EXPECT_EQ(db_->QueryBank(f)->size(), 0u);
+  EXPECT_EQ(*db_->CountBank(), 4);
+
+  f = BankFilter();
   f.gpu_model = "H200";  // case-insensitive
   EXPECT_EQ(db_->QueryBank(f)->size(), 3u);
   f.workload_signature = "w1";
   EXPECT_EQ(db_->QueryBank(f)->size(), 2u);
   f = BankFilter();
-  f.config_fragments = {R"("mb":"1")"};  // must not match "16"
+  f.knobs = {{"mb", "1"}};  // must not match "16"
   auto rows = db_->QueryBank(f);
   ASSERT_EQ(rows->size(), 2u);
-  EXPECT_EQ((*rows)[0].trial_id, 1);
-  EXPECT_EQ((*rows)[1].trial_id, 4);
+  EXPECT_EQ((*rows)[0].trial_id, 4);  // newest first
+  EXPECT_EQ((*rows)[1].trial_id, 1);
+  f.knobs = {{"mb", "1"}, {"attn", "sdpa"}};  // every pair must match
+  rows = db_->QueryBank(f);
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].trial_id, 4);
   f = BankFilter();
   f.status = "oom";
   EXPECT_EQ(db_->QueryBank(f)->size(), 1u);
   f = BankFilter();
+  f.purpose = "doctor";
+  rows = db_->QueryBank(f);
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].trial_id, 1);
+  EXPECT_EQ((*rows)[0].purpose, "doctor");
+  // Who may read: the team's own entries and shared ones.
+  f = BankFilter();
+  f.visible_to_team = "blue";
+  rows = db_->QueryBank(f);
+  ASSERT_EQ(rows->size(), 3u);
+  for (const auto& b : *rows) EXPECT_NE(b.trial_id, 3);
+  f.visible_to_team = "red";
+  rows = db_->QueryBank(f);
+  ASSERT_EQ(rows->size(), 2u);  // its own (3) and the shared one (2)
+  EXPECT_EQ((*rows)[0].trial_id, 3);
+  EXPECT_EQ((*rows)[1].trial_id, 2);
+  EXPECT_TRUE((*rows)[1].shared);
+  // Pages newest first, and oldest first when asked.
+  f = BankFilter();
   f.limit = 2;
   auto page1 = *db_->QueryBank(f);
   ASSERT_EQ(page1.size(), 2u);
-  f.after_id = page1.back().id;
+  EXPECT_EQ(page1[0].trial_id, 4);
+  f.cursor = page1.back().id;
   auto page2 = *db_->QueryBank(f);
   ASSERT_EQ(page2.size(), 2u);
-  EXPECT_EQ(page2[0].trial_id, 3);
+  EXPECT_EQ(page2[0].trial_id, 2);
+  EXPECT_EQ(page2[1].trial_id, 1);
+  f = BankFilter();
+  f.oldest_first = true;
+  f.limit = 3;
+  page1 = *db_->QueryBank(f);
+  ASSERT_EQ(page1.size(), 3u);
+  EXPECT_EQ(page1[0].trial_id, 1);
+  f.cursor = page1.back().id;
+  page2 = *db_->QueryBank(f);
+  ASSERT_EQ(page2.size(), 1u);
+  EXPECT_EQ(page2[0].trial_id, 4);
   // A verdict revised later changes the entry's status, and only its.
   ASSERT_TRUE(db_->SetBankStatus(4, "violation").ok());
   f = BankFilter();
@@ -321,6 +367,72 @@ TEST_P(StorageConformance, BankFiltersAndPages) {
   ASSERT_EQ(rows->size(), 1u);
   EXPECT_EQ((*rows)[0].trial_id, 4);
   EXPECT_TRUE(absl::IsNotFound(db_->SetBankStatus(99, "ok")));
+}
+
+TEST_P(StorageConformance, SessionPagesNewestFirstByTeamAndStage) {
+  for (int i = 0; i < 5; ++i) {
+    SessionRecord s = Session(absl::StrCat("s", i));
+    s.team = i % 2 ? "red" : "blue";
+    s.stage = i == 3 ? "running" : "searched";
+    ASSERT_TRUE(db_->InsertSession(s).ok());
+  }
+  SessionQuery q;
+  q.limit = 2;
+  auto page = *db_->ListSessionsPage(q);
+  ASSERT_EQ(page.size(), 2u);
+  EXPECT_EQ(page[0].id, "s4");
+  EXPECT_EQ(page[1].id, "s3");
+  q.before_seq = page[1].seq;
+  page = *db_->ListSessionsPage(q);
+  ASSERT_EQ(page.size(), 2u);
+  EXPECT_EQ(page[0].id, "s2");
+  q = SessionQuery();
+  q.any_team = false;
+  q.team = "red";
+  page = *db_->ListSessionsPage(q);
+  ASSERT_EQ(page.size(), 2u);
+  EXPECT_EQ(page[0].id, "s3");
+  EXPECT_EQ(page[1].id, "s1");
+  q = SessionQuery();
+  q.stages = {"running", "doctoring"};
+  page = *db_->ListSessionsPage(q);
+  ASSERT_EQ(page.size(), 1u);
+  EXPECT_EQ(page[0].id, "s3");
+  EXPECT_EQ(page[0].team, "red");  // the whole record
+}
+
+TEST_P(StorageConformance, PruneStepsOfOldFinishedSessionsOnly) {
+  SessionRecord old_done = Session("old");
+  old_done.stage = "searched";
+  old_done.updated_ms = 1000;
+  SessionRecord new_done = Session("new");
+  new_done.stage = "searched";
+  new_done.updated_ms = 9000;
+  SessionRecord old_active = Session("active");
+  old_active.stage = "running";
+  old_active.updated_ms = 1000;
+  for (const auto& s : {old_done, new_done, old_active}) ASSERT_TRUE(db_->InsertSession(s).ok());
+  std::map<std::string, int64_t> trial;
+  for (const char* sid : {"old", "new", "active"}) {
+    trial[sid] = *db_->InsertTrial(Trial(sid, "ok"));
+    std::vector<StepRecord> steps;
+    for (int i = 0; i < 5; ++i) {
+      StepRecord r;
+      r.trial_id = trial[sid];
+      r.step = i;
+      r.phases = "{}";
+      steps.push_back(r);
+    }
+    ASSERT_TRUE(db_->PutSteps(steps).ok());
+  }
+  // Short writes: at most `limit` rows each.
+  EXPECT_EQ(*db_->PruneSteps({"searched", "failed"}, 5000, 3), 3);
+  EXPECT_EQ(*db_->PruneSteps({"searched", "failed"}, 5000, 3), 2);
+  EXPECT_EQ(*db_->PruneSteps({"searched", "failed"}, 5000, 3), 0);
+  EXPECT_EQ(db_->ListSteps(trial["old"])->size(), 0u);
+  EXPECT_EQ(db_->ListSteps(trial["new"])->size(), 5u);     // finished recently
+  EXPECT_EQ(db_->ListSteps(trial["active"])->size(), 5u);  // still running
+  EXPECT_TRUE(db_->GetTrial(trial["old"]).ok());           // the summary stays
 }
 
 TEST_P(StorageConformance, TransactionRollsBackOnError) {
@@ -415,6 +527,85 @@ TEST_F(SqliteSpecific, OldSchemaMigratesForwardKeepingRows) {
   EXPECT_FALSE(kept->share_bank);
   EXPECT_TRUE((*s)->QueryBank(BankFilter()).ok());
   EXPECT_TRUE((*s)->ListTokens().ok());
+}
+
+// v6 -> v7: bank entries learn who may read them, their trial's purpose and
+// their knobs from the rows already there.
+TEST_F(SqliteSpecific, BankMigrationBackfillsTeamsPurposesAndKnobs) {
+  const std::string path = dir_ + "/v6.db";
+  {
+    SqliteStorage::Options o;
+    o.path = path;
+    o.target_version = 6;
+    ASSERT_TRUE(SqliteStorage::Create(o).ok());
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(
+                  raw,
+                  "INSERT INTO sessions (id, name, spec_yaml, spec_dir, stage, contract_hash, "
+                  "workload_signature, gpu_model, created_ms, updated_ms, team, share_bank) VALUES "
+                  "('s1', 'n', '', '', 'searched', '', 'w', 'H200', 1, 1, 'red', 1);"
+                  "INSERT INTO trials (session_id, purpose, config, status, created_ms) VALUES "
+                  "('s1', 'verify', '{\"mb\":\"2\",\"tp\":\"1\"}', 'ok', 1);"
+                  "INSERT INTO bank (session_id, trial_id, workload_signature, gpu_model, "
+                  "gpu_count, config, status, step_time_s, peak_mem_gib, cost_s, created_ms) "
+                  "VALUES ('s1', 1, 'w', 'H200', 1, '{\"mb\":\"2\",\"tp\":\"1\"}', 'ok', "
+                  "1, 1, 1, 1);",
+                  nullptr, nullptr, nullptr),
+              SQLITE_OK)
+        << sqlite3_errmsg(raw);
+    sqlite3_close(raw);
+  }
+  SqliteStorage::Options o;
+  o.path = path;
+  auto s = SqliteStorage::Create(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  BankFilter f;
+  f.knobs = {{"mb", "2"}, {"tp", "1"}};
+  f.visible_to_team = "blue";  // shared by red
+  f.purpose = "verify";
+  auto rows = (*s)->QueryBank(f);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].team, "red");
+  EXPECT_TRUE((*rows)[0].shared);
+  EXPECT_EQ((*rows)[0].purpose, "verify");
+  f.knobs = {{"mb", "1"}};
+  EXPECT_EQ((*s)->QueryBank(f)->size(), 0u);
+}
+
+// A second connection reads the last commit while the writer is inside a
+// transaction: a bank reader never waits for the writer.
+TEST_F(SqliteSpecific, ReaderReadsWhileTheWriterHoldsATransaction) {
+  SqliteStorage::Options o;
+  o.path = dir_ + "/rw.db";
+  auto w = SqliteStorage::Create(o);
+  ASSERT_TRUE(w.ok()) << w.status();
+  SessionRecord rec;
+  rec.id = "before";
+  rec.stage = "initialized";
+  ASSERT_TRUE((*w)->InsertSession(rec).ok());
+  auto r = (*w)->OpenReader();
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::Status st = (*w)->Transaction([&]() -> absl::Status {
+    rec.id = "inside";
+    RETURN_IF_ERROR((*w)->InsertSession(rec));
+    // Same thread, other connection: a lock would fail it (busy), not hang.
+    auto seen = (*r)->ListSessions();
+    if (!seen.ok()) return seen.status();
+    if (seen->size() != 1) return absl::InternalError("reader saw an uncommitted row");
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ((*r)->ListSessions()->size(), 2u);
+  // A reader writes nothing.
+  rec.id = "by-reader";
+  EXPECT_FALSE((*r)->InsertSession(rec).ok());
+  // An in-memory database has no second connection.
+  o.path = ":memory:";
+  auto mem = SqliteStorage::Create(o);
+  ASSERT_TRUE(mem.ok());
+  EXPECT_TRUE(absl::IsUnimplemented((*mem)->OpenReader().status()));
 }
 
 // The "disk" fills (a page quota): writes fail with a clear error, nothing
