@@ -12,7 +12,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/agent_policy.h"
+#include "core/agent_registry.h"
 #include "core/agent_report.h"
+#include "core/assignment.h"
 #include "core/apply_plan.h"
 #include "core/audit.h"
 #include "core/bank.h"
@@ -21,7 +23,9 @@
 #include "core/integrity.h"
 #include "core/model_optimizer.h"
 #include "core/random.h"
+#include "core/report.h"
 #include "core/status_macros.h"
+#include "core/verification.h"
 #include "google/protobuf/util/json_util.h"
 #include "models/stats.h"
 
@@ -41,15 +45,9 @@ const std::pair<v1::Stage, const char*> kStageNames[] = {
     {v1::STAGE_CANCELLED, "cancelled"},     {v1::STAGE_FAILED, "failed"},
 };
 
-bool IsInFlight(const std::string& status) {
-  return status == ts::kQueued || status == ts::kLeased || status == ts::kRunning;
-}
+bool IsInFlight(const std::string& status) { return IsInFlightStatus(status); }
 bool IsLeased(const std::string& status) {
   return status == ts::kLeased || status == ts::kRunning;
-}
-bool IsFailure(const std::string& status) {
-  return status == ts::kOom || status == ts::kFailed || status == ts::kTimeout ||
-         status == ts::kViolation;
 }
 
 std::string ToJson(const google::protobuf::Message& m) {
@@ -155,7 +153,8 @@ v1::Stage StageFromName(const std::string& name) {
   return v1::STAGE_UNSPECIFIED;
 }
 
-SessionManager::SessionManager(const Options& options) : options_(options) {
+SessionManager::SessionManager(const Options& options)
+    : options_(options), registry_(options.agent_liveness) {
   if (options_.optimizer) {
     optimizer_ = options_.optimizer;
   } else {
@@ -204,10 +203,7 @@ absl::Status SessionManager::Load() {
   // a restart never waits for numbers the new process already used.
   next_seq_ = std::max<int64_t>(1, absl::ToUnixMicros(options_.clock->Now()));
   ASSIGN_OR_RETURN(auto agents, options_.storage->ListAgents());
-  for (auto& a : agents) {
-    scopes_[a.id] = ScopeOf(a);
-    agents_[a.id] = std::move(a);
-  }
+  for (auto& a : agents) registry_.Put(std::move(a));
   // Active sessions only: finished ones are read back when asked for.
   storage::SessionQuery q;
   q.stages.assign(std::begin(kActiveStages), std::end(kActiveStages));
@@ -403,31 +399,12 @@ v1::SessionSummary SessionManager::SummaryLocked(const SessionState& s) const {
   return out;
 }
 
-v1::TrialView SessionManager::ViewOf(const storage::TrialRecord& t) const {
-  v1::TrialView v;
-  v.set_id(t.id);
-  if (auto c = DecodeConfigJson(t.config); c.ok()) CopyConfig(*c, v.mutable_config());
-  v.set_status(t.status);
-  v.set_purpose(t.purpose);
-  v.set_step_time_s(t.step_time_s);
-  v.set_peak_mem_gib(t.peak_mem_gib);
-  v.set_agent(t.agent.empty() ? t.lease_agent : t.agent);
-  v.set_attempts(t.attempts);
-  v.set_cost_s(t.cost_s);
-  v.set_error(t.error);
-  v.set_note(t.note);
-  v.set_violation(t.violation);
-  v.set_tag(t.tag);
-  if (t.observed_steps > 0) v.set_observed_step_time_s(t.observed_window_s / t.observed_steps);
-  return v;
-}
-
 void SessionManager::EmitLocked(SessionState& s, const std::string& kind,
                                 const storage::TrialRecord* trial) {
   v1::SessionEvent ev;
   ev.set_seq(next_seq_++);
   ev.set_kind(kind);
-  if (trial) *ev.mutable_trial() = ViewOf(*trial);
+  if (trial) *ev.mutable_trial() = TrialViewOf(*trial);
   *ev.mutable_session() = SummaryLocked(s);
   s.events.push_back(std::move(ev));
   if (s.events.size() > kMaxEventBacklog) {
@@ -576,10 +553,7 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorReques
   const int repeats = request.repeats() > 0 ? request.repeats() : s->spec.doctor_repeats;
   // Spread the baseline runs over the live agents that can run them, so a
   // slow host shows up; a pinned agent that dies hands its runs to others.
-  std::vector<std::string> hosts;
-  for (const auto& [id, a] : agents_) {
-    if (AgentLiveLocked(id) && AgentCanRunLocked(a, *s)) hosts.push_back(id);
-  }
+  const std::vector<std::string> hosts = registry_.LiveFitting(RequirementOf(*s), NowMs());
   RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
     for (int i = 0; i < repeats; ++i) {
       storage::TrialRecord t;
@@ -765,58 +739,6 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
   return SummaryLocked(*s);
 }
 
-bool SessionManager::AgentCanRunLocked(const storage::AgentRecord& a, const SessionState& s,
-                                       const storage::TrialRecord* t) const {
-  if (!absl::EqualsIgnoreCase(a.gpu_model, s.spec.gpu)) return false;
-  if (a.gpu_count < s.spec.gpu_count) return false;
-  bool executor = false;
-  for (absl::string_view e : absl::StrSplit(a.executors, ',')) {
-    executor = executor || e == s.spec.ExecutorName();
-  }
-  if (!executor) return false;
-  auto scope = scopes_.find(a.id);
-  if (scope == scopes_.end()) return false;
-  if (!TenancyRefusal(scope->second, s.rec.team, s.spec.pool).empty()) return false;
-  if (t == nullptr) return true;
-  for (absl::string_view refused : absl::StrSplit(t->refused_by, ',', absl::SkipEmpty())) {
-    if (refused == a.id) return false;
-  }
-  if (s.spec.executor_kind == SessionSpec::ExecutorKind::kProcess &&
-      !scope->second.commands.empty()) {
-    auto cfg = DecodeConfigJson(t->config);
-    if (!cfg.ok()) return false;
-    std::vector<std::string> argv;
-    for (const std::string& arg : s.spec.process.argv) argv.push_back(SubstituteKnobs(arg, *cfg));
-    if (!CommandAllowed(argv, scope->second.commands)) return false;
-  }
-  return true;
-}
-
-AgentScope SessionManager::ScopeOf(const storage::AgentRecord& a) {
-  AgentScope scope;
-  scope.token_team = a.team;
-  scope.serves = DecodeStringList(a.serves);
-  // Stored as the agent sent them, which RegisterAgent checked.
-  scope.commands = ParseCommandPrefixes(DecodeStringList(a.commands), "commands")
-                       .value_or(std::vector<CommandPrefix>{});
-  return scope;
-}
-
-absl::StatusOr<storage::AgentRecord*> SessionManager::BoundAgentLocked(const std::string& agent_id,
-                                                                      const Principal& who) {
-  auto it = agents_.find(agent_id);
-  if (it == agents_.end()) {
-    return absl::NotFoundError(absl::StrCat("agent_id: unknown agent '", agent_id,
-                                            "'; register first"));
-  }
-  if (it->second.token_id != who.token_id) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "agent_id: agent '", agent_id, "' was registered with another token; an id stays bound to "
-        "the token that registered it"));
-  }
-  return &it->second;
-}
-
 absl::Status SessionManager::CheckLeaseHolderLocked(const storage::TrialRecord& t,
                                                     const Principal& who,
                                                     const std::string& agent_id) const {
@@ -829,37 +751,13 @@ absl::Status SessionManager::CheckLeaseHolderLocked(const storage::TrialRecord& 
 }
 
 int SessionManager::LiveAgentsForLocked(const SessionState& s) const {
-  const int64_t cutoff = NowMs() - absl::ToInt64Milliseconds(options_.agent_liveness);
-  int n = 0;
-  for (const auto& [id, a] : agents_) {
-    if (a.last_heartbeat_ms >= cutoff && AgentCanRunLocked(a, s)) ++n;
-  }
-  return n;
+  return static_cast<int>(registry_.LiveFitting(RequirementOf(s), NowMs()).size());
 }
 
 absl::StatusOr<std::vector<Observation>> SessionManager::HistoryLocked(const SessionState& s,
                                                                        double* gpu_seconds) {
   ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
-  return HistoryOf(s, trials, gpu_seconds);
-}
-
-absl::StatusOr<std::vector<Observation>> SessionManager::HistoryOf(
-    const SessionState& s, const std::vector<storage::TrialRecord>& trials, double* gpu_seconds) {
-  std::vector<Observation> history;
-  *gpu_seconds = 0;
-  for (const auto& t : trials) {
-    *gpu_seconds += t.cost_s * std::max(1, s.spec.gpu_count);
-    // Verification re-runs repeat settings on purpose; the search has
-    // their first measurement already.
-    if (t.purpose == "verify") continue;
-    Observation o;
-    ASSIGN_OR_RETURN(o.config, DecodeConfigJson(t.config));
-    o.status = t.status;
-    o.step_time_s = t.step_time_s;
-    o.peak_mem_gib = t.peak_mem_gib;
-    history.push_back(std::move(o));
-  }
-  return history;
+  return SearchHistoryOf(s.spec.gpu_count, trials, gpu_seconds);
 }
 
 absl::Status SessionManager::StartSearchLocked(
@@ -995,137 +893,37 @@ absl::Status SessionManager::ApplyProposalLocked(SessionState& s, const Proposal
 }
 
 absl::Status SessionManager::FinishRunLocked(SessionState& s) {
-  // Re-verification: the fastest candidates that beat the baseline are run
-  // again, interleaved with the baseline in random A/B order on one agent.
   ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
-  std::vector<const storage::TrialRecord*> ok;
-  for (const auto& t : trials) {
-    if (t.purpose == "search" && t.status == ts::kOk &&
-        t.step_time_s < s.rec.baseline_step_time_s) {
-      ok.push_back(&t);
-    }
-  }
-  std::sort(ok.begin(), ok.end(), [](const auto* a, const auto* b) {
-    return std::tie(a->step_time_s, a->id) < std::tie(b->step_time_s, b->id);
-  });
-  if (ok.size() > static_cast<size_t>(s.spec.verify.candidates)) {
-    ok.resize(static_cast<size_t>(s.spec.verify.candidates));
-  }
-  s.verification.Clear();
-  s.verification.set_noise_floor(s.doctor.noise_floor());
-  s.verification.set_search_stop(s.stop_reason);
-  if (ok.empty()) {
-    s.verification.set_summary(s.spec.verify.candidates == 0
-                                   ? "verification disabled (verify.candidates: 0)"
-                                   : "no setting beat the baseline");
-    s.rec.verification = ToJson(s.verification);
+  ASSIGN_OR_RETURN(VerificationPlan plan,
+                   PlanVerification(s.spec, s.rec.id, s.rec.baseline_step_time_s, s.doctor,
+                                    s.stop_reason, trials, NowMs()));
+  s.verification = std::move(plan.verification);
+  s.rec.verification = ToJson(s.verification);
+  if (plan.runs.empty()) {
     s.rec.best_trial_id = 0;
     return SaveSessionLocked(s, StageName(v1::STAGE_SEARCHED));
   }
-  std::mt19937_64 order(s.spec.seed * 31 + static_cast<uint64_t>(trials.size()));
-  const std::string baseline = EncodeConfigJson(s.spec.baseline);
-  for (size_t r = 0; r < ok.size(); ++r) {
-    v1::Verification::Candidate* c = s.verification.add_candidates();
-    c->set_rank(static_cast<int>(r) + 1);
-    c->set_trial_id(ok[r]->id);
-    ASSIGN_OR_RETURN(Config cfg, DecodeConfigJson(ok[r]->config));
-    CopyConfig(cfg, c->mutable_config());
-    c->set_agent(ok[r]->agent);
-    for (int run = 1; run <= s.spec.verify.runs; ++run) {
-      const bool base_first = (order() & 1) == 0;
-      for (int k = 0; k < 2; ++k) {
-        const bool is_base = (k == 0) == base_first;
-        storage::TrialRecord t;
-        t.session_id = s.rec.id;
-        t.purpose = "verify";
-        t.config = is_base ? baseline : ok[r]->config;
-        t.status = ts::kQueued;
-        t.tag = absl::StrCat("c", r + 1, "/r", run, "/", is_base ? "base" : "cand");
-        t.pin_agent = ok[r]->agent;  // same host for both arms
-        t.created_ms = NowMs();
-        RETURN_IF_ERROR(WriteTrialLocked(s, t));
-      }
-    }
-  }
-  s.rec.verification = ToJson(s.verification);
+  for (storage::TrialRecord& t : plan.runs) RETURN_IF_ERROR(WriteTrialLocked(s, t));
   work_cv_.SignalAll();
   return SaveSessionLocked(s, StageName(v1::STAGE_VERIFYING));
 }
 
 absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s) {
   ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
-  // rank -> run -> both arms' times on every clock; a failed arm stays 0.
-  std::map<int, std::map<int, VerifyPair>> arms;
-  std::map<int, std::string> disqualified;
-  std::map<int, std::vector<int64_t>> cand_trials;  // each candidate's own verify runs
-  for (const auto& t : trials) {
-    if (t.purpose != "verify") continue;
-    if (IsInFlight(t.status)) return absl::OkStatus();  // not done yet
-    int rank = 0, run = 0;
-    char arm[8] = {0};
-    if (std::sscanf(t.tag.c_str(), "c%d/r%d/%7s", &rank, &run, arm) != 3) continue;
-    const bool is_base = std::string(arm) == "base";
-    ArmTimes times;
-    if (t.status == ts::kOk) {
-      times.reported = t.step_time_s;
-      if (t.observed_steps > 0) {
-        times.window = t.observed_window_s;
-        times.agent = t.observed_window_s / t.observed_steps;
-        times.whole = t.cost_s;
+  VerificationDecision d = DecideVerification(s.spec, s.doctor, s.verification, trials, NowMs());
+  if (!d.done) return absl::OkStatus();
+  for (const VerificationDecision::Implausible& bad : d.implausible) {
+    for (auto& t : trials) {
+      if (t.id != bad.trial_id) continue;
+      t.status = ts::kViolation;
+      t.violation = "implausible";
+      t.error = bad.error;
+      RETURN_IF_ERROR(WriteTrialLocked(s, t));
+      if (absl::Status b = options_.storage->SetBankStatus(t.id, t.status);
+          !b.ok() && !absl::IsNotFound(b)) {
+        return b;
       }
-    }
-    (is_base ? arms[rank][run].base : arms[rank][run].cand) = times;
-    if (!is_base) cand_trials[rank].push_back(t.id);
-    if (t.status == ts::kViolation && !is_base && !disqualified.count(rank)) {
-      disqualified[rank] = absl::StrCat("a verification run broke the contract (", t.violation,
-                                        "): ", t.error);
-    }
-  }
-  VerifyRules rules;
-  rules.noise_floor = s.doctor.noise_floor();
-  rules.agent_clock = s.spec.executor_kind == SessionSpec::ExecutorKind::kProcess;
-  if (s.doctor.suspicious()) rules.baseline_suspicious = s.doctor.warning();
-  std::vector<CandidateVerdict> verdicts;
-  for (auto& c : *s.verification.mutable_candidates()) {
-    std::vector<VerifyPair> pairs;
-    for (const auto& [run, p] : arms[c.rank()]) pairs.push_back(p);
-    rules.disqualified = disqualified[c.rank()];
-    verdicts.push_back(JudgeCandidate(pairs, rules));
-    const CandidateVerdict& v = verdicts.back();
-    auto cap = [](double x) { return std::min(x, 1e9); };
-    c.set_runs(v.estimate.pairs);
-    c.set_speedup(v.estimate.speedup);
-    c.set_ci_low(v.estimate.ci_low);
-    c.set_ci_high(cap(v.estimate.ci_high));
-    c.set_cleared(v.cleared);
-    c.set_reason(v.reason);
-    c.set_clock(rules.agent_clock ? "agent" : "reported");
-    c.set_reported_speedup(v.reported.speedup);
-    c.set_reported_ci_low(v.reported.ci_low);
-    c.set_reported_ci_high(cap(v.reported.ci_high));
-    c.set_agent_speedup(v.agent.speedup);
-    c.set_agent_ci_low(v.agent.ci_low);
-    c.set_agent_ci_high(cap(v.agent.ci_high));
-    c.set_whole_run_speedup(v.whole.speedup);
-    c.set_whole_run_ci_low(v.whole.ci_low);
-    c.set_whole_run_ci_high(cap(v.whole.ci_high));
-    // A candidate whose own numbers cannot be true is not a result: its
-    // search trial and its runs leave the bank's results with it.
-    if (v.implausible) {
-      std::vector<int64_t> ids = cand_trials[c.rank()];
-      ids.push_back(c.trial_id());
-      for (auto& t : trials) {
-        if (std::find(ids.begin(), ids.end(), t.id) == ids.end() || t.status != ts::kOk) continue;
-        t.status = ts::kViolation;
-        t.violation = "implausible";
-        t.error = absl::StrCat("implausible: verification found ", v.reason);
-        RETURN_IF_ERROR(WriteTrialLocked(s, t));
-        if (absl::Status b = options_.storage->SetBankStatus(t.id, t.status);
-            !b.ok() && !absl::IsNotFound(b)) {
-          return b;
-        }
-        if (t.id == s.best_trial_id) s.best_trial_id = 0;
-      }
+      if (t.id == s.best_trial_id) s.best_trial_id = 0;
     }
   }
   if (s.best_trial_id == 0) {
@@ -1139,23 +937,8 @@ absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s) {
       }
     }
   }
-  const int pick = PickPromoted(verdicts);
-  const int promoted = pick < 0 ? 0 : s.verification.candidates(pick).rank();
-  s.verification.set_promoted_rank(promoted);
-  s.verification.set_decided_unix_ms(NowMs());
-  s.rec.best_trial_id = 0;
-  if (promoted > 0) {
-    const auto& c = s.verification.candidates(promoted - 1);
-    s.rec.best_trial_id = c.trial_id();
-    s.verification.set_summary(absl::StrFormat(
-        "promoted candidate %d: speedup %.3fx%s, 95%% interval [%.3f, %.3f] over %d A/B pairs",
-        promoted, c.speedup(), rules.agent_clock ? " on the agent's clock" : "", c.ci_low(),
-        c.ci_high(), c.runs()));
-  } else if (!rules.baseline_suspicious.empty()) {
-    s.verification.set_summary(absl::StrCat("nothing promoted: ", rules.baseline_suspicious));
-  } else {
-    s.verification.set_summary("no candidate passed verification (see each candidate's reason)");
-  }
+  s.verification = std::move(d.verification);
+  s.rec.best_trial_id = d.promoted_trial_id;
   s.rec.verification = ToJson(s.verification);
   return SaveSessionLocked(s, StageName(v1::STAGE_SEARCHED));
 }
@@ -1164,29 +947,13 @@ absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s) {
 
 absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
     const v1::RegisterAgentRequest& r, const Principal& who) {
-  if (r.host().empty()) return absl::InvalidArgumentError("host: required");
-  if (r.gpu_model().empty()) return absl::InvalidArgumentError("gpu_model: required");
-  if (r.gpu_count() < 0) return absl::InvalidArgumentError("gpu_count: must be >= 0");
-  if (r.memory_per_gpu_gib() < 0 || !std::isfinite(r.memory_per_gpu_gib())) {
-    return absl::InvalidArgumentError("memory_per_gpu_gib: must be a finite number >= 0");
-  }
-  if (r.executors().empty()) return absl::InvalidArgumentError("executors: at least one required");
-  RETURN_IF_ERROR(CheckExecutorNames({r.executors().begin(), r.executors().end()}));
-  if (r.host().size() > 256) return absl::InvalidArgumentError("host: at most 256 characters");
-  if (r.gpu_model().size() > 128) return absl::InvalidArgumentError("gpu_model: at most 128 characters");
-  if (r.executors_size() > 16) return absl::InvalidArgumentError("executors: at most 16");
-  if (r.teams_size() > 256) return absl::InvalidArgumentError("teams: at most 256");
-  if (r.commands_size() > 256) return absl::InvalidArgumentError("commands: at most 256");
-  for (const std::string& t : r.teams()) {
-    if (t.empty() || t.size() > 128) return absl::InvalidArgumentError("teams: 1-128 characters each");
-  }
+  RETURN_IF_ERROR(AgentRegistry::Validate(r));
   const std::vector<std::string> commands(r.commands().begin(), r.commands().end());
-  RETURN_IF_ERROR(ParseCommandPrefixes(commands, "commands").status());
   absl::ReleasableMutexLock lock(&mu_);
   storage::AgentRecord a;
-  if (!r.agent_id().empty() && agents_.count(r.agent_id())) {
+  if (!r.agent_id().empty() && registry_.Contains(r.agent_id())) {
     // Keeping an id is for the agent that registered it: same token.
-    ASSIGN_OR_RETURN(storage::AgentRecord * old, BoundAgentLocked(r.agent_id(), who));
+    ASSIGN_OR_RETURN(storage::AgentRecord * old, registry_.Bound(r.agent_id(), who));
     a.id = old->id;
   } else {
     a.id = NewId("agt");
@@ -1204,8 +971,7 @@ absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
   a.serves = EncodeStringList({r.teams().begin(), r.teams().end()});
   a.commands = EncodeStringList(commands);
   RETURN_IF_ERROR(options_.storage->PutAgent(a));
-  agents_[a.id] = a;
-  scopes_[a.id] = ScopeOf(a);
+  registry_.Put(a);
   // A new agent widens running sessions' windows.
   for (auto& [id, s] : sessions_) {
     if (StageFromName(s->rec.stage) != v1::STAGE_RUNNING) continue;
@@ -1224,7 +990,7 @@ absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
 absl::StatusOr<v1::HeartbeatResponse> SessionManager::Heartbeat(const v1::HeartbeatRequest& r,
                                                                  const Principal& who) {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(storage::AgentRecord * agent, BoundAgentLocked(r.agent_id(), who));
+  ASSIGN_OR_RETURN(storage::AgentRecord * agent, registry_.Bound(r.agent_id(), who));
   agent->last_heartbeat_ms = NowMs();
   RETURN_IF_ERROR(options_.storage->PutAgent(*agent));
   v1::HeartbeatResponse resp;
@@ -1235,32 +1001,23 @@ absl::StatusOr<v1::HeartbeatResponse> SessionManager::Heartbeat(const v1::Heartb
 absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
     const std::string& agent_id, const Principal& who) {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(storage::AgentRecord * bound, BoundAgentLocked(agent_id, who));
+  ASSIGN_OR_RETURN(storage::AgentRecord * bound, registry_.Bound(agent_id, who));
   storage::AgentRecord& agent = *bound;
   agent.last_heartbeat_ms = NowMs();
   // Only work this agent could run is looked at: the requirement (hardware,
   // executor, tenancy) first, then the trial (its stage, refusals, command
   // policy, pinning).
   const std::optional<int64_t> pick = queue_.Oldest(
-      [&](const TrialQueue::Requirement& req) {
-        if (req.gpu_model != absl::AsciiStrToLower(agent.gpu_model)) return false;
-        if (agent.gpu_count < req.gpu_count) return false;
-        bool executor = false;
-        for (absl::string_view e : absl::StrSplit(agent.executors, ',')) {
-          executor = executor || e == req.executor;
-        }
-        auto scope = scopes_.find(agent.id);
-        return executor && scope != scopes_.end() &&
-               TenancyRefusal(scope->second, req.team, req.pool).empty();
-      },
+      [&](const TrialQueue::Requirement& req) { return registry_.Fits(agent, req); },
       [&](const storage::TrialRecord& t) {
         auto sit = sessions_.find(t.session_id);
         if (sit == sessions_.end()) return false;
         const SessionState& s = *sit->second;
         if (!IsLeasingStage(StageFromName(s.rec.stage))) return false;
-        if (!AgentCanRunLocked(agent, s, &t)) return false;
+        if (!registry_.MayRun(agent, RequirementOf(s), s.spec, &t)) return false;
         // A/B pairs run on one host; if that host is gone, any may take over.
-        return t.pin_agent.empty() || t.pin_agent == agent.id || !AgentLiveLocked(t.pin_agent);
+        return t.pin_agent.empty() || t.pin_agent == agent.id ||
+               !registry_.Live(t.pin_agent, NowMs());
       });
   if (pick) {
     storage::TrialRecord t = *queue_.Find(*pick);
@@ -1274,95 +1031,16 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
     t.lease_token_id = who.token_id;
     t.lease_deadline_ms = NowMs() + absl::ToInt64Milliseconds(options_.lease_timeout);
     t.leased_ms = NowMs();
+    // Built before the lease is written: a trial that cannot be described
+    // is not handed out.
+    ASSIGN_OR_RETURN(v1::TrialAssignment a,
+                     AssignmentFor(s.rec, s.spec, t, options_.lease_timeout));
     RETURN_IF_ERROR(options_.storage->Transaction([&]() -> absl::Status {
       RETURN_IF_ERROR(options_.storage->DeleteSteps(t.id));  // a fresh attempt
       return options_.storage->UpdateTrial(t);
     }));
     queue_.Remove(t.id);
     EmitLocked(s, "trial_leased", &t);
-
-    v1::TrialAssignment a;
-    a.set_trial_id(t.id);
-    a.set_session_id(s.rec.id);
-    a.set_lease_token(t.lease_token);
-    ASSIGN_OR_RETURN(Config cfg, DecodeConfigJson(t.config));
-    CopyConfig(cfg, a.mutable_config());
-    a.set_lease_timeout_ms(absl::ToInt64Milliseconds(options_.lease_timeout));
-    a.set_attempt(t.attempts);
-    a.set_team(s.rec.team);
-    a.mutable_workload()->set_model(s.spec.model);
-    a.mutable_workload()->set_global_batch(s.spec.global_batch);
-    a.mutable_workload()->set_seq_len(s.spec.seq_len);
-    if (s.spec.executor_kind == SessionSpec::ExecutorKind::kReplay) {
-      v1::ReplaySpec* r = a.mutable_executor()->mutable_replay();
-      if (!s.spec.replay.landscape_content.empty()) {
-        r->set_landscape(s.spec.replay.landscape_content);
-      } else {
-        r->set_landscape_path(s.spec.replay.landscape);  // a pre-tenancy session's
-      }
-      r->set_capacity_gib(s.spec.replay.capacity_gib);
-      r->set_noise_pct(s.spec.replay.noise_pct);
-      // Repeatable per (session seed, trial, attempt).
-      r->set_seed(s.spec.seed * 1000003ULL + static_cast<uint64_t>(t.id) * 7919ULL +
-                  static_cast<uint64_t>(t.attempts));
-    } else if (s.spec.executor_kind == SessionSpec::ExecutorKind::kSim) {
-      const SimExecutorSpec& sim = s.spec.sim;
-      v1::SimSpec* p = a.mutable_executor()->mutable_sim();
-      v1::SimSpec::Model* m = p->mutable_model();
-      m->set_layers(sim.model.layers);
-      m->set_hidden(sim.model.hidden);
-      m->set_heads(sim.model.heads);
-      m->set_kv_heads(sim.model.kv_heads);
-      m->set_ffn(sim.model.ffn);
-      m->set_vocab(sim.model.vocab);
-      m->set_swiglu(sim.model.swiglu);
-      m->set_dropout(sim.model.dropout);
-      m->set_tied_embeddings(sim.model.tied_embeddings);
-      m->set_experts(sim.model.experts);
-      m->set_topk(sim.model.topk);
-      m->set_expert_ffn(sim.model.expert_ffn);
-      m->set_seq_len(sim.model.seq_len);
-      m->set_global_batch(sim.model.global_batch);
-      v1::SimSpec::Cluster* c = p->mutable_cluster();
-      c->set_gpu(sim.cluster.gpu.name);
-      c->set_gpus_per_node(sim.cluster.gpus_per_node);
-      c->set_nodes(sim.cluster.nodes);
-      c->set_nvlink_gbps(sim.cluster.nvlink_gbps);
-      c->set_net_gbps(sim.cluster.net_gbps);
-      c->set_nvlink_latency_us(sim.cluster.nvlink_latency_us);
-      c->set_net_latency_us(sim.cluster.net_latency_us);
-      c->set_noise_cv(sim.cluster.noise_cv);
-      c->set_straggler_prob(sim.cluster.straggler_prob);
-      c->set_straggler_slowdown(sim.cluster.straggler_slowdown);
-      c->set_drift_pct(sim.cluster.drift_pct);
-      c->set_seed(sim.cluster.seed);
-      for (const auto& [k, v] : sim.fixed) (*p->mutable_fixed())[k] = v;
-      p->set_warmup_steps(sim.warmup_steps);
-      p->set_timed_steps(sim.timed_steps);
-      p->set_trial_seed(s.spec.seed * 1000003ULL + static_cast<uint64_t>(t.id) * 7919ULL +
-                        static_cast<uint64_t>(t.attempts));
-      p->set_trial_index(t.id);
-    } else {
-      v1::ProcessSpec* p = a.mutable_executor()->mutable_process();
-      for (const std::string& arg : s.spec.process.argv) p->add_argv(arg);
-      p->set_workdir(s.spec.process.workdir);
-      p->set_timeout_s(s.spec.process.timeout_s);
-      p->set_watchdog_s(s.spec.process.watchdog_s);
-      for (const auto& [path, hash] : s.spec.contract.protected_hashes) {
-        (*p->mutable_protected_hashes())[path] = hash;
-      }
-      if (!s.spec.repository.url.empty()) {
-        v1::SourceSpec* src = p->mutable_source();
-        src->set_repository(s.spec.repository.url);
-        src->set_base_commit(s.spec.repository.base_commit);
-        ASSIGN_OR_RETURN(Config cfg, DecodeConfigJson(t.config));
-        for (const PatchSpec* patch : s.spec.PatchesOn(cfg)) {
-          v1::SourceSpec::Patch* sp = src->add_patches();
-          sp->set_name(patch->name);
-          sp->set_diff(patch->diff);
-        }
-      }
-    }
     return std::optional<v1::TrialAssignment>(std::move(a));
   }
   return std::optional<v1::TrialAssignment>();
@@ -1395,8 +1073,8 @@ ReportLimits SessionManager::LimitsLocked(const SessionState& s,
   double capacity = 0;
   if (const models::sim::GpuSpec* g = models::sim::FindGpu(s.spec.gpu)) {
     capacity = g->memory_gib;
-  } else if (auto it = agents_.find(t.lease_agent); it != agents_.end()) {
-    capacity = it->second.memory_per_gpu_gib;
+  } else if (const storage::AgentRecord* a = registry_.Find(t.lease_agent)) {
+    capacity = a->memory_per_gpu_gib;
   }
   l.max_peak_mem_gib = capacity > 0 ? std::min(capacity * 1.1 + 1, kUnknownDeviceGib) : kUnknownDeviceGib;
   l.max_steps = MaxStepsPerTrial(s.doctor.steps_per_run(), s.spec.contract.timed_steps);
@@ -1435,8 +1113,7 @@ absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
   ASSIGN_OR_RETURN(auto stored, options_.storage->ListStepTail(t.id, FirstStepOf(r.steps())));
   ASSIGN_OR_RETURN(std::vector<storage::StepRecord> steps,
                    ValidateStepsOnTail(t.id, r.steps(), stored, LimitsLocked(*s, t), "steps"));
-  auto ait = agents_.find(t.lease_agent);
-  if (ait != agents_.end()) ait->second.last_heartbeat_ms = NowMs();
+  if (storage::AgentRecord* a = registry_.Find(t.lease_agent)) a->last_heartbeat_ms = NowMs();
   t.status = ts::kRunning;
   t.lease_deadline_ms = NowMs() + absl::ToInt64Milliseconds(options_.lease_timeout);
   RETURN_IF_ERROR(options_.storage->Transaction([&]() -> absl::Status {
@@ -1571,13 +1248,6 @@ void SessionManager::ApplyContractLocked(const SessionState& s, storage::TrialRe
   }
 }
 
-bool SessionManager::AgentLiveLocked(const std::string& agent_id) const {
-  auto it = agents_.find(agent_id);
-  return it != agents_.end() &&
-         it->second.last_heartbeat_ms >=
-             NowMs() - absl::ToInt64Milliseconds(options_.agent_liveness);
-}
-
 absl::Status SessionManager::FinishTrialLocked(SessionState& s, storage::TrialRecord& t) {
   RETURN_IF_ERROR(WriteTrialLocked(s, t));
   RETURN_IF_ERROR(
@@ -1614,10 +1284,7 @@ absl::Status SessionManager::RefuseLocked(SessionState& s, storage::TrialRecord&
       why.empty() ? std::string("its policy") : why.substr(0, kMaxReportTextBytes));
   t.refused_by = t.refused_by.empty() ? agent : absl::StrCat(t.refused_by, ",", agent);
   // Another live agent that may run it and has not refused it?
-  bool other = false;
-  for (const auto& [id, a] : agents_) {
-    other = other || (AgentLiveLocked(id) && AgentCanRunLocked(a, s, &t));
-  }
+  const bool other = registry_.AnotherMayRun(RequirementOf(s), s.spec, t, NowMs());
   if (!other || t.attempts >= options_.max_attempts) {
     t.status = ts::kFailed;
     t.error = absl::StrCat("refused: ", reason,
@@ -1751,145 +1418,27 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
                                                         const Principal& who) {
   // A snapshot under the lock; the trials are read and the models fitted
   // without it (a report of a long session costs what the session holds).
-  SessionState snapshot;
-  v1::SessionSummary sum;
+  ReportInputs in;
+  std::shared_ptr<const SearchInputs> search;  // keeps in.priors alive
   {
     absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(SessionState * found, FindForLocked(session_id, who, Action::kRead));
-    sum = SummaryLocked(*found);
-    snapshot.rec = found->rec;
-    snapshot.spec = found->spec;
-    snapshot.best_step_time_s = found->best_step_time_s;
-    snapshot.best_trial_id = found->best_trial_id;
-    snapshot.best_config = found->best_config;
-    snapshot.doctor = found->doctor;
-    snapshot.verification = found->verification;
-    snapshot.search = found->search;
-    snapshot.stop_reason = found->stop_reason;
+    ASSIGN_OR_RETURN(SessionState * s, FindForLocked(session_id, who, Action::kRead));
+    in.summary = SummaryLocked(*s);
+    in.rec = s->rec;
+    in.spec = s->spec;
+    in.doctor = s->doctor;
+    in.verification = s->verification;
+    in.best_trial_id = s->best_trial_id;
+    in.best_config = s->best_config;
+    search = s->search;
+    in.stop_reason = s->stop_reason;
   }
-  const SessionState* s = &snapshot;
-  ASSIGN_OR_RETURN(auto trials, reader_->ListTrials(s->rec.id));
-  v1::SessionReport rep;
-  rep.set_session_id(s->rec.id);
-  rep.set_name(s->rec.name);
-  rep.set_stage(s->rec.stage);
-  *rep.mutable_workload() = sum.workload();
-  *rep.mutable_hardware() = sum.hardware();
-  rep.set_contract_hash(s->rec.contract_hash);
-  rep.set_applied_commit(s->rec.applied_commit);
-
-  v1::SessionReport::Baseline* base = rep.mutable_baseline();
-  CopyConfig(s->spec.baseline, base->mutable_config());
-  base->set_step_time_s(s->rec.baseline_step_time_s);
-  base->set_cv(s->rec.baseline_cv);
-  base->set_runs(s->rec.baseline_runs);
-
-  v1::SessionReport::Best* best = rep.mutable_best();
-  *best->mutable_config() = sum.best_config();
-  best->set_step_time_s(sum.best_step_time_s());
-  best->set_speedup(sum.best_speedup());
-  // The trial behind the config shown: the promoted candidate's when one
-  // was promoted (not always the fastest search trial), else the fastest.
-  if (sum.promoted()) {
-    best->set_trial_id(s->verification.candidates(s->verification.promoted_rank() - 1).trial_id());
-  } else if (s->best_trial_id != 0 && sum.best_speedup() > 1.0) {
-    best->set_trial_id(s->best_trial_id);
-  }
-
-  *rep.mutable_contract() = FromJson<v1::Contract>(s->rec.contract);
-  *rep.mutable_doctor() = s->doctor;
-  *rep.mutable_verification() = s->verification;
-  v1::SessionReport::FailedTrials* failed = rep.mutable_failed_trials();
-  double total = 0;
-  for (const auto& t : trials) {
-    *rep.add_trials() = ViewOf(t);
-    total += t.cost_s;
-    if (t.status == ts::kViolation) {
-      (*rep.mutable_violations_by_kind())[t.violation] += 1;
-      (*rep.mutable_violation_cost_s_by_kind())[t.violation] += t.cost_s;
-    }
-    if (IsFailure(t.status)) {
-      failed->set_count(failed->count() + 1);
-      failed->set_cost_s(failed->cost_s() + t.cost_s);
-      (*failed->mutable_count_by_status())[t.status] += 1;
-      (*failed->mutable_cost_s_by_status())[t.status] += t.cost_s;
-    }
-  }
-  rep.set_total_cost_s(total);
-  std::vector<FailedTrialCost> costs;
-  for (const auto& t : trials) {
-    if (!IsFailure(t.status)) continue;
-    FailedTrialCost c;
-    c.status = t.status;
-    c.violation = t.violation;
-    c.error = t.error;
-    c.cost_s = t.cost_s;
-    ASSIGN_OR_RETURN(c.config, DecodeConfigJson(t.config));
-    costs.push_back(std::move(c));
-  }
-  for (const FailureCost& c : FailureCosts(s->spec, costs)) {
-    v1::SessionReport::FailureCost* f = rep.add_failure_costs();
-    f->set_failure_class(c.failure_class);
-    f->set_knob(c.knob);
-    f->set_value(c.value);
-    f->set_trials(c.trials);
-    f->set_gpu_s(c.gpu_s);
-  }
-  // The promoted setting's source changes, each inside the editable scope.
-  const int rank = s->verification.promoted_rank();
-  if (rank > 0 && rank <= s->verification.candidates_size()) {
-    for (const SourcePathAudit& a : AuditSourcePaths(s->spec, s->best_config)) {
-      v1::SessionReport::SourcePath* p = rep.add_source_audit();
-      p->set_path(a.path);
-      p->set_patch(a.patch);
-      p->set_editable_glob(a.editable_glob);
-    }
-  }
-
-  for (v1::IntegrityCheck& c : DescribeIntegrityChecks(s->spec, s->doctor, s->verification)) {
-    *rep.add_integrity() = std::move(c);
-  }
-
-  v1::SearchSummary* search = rep.mutable_search();
-  search->set_strategy(optimizer_->Name());
-  search->set_priors(s->search->priors_label);
-  search->set_warm_starts(static_cast<int>(s->search->warm_starts.size()));
-  search->set_related_trials(static_cast<int>(s->search->related.size()));
-  search->set_stop_reason(s->verification.search_stop().empty() ? s->stop_reason
-                                                                 : s->verification.search_stop());
-  for (const auto& t : trials) {
-    if (t.purpose == "search" && !t.tag.empty()) (*search->mutable_proposals_by_reason())[t.tag]++;
-  }
-  double unused = 0;
-  ASSIGN_OR_RETURN(std::vector<Observation> history, HistoryOf(*s, trials, &unused));
-  if (!history.empty()) {
-    SearchContext ctx;
-    ctx.spec = &s->spec;
-    ctx.priors = s->search->priors ? &*s->search->priors : nullptr;
-    const auto* mo = dynamic_cast<const ModelOptimizer*>(optimizer_);
-    for (const KnobEffectEstimate& e :
-         ExplainKnobs(ctx, history, mo ? mo->options() : ModelOptimizer::Options())) {
-      v1::KnobEffect* k = search->add_knob_effects();
-      k->set_knob(e.knob);
-      k->set_value(e.value);
-      k->set_has_prior(e.has_prior);
-      k->set_prior_time(e.prior_time);
-      k->set_prior_time_sd(e.prior_time_sd);
-      k->set_prior_mem(e.prior_mem);
-      k->set_prior_mem_sd(e.prior_mem_sd);
-      k->set_time(e.time);
-      k->set_time_sd(e.time_sd);
-      k->set_mem(e.mem);
-      k->set_mem_sd(e.mem_sd);
-      k->set_revised_time(e.revised_time);
-      k->set_revised_mem(e.revised_mem);
-      k->set_trials(e.trials);
-      k->set_memory_price_gib(e.memory_price_gib);
-      k->set_miscalibrated(e.miscalibrated);
-      k->set_note(e.note);
-    }
-  }
-  return rep;
+  in.priors = search->priors ? &*search->priors : nullptr;
+  in.priors_label = search->priors_label;
+  in.warm_starts = static_cast<int>(search->warm_starts.size());
+  in.related_trials = static_cast<int>(search->related.size());
+  ASSIGN_OR_RETURN(auto trials, reader_->ListTrials(in.rec.id));
+  return BuildReport(in, trials, *optimizer_);
 }
 
 // ------------------------------------------------------------------ Apply

@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "core/clock.h"
 #include "core/agent_policy.h"
+#include "core/agent_registry.h"
 #include "core/agent_report.h"
 #include "core/auth.h"
 #include "core/bank.h"
@@ -46,25 +47,12 @@
 #include "core/priors.h"
 #include "core/spec.h"
 #include "core/trial_queue.h"
+#include "core/trial_status.h"
 #include "infrarsi/v1/infrarsi.pb.h"
 #include "storage/storage.h"
 
 namespace infrarsi {
 
-namespace trial_status {
-inline constexpr char kQueued[] = "queued";
-inline constexpr char kLeased[] = "leased";
-inline constexpr char kRunning[] = "running";
-inline constexpr char kOk[] = "ok";
-inline constexpr char kOom[] = "oom";
-inline constexpr char kFailed[] = "failed";
-inline constexpr char kTimeout[] = "timeout";
-inline constexpr char kViolation[] = "violation";
-inline constexpr char kCancelled[] = "cancelled";
-// Not a trial status: an agent's answer when its policy does not let it run
-// a trial (the trial goes back to the queue for another agent).
-inline constexpr char kRefused[] = "refused";
-}  // namespace trial_status
 
 // "initialized", "doctoring", ... for a Stage; "unspecified" otherwise.
 std::string StageName(v1::Stage stage);
@@ -260,7 +248,6 @@ class SessionManager {
   absl::Status RebuildQueueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::SessionSummary SummaryLocked(const SessionState& s) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  v1::TrialView ViewOf(const storage::TrialRecord& t) const;
   void EmitLocked(SessionState& s, const std::string& kind, const storage::TrialRecord* trial)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `fn` as one storage transaction. If it fails, the session's
@@ -301,11 +288,7 @@ class SessionManager {
   absl::StatusOr<std::vector<Observation>> HistoryLocked(const SessionState& s,
                                                          double* gpu_seconds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The search's observations among `trials` (the session's), and the
-  // GPU-seconds they cost.
-  static absl::StatusOr<std::vector<Observation>> HistoryOf(
-      const SessionState& s, const std::vector<storage::TrialRecord>& trials,
-      double* gpu_seconds);
+
   // CompleteTrial and ExpireLeases but the proposals that follow them.
   absl::StatusOr<v1::CompleteTrialResponse> RecordCompletion(const v1::CompleteTrialRequest& r,
                                                              const Principal& who)
@@ -319,17 +302,7 @@ class SessionManager {
   // What trial `t`'s reports are held to (core/agent_report.h).
   ReportLimits LimitsLocked(const SessionState& s, const storage::TrialRecord& t) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool AgentLiveLocked(const std::string& agent_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int LiveAgentsForLocked(const SessionState& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether agent `a` may run trials of `s` (hardware, executor, tenancy);
-  // with a trial, also its command and whether `a` refused it before.
-  bool AgentCanRunLocked(const storage::AgentRecord& a, const SessionState& s,
-                         const storage::TrialRecord* t = nullptr) const;
-  static AgentScope ScopeOf(const storage::AgentRecord& a);
-  // The agent `agent_id`, if `who` holds the token it was registered with.
-  absl::StatusOr<storage::AgentRecord*> BoundAgentLocked(const std::string& agent_id,
-                                                         const Principal& who)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The trial a lease names, if `who` took it (and `agent_id`, when given,
   // holds it).
   absl::Status CheckLeaseHolderLocked(const storage::TrialRecord& t, const Principal& who,
@@ -356,9 +329,7 @@ class SessionManager {
   absl::CondVar work_cv_;
   absl::CondVar events_cv_;
   std::map<std::string, std::unique_ptr<SessionState>> sessions_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, storage::AgentRecord> agents_ ABSL_GUARDED_BY(mu_);
-  // Each agent's tenancy and policy, parsed once from its record.
-  std::map<std::string, AgentScope> scopes_ ABSL_GUARDED_BY(mu_);
+  AgentRegistry registry_ ABSL_GUARDED_BY(mu_);
   // Sessions a proposal is due for (by id; outside the session state, so a
   // rolled-back transaction leaves a mark at worst, which only costs a
   // recheck).

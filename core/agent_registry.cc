@@ -1,0 +1,129 @@
+#include "core/agent_registry.h"
+
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/status_macros.h"
+
+namespace infrarsi {
+
+absl::Status AgentRegistry::Validate(const v1::RegisterAgentRequest& r) {
+  if (r.host().empty()) return absl::InvalidArgumentError("host: required");
+  if (r.gpu_model().empty()) return absl::InvalidArgumentError("gpu_model: required");
+  if (r.gpu_count() < 0) return absl::InvalidArgumentError("gpu_count: must be >= 0");
+  if (r.memory_per_gpu_gib() < 0 || !std::isfinite(r.memory_per_gpu_gib())) {
+    return absl::InvalidArgumentError("memory_per_gpu_gib: must be a finite number >= 0");
+  }
+  if (r.executors().empty()) return absl::InvalidArgumentError("executors: at least one required");
+  RETURN_IF_ERROR(CheckExecutorNames({r.executors().begin(), r.executors().end()}));
+  if (r.host().size() > 256) return absl::InvalidArgumentError("host: at most 256 characters");
+  if (r.gpu_model().size() > 128) {
+    return absl::InvalidArgumentError("gpu_model: at most 128 characters");
+  }
+  if (r.executors_size() > 16) return absl::InvalidArgumentError("executors: at most 16");
+  if (r.teams_size() > 256) return absl::InvalidArgumentError("teams: at most 256");
+  if (r.commands_size() > 256) return absl::InvalidArgumentError("commands: at most 256");
+  for (const std::string& t : r.teams()) {
+    if (t.empty() || t.size() > 128) {
+      return absl::InvalidArgumentError("teams: 1-128 characters each");
+    }
+  }
+  const std::vector<std::string> commands(r.commands().begin(), r.commands().end());
+  return ParseCommandPrefixes(commands, "commands").status();
+}
+
+AgentScope AgentRegistry::ScopeOf(const storage::AgentRecord& a) {
+  AgentScope scope;
+  scope.token_team = a.team;
+  scope.serves = DecodeStringList(a.serves);
+  // Stored as the agent sent them, which Validate checked.
+  scope.commands = ParseCommandPrefixes(DecodeStringList(a.commands), "commands")
+                       .value_or(std::vector<CommandPrefix>{});
+  return scope;
+}
+
+void AgentRegistry::Put(storage::AgentRecord a) {
+  scopes_[a.id] = ScopeOf(a);
+  const std::string id = a.id;
+  agents_[id] = std::move(a);
+}
+
+storage::AgentRecord* AgentRegistry::Find(const std::string& id) {
+  auto it = agents_.find(id);
+  return it == agents_.end() ? nullptr : &it->second;
+}
+
+const storage::AgentRecord* AgentRegistry::Find(const std::string& id) const {
+  auto it = agents_.find(id);
+  return it == agents_.end() ? nullptr : &it->second;
+}
+
+absl::StatusOr<storage::AgentRecord*> AgentRegistry::Bound(const std::string& id,
+                                                           const Principal& who) {
+  storage::AgentRecord* a = Find(id);
+  if (a == nullptr) {
+    return absl::NotFoundError(absl::StrCat("agent_id: unknown agent '", id, "'; register first"));
+  }
+  if (a->token_id != who.token_id) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "agent_id: agent '", id, "' was registered with another token; an id stays bound to "
+        "the token that registered it"));
+  }
+  return a;
+}
+
+bool AgentRegistry::Live(const std::string& id, int64_t now_ms) const {
+  auto it = agents_.find(id);
+  return it != agents_.end() && it->second.last_heartbeat_ms >= now_ms - liveness_ms_;
+}
+
+bool AgentRegistry::Fits(const storage::AgentRecord& a, const TrialQueue::Requirement& req) const {
+  if (absl::AsciiStrToLower(a.gpu_model) != req.gpu_model) return false;
+  if (a.gpu_count < req.gpu_count) return false;
+  bool executor = false;
+  for (absl::string_view e : absl::StrSplit(a.executors, ',')) {
+    executor = executor || e == req.executor;
+  }
+  if (!executor) return false;
+  auto scope = scopes_.find(a.id);
+  return scope != scopes_.end() && TenancyRefusal(scope->second, req.team, req.pool).empty();
+}
+
+bool AgentRegistry::MayRun(const storage::AgentRecord& a, const TrialQueue::Requirement& req,
+                           const SessionSpec& spec, const storage::TrialRecord* t) const {
+  if (!Fits(a, req)) return false;
+  if (t == nullptr) return true;
+  for (absl::string_view refused : absl::StrSplit(t->refused_by, ',', absl::SkipEmpty())) {
+    if (refused == a.id) return false;
+  }
+  const AgentScope& scope = scopes_.at(a.id);
+  if (spec.executor_kind == SessionSpec::ExecutorKind::kProcess && !scope.commands.empty()) {
+    auto cfg = DecodeConfigJson(t->config);
+    if (!cfg.ok()) return false;
+    std::vector<std::string> argv;
+    for (const std::string& arg : spec.process.argv) argv.push_back(SubstituteKnobs(arg, *cfg));
+    if (!CommandAllowed(argv, scope.commands)) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> AgentRegistry::LiveFitting(const TrialQueue::Requirement& req,
+                                                    int64_t now_ms) const {
+  std::vector<std::string> out;
+  for (const auto& [id, a] : agents_) {
+    if (Live(id, now_ms) && Fits(a, req)) out.push_back(id);
+  }
+  return out;
+}
+
+bool AgentRegistry::AnotherMayRun(const TrialQueue::Requirement& req, const SessionSpec& spec,
+                                  const storage::TrialRecord& t, int64_t now_ms) const {
+  for (const auto& [id, a] : agents_) {
+    if (Live(id, now_ms) && MayRun(a, req, spec, &t)) return true;
+  }
+  return false;
+}
+
+}  // namespace infrarsi

@@ -1,0 +1,199 @@
+#include "core/report.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "core/audit.h"
+#include "core/integrity.h"
+#include "core/model_optimizer.h"
+#include "core/status_macros.h"
+#include "core/trial_status.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace infrarsi {
+namespace {
+
+namespace ts = trial_status;
+
+bool IsFailure(const std::string& status) {
+  return status == ts::kOom || status == ts::kFailed || status == ts::kTimeout ||
+         status == ts::kViolation;
+}
+
+void CopyConfig(const Config& c, google::protobuf::Map<std::string, std::string>* out) {
+  for (const auto& [k, v] : c) (*out)[k] = v;
+}
+
+template <typename T>
+T FromJson(const std::string& json) {
+  T m;
+  if (!json.empty()) (void)google::protobuf::util::JsonStringToMessage(json, &m);
+  return m;
+}
+
+}  // namespace
+
+v1::TrialView TrialViewOf(const storage::TrialRecord& t) {
+  v1::TrialView v;
+  v.set_id(t.id);
+  if (auto c = DecodeConfigJson(t.config); c.ok()) CopyConfig(*c, v.mutable_config());
+  v.set_status(t.status);
+  v.set_purpose(t.purpose);
+  v.set_step_time_s(t.step_time_s);
+  v.set_peak_mem_gib(t.peak_mem_gib);
+  v.set_agent(t.agent.empty() ? t.lease_agent : t.agent);
+  v.set_attempts(t.attempts);
+  v.set_cost_s(t.cost_s);
+  v.set_error(t.error);
+  v.set_note(t.note);
+  v.set_violation(t.violation);
+  v.set_tag(t.tag);
+  if (t.observed_steps > 0) v.set_observed_step_time_s(t.observed_window_s / t.observed_steps);
+  return v;
+}
+
+absl::StatusOr<std::vector<Observation>> SearchHistoryOf(
+    int gpu_count, const std::vector<storage::TrialRecord>& trials, double* gpu_seconds) {
+  std::vector<Observation> history;
+  *gpu_seconds = 0;
+  for (const auto& t : trials) {
+    *gpu_seconds += t.cost_s * std::max(1, gpu_count);
+    if (t.purpose == "verify") continue;
+    Observation o;
+    ASSIGN_OR_RETURN(o.config, DecodeConfigJson(t.config));
+    o.status = t.status;
+    o.step_time_s = t.step_time_s;
+    o.peak_mem_gib = t.peak_mem_gib;
+    history.push_back(std::move(o));
+  }
+  return history;
+}
+
+absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
+                                              const std::vector<storage::TrialRecord>& trials,
+                                              const Optimizer& optimizer) {
+  v1::SessionReport rep;
+  rep.set_session_id(in.rec.id);
+  rep.set_name(in.rec.name);
+  rep.set_stage(in.rec.stage);
+  *rep.mutable_workload() = in.summary.workload();
+  *rep.mutable_hardware() = in.summary.hardware();
+  rep.set_contract_hash(in.rec.contract_hash);
+  rep.set_applied_commit(in.rec.applied_commit);
+
+  v1::SessionReport::Baseline* base = rep.mutable_baseline();
+  CopyConfig(in.spec.baseline, base->mutable_config());
+  base->set_step_time_s(in.rec.baseline_step_time_s);
+  base->set_cv(in.rec.baseline_cv);
+  base->set_runs(in.rec.baseline_runs);
+
+  v1::SessionReport::Best* best = rep.mutable_best();
+  *best->mutable_config() = in.summary.best_config();
+  best->set_step_time_s(in.summary.best_step_time_s());
+  best->set_speedup(in.summary.best_speedup());
+  // The trial behind the config shown: the promoted candidate's when one
+  // was promoted (not always the fastest search trial), else the fastest.
+  if (in.summary.promoted()) {
+    best->set_trial_id(in.verification.candidates(in.verification.promoted_rank() - 1).trial_id());
+  } else if (in.best_trial_id != 0 && in.summary.best_speedup() > 1.0) {
+    best->set_trial_id(in.best_trial_id);
+  }
+
+  *rep.mutable_contract() = FromJson<v1::Contract>(in.rec.contract);
+  *rep.mutable_doctor() = in.doctor;
+  *rep.mutable_verification() = in.verification;
+  v1::SessionReport::FailedTrials* failed = rep.mutable_failed_trials();
+  double total = 0;
+  for (const auto& t : trials) {
+    *rep.add_trials() = TrialViewOf(t);
+    total += t.cost_s;
+    if (t.status == ts::kViolation) {
+      (*rep.mutable_violations_by_kind())[t.violation] += 1;
+      (*rep.mutable_violation_cost_s_by_kind())[t.violation] += t.cost_s;
+    }
+    if (IsFailure(t.status)) {
+      failed->set_count(failed->count() + 1);
+      failed->set_cost_s(failed->cost_s() + t.cost_s);
+      (*failed->mutable_count_by_status())[t.status] += 1;
+      (*failed->mutable_cost_s_by_status())[t.status] += t.cost_s;
+    }
+  }
+  rep.set_total_cost_s(total);
+  std::vector<FailedTrialCost> costs;
+  for (const auto& t : trials) {
+    if (!IsFailure(t.status)) continue;
+    FailedTrialCost c;
+    c.status = t.status;
+    c.violation = t.violation;
+    c.error = t.error;
+    c.cost_s = t.cost_s;
+    ASSIGN_OR_RETURN(c.config, DecodeConfigJson(t.config));
+    costs.push_back(std::move(c));
+  }
+  for (const FailureCost& c : FailureCosts(in.spec, costs)) {
+    v1::SessionReport::FailureCost* f = rep.add_failure_costs();
+    f->set_failure_class(c.failure_class);
+    f->set_knob(c.knob);
+    f->set_value(c.value);
+    f->set_trials(c.trials);
+    f->set_gpu_s(c.gpu_s);
+  }
+  // The promoted setting's source changes, each inside the editable scope.
+  const int rank = in.verification.promoted_rank();
+  if (rank > 0 && rank <= in.verification.candidates_size()) {
+    for (const SourcePathAudit& a : AuditSourcePaths(in.spec, in.best_config)) {
+      v1::SessionReport::SourcePath* p = rep.add_source_audit();
+      p->set_path(a.path);
+      p->set_patch(a.patch);
+      p->set_editable_glob(a.editable_glob);
+    }
+  }
+
+  for (v1::IntegrityCheck& c : DescribeIntegrityChecks(in.spec, in.doctor, in.verification)) {
+    *rep.add_integrity() = std::move(c);
+  }
+
+  v1::SearchSummary* search = rep.mutable_search();
+  search->set_strategy(optimizer.Name());
+  search->set_priors(in.priors_label);
+  search->set_warm_starts(in.warm_starts);
+  search->set_related_trials(in.related_trials);
+  search->set_stop_reason(in.verification.search_stop().empty() ? in.stop_reason
+                                                                 : in.verification.search_stop());
+  for (const auto& t : trials) {
+    if (t.purpose == "search" && !t.tag.empty()) (*search->mutable_proposals_by_reason())[t.tag]++;
+  }
+  double unused = 0;
+  ASSIGN_OR_RETURN(std::vector<Observation> history, SearchHistoryOf(in.spec.gpu_count, trials, &unused));
+  if (!history.empty()) {
+    SearchContext ctx;
+    ctx.spec = &in.spec;
+    ctx.priors = in.priors;
+    const auto* mo = dynamic_cast<const ModelOptimizer*>(&optimizer);
+    for (const KnobEffectEstimate& e :
+         ExplainKnobs(ctx, history, mo ? mo->options() : ModelOptimizer::Options())) {
+      v1::KnobEffect* k = search->add_knob_effects();
+      k->set_knob(e.knob);
+      k->set_value(e.value);
+      k->set_has_prior(e.has_prior);
+      k->set_prior_time(e.prior_time);
+      k->set_prior_time_sd(e.prior_time_sd);
+      k->set_prior_mem(e.prior_mem);
+      k->set_prior_mem_sd(e.prior_mem_sd);
+      k->set_time(e.time);
+      k->set_time_sd(e.time_sd);
+      k->set_mem(e.mem);
+      k->set_mem_sd(e.mem_sd);
+      k->set_revised_time(e.revised_time);
+      k->set_revised_mem(e.revised_mem);
+      k->set_trials(e.trials);
+      k->set_memory_price_gib(e.memory_price_gib);
+      k->set_miscalibrated(e.miscalibrated);
+      k->set_note(e.note);
+    }
+  }
+  return rep;
+}
+
+
+}  // namespace infrarsi

@@ -1,0 +1,58 @@
+// Report assembly: a session's report (what a reviewer needs to believe a
+// promotion, and what the search cost) from a snapshot of the session and
+// its trials. Pure: the session manager takes the snapshot under its lock
+// and builds the report after letting it go.
+//
+// Thread safety: free functions over their arguments.
+#ifndef INFRARSI_CORE_REPORT_H_
+#define INFRARSI_CORE_REPORT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/optimizer.h"
+#include "core/priors.h"
+#include "core/spec.h"
+#include "infrarsi/v1/infrarsi.pb.h"
+#include "storage/storage.h"
+
+namespace infrarsi {
+
+// One session as the report sees it.
+struct ReportInputs {
+  storage::SessionRecord rec;
+  SessionSpec spec;
+  v1::SessionSummary summary;  // the session's summary at the snapshot
+  v1::DoctorReport doctor;
+  v1::Verification verification;
+  int64_t best_trial_id = 0;  // the fastest ok search trial (0: none)
+  Config best_config;         // its setting
+  // The search's inputs: the priors it used (not owned; null: none) and
+  // how many bank seeds and related trials it started from.
+  const Priors* priors = nullptr;
+  std::string priors_label = "none";
+  int warm_starts = 0;
+  int related_trials = 0;
+  std::string stop_reason;  // why the search stopped early, if it did
+};
+
+// The report of `in` with its `trials` (all of the session's, by id);
+// `optimizer` names the strategy and explains the knobs' effects.
+absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
+                                              const std::vector<storage::TrialRecord>& trials,
+                                              const Optimizer& optimizer);
+
+// A trial as the API shows it.
+v1::TrialView TrialViewOf(const storage::TrialRecord& t);
+
+// What the search learns from `trials` (verification re-runs left out: the
+// search has their first measurement), and the GPU-seconds all of them cost
+// on `gpu_count` GPUs.
+absl::StatusOr<std::vector<Observation>> SearchHistoryOf(
+    int gpu_count, const std::vector<storage::TrialRecord>& trials, double* gpu_seconds);
+
+}  // namespace infrarsi
+
+#endif  // INFRARSI_CORE_REPORT_H_

@@ -1,0 +1,172 @@
+#include "core/verification.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/doctor.h"
+#include "core/status_macros.h"
+#include "core/trial_status.h"
+
+namespace infrarsi {
+namespace {
+namespace ts = trial_status;
+}  // namespace
+
+absl::StatusOr<VerificationPlan> PlanVerification(const SessionSpec& spec,
+                                                  const std::string& session_id,
+                                                  double baseline_step_time_s,
+                                                  const v1::DoctorReport& doctor,
+                                                  const std::string& search_stop,
+                                                  const std::vector<storage::TrialRecord>& trials,
+                                                  int64_t now_ms) {
+  // The fastest search trials that beat the baseline are run again,
+  // interleaved with the baseline in random A/B order on one agent.
+  std::vector<const storage::TrialRecord*> ok;
+  for (const auto& t : trials) {
+    if (t.purpose == "search" && t.status == ts::kOk && t.step_time_s < baseline_step_time_s) {
+      ok.push_back(&t);
+    }
+  }
+  std::sort(ok.begin(), ok.end(), [](const auto* a, const auto* b) {
+    return std::tie(a->step_time_s, a->id) < std::tie(b->step_time_s, b->id);
+  });
+  if (ok.size() > static_cast<size_t>(spec.verify.candidates)) {
+    ok.resize(static_cast<size_t>(spec.verify.candidates));
+  }
+  VerificationPlan plan;
+  v1::Verification& v = plan.verification;
+  v.set_noise_floor(doctor.noise_floor());
+  v.set_search_stop(search_stop);
+  if (ok.empty()) {
+    v.set_summary(spec.verify.candidates == 0 ? "verification disabled (verify.candidates: 0)"
+                                              : "no setting beat the baseline");
+    return plan;
+  }
+  std::mt19937_64 order(spec.seed * 31 + static_cast<uint64_t>(trials.size()));
+  const std::string baseline = EncodeConfigJson(spec.baseline);
+  for (size_t r = 0; r < ok.size(); ++r) {
+    v1::Verification::Candidate* c = v.add_candidates();
+    c->set_rank(static_cast<int>(r) + 1);
+    c->set_trial_id(ok[r]->id);
+    ASSIGN_OR_RETURN(Config cfg, DecodeConfigJson(ok[r]->config));
+    for (const auto& [k, val] : cfg) (*c->mutable_config())[k] = val;
+    c->set_agent(ok[r]->agent);
+    for (int run = 1; run <= spec.verify.runs; ++run) {
+      const bool base_first = (order() & 1) == 0;
+      for (int k = 0; k < 2; ++k) {
+        const bool is_base = (k == 0) == base_first;
+        storage::TrialRecord t;
+        t.session_id = session_id;
+        t.purpose = "verify";
+        t.config = is_base ? baseline : ok[r]->config;
+        t.status = ts::kQueued;
+        t.tag = absl::StrCat("c", r + 1, "/r", run, "/", is_base ? "base" : "cand");
+        t.pin_agent = ok[r]->agent;  // same host for both arms
+        t.created_ms = now_ms;
+        plan.runs.push_back(std::move(t));
+      }
+    }
+  }
+  return plan;
+}
+
+VerificationDecision DecideVerification(const SessionSpec& spec, const v1::DoctorReport& doctor,
+                                        const v1::Verification& plan,
+                                        const std::vector<storage::TrialRecord>& trials,
+                                        int64_t now_ms) {
+  VerificationDecision out;
+  // rank -> run -> both arms' times on every clock; a failed arm stays 0.
+  std::map<int, std::map<int, VerifyPair>> arms;
+  std::map<int, std::string> disqualified;
+  std::map<int, std::vector<int64_t>> cand_trials;  // each candidate's own verify runs
+  for (const auto& t : trials) {
+    if (t.purpose != "verify") continue;
+    if (IsInFlightStatus(t.status)) return out;  // not done yet
+    int rank = 0, run = 0;
+    char arm[8] = {0};
+    if (std::sscanf(t.tag.c_str(), "c%d/r%d/%7s", &rank, &run, arm) != 3) continue;
+    const bool is_base = std::string(arm) == "base";
+    ArmTimes times;
+    if (t.status == ts::kOk) {
+      times.reported = t.step_time_s;
+      if (t.observed_steps > 0) {
+        times.window = t.observed_window_s;
+        times.agent = t.observed_window_s / t.observed_steps;
+        times.whole = t.cost_s;
+      }
+    }
+    (is_base ? arms[rank][run].base : arms[rank][run].cand) = times;
+    if (!is_base) cand_trials[rank].push_back(t.id);
+    if (t.status == ts::kViolation && !is_base && !disqualified.count(rank)) {
+      disqualified[rank] = absl::StrCat("a verification run broke the contract (", t.violation,
+                                        "): ", t.error);
+    }
+  }
+  out.done = true;
+  out.verification = plan;
+  v1::Verification& v = out.verification;
+  VerifyRules rules;
+  rules.noise_floor = doctor.noise_floor();
+  rules.agent_clock = spec.executor_kind == SessionSpec::ExecutorKind::kProcess;
+  if (doctor.suspicious()) rules.baseline_suspicious = doctor.warning();
+  std::vector<CandidateVerdict> verdicts;
+  for (auto& c : *v.mutable_candidates()) {
+    std::vector<VerifyPair> pairs;
+    for (const auto& [run, p] : arms[c.rank()]) pairs.push_back(p);
+    rules.disqualified = disqualified[c.rank()];
+    verdicts.push_back(JudgeCandidate(pairs, rules));
+    const CandidateVerdict& verdict = verdicts.back();
+    auto cap = [](double x) { return std::min(x, 1e9); };
+    c.set_runs(verdict.estimate.pairs);
+    c.set_speedup(verdict.estimate.speedup);
+    c.set_ci_low(verdict.estimate.ci_low);
+    c.set_ci_high(cap(verdict.estimate.ci_high));
+    c.set_cleared(verdict.cleared);
+    c.set_reason(verdict.reason);
+    c.set_clock(rules.agent_clock ? "agent" : "reported");
+    c.set_reported_speedup(verdict.reported.speedup);
+    c.set_reported_ci_low(verdict.reported.ci_low);
+    c.set_reported_ci_high(cap(verdict.reported.ci_high));
+    c.set_agent_speedup(verdict.agent.speedup);
+    c.set_agent_ci_low(verdict.agent.ci_low);
+    c.set_agent_ci_high(cap(verdict.agent.ci_high));
+    c.set_whole_run_speedup(verdict.whole.speedup);
+    c.set_whole_run_ci_low(verdict.whole.ci_low);
+    c.set_whole_run_ci_high(cap(verdict.whole.ci_high));
+    // A candidate whose own numbers cannot be true is not a result: its
+    // search trial and its runs leave the bank's results with it.
+    if (verdict.implausible) {
+      std::vector<int64_t> ids = cand_trials[c.rank()];
+      ids.push_back(c.trial_id());
+      for (const auto& t : trials) {
+        if (std::find(ids.begin(), ids.end(), t.id) == ids.end() || t.status != ts::kOk) continue;
+        out.implausible.push_back(
+            {t.id, absl::StrCat("implausible: verification found ", verdict.reason)});
+      }
+    }
+  }
+  const int pick = PickPromoted(verdicts);
+  const int promoted = pick < 0 ? 0 : v.candidates(pick).rank();
+  v.set_promoted_rank(promoted);
+  v.set_decided_unix_ms(now_ms);
+  if (promoted > 0) {
+    const auto& c = v.candidates(promoted - 1);
+    out.promoted_trial_id = c.trial_id();
+    v.set_summary(absl::StrFormat(
+        "promoted candidate %d: speedup %.3fx%s, 95%% interval [%.3f, %.3f] over %d A/B pairs",
+        promoted, c.speedup(), rules.agent_clock ? " on the agent's clock" : "", c.ci_low(),
+        c.ci_high(), c.runs()));
+  } else if (!rules.baseline_suspicious.empty()) {
+    v.set_summary(absl::StrCat("nothing promoted: ", rules.baseline_suspicious));
+  } else {
+    v.set_summary("no candidate passed verification (see each candidate's reason)");
+  }
+  return out;
+}
+
+}  // namespace infrarsi
