@@ -1,4 +1,4 @@
-#include "client/agent.h"
+#include "client/agent/agent.h"
 
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "client/process_executor.h"
-#include "client/replay_executor.h"
-#include "client/sim_executor.h"
+#include "client/agent/executors/process_executor.h"
+#include "client/agent/executors/replay_executor.h"
+#include "client/agent/executors/sim_executor.h"
 #include "core/status_macros.h"
 #include "client/rpc_client.h"
 #include "core/agent_policy.h"

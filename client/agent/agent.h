@@ -2,8 +2,8 @@
 // executor and reports progress and outcomes. It holds no state the server
 // cannot rebuild: if the server restarts, the agent retries and carries on;
 // if the agent dies, its lease expires and the trial runs elsewhere.
-#ifndef INFRARSI_CLIENT_AGENT_H_
-#define INFRARSI_CLIENT_AGENT_H_
+#ifndef INFRARSI_CLIENT_AGENT_AGENT_H_
+#define INFRARSI_CLIENT_AGENT_AGENT_H_
 
 #include <atomic>
 #include <functional>
@@ -14,8 +14,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "client/executor.h"
-#include "client/process_executor.h"
+#include "client/agent/executors/executor.h"
+#include "client/agent/executors/process_executor.h"
 #include "client/rpc_client.h"
 #include "infrarsi/v1/infrarsi.grpc.pb.h"
 
@@ -86,4 +86,4 @@ class Agent {
 
 }  // namespace infrarsi::client
 
-#endif  // INFRARSI_CLIENT_AGENT_H_
+#endif  // INFRARSI_CLIENT_AGENT_AGENT_H_

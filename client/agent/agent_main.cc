@@ -11,8 +11,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "client/agent.h"
-#include "client/agent_policy_file.h"
+#include "client/agent/agent.h"
+#include "client/agent/agent_policy_file.h"
 #include "client/credential_flags.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "client/agent_policy_file.h"
+#include "client/agent/agent_policy_file.h"
 
 #include <yaml-cpp/yaml.h>
 

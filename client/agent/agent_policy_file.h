@@ -9,8 +9,8 @@
 //   env_allow: [HF_HOME]                # more environment names passed on
 //
 // Every key is optional; unknown keys are refused, naming the field.
-#ifndef INFRARSI_CLIENT_AGENT_POLICY_FILE_H_
-#define INFRARSI_CLIENT_AGENT_POLICY_FILE_H_
+#ifndef INFRARSI_CLIENT_AGENT_AGENT_POLICY_FILE_H_
+#define INFRARSI_CLIENT_AGENT_AGENT_POLICY_FILE_H_
 
 #include <optional>
 #include <string>
@@ -35,4 +35,4 @@ absl::StatusOr<AgentPolicy> LoadAgentPolicy(const std::string& path);
 
 }  // namespace infrarsi::client
 
-#endif  // INFRARSI_CLIENT_AGENT_POLICY_FILE_H_
+#endif  // INFRARSI_CLIENT_AGENT_AGENT_POLICY_FILE_H_

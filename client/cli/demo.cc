@@ -1,4 +1,4 @@
-#include "client/demo.h"
+#include "client/cli/demo.h"
 
 #include <git2.h>
 #include <stdlib.h>
@@ -10,9 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/agent.h"
-#include "client/local_apply.h"
-#include "client/report_format.h"
+#include "client/agent/agent.h"
+#include "client/cli/local_apply.h"
+#include "client/cli/report_format.h"
 #include "client/rpc_client.h"
 #include "core/status_macros.h"
 #include "server/infrarsi_server.h"

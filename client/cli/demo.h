@@ -1,7 +1,7 @@
 // `infrarsi demo`: an embedded server and two replay agents on the measured
 // H200 landscape shipped in the binary, taken through all five stages.
-#ifndef INFRARSI_CLIENT_DEMO_H_
-#define INFRARSI_CLIENT_DEMO_H_
+#ifndef INFRARSI_CLIENT_CLI_DEMO_H_
+#define INFRARSI_CLIENT_CLI_DEMO_H_
 
 #include <ostream>
 #include <string>
@@ -27,4 +27,4 @@ extern const char* const kDemoLandscapeJsonl;
 
 }  // namespace infrarsi::client
 
-#endif  // INFRARSI_CLIENT_DEMO_H_
+#endif  // INFRARSI_CLIENT_CLI_DEMO_H_

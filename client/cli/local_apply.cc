@@ -1,4 +1,4 @@
-#include "client/local_apply.h"
+#include "client/cli/local_apply.h"
 
 #include "absl/strings/str_cat.h"
 #include "core/committer.h"

@@ -4,8 +4,8 @@
 // The commit is the same on every try (fixed author, time and message): a
 // retry after a crash between the commit and the record finds the branch
 // already at that commit and records it; it never makes a second one.
-#ifndef INFRARSI_CLIENT_LOCAL_APPLY_H_
-#define INFRARSI_CLIENT_LOCAL_APPLY_H_
+#ifndef INFRARSI_CLIENT_CLI_LOCAL_APPLY_H_
+#define INFRARSI_CLIENT_CLI_LOCAL_APPLY_H_
 
 #include <string>
 #include <vector>
@@ -30,4 +30,4 @@ absl::StatusOr<LocalApply> ApplyLocally(RpcClient& client, const std::string& se
 
 }  // namespace infrarsi::client
 
-#endif  // INFRARSI_CLIENT_LOCAL_APPLY_H_
+#endif  // INFRARSI_CLIENT_CLI_LOCAL_APPLY_H_

@@ -1,4 +1,4 @@
-#include "client/report_format.h"
+#include "client/cli/report_format.h"
 
 #include <map>
 

@@ -1,6 +1,6 @@
 // Human and JSON renderings of what the server returns.
-#ifndef INFRARSI_CLIENT_REPORT_FORMAT_H_
-#define INFRARSI_CLIENT_REPORT_FORMAT_H_
+#ifndef INFRARSI_CLIENT_CLI_REPORT_FORMAT_H_
+#define INFRARSI_CLIENT_CLI_REPORT_FORMAT_H_
 
 #include <string>
 
@@ -22,4 +22,4 @@ std::string FormatBank(const v1::QueryExperienceResponse& r);
 
 }  // namespace infrarsi::client
 
-#endif  // INFRARSI_CLIENT_REPORT_FORMAT_H_
+#endif  // INFRARSI_CLIENT_CLI_REPORT_FORMAT_H_

@@ -36,7 +36,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "client/landscape.h"
+#include "client/agent/executors/landscape.h"
 #include "core/doctor.h"
 #include "core/model_optimizer.h"
 #include "core/optimizer.h"

@@ -19,7 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/process_executor.h"
+#include "client/agent/executors/process_executor.h"
 #include "core/agent_report.h"
 #include "core/contract.h"
 #include "core/doctor.h"

@@ -9,12 +9,12 @@
 #include <set>
 #include <fstream>
 
-#include "client/landscape.h"
+#include "client/agent/executors/landscape.h"
 #include "core/spec.h"
-#include "client/metrics_line.h"
-#include "client/process_executor.h"
-#include "client/protected_files.h"
-#include "client/replay_executor.h"
+#include "client/agent/executors/metrics_line.h"
+#include "client/agent/executors/process_executor.h"
+#include "client/agent/executors/protected_files.h"
+#include "client/agent/executors/replay_executor.h"
 #include "tests/testing/git_repo.h"
 #include "tests/testing/subprocess.h"
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "client/metrics_line.h"
+#include "client/agent/executors/metrics_line.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto line = infrarsi::client::ParseMetricsLine(std::string(reinterpret_cast<const char*>(data), size));

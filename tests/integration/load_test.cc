@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "client/rpc_client.h"
-#include "client/sim_executor.h"
+#include "client/agent/executors/sim_executor.h"
 #include "infrarsi/v1/infrarsi.grpc.pb.h"
 #include "server/infrarsi_server.h"
 #include "tests/testing/subprocess.h"

@@ -11,7 +11,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "client/report_format.h"
+#include "client/cli/report_format.h"
 #include "client/rpc_client.h"
 #include "infrarsi/v1/infrarsi.grpc.pb.h"
 #include "server/infrarsi_server.h"

@@ -20,7 +20,7 @@
 
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "client/local_apply.h"
+#include "client/cli/local_apply.h"
 #include "infrarsi/v1/infrarsi.grpc.pb.h"
 #include "tests/integration/end_to_end_fixture.h"
 

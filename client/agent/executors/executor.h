@@ -1,6 +1,6 @@
 // Executors run one leased trial on an agent and describe its outcome.
-#ifndef INFRARSI_CLIENT_EXECUTOR_H_
-#define INFRARSI_CLIENT_EXECUTOR_H_
+#ifndef INFRARSI_CLIENT_AGENT_EXECUTORS_EXECUTOR_H_
+#define INFRARSI_CLIENT_AGENT_EXECUTORS_EXECUTOR_H_
 
 #include <vector>
 
@@ -30,4 +30,4 @@ class Executor {
 
 }  // namespace infrarsi::client
 
-#endif  // INFRARSI_CLIENT_EXECUTOR_H_
+#endif  // INFRARSI_CLIENT_AGENT_EXECUTORS_EXECUTOR_H_

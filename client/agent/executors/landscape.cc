@@ -1,4 +1,4 @@
-#include "client/landscape.h"
+#include "client/agent/executors/landscape.h"
 
 #include <cmath>
 #include <fstream>

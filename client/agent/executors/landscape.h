@@ -1,7 +1,7 @@
 // A measured landscape (JSON Lines, see data/landscapes/README.md): the first
 // line is {"meta": {...}}, then one trial per line. Loaded once, read-only.
-#ifndef INFRARSI_CLIENT_LANDSCAPE_H_
-#define INFRARSI_CLIENT_LANDSCAPE_H_
+#ifndef INFRARSI_CLIENT_AGENT_EXECUTORS_LANDSCAPE_H_
+#define INFRARSI_CLIENT_AGENT_EXECUTORS_LANDSCAPE_H_
 
 #include <map>
 #include <string>
@@ -53,4 +53,4 @@ struct Landscape {
 
 }  // namespace infrarsi::client
 
-#endif  // INFRARSI_CLIENT_LANDSCAPE_H_
+#endif  // INFRARSI_CLIENT_AGENT_EXECUTORS_LANDSCAPE_H_

@@ -1,4 +1,4 @@
-#include "client/metrics_line.h"
+#include "client/agent/executors/metrics_line.h"
 
 #include <cmath>
 

@@ -5,8 +5,8 @@
 //    "data_seed": 1234, "dtype": "bf16", "optimizer_steps": 1}
 // (the last three optional, written by the harness)
 // or an event line {"event": "oom"} when the process ran out of memory.
-#ifndef INFRARSI_CLIENT_METRICS_LINE_H_
-#define INFRARSI_CLIENT_METRICS_LINE_H_
+#ifndef INFRARSI_CLIENT_AGENT_EXECUTORS_METRICS_LINE_H_
+#define INFRARSI_CLIENT_AGENT_EXECUTORS_METRICS_LINE_H_
 
 #include <string>
 
@@ -27,4 +27,4 @@ absl::StatusOr<MetricsLine> ParseMetricsLine(const std::string& line);
 
 }  // namespace infrarsi::client
 
-#endif  // INFRARSI_CLIENT_METRICS_LINE_H_
+#endif  // INFRARSI_CLIENT_AGENT_EXECUTORS_METRICS_LINE_H_

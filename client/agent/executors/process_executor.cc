@@ -1,4 +1,4 @@
-#include "client/process_executor.h"
+#include "client/agent/executors/process_executor.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -23,8 +23,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "client/metrics_line.h"
-#include "client/protected_files.h"
+#include "client/agent/executors/metrics_line.h"
+#include "client/agent/executors/protected_files.h"
 #include "core/file_util.h"
 #include "core/spec.h"
 

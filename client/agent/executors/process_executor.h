@@ -22,15 +22,15 @@
 // a timer the training code cannot touch) and when the process exits
 // (wall_s), and states its resolution (poll_interval_s); it also checks the
 // protected files' hashes before and after the run.
-#ifndef INFRARSI_CLIENT_PROCESS_EXECUTOR_H_
-#define INFRARSI_CLIENT_PROCESS_EXECUTOR_H_
+#ifndef INFRARSI_CLIENT_AGENT_EXECUTORS_PROCESS_EXECUTOR_H_
+#define INFRARSI_CLIENT_AGENT_EXECUTORS_PROCESS_EXECUTOR_H_
 
 #include <memory>
 #include <string>
 
 #include "absl/time/time.h"
-#include "client/executor.h"
-#include "client/work_tree.h"
+#include "client/agent/executors/executor.h"
+#include "client/agent/executors/work_tree.h"
 #include "core/agent_policy.h"
 
 #include <sys/types.h>
@@ -98,4 +98,4 @@ class ProcessExecutor : public Executor {
 
 }  // namespace infrarsi::client
 
-#endif  // INFRARSI_CLIENT_PROCESS_EXECUTOR_H_
+#endif  // INFRARSI_CLIENT_AGENT_EXECUTORS_PROCESS_EXECUTOR_H_

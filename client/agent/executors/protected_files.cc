@@ -1,4 +1,4 @@
-#include "client/protected_files.h"
+#include "client/agent/executors/protected_files.h"
 
 #include <git2.h>
 

@@ -1,7 +1,7 @@
 // Content hashes of protected files, as git computes a blob's id (SHA-1), so
 // the server (at Init) and the agent (around every trial) agree.
-#ifndef INFRARSI_CLIENT_PROTECTED_FILES_H_
-#define INFRARSI_CLIENT_PROTECTED_FILES_H_
+#ifndef INFRARSI_CLIENT_AGENT_EXECUTORS_PROTECTED_FILES_H_
+#define INFRARSI_CLIENT_AGENT_EXECUTORS_PROTECTED_FILES_H_
 
 #include <string>
 #include <vector>
@@ -24,4 +24,4 @@ std::vector<std::string> ChangedProtectedFiles(
 
 }  // namespace infrarsi::client
 
-#endif  // INFRARSI_CLIENT_PROTECTED_FILES_H_
+#endif  // INFRARSI_CLIENT_AGENT_EXECUTORS_PROTECTED_FILES_H_

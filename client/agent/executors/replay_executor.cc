@@ -1,4 +1,4 @@
-#include "client/replay_executor.h"
+#include "client/agent/executors/replay_executor.h"
 
 #include <cmath>
 #include <random>

@@ -3,16 +3,16 @@
 // are reported as measured, with between-launch noise sampled from the
 // landscape's own launch repeats; any extra noise or emulated capacity is
 // stated in the outcome's note.
-#ifndef INFRARSI_CLIENT_REPLAY_EXECUTOR_H_
-#define INFRARSI_CLIENT_REPLAY_EXECUTOR_H_
+#ifndef INFRARSI_CLIENT_AGENT_EXECUTORS_REPLAY_EXECUTOR_H_
+#define INFRARSI_CLIENT_AGENT_EXECUTORS_REPLAY_EXECUTOR_H_
 
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 
-#include "client/executor.h"
-#include "client/landscape.h"
+#include "client/agent/executors/executor.h"
+#include "client/agent/executors/landscape.h"
 
 namespace infrarsi::client {
 
@@ -38,4 +38,4 @@ class ReplayExecutor : public Executor {
 
 }  // namespace infrarsi::client
 
-#endif  // INFRARSI_CLIENT_REPLAY_EXECUTOR_H_
+#endif  // INFRARSI_CLIENT_AGENT_EXECUTORS_REPLAY_EXECUTOR_H_

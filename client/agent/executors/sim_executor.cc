@@ -1,4 +1,4 @@
-#include "client/sim_executor.h"
+#include "client/agent/executors/sim_executor.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

@@ -1,10 +1,10 @@
 // Runs a trial on the cluster simulator (models/cluster_sim.h): the outcome a
 // Megatron-style job with this launch setting would show on the simulated
 // cluster, noise, stragglers, OOMs and launcher errors included.
-#ifndef INFRARSI_CLIENT_SIM_EXECUTOR_H_
-#define INFRARSI_CLIENT_SIM_EXECUTOR_H_
+#ifndef INFRARSI_CLIENT_AGENT_EXECUTORS_SIM_EXECUTOR_H_
+#define INFRARSI_CLIENT_AGENT_EXECUTORS_SIM_EXECUTOR_H_
 
-#include "client/executor.h"
+#include "client/agent/executors/executor.h"
 #include "models/cluster_sim.h"
 
 namespace infrarsi::client {
@@ -22,4 +22,4 @@ absl::Status SimInputs(const v1::TrialAssignment& trial, models::sim::ModelShape
 
 }  // namespace infrarsi::client
 
-#endif  // INFRARSI_CLIENT_SIM_EXECUTOR_H_
+#endif  // INFRARSI_CLIENT_AGENT_EXECUTORS_SIM_EXECUTOR_H_

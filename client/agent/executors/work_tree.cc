@@ -1,4 +1,4 @@
-#include "client/work_tree.h"
+#include "client/agent/executors/work_tree.h"
 
 #include <git2.h>
 #include <git2/sys/mempack.h>

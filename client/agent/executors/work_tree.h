@@ -3,8 +3,8 @@
 // bare clone the agent keeps per repository (the team's repository is only
 // read, by cloning and fetching). Nothing of one trial's tree survives into
 // the next.
-#ifndef INFRARSI_CLIENT_WORK_TREE_H_
-#define INFRARSI_CLIENT_WORK_TREE_H_
+#ifndef INFRARSI_CLIENT_AGENT_EXECUTORS_WORK_TREE_H_
+#define INFRARSI_CLIENT_AGENT_EXECUTORS_WORK_TREE_H_
 
 #include <mutex>
 #include <string>
@@ -38,4 +38,4 @@ class WorkTrees {
 
 }  // namespace infrarsi::client
 
-#endif  // INFRARSI_CLIENT_WORK_TREE_H_
+#endif  // INFRARSI_CLIENT_AGENT_EXECUTORS_WORK_TREE_H_
