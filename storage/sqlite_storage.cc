@@ -817,8 +817,32 @@ absl::StatusOr<std::vector<BankRecord>> SqliteStorage::QueryBank(const BankFilte
   if (!f.status.empty()) absl::StrAppend(&sql, " AND status = ?");
   if (!f.purpose.empty()) absl::StrAppend(&sql, " AND purpose = ?");
   if (f.visible_to_team) absl::StrAppend(&sql, " AND (team = ? OR shared = 1)");
+  // Knob filters: the rarest pair, when rare, drives the query from its
+  // index (IN: its few ids are read first); the others are checked per
+  // candidate row (EXISTS: one primary-key probe each), so that neither a
+  // common value (materialising half the bank) nor a rare one (walking the
+  // whole bank) costs more than the rows it can match.
+  constexpr int64_t kDriveBelow = 4096;
+  size_t drive = f.knobs.size();
+  int64_t rarest = kDriveBelow + 1;
   for (size_t i = 0; i < f.knobs.size(); ++i) {
-    absl::StrAppend(&sql, " AND id IN (SELECT bank_id FROM bank_knobs WHERE knob = ? AND value = ?)");
+    Stmt count(db_,
+               "SELECT COUNT(*) FROM (SELECT 1 FROM bank_knobs WHERE knob = ? AND value = ? "
+               "LIMIT ?)");
+    count.Bind(f.knobs[i].first).Bind(f.knobs[i].second).Bind(kDriveBelow + 1);
+    ASSIGN_OR_RETURN(bool row, count.Step());
+    const int64_t n = row ? count.Int(0) : 0;
+    if (n < rarest) {
+      rarest = n;
+      drive = i;
+    }
+  }
+  for (size_t i = 0; i < f.knobs.size(); ++i) {
+    absl::StrAppend(&sql, i == drive
+                              ? " AND id IN (SELECT bank_id FROM bank_knobs WHERE knob = ? AND "
+                                "value = ?)"
+                              : " AND EXISTS (SELECT 1 FROM bank_knobs WHERE knob = ? AND value = "
+                                "? AND bank_id = bank.id)");
   }
   absl::StrAppend(&sql, f.oldest_first ? " ORDER BY id" : " ORDER BY id DESC", " LIMIT ?");
   Stmt st(db_, sql.c_str());
