@@ -183,6 +183,14 @@ absl::StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(const Opt
       return reader.status();
     }
   }
+  // A second reader for one session's reads (a proposal's history, a
+  // report, a page of sessions), so that they never queue behind a client
+  // looping on the bank.
+  m->session_reader_ = m->reader_;
+  if (options.reader == nullptr && m->reader_ != options.storage) {
+    ASSIGN_OR_RETURN(m->owned_session_reader_, options.storage->OpenReader());
+    m->session_reader_ = m->owned_session_reader_.get();
+  }
   Bank::Options bo;
   bo.reader = m->reader_;
   ASSIGN_OR_RETURN(m->bank_, Bank::Create(bo));
@@ -754,12 +762,6 @@ int SessionManager::LiveAgentsForLocked(const SessionState& s) const {
   return static_cast<int>(registry_.LiveFitting(RequirementOf(s), NowMs()).size());
 }
 
-absl::StatusOr<std::vector<Observation>> SessionManager::HistoryLocked(const SessionState& s,
-                                                                       double* gpu_seconds) {
-  ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
-  return SearchHistoryOf(s.spec.gpu_count, trials, gpu_seconds);
-}
-
 absl::Status SessionManager::StartSearchLocked(
     SessionState& s, std::pair<std::optional<Priors>, std::string> priors, Bank::Seeds seeds) {
   auto in = std::make_shared<SearchInputs>();
@@ -794,13 +796,12 @@ absl::Status SessionManager::FillWindowLocked(SessionState& s) {
 
 absl::Status SessionManager::ProposePending() {
   for (;;) {
-    // One pending session at a time: its inputs are copied (or shared,
-    // immutable) under the lock, the models are fitted without it.
+    // One pending session at a time: under the lock it is marked as
+    // proposing and its inputs are shared (immutable); its trials are read
+    // and the models fitted without the lock.
     std::string id;
     std::shared_ptr<const SearchInputs> in;
-    std::vector<Observation> history;
     int want = 0;
-    uint64_t seed = 0;
     {
       absl::MutexLock lock(&mu_);
       SessionState* s = nullptr;
@@ -814,37 +815,56 @@ absl::Status SessionManager::ProposePending() {
       if (s == nullptr) return absl::OkStatus();
       refill_pending_.erase(s->rec.id);
       if (StageFromName(s->rec.stage) != v1::STAGE_RUNNING) continue;
-      absl::Status st = TransactLocked(*s, [&]() -> absl::Status {
-        want = s->stop_reason.empty() ? WindowRoomLocked(*s) : 0;
-        if (want <= 0) return FillWindowLocked(*s);
-        double gpu_s = 0;
-        ASSIGN_OR_RETURN(history, HistoryLocked(*s, &gpu_s));
-        if (s->spec.max_gpu_hours > 0 && gpu_s >= s->spec.max_gpu_hours * 3600) {
-          s->stop_reason = absl::StrFormat("GPU-hour budget spent (%.2f of %.2f GPU-hours)",
-                                           gpu_s / 3600, s->spec.max_gpu_hours);
-          want = 0;
-          return FillWindowLocked(*s);
+      want = s->stop_reason.empty() ? WindowRoomLocked(*s) : 0;
+      if (want <= 0) {
+        if (absl::Status st = TransactLocked(*s, [&] { return FillWindowLocked(*s); }); !st.ok()) {
+          refill_pending_.insert(s->rec.id);
+          return st;
         }
-        return absl::OkStatus();
-      });
-      if (!st.ok()) {
-        refill_pending_.insert(s->rec.id);
-        return st;
+        continue;
       }
-      if (want <= 0) continue;
       s->proposing = true;
       id = s->rec.id;
       in = s->search;
-      // Seeded by the session and its progress: a restarted server proposes
-      // what the old one would have.
-      seed = s->spec.seed * 0x9e3779b97f4a7c15ULL + history.size();
     }
+    // Ends a proposal that was not made: the session may be proposed for
+    // again (`retry`), or stops its search for `stop`.
+    auto give_up = [&](absl::Status why, bool retry, const std::string& stop) -> absl::Status {
+      absl::MutexLock lock(&mu_);
+      ASSIGN_OR_RETURN(SessionState * s, FindLocked(id));
+      s->proposing = false;
+      if (retry) refill_pending_.insert(id);
+      if (!stop.empty()) {
+        s->stop_reason = stop;
+        absl::Status st = TransactLocked(*s, [&] { return FillWindowLocked(*s); });
+        if (!st.ok()) refill_pending_.insert(id);
+        if (why.ok()) return st;
+      }
+      return why;
+    };
+    // The session's own trials (committed before the lock was let go; a
+    // trial finishing meanwhile shows as in flight, which the search treats
+    // as taken), on the session reader.
+    auto trials = session_reader_->ListTrials(id);
+    if (!trials.ok()) return give_up(trials.status(), /*retry=*/true, "");
+    double gpu_s = 0;
+    auto history = SearchHistoryOf(in->spec.gpu_count, *trials, &gpu_s);
+    if (!history.ok()) return give_up(history.status(), /*retry=*/true, "");
+    if (in->spec.max_gpu_hours > 0 && gpu_s >= in->spec.max_gpu_hours * 3600) {
+      RETURN_IF_ERROR(give_up(absl::OkStatus(), /*retry=*/false,
+                              absl::StrFormat("GPU-hour budget spent (%.2f of %.2f GPU-hours)",
+                                              gpu_s / 3600, in->spec.max_gpu_hours)));
+      continue;
+    }
+    // Seeded by the session and its progress: a restarted server proposes
+    // what the old one would have.
+    const uint64_t seed = in->spec.seed * 0x9e3779b97f4a7c15ULL + history->size();
     SearchContext ctx;
     ctx.spec = &in->spec;
     ctx.priors = in->priors ? &*in->priors : nullptr;
     ctx.warm_starts = in->warm_starts;
     ctx.related = &in->related;
-    const Proposal p = optimizer_->Propose(ctx, history, want, seed);
+    const Proposal p = optimizer_->Propose(ctx, *history, want, seed);
     absl::MutexLock lock(&mu_);
     ASSIGN_OR_RETURN(SessionState * s, FindLocked(id));
     s->proposing = false;
@@ -1374,7 +1394,7 @@ absl::StatusOr<v1::ListSessionsResponse> SessionManager::ListSessions(
   const int32_t page = request.page_size() > 0 ? request.page_size() : 100;
   q.limit = page + 1;
   // The page's records come from the reader, without the lock.
-  ASSIGN_OR_RETURN(auto records, reader_->ListSessionsPage(q));
+  ASSIGN_OR_RETURN(auto records, session_reader_->ListSessionsPage(q));
   const bool more = records.size() > static_cast<size_t>(page);
   if (more) records.resize(static_cast<size_t>(page));
   v1::ListSessionsResponse resp;
@@ -1437,7 +1457,7 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
   in.priors_label = search->priors_label;
   in.warm_starts = static_cast<int>(search->warm_starts.size());
   in.related_trials = static_cast<int>(search->related.size());
-  ASSIGN_OR_RETURN(auto trials, reader_->ListTrials(in.rec.id));
+  ASSIGN_OR_RETURN(auto trials, session_reader_->ListTrials(in.rec.id));
   return BuildReport(in, trials, *optimizer_);
 }
 

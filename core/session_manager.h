@@ -285,9 +285,6 @@ class SessionManager {
   absl::Status StartSearchLocked(SessionState& s,
                                  std::pair<std::optional<Priors>, std::string> priors,
                                  Bank::Seeds seeds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::vector<Observation>> HistoryLocked(const SessionState& s,
-                                                         double* gpu_seconds)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // CompleteTrial and ExpireLeases but the proposals that follow them.
   absl::StatusOr<v1::CompleteTrialResponse> RecordCompletion(const v1::CompleteTrialRequest& r,
@@ -321,8 +318,9 @@ class SessionManager {
   const Options options_;
   std::unique_ptr<Optimizer> owned_optimizer_;
   Optimizer* optimizer_;
-  std::unique_ptr<storage::Storage> owned_reader_;
-  storage::Storage* reader_ = nullptr;  // bank reads and reports
+  std::unique_ptr<storage::Storage> owned_reader_, owned_session_reader_;
+  storage::Storage* reader_ = nullptr;          // the bank's reads
+  storage::Storage* session_reader_ = nullptr;  // one session's reads outside the lock
   std::unique_ptr<Bank> bank_;
 
   mutable absl::Mutex mu_;

@@ -21,6 +21,7 @@
 // where the stalls were; gRPC adds its own fixed cost per call.
 //
 // Usage: scale_bench [--sizes 100,1000,10000] [--runs 1000] [--dir DIR] [--trial-ms 50]
+//                    [--reuse yes]   (keep and reuse the histories built in DIR)
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -523,6 +524,51 @@ void Measure(const std::string& path, int n) {
     }
     for (const std::string& id : live) (void)m->Cancel(id);
   }
+
+  // A restart (kill -9 and start again) with 20 sessions mid-search.
+  {
+    std::vector<std::string> running;
+    for (int i = 0; i < 20; ++i) {
+      auto s = m->Init(DemoInit("budget: {max_trials: 1000}"));
+      v1::DoctorRequest d;
+      d.set_session_id(s->session_id());
+      (void)m->Doctor(d);
+      running.push_back(s->session_id());
+    }
+    std::atomic<bool> stop{false};
+    Latencies unused;
+    std::vector<std::thread> threads;
+    for (const std::string& a : agents) {
+      threads.emplace_back([&, a] { AgentLoop(m.get(), a, stop, &unused); });
+    }
+    size_t started = 0;
+    while (started < running.size()) {
+      started = 0;
+      for (const std::string& id : running) {
+        auto g = m->GetSession(id);
+        if (g.ok() && g->stage() == v1::STAGE_DOCTORED) {
+          v1::RunRequest r;
+          r.set_session_id(id);
+          (void)m->Run(r);
+        }
+        started += g.ok() && g->stage() != v1::STAGE_DOCTORING && g->stage() != v1::STAGE_DOCTORED;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    stop = true;
+    for (auto& t : threads) t.join();
+    m->Shutdown();
+    m.reset();
+    double restart_ms = 0;
+    m = NewManager(db->get(), &restart_ms);
+    int still_running = 0;
+    for (const std::string& id : running) {
+      auto g = m->GetSession(id);
+      still_running += g.ok() && g->stage() == v1::STAGE_RUNNING;
+    }
+    std::printf("restart with 20 sessions mid-search: %.1f ms (%d running again)\n", restart_ms,
+                still_running);
+  }
 }
 
 }  // namespace
@@ -531,6 +577,7 @@ int main(int argc, char** argv) {
   std::vector<int> sizes = {100, 1000, 10000};
   int runs = 1000;
   std::string dir = "/tmp/infrarsi-scale-bench";
+  bool reuse = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--sizes") {
@@ -543,20 +590,24 @@ int main(int argc, char** argv) {
       (void)absl::SimpleAtoi(argv[i + 1], &runs);
     } else if (flag == "--dir") {
       dir = argv[i + 1];
+    } else if (flag == "--reuse") {
+      reuse = std::string(argv[i + 1]) == "yes";
     } else if (flag == "--trial-ms") {
       (void)absl::SimpleAtoi(argv[i + 1], &g_trial_ms);
     } else {
-      std::fprintf(stderr, "usage: scale_bench [--sizes 100,1000,10000] [--runs N] [--dir DIR] [--trial-ms 50]\n");
+      std::fprintf(stderr, "usage: scale_bench [--sizes 100,1000,10000] [--runs N] [--dir DIR] [--trial-ms 50] "
+                   "[--reuse yes]\n");
       return 2;
     }
   }
-  std::filesystem::remove_all(dir);
+  if (!reuse) std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
 
   // The template: one real session of the demo workload.
   const std::string tpl_db = dir + "/template.db";
-  std::string tpl;
-  {
+  std::string tpl = ReadFile(dir + "/template.id");
+  if (tpl.empty()) {
+    std::filesystem::remove(tpl_db);
     auto db = SqliteStorage::Create({.path = tpl_db});
     auto m = NewManager(db->get());
     const std::string agent = RegisterAgent(m.get());
@@ -564,11 +615,23 @@ int main(int argc, char** argv) {
     auto rep = m->Report(tpl);
     std::printf("template session %s: %d trials, stage %s\n", tpl.c_str(), rep->trials_size(),
                 rep->stage().c_str());
+    m.reset();   // the manager's readers first: the writer, closing last,
+    db->reset();  // folds the WAL into the file that is copied below
+    std::ofstream(dir + "/template.id") << tpl;
   }
   for (int n : sizes) {
-    const std::string path = absl::StrCat(dir, "/history-", n, ".db");
-    std::filesystem::copy_file(tpl_db, path);
-    GrowHistory(path, tpl, n);
+    // Built once per size (and kept with --reuse yes); measured on a copy,
+    // since measuring adds sessions.
+    const std::string built = absl::StrCat(dir, "/history-", n, ".db");
+    if (!std::filesystem::exists(built)) {
+      std::filesystem::copy_file(tpl_db, built + ".tmp");
+      GrowHistory(built + ".tmp", tpl, n);
+      std::filesystem::rename(built + ".tmp", built);
+    }
+    const std::string path = dir + "/work.db";
+    std::filesystem::remove(path + "-wal");
+    std::filesystem::remove(path + "-shm");
+    std::filesystem::copy_file(built, path, std::filesystem::copy_options::overwrite_existing);
     Measure(path, n);
     std::filesystem::remove(path);
     std::filesystem::remove(path + "-wal");
