@@ -1219,7 +1219,17 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
     t.agent = t.lease_agent;
     t.finished_ms = NowMs();
     if (status == ts::kOk) {
-      if (timed.empty()) {
+      // How many timed steps the contract expects of this trial.
+      int expected = s->spec.contract.timed_steps;
+      if (expected == 0 && t.purpose != "doctor") expected = s->doctor.timed_steps();
+      if (timed.empty() && expected > 0) {
+        // "ok" without one timed line is the contract's missing-lines case
+        // (a process that exits before its pacing thread wrote them), not
+        // a crash.
+        t.status = ts::kViolation;
+        t.violation = "timed_steps";
+        t.error = absl::StrCat("timed_steps: reported 0 timed steps, the contract says ", expected);
+      } else if (timed.empty()) {
         t.status = ts::kFailed;
         t.error = "no timed steps reported";
       } else {

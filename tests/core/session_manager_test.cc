@@ -1370,5 +1370,35 @@ TEST_F(SessionManagerTest, RetentionDropsOldStepsAndKeepsTheReport) {
   EXPECT_GT(storage_->ListSteps(fresh_rep->trials(0).id())->size(), 0u);
 }
 
+// A search trial that says "ok" without a single timed line (its pacing
+// thread never wrote them before the process exited) broke the contract's
+// timed-steps rule; it is not a crash ("failed"), whatever the load.
+TEST_F(SessionManagerTest, OkWithoutTimedStepsIsATimedStepsViolation) {
+  const std::string agent = Agent();
+  const std::string id = NewSession();
+  DoctorAndRun(id, agent);
+  auto lease = m_->TryLease(agent);
+  ASSERT_TRUE(lease.ok() && lease->has_value());
+  v1::TrialOutcome o = Toy(**lease);
+  ASSERT_EQ(o.status(), "ok");
+  while (o.steps_size() > 1) o.mutable_steps()->RemoveLast();  // the warm-up step only
+  v1::CompleteTrialRequest c;
+  c.set_trial_id((*lease)->trial_id());
+  c.set_lease_token((*lease)->lease_token());
+  *c.mutable_outcome() = o;
+  ASSERT_TRUE(m_->CompleteTrial(c).ok());
+  auto rep = m_->Report(id);
+  ASSERT_TRUE(rep.ok());
+  bool seen = false;
+  for (const auto& t : rep->trials()) {
+    if (t.id() != (*lease)->trial_id()) continue;
+    seen = true;
+    EXPECT_EQ(t.status(), "violation");
+    EXPECT_EQ(t.violation(), "timed_steps");
+    EXPECT_EQ(t.error().rfind("timed_steps: reported 0 timed steps", 0), 0u) << t.error();
+  }
+  EXPECT_TRUE(seen);
+}
+
 }  // namespace
 }  // namespace infrarsi
