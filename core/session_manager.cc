@@ -1427,8 +1427,11 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Cancel(const std::string& ses
                                                           const Principal& who) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(SessionState * s, FindForLocked(session_id, who, Action::kSubmit));
-  if (IsTerminalStage(StageFromName(s->rec.stage))) {
-    return StageError(s->rec.id, s->rec.stage, "it has already ended");
+  // A searched session has finished too: cancelling it would only take
+  // away its result (apply needs the searched stage).
+  if (IsTerminalStage(StageFromName(s->rec.stage)) ||
+      StageFromName(s->rec.stage) == v1::STAGE_SEARCHED) {
+    return StageError(s->rec.id, s->rec.stage, "it has already ended; cancel stops an unfinished one");
   }
   ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
   RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {

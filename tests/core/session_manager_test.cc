@@ -1400,5 +1400,20 @@ TEST_F(SessionManagerTest, OkWithoutTimedStepsIsATimedStepsViolation) {
   EXPECT_TRUE(seen);
 }
 
+// Cancelling a finished, promoted session used to succeed and then block
+// apply; a finished session keeps its result.
+TEST_F(SessionManagerTest, CancellingAFinishedSessionIsRefused) {
+  const std::string agent = Agent();
+  const std::string id = NewSession();
+  DoctorAndRun(id, agent);
+  Drain(agent);
+  ASSERT_EQ(Get(id).stage(), v1::STAGE_SEARCHED);
+  ASSERT_TRUE(Get(id).promoted());
+  auto c = m_->Cancel(id);
+  EXPECT_TRUE(absl::IsFailedPrecondition(c.status())) << c.status();
+  EXPECT_NE(c.status().message().find("already ended"), std::string::npos);
+  EXPECT_EQ(Get(id).stage(), v1::STAGE_SEARCHED);
+}
+
 }  // namespace
 }  // namespace infrarsi
