@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace infrarsi {
 namespace {
@@ -74,6 +75,35 @@ Effect Priors::EffectOf(const SessionSpec& spec, const std::string& knob,
   if (e.time_sd == 0) e.time_sd = Effect().time_sd;
   if (e.mem_sd == 0) e.mem_sd = Effect().mem_sd;
   return e;
+}
+
+namespace {
+std::string EffectJson(const Effect& e) {
+  return absl::StrFormat(R"({"time":%.17g,"time_sd":%.17g,"mem":%.17g,"mem_sd":%.17g})", e.time,
+                         e.time_sd, e.mem, e.mem_sd);
+}
+}  // namespace
+
+std::string EncodePriorsJson(const Priors& priors) {
+  std::string out = R"({"knobs":{)";
+  bool first_knob = true;
+  for (const auto& [knob, values] : priors.values) {
+    absl::StrAppend(&out, first_knob ? "" : ",", JsonQuote(knob), ":{");
+    first_knob = false;
+    bool first = true;
+    for (const auto& [value, e] : values) {
+      absl::StrAppend(&out, first ? "" : ",", JsonQuote(value), ":", EffectJson(e));
+      first = false;
+    }
+    absl::StrAppend(&out, "}");
+  }
+  absl::StrAppend(&out, R"(},"per_doubling":{)");
+  bool first = true;
+  for (const auto& [knob, e] : priors.per_doubling) {
+    absl::StrAppend(&out, first ? "" : ",", JsonQuote(knob), ":", EffectJson(e));
+    first = false;
+  }
+  return out + "}}";
 }
 
 absl::StatusOr<Priors> ParsePriors(const std::string& yaml) {

@@ -28,6 +28,9 @@ struct Priors {
 // INVALID_ARGUMENT names the bad field.
 absl::StatusOr<Priors> ParsePriors(const std::string& yaml);
 
+// The priors as JSON that ParsePriors reads back exactly.
+std::string EncodePriorsJson(const Priors& priors);
+
 // Checks priors proposed for one session (an LLM's answer) strictly: every
 // knob and value must be in the spec's space (per_doubling only for numeric
 // knobs), effects within +-2 (a factor of 7.4) and uncertainties in

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <set>
 
+#include <yaml-cpp/yaml.h>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -35,6 +37,7 @@ namespace {
 namespace ts = trial_status;
 
 constexpr size_t kMaxEventBacklog = 2000;
+constexpr size_t kFinishedEventBacklog = 64;
 constexpr int kMaxInFlightPerSession = 16;
 
 const std::pair<v1::Stage, const char*> kStageNames[] = {
@@ -63,6 +66,15 @@ T FromJson(const std::string& json) {
   T m;
   if (!json.empty()) (void)google::protobuf::util::JsonStringToMessage(json, &m);
   return m;
+}
+
+// What a session's search started from, as stored with the session:
+// {"priors_label": ..., "warm_starts": N, "related": N, "priors": {...}}.
+template <typename Inputs>
+std::string EncodeSearchRecord(const Inputs& in) {
+  return absl::StrCat(R"({"priors_label":)", JsonQuote(in.priors_label), R"(,"warm_starts":)",
+                      in.warm_start_count, R"(,"related":)", in.related_count, R"(,"priors":)",
+                      in.priors ? EncodePriorsJson(*in.priors) : "null", "}");
 }
 
 v1::Contract ContractProto(const SessionSpec& spec, const std::string& hash) {
@@ -199,6 +211,35 @@ absl::StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(const Opt
   return m;
 }
 
+std::shared_ptr<const SessionManager::SearchInputs> SessionManager::DecodeSearchRecord(
+    const std::string& json) {
+  auto in = std::make_shared<SearchInputs>();
+  try {
+    const YAML::Node n = YAML::Load(json);
+    if (n["priors_label"]) in->priors_label = n["priors_label"].as<std::string>();
+    if (n["warm_starts"]) in->warm_start_count = n["warm_starts"].as<int>();
+    if (n["related"]) in->related_count = n["related"].as<int>();
+    if (n["priors"] && n["priors"].IsMap()) {
+      YAML::Emitter e;
+      e << YAML::Flow << n["priors"];
+      if (auto p = ParsePriors(e.c_str()); p.ok()) in->priors = *std::move(p);
+    }
+  } catch (const YAML::Exception&) {
+    // Written by this code; a record that does not read shows no search.
+  }
+  return in;
+}
+
+std::shared_ptr<const SessionManager::SearchInputs> SessionManager::LightSearch(
+    const SearchInputs& in) {
+  auto light = std::make_shared<SearchInputs>();
+  light->priors = in.priors;
+  light->priors_label = in.priors_label;
+  light->warm_start_count = in.warm_start_count;
+  light->related_count = in.related_count;
+  return light;
+}
+
 int64_t SessionManager::NowMs() const { return absl::ToUnixMillis(options_.clock->Now()); }
 
 std::string SessionManager::NewId(const std::string& prefix) {
@@ -274,6 +315,9 @@ absl::StatusOr<std::unique_ptr<SessionManager::SessionState>> SessionManager::Re
   }
   s->doctor = FromJson<v1::DoctorReport>(s->rec.doctor_report);
   s->verification = FromJson<v1::Verification>(s->rec.verification);
+  // What its search started from, for the report (a running session's
+  // search is started again by Load).
+  if (!s->rec.search.empty()) s->search = DecodeSearchRecord(s->rec.search);
   ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
   for (const auto& t : trials) {
     if (t.purpose != "search") continue;
@@ -296,6 +340,14 @@ void SessionManager::TrimLocked() {
     if (IsActiveStage(s->rec.stage) || s->proposing || s->watchers > 0 ||
         refill_pending_.count(id)) {
       continue;
+    }
+    // A finished session's backlog: the newest events (a watcher further
+    // behind starts again from a snapshot).
+    if (s->events.size() > kFinishedEventBacklog) {
+      const size_t drop = s->events.size() - kFinishedEventBacklog;
+      s->dropped_through_seq = s->events[drop - 1].seq();
+      s->events.erase(s->events.begin(), s->events.begin() + static_cast<std::ptrdiff_t>(drop));
+      s->events.shrink_to_fit();
     }
     finished.emplace_back(s->touched, id);
   }
@@ -454,6 +506,12 @@ absl::Status SessionManager::SaveSessionLocked(SessionState& s, const std::strin
   RETURN_IF_ERROR(options_.storage->UpdateSession(s.rec));
   // Work of a session that stopped leasing leaves the queue.
   if (!IsLeasingStage(StageFromName(stage))) queue_.RemoveSession(s.rec.id);
+  // A search that ended lets go of its inputs (the spec's copy, the bank's
+  // seeds and related trials), keeping what the report shows.
+  if (StageFromName(stage) != v1::STAGE_RUNNING &&
+      (!s.search->related.empty() || !s.search->warm_starts.empty())) {
+    s.search = LightSearch(*s.search);
+  }
   if (old != stage) EmitLocked(s, "stage_changed", nullptr);
   return absl::OkStatus();
 }
@@ -769,6 +827,9 @@ absl::Status SessionManager::StartSearchLocked(
   UsePriors(std::move(priors), s.spec, &in->priors, &in->priors_label);
   in->warm_starts = std::move(seeds.warm_starts);
   in->related = std::move(seeds.related);
+  in->warm_start_count = static_cast<int>(in->warm_starts.size());
+  in->related_count = static_cast<int>(in->related.size());
+  s.rec.search = EncodeSearchRecord(*in);
   s.search = std::move(in);
   return absl::OkStatus();
 }
@@ -1468,8 +1529,8 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
   }
   in.priors = search->priors ? &*search->priors : nullptr;
   in.priors_label = search->priors_label;
-  in.warm_starts = static_cast<int>(search->warm_starts.size());
-  in.related_trials = static_cast<int>(search->related.size());
+  in.warm_starts = search->warm_start_count;
+  in.related_trials = search->related_count;
   ASSIGN_OR_RETURN(auto trials, session_reader_->ListTrials(in.rec.id));
   return BuildReport(in, trials, *optimizer_);
 }

@@ -70,7 +70,7 @@ class SessionManager {
     // Finished sessions kept in memory after their last use (beyond that,
     // the least recently used leave memory; the server trims on its reaper
     // tick). Active sessions always stay.
-    size_t finished_cache = 64;
+    size_t finished_cache = 16;
     // Retention of per-step metrics: PruneSteps drops the steps of sessions
     // that finished longer ago than this (their trials, summaries, bank
     // entries and reports stay). Zero: kept forever.
@@ -199,6 +199,11 @@ class SessionManager {
     std::vector<Config> warm_starts;
     // The bank's trials of the same workload (any GPU) the models learn from.
     std::vector<SearchContext::Related> related;
+    // How many of each there were: what the report shows once the vectors
+    // are let go (a session that stopped searching keeps only these, its
+    // priors and their label).
+    int warm_start_count = 0;
+    int related_count = 0;
   };
   struct SessionState {
     storage::SessionRecord rec;
@@ -225,6 +230,11 @@ class SessionManager {
     int watchers = 0;
     uint64_t touched = 0;  // when it was last found (for the cache)
   };
+
+  // The stored record of what a search started from (the session record's
+  // `search`), and the same inputs without what only proposals use.
+  static std::shared_ptr<const SearchInputs> DecodeSearchRecord(const std::string& json);
+  static std::shared_ptr<const SearchInputs> LightSearch(const SearchInputs& in);
 
   explicit SessionManager(const Options& options);
   absl::Status Load();

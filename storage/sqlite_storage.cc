@@ -186,6 +186,12 @@ CREATE INDEX bank_by_purpose ON bank(purpose, id);
 CREATE INDEX bank_by_team ON bank(team, id);
 CREATE INDEX sessions_by_stage ON sessions(stage);
 )sql",
+    // v8: what each session's search started from (its priors, how many
+    // bank seeds and related trials), for the report of a finished session
+    // that is no longer in memory.
+    R"sql(
+ALTER TABLE sessions ADD COLUMN search TEXT NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -302,7 +308,7 @@ constexpr char kSessionCols[] =
     "id, name, spec_yaml, spec_dir, stage, contract_hash, workload_signature, gpu_model, "
     "created_ms, updated_ms, doctor_repeats, max_trials, baseline_step_time_s, baseline_cv, "
     "baseline_runs, best_trial_id, error, applied_commit, doctor_report, verification, contract, "
-    "team, share_bank, landscape";
+    "team, share_bank, landscape, search";
 
 void BindSession(Stmt& st, const SessionRecord& s) {
   st.Bind(s.id).Bind(s.name).Bind(s.spec_yaml).Bind(s.spec_dir).Bind(s.stage)
@@ -311,7 +317,7 @@ void BindSession(Stmt& st, const SessionRecord& s) {
       .Bind(s.baseline_step_time_s).Bind(s.baseline_cv).Bind(s.baseline_runs)
       .Bind(s.best_trial_id).Bind(s.error).Bind(s.applied_commit).Bind(s.doctor_report)
       .Bind(s.verification).Bind(s.contract).Bind(s.team).Bind(static_cast<int64_t>(s.share_bank))
-      .Bind(s.landscape);
+      .Bind(s.landscape).Bind(s.search);
 }
 
 SessionRecord ReadSession(const Stmt& st) {
@@ -341,6 +347,7 @@ SessionRecord ReadSession(const Stmt& st) {
   s.team = st.Text(c++);
   s.share_bank = st.Int(c++) != 0;
   s.landscape = st.Text(c++);
+  s.search = st.Text(c++);
   return s;
 }
 
@@ -548,7 +555,7 @@ absl::Status SqliteStorage::UpdateSession(const SessionRecord& s) {
           "workload_signature=?, gpu_model=?, created_ms=?, updated_ms=?, doctor_repeats=?, "
           "max_trials=?, baseline_step_time_s=?, baseline_cv=?, baseline_runs=?, "
           "best_trial_id=?, error=?, applied_commit=?, doctor_report=?, verification=?, "
-          "contract=?, team=?, share_bank=?, landscape=? WHERE id=?");
+          "contract=?, team=?, share_bank=?, landscape=?, search=? WHERE id=?");
   BindSession(st, s);
   st.Bind(s.id);
   RETURN_IF_ERROR(st.Run());

@@ -51,6 +51,10 @@ struct SessionRecord {
   // A replay session's landscape, as the submitter sent it (the server
   // reads no file a spec names); empty otherwise.
   std::string landscape;
+  // What the session's search started from (its priors, how many bank
+  // seeds and related trials), encoded by core: the report shows it after
+  // the session left memory.
+  std::string search;
   // Storage's insertion order (set on reads, ignored on writes): the cursor
   // of ListSessionsPage.
   int64_t seq = 0;

@@ -251,7 +251,7 @@ std::vector<std::string> RunSessions(SessionManager* m, const std::string& agent
       (void)m->CompleteTrial(c);
     }
     ids.push_back(s->session_id());
-    if ((i + 1) % 100 == 0) (void)m->ExpireLeases();  // the server's reaper tick
+    (void)m->ExpireLeases();  // the server's reaper ticks every second; a run takes longer
   }
   return ids;
 }
@@ -294,6 +294,15 @@ std::string CopySql(sqlite3* db, const std::string& table,
                       " WHERE ", where, ";");
 }
 
+// Folds a database's WAL into its file, so that copying the file copies
+// everything committed.
+void Checkpoint(const std::string& path) {
+  sqlite3* db = nullptr;
+  sqlite3_open(path.c_str(), &db);
+  Exec(db, "PRAGMA wal_checkpoint(TRUNCATE);");
+  sqlite3_close(db);
+}
+
 // Copies the template session `tpl` until the database holds `n` finished
 // sessions (each copy with its own ids; trials, steps and bank entries
 // with it).
@@ -313,6 +322,11 @@ void GrowHistory(const std::string& path, const std::string& tpl, int n) {
   const int64_t lo = sqlite3_column_int64(st, 0), hi = sqlite3_column_int64(st, 1);
   sqlite3_finalize(st);
   const std::string q = "'" + tpl + "'";
+  // The template's knob rows by trial, once (bank_knobs has no index by
+  // bank id to look them up per copy).
+  Exec(db, absl::StrCat("CREATE TEMP TABLE tpl_knobs AS SELECT o.trial_id, k.knob, k.value FROM bank o ",
+                        "JOIN bank_knobs k ON k.bank_id = o.id WHERE o.trial_id BETWEEN ", lo, " AND ",
+                        hi, ";"));
   // The template's agent is long gone (a doctor pins runs to live agents).
   Exec(db, "UPDATE agents SET last_heartbeat_ms = 0;");
   Exec(db, "BEGIN;");
@@ -326,12 +340,17 @@ void GrowHistory(const std::string& path, const std::string& tpl, int n) {
                      "session_id = " + q));
     Exec(db, CopySql(db, "steps", {{"trial_id", "trial_id + " + off}},
                      absl::StrCat("trial_id BETWEEN ", lo, " AND ", hi)));
+    // The copy's bank rows are those past the largest id before it (the
+    // bank has no session index: a filter on session would scan it all).
+    sqlite3_prepare_v2(db, "SELECT COALESCE(MAX(id), 0) FROM bank", -1, &st, nullptr);
+    sqlite3_step(st);
+    const int64_t last_bank = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
     Exec(db, CopySql(db, "bank", {{"id", "NULL"}, {"session_id", sid}, {"trial_id", "trial_id + " + off}},
-                     "session_id = " + q));
-    Exec(db, absl::StrCat("INSERT INTO bank_knobs (knob, value, bank_id) SELECT k.knob, k.value, ",
-                          "n.id FROM bank n JOIN bank o ON o.trial_id = n.trial_id - ", off,
-                          " AND o.session_id = ", q, " JOIN bank_knobs k ON k.bank_id = o.id ",
-                          "WHERE n.session_id = ", sid, ";"));
+                     absl::StrCat("trial_id BETWEEN ", lo, " AND ", hi)));
+    Exec(db, absl::StrCat("INSERT INTO bank_knobs (knob, value, bank_id) SELECT t.knob, t.value, ",
+                          "n.id FROM bank n JOIN tpl_knobs t ON t.trial_id = n.trial_id - ", off,
+                          " WHERE n.id > ", last_bank, ";"));
     if ((k + 1) % 1000 == 0) {
       Exec(db, "COMMIT; BEGIN;");
     }
@@ -423,6 +442,7 @@ void Measure(const std::string& path, int n) {
                 m->GetStats().queued_trials);
     auto h = m->Init(DemoInit("budget: {max_trials: 4}"));
     d.set_session_id(h->session_id());
+    d.set_repeats(static_cast<int>(agents.size()));  // one run pinned to each live agent
     (void)m->Doctor(d);
     auto l = m->TryLease(agent);
     std::printf("  a runnable doctor run beside them: %s\n",
@@ -624,13 +644,18 @@ int main(int argc, char** argv) {
     // since measuring adds sessions.
     const std::string built = absl::StrCat(dir, "/history-", n, ".db");
     if (!std::filesystem::exists(built)) {
-      std::filesystem::copy_file(tpl_db, built + ".tmp");
+      // A half-built one (an interrupted run) is grown on from where it is.
+      if (!std::filesystem::exists(built + ".tmp")) {
+        Checkpoint(tpl_db);
+        std::filesystem::copy_file(tpl_db, built + ".tmp");
+      }
       GrowHistory(built + ".tmp", tpl, n);
       std::filesystem::rename(built + ".tmp", built);
     }
     const std::string path = dir + "/work.db";
     std::filesystem::remove(path + "-wal");
     std::filesystem::remove(path + "-shm");
+    Checkpoint(built);
     std::filesystem::copy_file(built, path, std::filesystem::copy_options::overwrite_existing);
     Measure(path, n);
     std::filesystem::remove(path);
@@ -641,17 +666,20 @@ int main(int argc, char** argv) {
   // Memory over many session runs on one manager.
   if (runs > 0) {
     const std::string path = dir + "/runs.db";
+    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
     auto db = SqliteStorage::Create({.path = path});
     auto m = NewManager(db->get());
     const std::string agent = RegisterAgent(m.get());
+    const double started = RssMb();
     (void)RunSessions(m.get(), agent, 10, "budget: {max_trials: 8}");
     const double fresh = RssMb();
+    std::printf("\n== memory: RSS %.1f MB at start, %.1f MB after 10 session runs\n", started, fresh);
     const auto t0 = Clock::now();
     (void)RunSessions(m.get(), agent, runs, "budget: {max_trials: 8}");
     (void)m->ExpireLeases();
-    std::printf("\n== memory: RSS %.1f MB after 10 session runs, %.1f MB after %d more (%.2fx; "
+    std::printf("memory: RSS %.1f MB after %d more session runs (%.2fx of after 10; "
                 "%zu sessions in memory; %.1f s)\n",
-                fresh, RssMb(), runs, RssMb() / fresh, m->GetStats().resident_sessions,
+                RssMb(), runs, RssMb() / fresh, m->GetStats().resident_sessions,
                 Ms(Clock::now() - t0) / 1000);
   }
   return 0;

@@ -1236,6 +1236,11 @@ class CountingStorage : public testing::ForwardingStorage {
 // whole when asked for.
 TEST_F(SessionManagerTest, FinishedSessionsLeaveMemoryAndComeBackWhole) {
   finished_cache_ = 1;
+  priors_for_ = [](const SessionSpec&) -> std::pair<std::optional<Priors>, std::string> {
+    auto p = ParsePriors("knobs:\n  attn: {sdpa: {time: -0.5, time_sd: 0.1}}\n"
+                         "per_doubling:\n  mbs: {time: -0.1, time_sd: 0.2, mem: 0.6, mem_sd: 0.1}\n");
+    return {*p, "file"};
+  };
   Restart();
   const std::string agent = Agent();
   std::vector<std::string> done;
@@ -1259,7 +1264,20 @@ TEST_F(SessionManagerTest, FinishedSessionsLeaveMemoryAndComeBackWhole) {
     EXPECT_EQ(rep->best().trial_id(), reports[i].best().trial_id());
     EXPECT_EQ(rep->verification().promoted_rank(), reports[i].verification().promoted_rank());
     EXPECT_DOUBLE_EQ(Get(done[i]).best_speedup(), reports[i].best().speedup());
+    // What the search started from, and the knob effects it explains with
+    // its priors, read back too.
+    EXPECT_EQ(rep->search().priors(), "file");
+    EXPECT_EQ(rep->search().warm_starts(), reports[i].search().warm_starts());
+    EXPECT_EQ(rep->search().related_trials(), reports[i].search().related_trials());
+    EXPECT_EQ(rep->search().knob_effects().size(), reports[i].search().knob_effects().size());
+    for (int k = 0; k < rep->search().knob_effects_size(); ++k) {
+      EXPECT_EQ(rep->search().knob_effects(k).has_prior(),
+                reports[i].search().knob_effects(k).has_prior());
+      EXPECT_DOUBLE_EQ(rep->search().knob_effects(k).prior_time(),
+                       reports[i].search().knob_effects(k).prior_time());
+    }
   }
+  EXPECT_GT(reports.back().search().related_trials(), 0);  // later sessions learn from earlier ones
   auto list = m_->ListSessions();
   ASSERT_TRUE(list.ok());
   ASSERT_EQ(list->sessions_size(), 5);
