@@ -138,10 +138,14 @@ absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
     f->set_trials(c.trials);
     f->set_gpu_s(c.gpu_s);
   }
-  // The promoted setting's source changes, each inside the editable scope.
+  // The promoted setting's source changes, each inside the editable scope:
+  // the promoted candidate's, which is not always the fastest search trial
+  // (that one may have failed its A/B runs).
   const int rank = in.verification.promoted_rank();
   if (rank > 0 && rank <= in.verification.candidates_size()) {
-    for (const SourcePathAudit& a : AuditSourcePaths(in.spec, in.best_config)) {
+    const auto& promoted = in.verification.candidates(rank - 1).config();
+    const Config config(promoted.begin(), promoted.end());
+    for (const SourcePathAudit& a : AuditSourcePaths(in.spec, config)) {
       v1::SessionReport::SourcePath* p = rep.add_source_audit();
       p->set_path(a.path);
       p->set_patch(a.patch);
