@@ -20,6 +20,7 @@
 #include "absl/synchronization/notification.h"
 #include "core/optimizer.h"
 #include "core/priors.h"
+#include "core/status_macros.h"
 #include "storage/sqlite_storage.h"
 #include "tests/testing/forwarding_storage.h"
 #include "tests/testing/subprocess.h"
@@ -1172,33 +1173,27 @@ TEST_F(SessionManagerTest, SearchesSeeTheNewestHistory) {
   const std::string id = NewSession();
   const std::string sig = Get(id).workload_signature();
   ASSERT_TRUE(storage_->Transaction([&]() -> absl::Status {
-    // 21,000 old entries of another workload in the same space...
-    for (int i = 0; i < 21000; ++i) {
+    auto add = [&](const std::string& session, int64_t trial, const std::string& workload,
+                   const std::string& config, double step_time_s) -> absl::Status {
       storage::BankRecord b;
-      b.session_id = "old";
-      b.trial_id = 1000000 + i;
-      b.workload_signature = "other-7b/gb8/seq1024";
+      b.session_id = session;
+      b.trial_id = trial;
+      b.workload_signature = workload;
       b.gpu_model = "H200";
       b.gpu_count = 1;
-      b.config = R"({"attn":"math","ckpt":"true","mbs":"2"})";
+      b.config = config;
       b.status = "ok";
-      b.step_time_s = 2.0;
-      auto r = storage_->AddBankEntry(b);
-      if (!r.ok()) return r.status();
+      b.step_time_s = step_time_s;
+      return storage_->AddBankEntry(b).status();
+    };
+    // 21,000 old entries of another workload in the same space...
+    for (int i = 0; i < 21000; ++i) {
+      RETURN_IF_ERROR(add("old", 1000000 + i, "other-7b/gb8/seq1024",
+                          R"({"attn":"math","ckpt":"true","mbs":"2"})", 2.0));
     }
     // ...then the newest: this very workload, on this GPU.
     for (int i = 0; i < 3; ++i) {
-      storage::BankRecord b;
-      b.session_id = "recent";
-      b.trial_id = 2000000 + i;
-      b.workload_signature = sig;
-      b.gpu_model = "H200";
-      b.gpu_count = 1;
-      b.config = R"({"attn":"sdpa","ckpt":"false","mbs":"4"})";
-      b.status = "ok";
-      b.step_time_s = 0.3;
-      auto r = storage_->AddBankEntry(b);
-      if (!r.ok()) return r.status();
+      RETURN_IF_ERROR(add("recent", 2000000 + i, sig, R"({"attn":"sdpa","ckpt":"false","mbs":"4"})", 0.3));
     }
     return absl::OkStatus();
   }).ok());
