@@ -1127,6 +1127,30 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
   return std::optional<v1::TrialAssignment>();
 }
 
+absl::Status SessionManager::ReturnUndelivered(int64_t trial_id, const std::string& lease_token,
+                                               const Principal& who) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(storage::TrialRecord t, options_.storage->GetTrial(trial_id));
+  if (lease_token.empty() || t.lease_token != lease_token || t.status != ts::kLeased) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("lease_token: not the undelivered lease of trial ", trial_id));
+  }
+  RETURN_IF_ERROR(CheckLeaseHolderLocked(t, who, ""));
+  ASSIGN_OR_RETURN(SessionState * s, RecordedSessionLocked(t));
+  const std::string agent = t.lease_agent;
+  t.status = ts::kQueued;
+  t.attempts = std::max(0, t.attempts - 1);  // it never reached an agent
+  t.lease_deadline_ms = 0;
+  t.note = absl::StrCat("the poll of agent ", agent, " that took it had gone; re-queued");
+  RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
+    RETURN_IF_ERROR(WriteTrialLocked(*s, t));
+    EmitLocked(*s, "trial_requeued", &t);
+    return absl::OkStatus();
+  }));
+  work_cv_.SignalAll();
+  return absl::OkStatus();
+}
+
 bool SessionManager::WaitForWork(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   if (shutdown_) return false;

@@ -148,6 +148,12 @@ class SessionManager {
   // Leases the oldest queued trial this agent can run, if any. Never blocks.
   absl::StatusOr<std::optional<v1::TrialAssignment>> TryLease(
       const std::string& agent_id, const Principal& who = Principal::Open());
+  // A lease TryLease handed to a call whose caller had gone by the time it
+  // was to be delivered: the trial goes straight back to the queue, its
+  // attempt not counted. FAILED_PRECONDITION when the lease is no longer
+  // that one (reported on, completed, expired).
+  absl::Status ReturnUndelivered(int64_t trial_id, const std::string& lease_token,
+                                 const Principal& who = Principal::Open());
   // Blocks up to `timeout` (real time) or until new work may be available.
   // Returns false once Shutdown() was called.
   bool WaitForWork(absl::Duration timeout);

@@ -159,17 +159,37 @@ grpc::Status AgentServiceImpl::LeaseTrial(grpc::ServerContext* ctx,
                       "agent host its own token")));
     }
   }
-  // Long poll: retry when woken until work arrives or the wait is over.
-  const absl::Time deadline = absl::Now() + absl::Milliseconds(req->wait_ms());
+  // Long poll: retry when woken until work arrives or the wait is over. A
+  // trial is only handed to a caller that is still there: the wait ends
+  // before the caller's own deadline, and a lease the call can no longer
+  // deliver goes straight back to the queue.
+  constexpr absl::Duration kDeliveryMargin = absl::Milliseconds(100);
+  const absl::Time caller_gone = absl::FromChrono(ctx->deadline());
+  const absl::Time deadline =
+      std::min(absl::Now() + absl::Milliseconds(req->wait_ms()), caller_gone - kDeliveryMargin);
+  auto gone = [&] { return ctx->IsCancelled() || absl::Now() >= caller_gone - kDeliveryMargin; };
   while (true) {
+    if (ctx->IsCancelled()) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "LeaseTrial: the caller has gone");
+    }
+    if (gone()) return grpc::Status::OK;  // no time left to deliver a trial: none
     auto leased = m_->TryLease(req->agent_id(), who);
     if (!leased.ok()) return Fail(ctx, __func__, leased.status());
     if (leased->has_value()) {
+      if (gone()) {
+        if (absl::Status back = m_->ReturnUndelivered((*leased)->trial_id(),
+                                                      (*leased)->lease_token(), who);
+            !back.ok()) {
+          spdlog::warn("LeaseTrial: trial {} could not go back to the queue: {}",
+                       (*leased)->trial_id(), back.ToString());
+        }
+        return grpc::Status(grpc::StatusCode::CANCELLED, "LeaseTrial: the caller has gone");
+      }
       *resp->mutable_trial() = std::move(**leased);
       return grpc::Status::OK;
     }
     const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration() || ctx->IsCancelled()) return grpc::Status::OK;
+    if (left <= absl::ZeroDuration()) return grpc::Status::OK;
     if (!m_->WaitForWork(std::min(left, absl::Seconds(1)))) return grpc::Status::OK;
   }
 }

@@ -1428,5 +1428,31 @@ TEST_F(SessionManagerTest, CancellingAFinishedSessionIsRefused) {
   EXPECT_EQ(Get(id).stage(), v1::STAGE_SEARCHED);
 }
 
+// A lease its call could not deliver (the caller had gone) goes straight
+// back to the queue without costing an attempt; only that lease can be
+// returned, and only by the token that took it.
+TEST_F(SessionManagerTest, AnUndeliveredLeaseGoesBackWithoutCostingAnAttempt) {
+  const std::string agent = Agent();
+  const std::string id = NewSession();
+  ASSERT_TRUE(StartDoctor(id, 1).ok());
+  auto lease = m_->TryLease(agent);
+  ASSERT_TRUE(lease.ok() && lease->has_value());
+  const int64_t trial = (*lease)->trial_id();
+  EXPECT_TRUE(absl::IsFailedPrecondition(m_->ReturnUndelivered(trial, "not-the-token")));
+  Principal other;
+  other.role = Role::kAgent;
+  other.token_id = "tok-other";
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      m_->ReturnUndelivered(trial, (*lease)->lease_token(), other)));
+  ASSERT_TRUE(m_->ReturnUndelivered(trial, (*lease)->lease_token()).ok());
+  // Once only: it is no longer that lease.
+  EXPECT_TRUE(absl::IsFailedPrecondition(m_->ReturnUndelivered(trial, (*lease)->lease_token())));
+  auto again = m_->TryLease(agent);
+  ASSERT_TRUE(again.ok() && again->has_value());
+  EXPECT_EQ((*again)->trial_id(), trial);
+  EXPECT_EQ((*again)->attempt(), 1);
+  EXPECT_NE((*again)->lease_token(), (*lease)->lease_token());
+}
+
 }  // namespace
 }  // namespace infrarsi

@@ -395,5 +395,64 @@ TEST_F(RogueAgentTest, ReportBestIsThePromotedCandidateTrialIdIncluded) {
       << text;
 }
 
+// Issue 17: a long poll whose caller had given up (a client deadline shorter
+// than wait_ms) was still handed the next trial: it sat leased to nobody
+// until the lease expired and lost an attempt. Work that arrives after the
+// caller left must stay queued for a live poller.
+TEST_F(RogueAgentTest, ALeaseIsNeverHandedToACallerThatGaveUp) {
+  const std::string id = Create(Spec(2, 1, 1, 2));
+  auto channel = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
+  auto sessions = v1::SessionService::NewStub(channel);
+  int64_t seq = 0;
+  {
+    grpc::ClientContext ctx;
+    v1::WatchSessionRequest w;
+    w.set_session_id(id);
+    auto reader = sessions->WatchSession(&ctx, w);
+    v1::SessionEvent ev;
+    ASSERT_TRUE(reader->Read(&ev));  // the snapshot
+    seq = ev.seq();
+    ctx.TryCancel();
+  }
+  // A poll that gives up after 300 ms while it asked the server to wait 20 s
+  // (the server now answers "no work" just before that deadline; before, the
+  // call ran out and its handler kept waiting).
+  {
+    v1::LeaseTrialRequest r;
+    r.set_agent_id(agent_id_);
+    r.set_wait_ms(20000);
+    v1::LeaseTrialResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+    const grpc::Status st = agents_->LeaseTrial(&ctx, r, &resp);
+    EXPECT_TRUE(st.ok() || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+        << st.error_message();
+    EXPECT_FALSE(resp.has_trial());
+  }
+  // Work arrives after the caller left.
+  v1::DoctorRequest d;
+  d.set_session_id(id);
+  ASSERT_TRUE(client_->Doctor(d).ok());
+  // The abandoned poll wakes within its 1 s wait slice; it must not lease.
+  // (A bounded wait for an event that must not come.)
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1500));
+    v1::WatchSessionRequest w;
+    w.set_session_id(id);
+    w.set_after_seq(seq);
+    auto reader = sessions->WatchSession(&ctx, w);
+    v1::SessionEvent ev;
+    while (reader->Read(&ev)) {
+      EXPECT_NE(ev.kind(), "trial_leased") << "trial " << ev.trial().id()
+                                           << " was leased to a caller that had gone";
+    }
+  }
+  // A live poller gets it, at its first attempt.
+  auto t = Lease();
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->attempt(), 1);
+}
+
 }  // namespace
 }  // namespace infrarsi
