@@ -1,6 +1,9 @@
 // SessionManager: the server's core. It owns the stage machine of every
-// session, the trial queue with its leases, and the experience bank writes.
-// The gRPC services are thin adapters over it.
+// session and its events, and drives the parts beside it: the trial
+// scheduler (TrialQueue, AgentRegistry, AssignmentFor), verification
+// (PlanVerification, DecideVerification), report assembly (BuildReport) and
+// the bank (Bank reads; entries written with each finished trial). The gRPC
+// services are thin adapters over it.
 //
 // Durability: every state change is one storage transaction, so a server
 // killed at any point restarts (Create on the same storage) with each
@@ -16,7 +19,8 @@
 // it: bank reads (QueryExperience, a run's seeds) go through Bank on a
 // reader connection without it, a lease looks only at queued work the
 // agent can run (TrialQueue), and a report is assembled from a snapshot
-// after it is released. Proposals (fitting the search's models: up to
+// after it is released; a proposal reads its session's trials on a second
+// reader connection. Proposals (fitting the search's models: up to
 // tens of milliseconds) are made without it, at most one per session at a
 // time, by the thread whose call made room in the window; that call returns
 // once they are queued.
