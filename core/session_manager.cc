@@ -330,6 +330,10 @@ absl::StatusOr<std::unique_ptr<SessionManager::SessionState>> SessionManager::Re
       ASSIGN_OR_RETURN(s->best_config, DecodeConfigJson(t.config));
     }
   }
+  // Its event backlog did not come back with it: a watcher from before
+  // starts again from a snapshot (which shows where the session is now),
+  // never waits for events that were let go.
+  s->dropped_through_seq = next_seq_ - 1;
   s->touched = next_touch_++;
   return s;
 }

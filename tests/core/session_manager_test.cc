@@ -1454,5 +1454,32 @@ TEST_F(SessionManagerTest, AnUndeliveredLeaseGoesBackWithoutCostingAnAttempt) {
   EXPECT_NE((*again)->lease_token(), (*lease)->lease_token());
 }
 
+// A watcher between two reads of a session that left memory (its backlog
+// went with it) gets a snapshot of where the session is, not a wait for
+// events that were let go.
+TEST_F(SessionManagerTest, AWatcherOfASessionThatLeftMemoryGetsASnapshot) {
+  finished_cache_ = 1;
+  Restart();
+  const std::string agent = Agent();
+  const std::string id = NewSession();
+  auto first = m_->WaitEvents(id, 0, absl::ZeroDuration());
+  ASSERT_TRUE(first.ok());
+  const int64_t seen = first->back().seq();
+  DoctorAndRun(id, agent);
+  Drain(agent);
+  // Two more finished sessions push it out of the one-session cache.
+  for (int i = 0; i < 2; ++i) {
+    const std::string other = NewSession();
+    DoctorAndRun(other, agent);
+    Drain(agent);
+  }
+  ASSERT_TRUE(m_->ExpireLeases().ok());
+  auto events = m_->WaitEvents(id, seen, absl::Seconds(30));  // returns at once
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ(events->front().kind(), "snapshot");
+  EXPECT_EQ(events->front().session().stage(), v1::STAGE_SEARCHED);
+}
+
 }  // namespace
 }  // namespace infrarsi
