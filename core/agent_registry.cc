@@ -93,14 +93,17 @@ bool AgentRegistry::Fits(const storage::AgentRecord& a, const TrialQueue::Requir
 
 bool AgentRegistry::MayRun(const storage::AgentRecord& a, const TrialQueue::Requirement& req,
                            const SessionSpec& spec, const storage::TrialRecord* t) const {
-  if (!Fits(a, req)) return false;
-  if (t == nullptr) return true;
-  for (absl::string_view refused : absl::StrSplit(t->refused_by, ',', absl::SkipEmpty())) {
+  return Fits(a, req) && (t == nullptr || AllowsTrial(a, spec, *t));
+}
+
+bool AgentRegistry::AllowsTrial(const storage::AgentRecord& a, const SessionSpec& spec,
+                                const storage::TrialRecord& t) const {
+  for (absl::string_view refused : absl::StrSplit(t.refused_by, ',', absl::SkipEmpty())) {
     if (refused == a.id) return false;
   }
   const AgentScope& scope = scopes_.at(a.id);
   if (spec.executor_kind == SessionSpec::ExecutorKind::kProcess && !scope.commands.empty()) {
-    auto cfg = DecodeConfigJson(t->config);
+    auto cfg = DecodeConfigJson(t.config);
     if (!cfg.ok()) return false;
     std::vector<std::string> argv;
     for (const std::string& arg : spec.process.argv) argv.push_back(SubstituteKnobs(arg, *cfg));

@@ -54,6 +54,10 @@ class AgentRegistry {
   // fits, has not refused it, and its command policy allows its command.
   bool MayRun(const storage::AgentRecord& a, const TrialQueue::Requirement& req,
               const SessionSpec& spec, const storage::TrialRecord* t) const;
+  // MayRun's checks of the trial itself, for an agent already known to fit
+  // (a lease walks only work filed under requirements the agent fits).
+  bool AllowsTrial(const storage::AgentRecord& a, const SessionSpec& spec,
+                   const storage::TrialRecord& t) const;
   // Live agents that fit `req`, by id.
   std::vector<std::string> LiveFitting(const TrialQueue::Requirement& req, int64_t now_ms) const;
   // Whether a live agent other than those that refused `t` may run it.

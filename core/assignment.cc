@@ -1,5 +1,6 @@
 #include "core/assignment.h"
 
+#include "core/proto_util.h"
 #include "core/status_macros.h"
 
 namespace infrarsi {
@@ -13,7 +14,7 @@ absl::StatusOr<v1::TrialAssignment> AssignmentFor(const storage::SessionRecord& 
   a.set_session_id(session.id);
   a.set_lease_token(t.lease_token);
   ASSIGN_OR_RETURN(Config cfg, DecodeConfigJson(t.config));
-  for (const auto& [k, v] : cfg) (*a.mutable_config())[k] = v;
+  CopyConfig(cfg, a.mutable_config());
   a.set_lease_timeout_ms(absl::ToInt64Milliseconds(lease_timeout));
   a.set_attempt(t.attempts);
   a.set_team(session.team);

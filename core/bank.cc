@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/proto_util.h"
 #include "core/status_macros.h"
 
 namespace infrarsi {
@@ -15,6 +16,8 @@ namespace {
 
 constexpr const char* kStatuses[] = {"ok", "oom", "failed", "timeout", "violation", "cancelled"};
 constexpr const char* kPurposes[] = {"doctor", "search", "verify"};
+constexpr int kMaxKnobFilters = 64;
+constexpr size_t kMaxFilterBytes = 256;
 
 bool OneOf(const std::string& v, const auto& allowed) {
   return std::find(std::begin(allowed), std::end(allowed), v) != std::end(allowed);
@@ -164,6 +167,25 @@ absl::StatusOr<v1::QueryExperienceResponse> Bank::Query(const v1::QueryExperienc
                                                    request.purpose(), "'; one of ",
                                                    Listed(kPurposes)));
   }
+  // Each knob pair is a subquery (and a count of its index range): a caller
+  // may not make one query cost thousands of them.
+  if (request.knobs_size() > kMaxKnobFilters) {
+    return absl::InvalidArgumentError(absl::StrCat("knobs: at most ", kMaxKnobFilters, " pairs, got ",
+                                                   request.knobs_size()));
+  }
+  for (const auto& [k, v] : request.knobs()) {
+    if (k.empty() || k.size() > kMaxFilterBytes || v.size() > kMaxFilterBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("knobs: names 1-", kMaxFilterBytes, " bytes, values at most ", kMaxFilterBytes));
+    }
+  }
+  if (request.workload_signature().size() > kMaxFilterBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("workload_signature: at most ", kMaxFilterBytes, " bytes"));
+  }
+  if (request.gpu_model().size() > kMaxFilterBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("gpu_model: at most ", kMaxFilterBytes, " bytes"));
+  }
   if (!request.order().empty() && request.order() != "newest" && request.order() != "oldest") {
     return absl::InvalidArgumentError(
         absl::StrCat("order: '", request.order(), "' is not newest or oldest"));
@@ -201,7 +223,7 @@ absl::StatusOr<v1::QueryExperienceResponse> Bank::Query(const v1::QueryExperienc
     e->set_gpu_model(b.gpu_model);
     e->set_gpu_count(b.gpu_count);
     if (auto c = DecodeConfigJson(b.config); c.ok()) {
-      for (const auto& [k, v] : *c) (*e->mutable_config())[k] = v;
+      CopyConfig(*c, e->mutable_config());
     }
     e->set_status(b.status);
     e->set_step_time_s(b.step_time_s);

@@ -6,9 +6,9 @@
 #include "core/audit.h"
 #include "core/integrity.h"
 #include "core/model_optimizer.h"
+#include "core/proto_util.h"
 #include "core/status_macros.h"
 #include "core/trial_status.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace infrarsi {
 namespace {
@@ -20,16 +20,6 @@ bool IsFailure(const std::string& status) {
          status == ts::kViolation;
 }
 
-void CopyConfig(const Config& c, google::protobuf::Map<std::string, std::string>* out) {
-  for (const auto& [k, v] : c) (*out)[k] = v;
-}
-
-template <typename T>
-T FromJson(const std::string& json) {
-  T m;
-  if (!json.empty()) (void)google::protobuf::util::JsonStringToMessage(json, &m);
-  return m;
-}
 
 }  // namespace
 

@@ -255,6 +255,10 @@ class SessionManager {
   // A session's in-memory state rebuilt from its record and its trials.
   absl::StatusOr<std::unique_ptr<SessionState>> RestoreLocked(storage::SessionRecord rec)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same without the lock: the state alone (no event sequence, no cache
+  // position), its trials read from `storage`. For a summary in a listing.
+  static absl::StatusOr<std::unique_ptr<SessionState>> Restore(storage::SessionRecord rec,
+                                                               storage::Storage* storage);
   // Lets the least recently used finished sessions beyond the cache leave
   // memory. Callers hold no SessionState pointer across it.
   void TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -266,8 +270,9 @@ class SessionManager {
   // The queue as storage has it (start-up, and after a rolled-back
   // transaction, whose queue changes storage never saw).
   absl::Status RebuildQueueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  v1::SessionSummary SummaryLocked(const SessionState& s) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A session's summary, from its state alone (the caller keeps `s` from
+  // changing: the lock, or a state of its own).
+  static v1::SessionSummary SummaryOf(const SessionState& s);
   void EmitLocked(SessionState& s, const std::string& kind, const storage::TrialRecord* trial)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `fn` as one storage transaction. If it fails, the session's
@@ -313,6 +318,8 @@ class SessionManager {
   absl::Status RequeueExpired() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status FinishRunLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AdvanceVerificationLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How many timed steps trial `t` must report (0: not checked).
+  static int ExpectedTimedSteps(const SessionState& s, const storage::TrialRecord& t);
   // Checks a finished trial against the contract; sets status "violation".
   void ApplyContractLocked(const SessionState& s, storage::TrialRecord& t,
                            const TrialEvidence& evidence) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

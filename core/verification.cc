@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/doctor.h"
+#include "core/proto_util.h"
 #include "core/status_macros.h"
 #include "core/trial_status.h"
 
@@ -54,7 +55,7 @@ absl::StatusOr<VerificationPlan> PlanVerification(const SessionSpec& spec,
     c->set_rank(static_cast<int>(r) + 1);
     c->set_trial_id(ok[r]->id);
     ASSIGN_OR_RETURN(Config cfg, DecodeConfigJson(ok[r]->config));
-    for (const auto& [k, val] : cfg) (*c->mutable_config())[k] = val;
+    CopyConfig(cfg, c->mutable_config());
     c->set_agent(ok[r]->agent);
     for (int run = 1; run <= spec.verify.runs; ++run) {
       const bool base_first = (order() & 1) == 0;

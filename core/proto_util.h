@@ -1,0 +1,39 @@
+// Small conversions between core's values and the API's messages, written
+// once for the parts of the server that store or show them.
+#ifndef INFRARSI_CORE_PROTO_UTIL_H_
+#define INFRARSI_CORE_PROTO_UTIL_H_
+
+#include <string>
+
+#include "core/spec.h"
+#include "google/protobuf/map.h"
+#include "google/protobuf/message.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace infrarsi {
+
+// A setting as an API map field.
+inline void CopyConfig(const Config& c, google::protobuf::Map<std::string, std::string>* out) {
+  for (const auto& [k, v] : c) (*out)[k] = v;
+}
+
+// A message as stored JSON (field names as in the proto).
+inline std::string ToJson(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions o;
+  o.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
+  return out;
+}
+
+// Stored JSON back as a message; empty or unreadable JSON: an empty one.
+template <typename T>
+T FromJson(const std::string& json) {
+  T m;
+  if (!json.empty()) (void)google::protobuf::util::JsonStringToMessage(json, &m);
+  return m;
+}
+
+}  // namespace infrarsi
+
+#endif  // INFRARSI_CORE_PROTO_UTIL_H_
