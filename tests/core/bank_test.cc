@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 #include "storage/sqlite_storage.h"
 
 namespace infrarsi {
@@ -115,6 +117,31 @@ TEST_F(BankTest, QueriesAreScopedToTheCallersTeam) {
   Principal agent;
   agent.role = Role::kAgent;
   EXPECT_TRUE(absl::IsPermissionDenied(bank_->Query(v1::QueryExperienceRequest(), agent).status()));
+}
+
+// Each knob pair is a subquery: a caller may not send thousands of them,
+// nor filter strings of any length.
+TEST_F(BankTest, FiltersAreBoundedNamingTheField) {
+  const Principal open = Principal::Open();
+  v1::QueryExperienceRequest many;
+  for (int i = 0; i < 65; ++i) (*many.mutable_knobs())[absl::StrCat("k", i)] = "v";
+  auto r = bank_->Query(many, open);
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status()));
+  EXPECT_EQ(r.status().message().rfind("knobs:", 0), 0u) << r.status();
+  v1::QueryExperienceRequest sixty_four;
+  for (int i = 0; i < 64; ++i) (*sixty_four.mutable_knobs())[absl::StrCat("k", i)] = "v";
+  EXPECT_TRUE(bank_->Query(sixty_four, open).ok());
+  v1::QueryExperienceRequest long_value;
+  (*long_value.mutable_knobs())["mbs"] = std::string(257, 'x');
+  EXPECT_TRUE(absl::IsInvalidArgument(bank_->Query(long_value, open).status()));
+  v1::QueryExperienceRequest long_gpu;
+  long_gpu.set_gpu_model(std::string(257, 'x'));
+  r = bank_->Query(long_gpu, open);
+  EXPECT_EQ(r.status().message().rfind("gpu_model:", 0), 0u) << r.status();
+  v1::QueryExperienceRequest long_workload;
+  long_workload.set_workload_signature(std::string(257, 'x'));
+  r = bank_->Query(long_workload, open);
+  EXPECT_EQ(r.status().message().rfind("workload_signature:", 0), 0u) << r.status();
 }
 
 }  // namespace
