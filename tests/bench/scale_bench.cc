@@ -464,7 +464,6 @@ void Measure(const std::string& path, int n) {
     std::atomic<bool> stop{false};
     Latencies calls;
     std::atomic<int> done{0};
-    std::atomic<int> finished{0};
     std::vector<std::thread> threads;
     for (const std::string& a : agents) {
       threads.emplace_back([&, a] { done += AgentLoop(m.get(), a, stop, &calls); });
@@ -492,7 +491,6 @@ void Measure(const std::string& path, int n) {
             started[i] = true;
           }
         }
-        finished = ended;
         if (ended == static_cast<int>(live.size()) ||
             Clock::now() - t0 > std::chrono::seconds(60)) {
           end_ns = (Clock::now() - t0).count();
