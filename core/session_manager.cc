@@ -48,6 +48,18 @@ const std::pair<v1::Stage, const char*> kStageNames[] = {
     {v1::STAGE_CANCELLED, "cancelled"},     {v1::STAGE_FAILED, "failed"},
 };
 
+// Releases a mutex its caller already holds (taken by TryLock or Lock).
+class HeldLock {
+ public:
+  explicit HeldLock(absl::Mutex* mu) : mu_(mu) {}
+  HeldLock(const HeldLock&) = delete;
+  HeldLock& operator=(const HeldLock&) = delete;
+  ~HeldLock() { mu_->Unlock(); }
+
+ private:
+  absl::Mutex* mu_;
+};
+
 bool IsLeased(const std::string& status) {
   return status == ts::kLeased || status == ts::kRunning;
 }
@@ -187,7 +199,7 @@ absl::StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(const Opt
   bo.reader = m->reader_;
   ASSIGN_OR_RETURN(m->bank_, Bank::Create(bo));
   RETURN_IF_ERROR(m->Load());
-  RETURN_IF_ERROR(m->ProposePending());  // resumed sessions' windows
+  RETURN_IF_ERROR(m->ProposePending("", /*wait_for_busy=*/true));  // resumed sessions' windows
   return m;
 }
 
@@ -227,25 +239,31 @@ std::string SessionManager::NewId(const std::string& prefix) {
 }
 
 absl::Status SessionManager::Load() {
-  absl::MutexLock lock(&mu_);
   // Sequence numbers start from the clock so a watcher that reconnects after
   // a restart never waits for numbers the new process already used.
   next_seq_ = std::max<int64_t>(1, absl::ToUnixMicros(options_.clock->Now()));
   ASSIGN_OR_RETURN(auto agents, options_.storage->ListAgents());
-  for (auto& a : agents) registry_.Put(std::move(a));
   // Active sessions only: finished ones are read back when asked for.
   storage::SessionQuery q;
   q.stages.assign(std::begin(kActiveStages), std::end(kActiveStages));
   ASSIGN_OR_RETURN(auto records, options_.storage->ListSessionsPage(q));
+  std::vector<std::shared_ptr<SessionState>> loaded;
   for (auto& rec : records) {
-    ASSIGN_OR_RETURN(auto s, RestoreLocked(std::move(rec)));
-    const std::string id = s->rec.id;
-    sessions_[id] = std::move(s);
+    ASSIGN_OR_RETURN(std::shared_ptr<SessionState> s, Restore(std::move(rec), options_.storage));
+    loaded.push_back(std::move(s));
   }
-  RETURN_IF_ERROR(RebuildQueueLocked());
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& a : agents) registry_.Put(std::move(a));
+    for (const auto& s : loaded) sessions_[s->rec.id].state = s;
+  }
+  for (const auto& s : loaded) PublishStageLocked(*s);  // nothing else runs yet
+  RETURN_IF_ERROR(RebuildQueue());
   // Resume: a running session whose window is short (the server died
   // between a completion and its follow-up) gets refilled.
-  for (auto& [id, s] : sessions_) {
+  for (const auto& sp : loaded) {
+    SessionState* s = sp.get();
+    absl::MutexLock lock(&s->sync.mu);
     const v1::Stage stage = StageFromName(s->rec.stage);
     if (stage == v1::STAGE_RUNNING) {
       std::pair<std::optional<Priors>, std::string> priors{std::nullopt, "none"};
@@ -260,17 +278,6 @@ absl::Status SessionManager::Load() {
     }
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::unique_ptr<SessionManager::SessionState>> SessionManager::RestoreLocked(
-    storage::SessionRecord rec) {
-  ASSIGN_OR_RETURN(auto s, Restore(std::move(rec), options_.storage));
-  // Its event backlog did not come back with it: a watcher from before
-  // starts again from a snapshot (which shows where the session is now),
-  // never waits for events that were let go.
-  s->dropped_through_seq = next_seq_ - 1;
-  s->touched = next_touch_++;
-  return s;
 }
 
 absl::StatusOr<std::unique_ptr<SessionManager::SessionState>> SessionManager::Restore(
@@ -324,29 +331,37 @@ absl::StatusOr<std::unique_ptr<SessionManager::SessionState>> SessionManager::Re
   return s;
 }
 
-void SessionManager::TrimLocked() {
-  std::vector<std::pair<uint64_t, std::string>> finished;
-  for (const auto& [id, s] : sessions_) {
-    if (IsActiveStage(s->rec.stage) || s->proposing || s->watchers > 0 ||
-        refill_pending_.count(id)) {
-      continue;
+void SessionManager::Trim() {
+  std::vector<std::shared_ptr<SessionState>> kept;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::pair<uint64_t, std::string>> finished;
+    for (const auto& [id, e] : sessions_) {
+      if (e.active || e.pins > 0 || e.proposing || refill_pending_.count(id)) continue;
+      finished.emplace_back(e.touched, id);
     }
-    // A finished session's backlog: the newest events (a watcher further
-    // behind starts again from a snapshot).
+    std::sort(finished.begin(), finished.end());
+    const size_t drop =
+        finished.size() > options_.finished_cache ? finished.size() - options_.finished_cache : 0;
+    for (size_t i = 0; i < finished.size(); ++i) {
+      if (i < drop) {
+        queue_.RemoveSession(finished[i].second);
+        sessions_.erase(finished[i].second);
+      } else {
+        kept.push_back(sessions_.at(finished[i].second).state);
+      }
+    }
+  }
+  // A finished session's backlog: the newest events (a watcher further
+  // behind starts again from a snapshot). Under each one's own lock.
+  for (const auto& s : kept) {
+    absl::MutexLock lock(&s->sync.mu);
     if (s->events.size() > kFinishedEventBacklog) {
       const size_t drop = s->events.size() - kFinishedEventBacklog;
       s->dropped_through_seq = s->events[drop - 1].seq();
       s->events.erase(s->events.begin(), s->events.begin() + static_cast<std::ptrdiff_t>(drop));
       s->events.shrink_to_fit();
     }
-    finished.emplace_back(s->touched, id);
-  }
-  if (finished.size() <= options_.finished_cache) return;
-  std::sort(finished.begin(), finished.end());
-  const size_t drop = finished.size() - options_.finished_cache;
-  for (size_t i = 0; i < drop; ++i) {
-    queue_.RemoveSession(finished[i].second);
-    sessions_.erase(finished[i].second);
   }
 }
 
@@ -368,7 +383,10 @@ absl::Status SessionManager::WriteTrialLocked(const SessionState& s, storage::Tr
   }
   // Filed whatever the stage (a doctor queues its runs before it moves to
   // doctoring); a lease checks the stage, and a session that stops leasing
-  // takes its work out (SaveSessionLocked).
+  // takes its work out (SaveSessionLocked). A lease that sees this entry
+  // before the transaction commits waits for the session's lock and looks
+  // again.
+  absl::MutexLock lock(&mu_);
   if (t.status == ts::kQueued) {
     queue_.Put(t, RequirementOf(s));
   } else {
@@ -377,33 +395,131 @@ absl::Status SessionManager::WriteTrialLocked(const SessionState& s, storage::Tr
   return absl::OkStatus();
 }
 
-absl::Status SessionManager::RebuildQueueLocked() {
-  queue_.Clear();
+absl::Status SessionManager::RebuildQueue() {
   ASSIGN_OR_RETURN(auto queued, options_.storage->ListTrialsByStatus(
                                     ts::kQueued, std::numeric_limits<int32_t>::max()));
+  absl::MutexLock lock(&mu_);
+  queue_.Clear();
   for (const auto& t : queued) {
     auto it = sessions_.find(t.session_id);
     // A queued trial of a session not in memory is of a finished one.
-    if (it == sessions_.end() || !IsLeasingStage(StageFromName(it->second->rec.stage))) continue;
-    queue_.Put(t, RequirementOf(*it->second));
+    if (it == sessions_.end() || !it->second.leasing) continue;
+    queue_.Put(t, RequirementOf(*it->second.state));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<SessionManager::SessionState*> SessionManager::FindLocked(const std::string& id) {
-  if (id.empty()) return absl::InvalidArgumentError("session_id: required");
-  auto it = sessions_.find(id);
-  if (it == sessions_.end()) {
-    // A finished session that left memory: read it back (its own record
-    // and trials, whatever the history's size).
-    auto rec = options_.storage->GetSession(id);
-    if (absl::IsNotFound(rec.status())) return NoSuchSession(id);
-    if (!rec.ok()) return rec.status();
-    ASSIGN_OR_RETURN(auto s, RestoreLocked(*std::move(rec)));
-    it = sessions_.emplace(id, std::move(s)).first;
+absl::Status SessionManager::RebuildSessionQueueLocked(const SessionState& s) {
+  ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
+  const bool leasing = IsLeasingStage(StageFromName(s.rec.stage));
+  absl::MutexLock lock(&mu_);
+  queue_.RemoveSession(s.rec.id);
+  if (!leasing) return absl::OkStatus();
+  for (const auto& t : trials) {
+    if (t.status == ts::kQueued) queue_.Put(t, RequirementOf(s));
   }
-  it->second->touched = next_touch_++;
-  return it->second.get();
+  return absl::OkStatus();
+}
+
+void SessionManager::PublishStageLocked(const SessionState& s) {
+  const v1::Stage stage = StageFromName(s.rec.stage);
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(s.rec.id);
+  if (it == sessions_.end() || it->second.state.get() != &s) return;  // not (yet) in the table
+  Entry& e = it->second;
+  e.active = IsActiveStage(s.rec.stage);
+  e.leasing = IsLeasingStage(stage);
+  e.running = stage == v1::STAGE_RUNNING;
+  // Work of a session that stopped leasing leaves the queue.
+  if (!e.leasing) queue_.RemoveSession(s.rec.id);
+}
+
+SessionManager::SessionRef::SessionRef(SessionManager* m, std::shared_ptr<SessionState> s)
+    : m_(m), state_(std::move(s)) {}
+
+SessionManager::SessionRef::SessionRef(SessionRef&& o) noexcept
+    : m_(o.m_), state_(std::move(o.state_)) {
+  o.m_ = nullptr;
+}
+
+SessionManager::SessionRef& SessionManager::SessionRef::operator=(SessionRef&& o) noexcept {
+  if (this != &o) {
+    Release();
+    m_ = o.m_;
+    state_ = std::move(o.state_);
+    o.m_ = nullptr;
+  }
+  return *this;
+}
+
+SessionManager::SessionRef::~SessionRef() { Release(); }
+
+void SessionManager::SessionRef::Release() {
+  if (m_ != nullptr && state_ != nullptr) m_->Unpin(state_->rec.id, state_.get());
+  m_ = nullptr;
+  state_.reset();
+}
+
+SessionManager::SessionRef SessionManager::PinLocked(Entry& e) {
+  ++e.pins;
+  e.touched = next_touch_++;
+  return SessionRef(this, e.state);
+}
+
+void SessionManager::Unpin(const std::string& id, const SessionState* s) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it != sessions_.end() && it->second.state.get() == s) --it->second.pins;
+}
+
+absl::StatusOr<SessionManager::SessionRef> SessionManager::Find(const std::string& id) {
+  if (id.empty()) return absl::InvalidArgumentError("session_id: required");
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(id);
+    if (it != sessions_.end()) return PinLocked(it->second);
+  }
+  // A finished session that left memory: read it back (its own record and
+  // trials, whatever the history's size) without any lock. Nothing changes
+  // it meanwhile: a session changes only while pinned, and a pinned one is
+  // never let go.
+  auto rec = options_.storage->GetSession(id);
+  if (absl::IsNotFound(rec.status())) return NoSuchSession(id);
+  if (!rec.ok()) return rec.status();
+  ASSIGN_OR_RETURN(std::shared_ptr<SessionState> s, Restore(*std::move(rec), options_.storage));
+  // Its event backlog did not come back with it: a watcher from before
+  // starts again from a snapshot (which shows where the session is now),
+  // never waits for events that were let go.
+  s->dropped_through_seq = next_seq_.load() - 1;
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = sessions_.try_emplace(id);
+  if (inserted) {
+    // Another call may have read it back meanwhile: then theirs is used.
+    it->second.state = std::move(s);
+    const SessionState& st = *it->second.state;
+    it->second.active = IsActiveStage(st.rec.stage);
+    it->second.leasing = IsLeasingStage(StageFromName(st.rec.stage));
+    it->second.running = StageFromName(st.rec.stage) == v1::STAGE_RUNNING;
+  }
+  return PinLocked(it->second);
+}
+
+absl::StatusOr<SessionManager::SessionRef> SessionManager::FindFor(const std::string& id,
+                                                                   const Principal& who,
+                                                                   Action action) {
+  RETURN_IF_ERROR(Authorize(who, action));
+  ASSIGN_OR_RETURN(SessionRef s, Find(id));
+  if (!who.SeesTeam(s->rec.team)) return NoSuchSession(id);
+  return s;
+}
+
+absl::StatusOr<SessionManager::SessionRef> SessionManager::RecordedSession(
+    const storage::TrialRecord& t) {
+  auto s = Find(t.session_id);
+  if (absl::IsNotFound(s.status())) {
+    return absl::InternalError(absl::StrCat("trial ", t.id, " has no session"));
+  }
+  return s;
 }
 
 v1::SessionSummary SessionManager::SummaryOf(const SessionState& s) {
@@ -452,7 +568,7 @@ v1::SessionSummary SessionManager::SummaryOf(const SessionState& s) {
 void SessionManager::EmitLocked(SessionState& s, const std::string& kind,
                                 const storage::TrialRecord* trial) {
   v1::SessionEvent ev;
-  ev.set_seq(next_seq_++);
+  ev.set_seq(next_seq_.fetch_add(1));
   ev.set_kind(kind);
   if (trial) *ev.mutable_trial() = TrialViewOf(*trial);
   *ev.mutable_session() = SummaryOf(s);
@@ -462,7 +578,7 @@ void SessionManager::EmitLocked(SessionState& s, const std::string& kind,
     s.dropped_through_seq = s.events[drop - 1].seq();
     s.events.erase(s.events.begin(), s.events.begin() + static_cast<std::ptrdiff_t>(drop));
   }
-  events_cv_.SignalAll();
+  s.sync.events.SignalAll();
 }
 
 absl::Status SessionManager::TransactLocked(SessionState& s,
@@ -471,7 +587,7 @@ absl::Status SessionManager::TransactLocked(SessionState& s,
   std::vector<v1::SessionEvent> events = std::move(s.events);
   SessionState saved = s;
   s.events = std::move(events);
-  const int64_t last_seq = next_seq_ - 1;
+  const int64_t last_seq = next_seq_.load() - 1;
   absl::Status st = options_.storage->Transaction(fn);
   if (!st.ok()) {
     events = std::move(s.events);
@@ -480,8 +596,9 @@ absl::Status SessionManager::TransactLocked(SessionState& s,
                  events.end());
     s = std::move(saved);
     s.events = std::move(events);
-    // The queue followed writes storage just rolled back.
-    if (absl::Status q = RebuildQueueLocked(); !q.ok()) {
+    // The table and the queue followed writes storage just rolled back.
+    PublishStageLocked(s);
+    if (absl::Status q = RebuildSessionQueueLocked(s); !q.ok()) {
       return absl::Status(st.code(), absl::StrCat(st.message(), "; and the lease queue could not "
                                                                 "be re-read: ", q.message()));
     }
@@ -494,8 +611,7 @@ absl::Status SessionManager::SaveSessionLocked(SessionState& s, const std::strin
   s.rec.stage = stage;
   s.rec.updated_ms = NowMs();
   RETURN_IF_ERROR(options_.storage->UpdateSession(s.rec));
-  // Work of a session that stopped leasing leaves the queue.
-  if (!IsLeasingStage(StageFromName(stage))) queue_.RemoveSession(s.rec.id);
+  PublishStageLocked(s);
   // A search that ended lets go of its inputs (the spec's copy, the bank's
   // seeds and related trials), keeping what the report shows.
   if (StageFromName(stage) != v1::STAGE_RUNNING &&
@@ -565,8 +681,7 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Init(const v1::InitRequest& r
     }
   }
 
-  absl::MutexLock lock(&mu_);
-  auto s = std::make_unique<SessionState>();
+  auto s = std::make_shared<SessionState>();
   s->spec = std::move(spec);
   storage::SessionRecord& rec = s->rec;
   rec.id = NewId("ses");
@@ -587,10 +702,14 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Init(const v1::InitRequest& r
   rec.share_bank = s->spec.share_bank;
   rec.landscape = s->spec.replay.landscape_content;
   RETURN_IF_ERROR(options_.storage->InsertSession(rec));
-  SessionState* raw = s.get();
-  sessions_[rec.id] = std::move(s);
-  EmitLocked(*raw, "stage_changed", nullptr);
-  return SummaryOf(*raw);
+  // Nobody else sees it before it is in the table.
+  EmitLocked(*s, "stage_changed", nullptr);
+  v1::SessionSummary out = SummaryOf(*s);
+  absl::MutexLock lock(&mu_);
+  Entry& e = sessions_[rec.id];
+  e.state = std::move(s);
+  e.touched = next_touch_++;
+  return out;
 }
 
 // ------------------------------------------------------------------ Doctor
@@ -601,15 +720,19 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorReques
     return absl::InvalidArgumentError(
         absl::StrCat("repeats: must be in [0, 100], got ", request.repeats()));
   }
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(SessionState * s, FindForLocked(request.session_id(), who, Action::kSubmit));
+  ASSIGN_OR_RETURN(SessionRef s, FindFor(request.session_id(), who, Action::kSubmit));
+  absl::MutexLock lock(&s->sync.mu);
   if (StageFromName(s->rec.stage) != v1::STAGE_INITIALIZED) {
     return StageError(s->rec.id, s->rec.stage, "doctor runs once, right after init");
   }
   const int repeats = request.repeats() > 0 ? request.repeats() : s->spec.doctor_repeats;
   // Spread the baseline runs over the live agents that can run them, so a
   // slow host shows up; a pinned agent that dies hands its runs to others.
-  const std::vector<std::string> hosts = registry_.LiveFitting(RequirementOf(*s), NowMs());
+  std::vector<std::string> hosts;
+  {
+    absl::MutexLock table(&mu_);
+    hosts = registry_.LiveFitting(RequirementOf(*s), NowMs());
+  }
   RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
     for (int i = 0; i < repeats; ++i) {
       storage::TrialRecord t;
@@ -758,23 +881,18 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
   // history: both are read before taking the lock.
   std::pair<std::optional<Priors>, std::string> priors{std::nullopt, "none"};
   Bank::Seeds seeds;
+  ASSIGN_OR_RETURN(SessionRef s, FindFor(request.session_id(), who, Action::kSubmit));
   {
-    std::optional<SessionSpec> spec;
-    std::string team;
-    {
-      absl::MutexLock lock(&mu_);
-      ASSIGN_OR_RETURN(SessionState * s, FindForLocked(request.session_id(), who, Action::kSubmit));
-      if (StageFromName(s->rec.stage) != v1::STAGE_DOCTORED) {
-        return StageError(s->rec.id, s->rec.stage, "run needs a finished doctor (stage doctored)");
-      }
-      spec = s->spec;
-      team = s->rec.team;
+    absl::MutexLock lock(&s->sync.mu);
+    if (StageFromName(s->rec.stage) != v1::STAGE_DOCTORED) {
+      return StageError(s->rec.id, s->rec.stage, "run needs a finished doctor (stage doctored)");
     }
-    if (options_.priors_for) priors = options_.priors_for(*spec);
-    ASSIGN_OR_RETURN(seeds, bank_->SeedsFor(*spec, request.session_id(), team));
   }
-  absl::ReleasableMutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(SessionState * s, FindForLocked(request.session_id(), who, Action::kSubmit));
+  // The spec and the team are fixed: read without the lock.
+  if (options_.priors_for) priors = options_.priors_for(s->spec);
+  ASSIGN_OR_RETURN(seeds, bank_->SeedsFor(s->spec, s->rec.id, s->rec.team));
+  absl::ReleasableMutexLock lock(&s->sync.mu);
+  // Looked at again: another call may have started it meanwhile.
   if (StageFromName(s->rec.stage) != v1::STAGE_DOCTORED) {
     return StageError(s->rec.id, s->rec.stage, "run needs a finished doctor (stage doctored)");
   }
@@ -786,18 +904,16 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
     return FillWindowLocked(*s);
   }));
   // The first proposals, outside the lock; the summary shows them queued.
-  const std::string id = s->rec.id;
   lock.Release();
-  RETURN_IF_ERROR(ProposePending());
-  absl::MutexLock again(&mu_);
+  RETURN_IF_ERROR(ProposePending(s->rec.id, /*wait_for_busy=*/true));
   work_cv_.SignalAll();
-  ASSIGN_OR_RETURN(s, FindLocked(id));  // the lock was let go: look again
+  absl::MutexLock again(&s->sync.mu);
   return SummaryOf(*s);
 }
 
-absl::Status SessionManager::CheckLeaseHolderLocked(const storage::TrialRecord& t,
-                                                    const Principal& who,
-                                                    const std::string& agent_id) const {
+absl::Status SessionManager::CheckLeaseHolder(const storage::TrialRecord& t,
+                                              const Principal& who,
+                                              const std::string& agent_id) {
   if (t.lease_token_id != who.token_id || (!agent_id.empty() && agent_id != t.lease_agent)) {
     return absl::PermissionDeniedError(absl::StrCat(
         "lease_token: trial ", t.id, " is leased to another agent; a lease is bound to the "
@@ -806,8 +922,10 @@ absl::Status SessionManager::CheckLeaseHolderLocked(const storage::TrialRecord& 
   return absl::OkStatus();
 }
 
-int SessionManager::LiveAgentsForLocked(const SessionState& s) const {
-  return static_cast<int>(registry_.LiveFitting(RequirementOf(s), NowMs()).size());
+int SessionManager::LiveAgentsFor(const SessionState& s) const {
+  const TrialQueue::Requirement req = RequirementOf(s);
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(registry_.LiveFitting(req, NowMs()).size());
 }
 
 absl::Status SessionManager::StartSearchLocked(
@@ -827,7 +945,7 @@ absl::Status SessionManager::StartSearchLocked(
 int SessionManager::WindowRoomLocked(SessionState& s) {
   // Keep one trial in flight per live agent: enough to use the cluster, few
   // enough that every proposal sees nearly all results.
-  const int window = std::clamp(LiveAgentsForLocked(s), 1, kMaxInFlightPerSession);
+  const int window = std::clamp(LiveAgentsFor(s), 1, kMaxInFlightPerSession);
   const int budget_left = s.rec.max_trials - s.search_total;
   if (budget_left <= 0 && s.stop_reason.empty()) {
     s.stop_reason = absl::StrCat("trial budget spent (", s.rec.max_trials, " search trials)");
@@ -838,57 +956,94 @@ int SessionManager::WindowRoomLocked(SessionState& s) {
 absl::Status SessionManager::FillWindowLocked(SessionState& s) {
   if (StageFromName(s.rec.stage) != v1::STAGE_RUNNING) return absl::OkStatus();
   if (WindowRoomLocked(s) > 0 && s.stop_reason.empty()) {
-    refill_pending_.insert(s.rec.id);
+    MarkPending(s.rec.id);
     return absl::OkStatus();
   }
-  if (s.search_in_flight == 0 && !s.proposing) return FinishRunLocked(s);
+  bool proposing = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(s.rec.id);
+    proposing = it != sessions_.end() && it->second.proposing;
+  }
+  // A proposal being made finishes the run itself if it queues nothing.
+  if (s.search_in_flight == 0 && !proposing) return FinishRunLocked(s);
   return absl::OkStatus();
 }
 
-absl::Status SessionManager::ProposePending() {
+void SessionManager::MarkPending(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  refill_pending_.insert(id);
+}
+
+void SessionManager::SetProposing(const std::string& id, bool proposing) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it != sessions_.end()) it->second.proposing = proposing;
+}
+
+absl::Status SessionManager::ProposePending(const std::string& only, bool wait_for_busy) {
+  std::set<std::string> skipped;  // busy, left pending
   for (;;) {
-    // One pending session at a time: under the lock it is marked as
-    // proposing and its inputs are shared (immutable); its trials are read
-    // and the models fitted without the lock.
-    std::string id;
-    std::shared_ptr<const SearchInputs> in;
-    int want = 0;
+    // One pending session at a time: under the table's lock it is marked
+    // as proposing (so no other thread proposes for it); under its own, its
+    // window is measured and its inputs (immutable) are shared; its trials
+    // are read and the models fitted with no lock held.
+    SessionRef s;
     {
       absl::MutexLock lock(&mu_);
-      SessionState* s = nullptr;
+      std::string picked;
       for (const std::string& pending : refill_pending_) {
+        if ((!only.empty() && pending != only) || skipped.count(pending)) continue;
         auto it = sessions_.find(pending);
-        if (it != sessions_.end() && !it->second->proposing) {
-          s = it->second.get();
+        if (it == sessions_.end() || !it->second.proposing) {
+          picked = pending;
           break;
         }
       }
-      if (s == nullptr) return absl::OkStatus();
-      refill_pending_.erase(s->rec.id);
-      if (StageFromName(s->rec.stage) != v1::STAGE_RUNNING) continue;
+      if (picked.empty()) return absl::OkStatus();
+      refill_pending_.erase(picked);
+      auto it = sessions_.find(picked);
+      if (it == sessions_.end()) continue;
+      it->second.proposing = true;
+      s = PinLocked(it->second);
+    }
+    const std::string id = s->rec.id;
+    std::shared_ptr<const SearchInputs> in;
+    int want = 0;
+    if (!wait_for_busy && !s->sync.mu.TryLock()) {
+      SetProposing(id, false);
+      MarkPending(id);
+      skipped.insert(id);
+      continue;
+    }
+    if (wait_for_busy) s->sync.mu.Lock();
+    {
+      HeldLock lock(&s->sync.mu);
+      if (StageFromName(s->rec.stage) != v1::STAGE_RUNNING) {
+        SetProposing(id, false);
+        continue;
+      }
       want = s->stop_reason.empty() ? WindowRoomLocked(*s) : 0;
       if (want <= 0) {
+        SetProposing(id, false);
         if (absl::Status st = TransactLocked(*s, [&] { return FillWindowLocked(*s); }); !st.ok()) {
-          refill_pending_.insert(s->rec.id);
+          MarkPending(id);
           return st;
         }
         continue;
       }
-      s->proposing = true;
-      id = s->rec.id;
       in = s->search;
     }
     // Ends a proposal that was not made: the session may be proposed for
     // again (`retry`), or stops its search for `stop`.
     auto give_up = [&](absl::Status why, bool retry, const std::string& stop) -> absl::Status {
-      absl::MutexLock lock(&mu_);
-      ASSIGN_OR_RETURN(SessionState * s, FindLocked(id));
-      s->proposing = false;
-      if (retry) refill_pending_.insert(id);
+      absl::MutexLock lock(&s->sync.mu);
+      SetProposing(id, false);
+      if (retry) MarkPending(id);
       if (!stop.empty()) {
         s->stop_reason = stop;
         absl::Status st = TransactLocked(*s, [&] { return FillWindowLocked(*s); });
-        if (!st.ok()) refill_pending_.insert(id);
+        if (!st.ok()) MarkPending(id);
         if (why.ok()) return st;
       }
       return why;
@@ -916,13 +1071,14 @@ absl::Status SessionManager::ProposePending() {
     ctx.warm_starts = in->warm_starts;
     ctx.related = &in->related;
     const Proposal p = optimizer_->Propose(ctx, *history, want, seed);
-    absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(SessionState * s, FindLocked(id));
-    s->proposing = false;
-    absl::Status st = TransactLocked(*s, [&] { return ApplyProposalLocked(*s, p); });
-    if (!st.ok()) {
-      refill_pending_.insert(id);
-      return st;
+    {
+      absl::MutexLock lock(&s->sync.mu);
+      SetProposing(id, false);
+      absl::Status st = TransactLocked(*s, [&] { return ApplyProposalLocked(*s, p); });
+      if (!st.ok()) {
+        MarkPending(id);
+        return st;
+      }
     }
     work_cv_.SignalAll();
   }
@@ -1020,14 +1176,16 @@ absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
     const v1::RegisterAgentRequest& r, const Principal& who) {
   RETURN_IF_ERROR(AgentRegistry::Validate(r));
   const std::vector<std::string> commands(r.commands().begin(), r.commands().end());
-  absl::ReleasableMutexLock lock(&mu_);
   storage::AgentRecord a;
-  if (!r.agent_id().empty() && registry_.Contains(r.agent_id())) {
-    // Keeping an id is for the agent that registered it: same token.
-    ASSIGN_OR_RETURN(storage::AgentRecord * old, registry_.Bound(r.agent_id(), who));
-    a.id = old->id;
-  } else {
-    a.id = NewId("agt");
+  {
+    absl::MutexLock lock(&mu_);
+    if (!r.agent_id().empty() && registry_.Contains(r.agent_id())) {
+      // Keeping an id is for the agent that registered it: same token.
+      ASSIGN_OR_RETURN(storage::AgentRecord * old, registry_.Bound(r.agent_id(), who));
+      a.id = old->id;
+    } else {
+      a.id = NewId("agt");
+    }
   }
   a.host = r.host();
   a.gpu_model = r.gpu_model();
@@ -1042,15 +1200,25 @@ absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
   a.serves = EncodeStringList({r.teams().begin(), r.teams().end()});
   a.commands = EncodeStringList(commands);
   RETURN_IF_ERROR(options_.storage->PutAgent(a));
-  registry_.Put(a);
+  std::vector<SessionRef> running;
+  {
+    absl::MutexLock lock(&mu_);
+    registry_.Put(a);
+    for (auto& [id, e] : sessions_) {
+      if (e.running) running.push_back(PinLocked(e));
+    }
+  }
   // A new agent widens running sessions' windows.
-  for (auto& [id, s] : sessions_) {
+  for (SessionRef& s : running) {
+    absl::MutexLock lock(&s->sync.mu);
     if (StageFromName(s->rec.stage) != v1::STAGE_RUNNING) continue;
     RETURN_IF_ERROR(TransactLocked(*s, [&] { return FillWindowLocked(*s); }));
   }
+  running.clear();
   work_cv_.SignalAll();
-  lock.Release();
-  ProposePending().IgnoreError();  // the agent is registered; a failed refill stays pending
+  // The agent is registered; a failed refill, or one of a busy session,
+  // stays pending.
+  ProposePending("", /*wait_for_busy=*/false).IgnoreError();
   v1::RegisterAgentResponse resp;
   resp.set_agent_id(a.id);
   resp.set_lease_timeout_ms(absl::ToInt64Milliseconds(options_.lease_timeout));
@@ -1060,10 +1228,14 @@ absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
 
 absl::StatusOr<v1::HeartbeatResponse> SessionManager::Heartbeat(const v1::HeartbeatRequest& r,
                                                                  const Principal& who) {
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(storage::AgentRecord * agent, registry_.Bound(r.agent_id(), who));
-  agent->last_heartbeat_ms = NowMs();
-  RETURN_IF_ERROR(options_.storage->PutAgent(*agent));
+  storage::AgentRecord copy;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(storage::AgentRecord * agent, registry_.Bound(r.agent_id(), who));
+    agent->last_heartbeat_ms = NowMs();
+    copy = *agent;
+  }
+  RETURN_IF_ERROR(options_.storage->PutAgent(copy));  // storage: never under mu_
   v1::HeartbeatResponse resp;
   resp.set_server_unix_ms(NowMs());
   return resp;
@@ -1071,28 +1243,63 @@ absl::StatusOr<v1::HeartbeatResponse> SessionManager::Heartbeat(const v1::Heartb
 
 absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
     const std::string& agent_id, const Principal& who) {
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(storage::AgentRecord * bound, registry_.Bound(agent_id, who));
-  storage::AgentRecord& agent = *bound;
-  agent.last_heartbeat_ms = NowMs();
-  // Only work this agent could run is looked at: the requirement (hardware,
-  // executor, tenancy) first, then the trial (its stage, refusals, command
-  // policy, pinning).
-  const std::optional<int64_t> pick = queue_.Oldest(
-      [&](const TrialQueue::Requirement& req) { return registry_.Fits(agent, req); },
-      [&](const storage::TrialRecord& t) {
+  // Sessions whose lock was busy when their trial came up: their work is
+  // passed over for other sessions' (a lease never waits behind another
+  // session's work while there is other work), and waited for only when
+  // nothing else is left.
+  std::set<std::string> busy;
+  for (int round = 0; round < 64; ++round) {
+    std::optional<int64_t> pick;
+    SessionRef s;
+    storage::AgentRecord agent;
+    bool wait_for_busy = false;
+    {
+      absl::MutexLock lock(&mu_);
+      ASSIGN_OR_RETURN(storage::AgentRecord * bound, registry_.Bound(agent_id, who));
+      bound->last_heartbeat_ms = NowMs();
+      agent = *bound;
+      // Only work this agent could run is looked at: the requirement
+      // (hardware, executor, tenancy) first, then the trial (its stage,
+      // refusals, command policy, pinning).
+      auto runnable = [&](const storage::TrialRecord& t, bool skip_busy) {
         auto sit = sessions_.find(t.session_id);
-        if (sit == sessions_.end()) return false;
-        const SessionState& s = *sit->second;
-        if (!IsLeasingStage(StageFromName(s.rec.stage))) return false;
-        if (!registry_.AllowsTrial(agent, s.spec, t)) return false;
+        if (sit == sessions_.end() || !sit->second.leasing) return false;
+        if (skip_busy && busy.count(t.session_id)) return false;
+        if (!registry_.AllowsTrial(agent, sit->second.state->spec, t)) return false;
         // A/B pairs run on one host; if that host is gone, any may take over.
         return t.pin_agent.empty() || t.pin_agent == agent.id ||
                !registry_.Live(t.pin_agent, NowMs());
-      });
-  if (pick) {
-    storage::TrialRecord t = *queue_.Find(*pick);
-    SessionState& s = *sessions_.at(t.session_id);
+      };
+      auto fits = [&](const TrialQueue::Requirement& req) { return registry_.Fits(agent, req); };
+      pick = queue_.Oldest(fits, [&](const storage::TrialRecord& t) { return runnable(t, true); });
+      wait_for_busy = !pick && !busy.empty();
+      if (wait_for_busy) {
+        pick = queue_.Oldest(fits, [&](const storage::TrialRecord& t) { return runnable(t, false); });
+      }
+      if (!pick) return std::optional<v1::TrialAssignment>();
+      s = PinLocked(sessions_.at(queue_.Find(*pick)->session_id));
+    }
+    // The session's lock after the table's is let go (the lock order).
+    if (wait_for_busy) {
+      s->sync.mu.Lock();  // nothing else is left: wait for it
+    } else if (!s->sync.mu.TryLock()) {
+      busy.insert(s->rec.id);
+      continue;
+    }
+    HeldLock session_lock(&s->sync.mu);
+    // The queue as the session's committed state has it (the pick may have
+    // come from a transaction of this session that was still open).
+    storage::TrialRecord t;
+    {
+      absl::MutexLock lock(&mu_);
+      const storage::TrialRecord* queued = queue_.Find(*pick);
+      auto sit = sessions_.find(s->rec.id);
+      if (queued == nullptr || queued->session_id != s->rec.id || sit == sessions_.end() ||
+          !sit->second.leasing) {
+        continue;  // taken or withdrawn meanwhile: look again
+      }
+      t = *queued;
+    }
     t.status = ts::kLeased;
     t.attempts += 1;
     t.lease_agent = agent.id;
@@ -1105,28 +1312,33 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
     // Built before the lease is written: a trial that cannot be described
     // is not handed out.
     ASSIGN_OR_RETURN(v1::TrialAssignment a,
-                     AssignmentFor(s.rec, s.spec, t, options_.lease_timeout));
+                     AssignmentFor(s->rec, s->spec, t, options_.lease_timeout));
     RETURN_IF_ERROR(options_.storage->Transaction([&]() -> absl::Status {
       RETURN_IF_ERROR(options_.storage->DeleteSteps(t.id));  // a fresh attempt
       return options_.storage->UpdateTrial(t);
     }));
-    queue_.Remove(t.id);
-    EmitLocked(s, "trial_leased", &t);
+    {
+      absl::MutexLock lock(&mu_);
+      queue_.Remove(t.id);
+    }
+    EmitLocked(*s, "trial_leased", &t);
     return std::optional<v1::TrialAssignment>(std::move(a));
   }
-  return std::optional<v1::TrialAssignment>();
+  return std::optional<v1::TrialAssignment>();  // raced 64 times: the agent asks again
 }
 
 absl::Status SessionManager::ReturnUndelivered(int64_t trial_id, const std::string& lease_token,
                                                const Principal& who) {
-  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(storage::TrialRecord first, options_.storage->GetTrial(trial_id));
+  ASSIGN_OR_RETURN(SessionRef s, RecordedSession(first));
+  absl::MutexLock lock(&s->sync.mu);
+  // Read again under the session's lock: what it says now is what counts.
   ASSIGN_OR_RETURN(storage::TrialRecord t, options_.storage->GetTrial(trial_id));
   if (lease_token.empty() || t.lease_token != lease_token || t.status != ts::kLeased) {
     return absl::FailedPreconditionError(
         absl::StrCat("lease_token: not the undelivered lease of trial ", trial_id));
   }
-  RETURN_IF_ERROR(CheckLeaseHolderLocked(t, who, ""));
-  ASSIGN_OR_RETURN(SessionState * s, RecordedSessionLocked(t));
+  RETURN_IF_ERROR(CheckLeaseHolder(t, who, ""));
   const std::string agent = t.lease_agent;
   t.status = ts::kQueued;
   t.attempts = std::max(0, t.attempts - 1);  // it never reached an agent
@@ -1148,15 +1360,6 @@ bool SessionManager::WaitForWork(absl::Duration timeout) {
   return !shutdown_;
 }
 
-absl::StatusOr<SessionManager::SessionState*> SessionManager::RecordedSessionLocked(
-    const storage::TrialRecord& t) {
-  auto s = FindLocked(t.session_id);
-  if (absl::IsNotFound(s.status())) {
-    return absl::InternalError(absl::StrCat("trial ", t.id, " has no session"));
-  }
-  return s;
-}
-
 ReportLimits SessionManager::LimitsLocked(const SessionState& s,
                                          const storage::TrialRecord& t) const {
   ReportLimits l;
@@ -1168,8 +1371,11 @@ ReportLimits SessionManager::LimitsLocked(const SessionState& s,
   double capacity = 0;
   if (const models::sim::GpuSpec* g = models::sim::FindGpu(s.spec.gpu)) {
     capacity = g->memory_gib;
-  } else if (const storage::AgentRecord* a = registry_.Find(t.lease_agent)) {
-    capacity = a->memory_per_gpu_gib;
+  } else {
+    absl::MutexLock lock(&mu_);
+    if (const storage::AgentRecord* a = registry_.Find(t.lease_agent)) {
+      capacity = a->memory_per_gpu_gib;
+    }
   }
   l.max_peak_mem_gib = capacity > 0 ? std::min(capacity * 1.1 + 1, kUnknownDeviceGib) : kUnknownDeviceGib;
   l.max_steps = MaxStepsPerTrial(s.doctor.steps_per_run(), s.spec.contract.timed_steps);
@@ -1183,15 +1389,20 @@ ReportLimits SessionManager::LimitsLocked(const SessionState& s,
 
 absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
     const v1::ReportProgressRequest& r, const Principal& who) {
-  absl::MutexLock lock(&mu_);
-  auto got = options_.storage->GetTrial(r.trial_id());
-  if (!got.ok()) return got.status();
-  storage::TrialRecord t = *std::move(got);
-  if (r.lease_token().empty() || r.lease_token() != t.lease_token) {
+  ASSIGN_OR_RETURN(storage::TrialRecord first, options_.storage->GetTrial(r.trial_id()));
+  if (r.lease_token().empty() || r.lease_token() != first.lease_token) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("lease_token: not the current lease of trial ", first.id));
+  }
+  ASSIGN_OR_RETURN(SessionRef s, RecordedSession(first));
+  absl::MutexLock lock(&s->sync.mu);
+  // Read again under the session's lock: what it says now is what counts.
+  ASSIGN_OR_RETURN(storage::TrialRecord t, options_.storage->GetTrial(r.trial_id()));
+  if (r.lease_token() != t.lease_token) {
     return absl::FailedPreconditionError(
         absl::StrCat("lease_token: not the current lease of trial ", t.id));
   }
-  RETURN_IF_ERROR(CheckLeaseHolderLocked(t, who, r.agent_id()));
+  RETURN_IF_ERROR(CheckLeaseHolder(t, who, r.agent_id()));
   v1::ReportProgressResponse resp;
   if (t.status == ts::kCancelled) {
     resp.set_cancelled(true);
@@ -1201,14 +1412,16 @@ absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
     return absl::FailedPreconditionError(
         absl::StrCat("lease_token: trial ", t.id, " is ", t.status, ", not leased"));
   }
-  ASSIGN_OR_RETURN(SessionState * s, RecordedSessionLocked(t));
   // Every number is checked before anything is stored, against the steps
   // this report may resend and the last one (not the whole trial: a long
   // trial reports thousands of times).
   ASSIGN_OR_RETURN(auto stored, options_.storage->ListStepTail(t.id, FirstStepOf(r.steps())));
   ASSIGN_OR_RETURN(std::vector<storage::StepRecord> steps,
                    ValidateStepsOnTail(t.id, r.steps(), stored, LimitsLocked(*s, t), "steps"));
-  if (storage::AgentRecord* a = registry_.Find(t.lease_agent)) a->last_heartbeat_ms = NowMs();
+  {
+    absl::MutexLock table(&mu_);
+    if (storage::AgentRecord* a = registry_.Find(t.lease_agent)) a->last_heartbeat_ms = NowMs();
+  }
   t.status = ts::kRunning;
   t.lease_deadline_ms = NowMs() + absl::ToInt64Milliseconds(options_.lease_timeout);
   RETURN_IF_ERROR(options_.storage->Transaction([&]() -> absl::Status {
@@ -1221,15 +1434,17 @@ absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
 
 absl::StatusOr<v1::CompleteTrialResponse> SessionManager::CompleteTrial(
     const v1::CompleteTrialRequest& r, const Principal& who) {
-  auto resp = RecordCompletion(r, who);
-  // The follow-up proposal, outside the lock. The completion is recorded
-  // whatever happens to it; a failed one stays pending for the reaper.
-  if (resp.ok()) ProposePending().IgnoreError();
+  std::string session_id;
+  auto resp = RecordCompletion(r, who, &session_id);
+  // The follow-up proposal for its session, outside the lock. The
+  // completion is recorded whatever happens to it; a failed one stays
+  // pending for the reaper.
+  if (resp.ok()) ProposePending(session_id, /*wait_for_busy=*/true).IgnoreError();
   return resp;
 }
 
 absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
-    const v1::CompleteTrialRequest& r, const Principal& who) {
+    const v1::CompleteTrialRequest& r, const Principal& who, std::string* session_id) {
   const v1::TrialOutcome& o = r.outcome();
   const std::string& status = o.status();
   if (status != ts::kOk && status != ts::kOom && status != ts::kFailed &&
@@ -1237,11 +1452,15 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
     return absl::InvalidArgumentError(absl::StrCat(
         "outcome.status: must be one of ok, oom, failed, timeout, refused; got '", status, "'"));
   }
-  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(storage::TrialRecord first, options_.storage->GetTrial(r.trial_id()));
+  ASSIGN_OR_RETURN(SessionRef s, RecordedSession(first));
+  *session_id = first.session_id;
+  absl::MutexLock lock(&s->sync.mu);
+  // Read again under the session's lock: what it says now is what counts.
   ASSIGN_OR_RETURN(storage::TrialRecord t, options_.storage->GetTrial(r.trial_id()));
   v1::CompleteTrialResponse resp;
   const bool token_ok = !r.lease_token().empty() && r.lease_token() == t.lease_token;
-  if (token_ok) RETURN_IF_ERROR(CheckLeaseHolderLocked(t, who, r.agent_id()));
+  if (token_ok) RETURN_IF_ERROR(CheckLeaseHolder(t, who, r.agent_id()));
   if (!IsInFlightStatus(t.status)) {
     if (token_ok) {
       // A retried completion (the reply was lost): harmless.
@@ -1257,7 +1476,6 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
     return absl::FailedPreconditionError(
         absl::StrCat("lease_token: stale or unknown lease for trial ", t.id));
   }
-  ASSIGN_OR_RETURN(SessionState * s, RecordedSessionLocked(t));
   if (status == ts::kRefused) {
     RETURN_IF_ERROR(TransactLocked(*s, [&] { return RefuseLocked(*s, t, o.error()); }));
     work_cv_.SignalAll();
@@ -1392,7 +1610,11 @@ absl::Status SessionManager::RefuseLocked(SessionState& s, storage::TrialRecord&
       why.empty() ? std::string("its policy") : why.substr(0, kMaxReportTextBytes));
   t.refused_by = t.refused_by.empty() ? agent : absl::StrCat(t.refused_by, ",", agent);
   // Another live agent that may run it and has not refused it?
-  const bool other = registry_.AnotherMayRun(RequirementOf(s), s.spec, t, NowMs());
+  bool other = false;
+  {
+    absl::MutexLock lock(&mu_);
+    other = registry_.AnotherMayRun(RequirementOf(s), s.spec, t, NowMs());
+  }
   if (!other || t.attempts >= options_.max_attempts) {
     t.status = ts::kFailed;
     t.error = absl::StrCat("refused: ", reason,
@@ -1412,12 +1634,12 @@ absl::Status SessionManager::RefuseLocked(SessionState& s, storage::TrialRecord&
 
 absl::Status SessionManager::ExpireLeases() {
   RETURN_IF_ERROR(RequeueExpired());
-  return ProposePending();  // also retries refills a storage error left pending
+  // Also retries refills a storage error or a busy session left pending.
+  return ProposePending("", /*wait_for_busy=*/true);
 }
 
 absl::Status SessionManager::RequeueExpired() {
-  absl::MutexLock lock(&mu_);
-  TrimLocked();  // the reaper's tick bounds how long finished sessions stay
+  Trim();  // the reaper's tick bounds how long finished sessions stay
   const int64_t now = NowMs();
   std::vector<storage::TrialRecord> expired;
   for (const char* status : {ts::kLeased, ts::kRunning}) {
@@ -1426,8 +1648,16 @@ absl::Status SessionManager::RequeueExpired() {
       if (t.lease_deadline_ms < now) expired.push_back(std::move(t));
     }
   }
-  for (storage::TrialRecord& t : expired) {
-    ASSIGN_OR_RETURN(SessionState * s, RecordedSessionLocked(t));
+  bool requeued = false;
+  for (const storage::TrialRecord& seen : expired) {
+    ASSIGN_OR_RETURN(SessionRef s, RecordedSession(seen));
+    absl::MutexLock lock(&s->sync.mu);
+    // Read again under the session's lock: a report or a completion may
+    // have come in since the list was read.
+    ASSIGN_OR_RETURN(storage::TrialRecord t, options_.storage->GetTrial(seen.id));
+    if (!IsLeased(t.status) || t.lease_token != seen.lease_token || t.lease_deadline_ms >= now) {
+      continue;
+    }
     const std::string agent = t.lease_agent;
     RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
       if (t.attempts >= options_.max_attempts) {
@@ -1449,8 +1679,9 @@ absl::Status SessionManager::RequeueExpired() {
       EmitLocked(*s, "trial_requeued", &t);
       return absl::OkStatus();
     }));
+    requeued = true;
   }
-  if (!expired.empty()) work_cv_.SignalAll();
+  if (requeued) work_cv_.SignalAll();
   return absl::OkStatus();
 }
 
@@ -1458,8 +1689,8 @@ absl::Status SessionManager::RequeueExpired() {
 
 absl::StatusOr<v1::SessionSummary> SessionManager::GetSession(const std::string& session_id,
                                                               const Principal& who) {
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(SessionState * s, FindForLocked(session_id, who, Action::kRead));
+  ASSIGN_OR_RETURN(SessionRef s, FindFor(session_id, who, Action::kRead));
+  absl::MutexLock lock(&s->sync.mu);
   return SummaryOf(*s);
 }
 
@@ -1485,16 +1716,24 @@ absl::StatusOr<v1::ListSessionsResponse> SessionManager::ListSessions(
   ASSIGN_OR_RETURN(auto records, session_reader_->ListSessionsPage(q));
   const bool more = records.size() > static_cast<size_t>(page);
   if (more) records.resize(static_cast<size_t>(page));
-  // Sessions in memory are summarised under the lock; the others are read
-  // back without it (a page of finished sessions costs ~0.3 ms each) and
-  // without entering memory: a listing must not fill the cache.
-  std::vector<std::optional<v1::SessionSummary>> summaries(records.size());
+  // Sessions in memory are summarised under their own locks; the others
+  // are read back without any (a page of finished sessions costs ~0.3 ms
+  // each) and without entering memory: a listing must not fill the cache.
+  std::vector<std::shared_ptr<SessionState>> resident(records.size());
   {
     absl::MutexLock lock(&mu_);
     for (size_t i = 0; i < records.size(); ++i) {
       auto it = sessions_.find(records[i].id);
-      if (it != sessions_.end()) summaries[i] = SummaryOf(*it->second);
+      if (it != sessions_.end()) resident[i] = it->second.state;
     }
+  }
+  // A session busy with its own work is read as storage has it (its last
+  // committed state) rather than waited for.
+  std::vector<std::optional<v1::SessionSummary>> summaries(records.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (resident[i] == nullptr || !resident[i]->sync.mu.TryLock()) continue;
+    HeldLock lock(&resident[i]->sync.mu);
+    summaries[i] = SummaryOf(*resident[i]);
   }
   v1::ListSessionsResponse resp;
   if (more) resp.set_next_page_token(absl::StrCat(records.back().seq));
@@ -1510,8 +1749,8 @@ absl::StatusOr<v1::ListSessionsResponse> SessionManager::ListSessions(
 
 absl::StatusOr<v1::SessionSummary> SessionManager::Cancel(const std::string& session_id,
                                                           const Principal& who) {
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(SessionState * s, FindForLocked(session_id, who, Action::kSubmit));
+  ASSIGN_OR_RETURN(SessionRef s, FindFor(session_id, who, Action::kSubmit));
+  absl::MutexLock lock(&s->sync.mu);
   // A searched session has finished too: cancelling it would only take
   // away its result (apply needs the searched stage).
   if (IsTerminalStage(StageFromName(s->rec.stage)) ||
@@ -1539,8 +1778,8 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
   ReportInputs in;
   std::shared_ptr<const SearchInputs> search;  // keeps in.priors alive
   {
-    absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(SessionState * s, FindForLocked(session_id, who, Action::kRead));
+    ASSIGN_OR_RETURN(SessionRef s, FindFor(session_id, who, Action::kRead));
+    absl::MutexLock lock(&s->sync.mu);
     in.summary = SummaryOf(*s);
     in.rec = s->rec;
     in.spec = s->spec;
@@ -1574,8 +1813,8 @@ absl::StatusOr<v1::ApplyResponse> SessionManager::Apply(const v1::ApplyRequest& 
        request.commit().find_first_not_of("0123456789abcdef") != std::string::npos)) {
     return absl::InvalidArgumentError("commit: a full SHA-1 in lower-case hex");
   }
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(SessionState * s, FindForLocked(request.session_id(), who, Action::kSubmit));
+  ASSIGN_OR_RETURN(SessionRef s, FindFor(request.session_id(), who, Action::kSubmit));
+  absl::MutexLock lock(&s->sync.mu);
   const v1::Stage stage = StageFromName(s->rec.stage);
   if (stage != v1::STAGE_SEARCHED && stage != v1::STAGE_APPLIED) {
     return StageError(s->rec.id, s->rec.stage, "apply needs a finished run (stage searched)");
@@ -1632,25 +1871,24 @@ absl::StatusOr<v1::ApplyResponse> SessionManager::Apply(const v1::ApplyRequest& 
 absl::StatusOr<std::vector<v1::SessionEvent>> SessionManager::WaitEvents(
     const std::string& session_id, int64_t after_seq, absl::Duration timeout,
     const Principal& who) {
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(SessionState * s, FindForLocked(session_id, who, Action::kRead));
+  // Pinned: it stays in memory while the lock is let go.
+  ASSIGN_OR_RETURN(SessionRef s, FindFor(session_id, who, Action::kRead));
+  absl::MutexLock lock(&s->sync.mu);
   if (shutdown_) return absl::UnavailableError("server is shutting down");
   std::vector<v1::SessionEvent> out;
   if (after_seq <= 0 || after_seq < s->dropped_through_seq) {
     // Sequence numbers are global, so "now" covers everything seen so far.
     v1::SessionEvent snap;
-    snap.set_seq(next_seq_ - 1);
+    snap.set_seq(next_seq_.load() - 1);
     snap.set_kind("snapshot");
     *snap.mutable_session() = SummaryOf(*s);
     out.push_back(std::move(snap));
     return out;
   }
   const absl::Time deadline = absl::Now() + timeout;
-  ++s->watchers;  // keeps it in memory while the lock is let go
   while (!shutdown_ && (s->events.empty() || s->events.back().seq() <= after_seq)) {
-    if (events_cv_.WaitWithDeadline(&mu_, deadline)) break;
+    if (s->sync.events.WaitWithDeadline(&s->sync.mu, deadline)) break;
   }
-  --s->watchers;
   for (const auto& ev : s->events) {
     if (ev.seq() > after_seq) out.push_back(ev);
   }
@@ -1662,19 +1900,20 @@ absl::StatusOr<v1::QueryExperienceResponse> SessionManager::QueryExperience(
   return bank_->Query(request, who);  // no lock of ours: the bank reads on its own connection
 }
 
-absl::StatusOr<SessionManager::SessionState*> SessionManager::FindForLocked(
-    const std::string& id, const Principal& who, Action action) {
-  RETURN_IF_ERROR(Authorize(who, action));
-  ASSIGN_OR_RETURN(SessionState * s, FindLocked(id));
-  if (!who.SeesTeam(s->rec.team)) return NoSuchSession(id);
-  return s;
-}
-
 void SessionManager::Shutdown() {
-  absl::MutexLock lock(&mu_);
-  shutdown_ = true;
-  work_cv_.SignalAll();
-  events_cv_.SignalAll();
+  std::vector<std::shared_ptr<SessionState>> all;
+  {
+    absl::MutexLock lock(&mu_);
+    shutdown_ = true;
+    work_cv_.SignalAll();
+    for (const auto& [id, e] : sessions_) all.push_back(e.state);
+  }
+  // A watcher checks the flag under its session's lock before it waits, so
+  // a signal sent under that lock reaches it.
+  for (const auto& s : all) {
+    absl::MutexLock lock(&s->sync.mu);
+    s->sync.events.SignalAll();
+  }
 }
 
 absl::StatusOr<int64_t> SessionManager::PruneSteps(int32_t limit) {

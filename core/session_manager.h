@@ -13,20 +13,26 @@
 // with a bounded cache of finished ones; start-up reads the active ones
 // only, and a finished session is read back from storage when asked for.
 //
-// Thread safety: all public methods are thread-safe. A mutex guards the
-// in-memory state; writes happen under it, which also serialises the
-// storage transactions. Nothing whose cost grows with history runs under
-// it: bank reads (QueryExperience, a run's seeds) go through Bank on a
-// reader connection without it, a lease looks only at queued work the
-// agent can run (TrialQueue), and a report is assembled from a snapshot
-// after it is released; a proposal reads its session's trials on a second
-// reader connection. Proposals (fitting the search's models: up to
-// tens of milliseconds) are made without it, at most one per session at a
+// Thread safety: all public methods are thread-safe. Each session has its
+// own lock, held for its state changes (one storage transaction each) and
+// its reads; a call never waits for another session's work. The manager's
+// own mutex (mu_) guards only what sessions share: the session table, the
+// agents, the lease queue and the proposal marks. It is a leaf, held for
+// microseconds: nothing takes a session's lock or calls storage while
+// holding it. Lock order: a session's lock, then storage (whose
+// Transaction holds the single writer for its length), then mu_. A lease
+// takes the oldest runnable trial whose session is not busy. Nothing whose
+// cost grows with history runs under any of them: bank reads go through
+// Bank on a reader connection, a report is assembled from a snapshot after
+// the session's lock is let go, and a proposal (fitting the search's
+// models: up to tens of milliseconds) reads its session's trials on a
+// second reader connection with no lock held, at most one per session at a
 // time, by the thread whose call made room in the window; that call returns
 // once they are queued.
 #ifndef INFRARSI_CORE_SESSION_MANAGER_H_
 #define INFRARSI_CORE_SESSION_MANAGER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -196,10 +202,6 @@ class SessionManager {
   Stats GetStats() const;
 
  private:
-  struct SessionState;
-  // FindLocked, after checking that `who` may do `action` to the session.
-  absl::StatusOr<SessionState*> FindForLocked(const std::string& id, const Principal& who,
-                                              Action action) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct SearchInputs {
     // The session's spec (fixed at Init), shared so a proposal need not
     // copy it (patches alone may be megabytes).
@@ -215,6 +217,10 @@ class SessionManager {
     int warm_start_count = 0;
     int related_count = 0;
   };
+  // One session's state. `spec`, `rec.id` and `rec.team` are fixed once the
+  // state is in the session table and may be read without a lock; the rest
+  // is guarded by sync.mu. Methods named ...Locked that take a SessionState
+  // require its sync.mu.
   struct SessionState {
     storage::SessionRecord rec;
     SessionSpec spec;
@@ -233,12 +239,50 @@ class SessionManager {
     // changed after: a proposal made outside the lock holds them.
     std::shared_ptr<const SearchInputs> search = std::make_shared<const SearchInputs>();
     std::string stop_reason;  // set when the search stops early
-    // A proposal for this session is being made outside the lock; at most
-    // one at a time, so two never propose the same setting.
-    bool proposing = false;
-    // Calls waiting on its events without the lock: it stays in memory.
-    int watchers = 0;
+
+    // The session's lock and the signal of its events. A copy of the state
+    // (TransactLocked's snapshot) copies the data only: the copy gets a
+    // lock of its own, and assigning a state back keeps the target's.
+    struct Sync {
+      Sync() = default;
+      Sync(const Sync&) {}
+      Sync& operator=(const Sync&) { return *this; }
+      absl::Mutex mu;
+      absl::CondVar events;
+    };
+    mutable Sync sync;
+  };
+  // A session's place in the table, guarded by mu_: what the scheduler and
+  // the cache need to know of it without taking its lock.
+  struct Entry {
+    std::shared_ptr<SessionState> state;
     uint64_t touched = 0;  // when it was last found (for the cache)
+    int pins = 0;          // SessionRefs held: it stays in memory
+    bool active = true;    // initialized..verifying: never leaves memory
+    bool leasing = false;  // its queued trials may be leased
+    bool running = false;  // searching: a new agent widens its window
+    // A proposal for it is being made outside the locks; at most one at a
+    // time, so two never propose the same setting.
+    bool proposing = false;
+  };
+  // A session found in the table, pinned there (not trimmed from memory)
+  // while the reference lives. Move-only. Dropping one takes mu_ briefly:
+  // never drop one while holding mu_.
+  class SessionRef {
+   public:
+    SessionRef() = default;
+    SessionRef(SessionManager* m, std::shared_ptr<SessionState> s);
+    SessionRef(SessionRef&& o) noexcept;
+    SessionRef& operator=(SessionRef&& o) noexcept;
+    ~SessionRef();
+    SessionState& operator*() const { return *state_; }
+    SessionState* operator->() const { return state_.get(); }
+    SessionState* get() const { return state_.get(); }
+
+   private:
+    void Release();
+    SessionManager* m_ = nullptr;
+    std::shared_ptr<SessionState> state_;
   };
 
   // The stored record of what a search started from (the session record's
@@ -249,95 +293,103 @@ class SessionManager {
   explicit SessionManager(const Options& options);
   absl::Status Load();
 
-  // The session, read back from storage if it is not in memory.
-  absl::StatusOr<SessionState*> FindLocked(const std::string& id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A session's in-memory state rebuilt from its record and its trials.
-  absl::StatusOr<std::unique_ptr<SessionState>> RestoreLocked(storage::SessionRecord rec)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The same without the lock: the state alone (no event sequence, no cache
-  // position), its trials read from `storage`. For a summary in a listing.
+  // The session, pinned, read back from storage if it is not in memory.
+  // Takes mu_ briefly; reads storage without it.
+  absl::StatusOr<SessionRef> Find(const std::string& id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Find, after checking that `who` may do `action` to the session.
+  absl::StatusOr<SessionRef> FindFor(const std::string& id, const Principal& who, Action action)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The session trial `t` belongs to (INTERNAL when there is none).
+  absl::StatusOr<SessionRef> RecordedSession(const storage::TrialRecord& t)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Pins `e` (its reference count) and returns a reference to it.
+  SessionRef PinLocked(Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Unpin(const std::string& id, const SessionState* s) ABSL_LOCKS_EXCLUDED(mu_);
+  // A session's state rebuilt from its record and its trials, read from
+  // `storage` (no lock needed: the state is the caller's).
   static absl::StatusOr<std::unique_ptr<SessionState>> Restore(storage::SessionRecord rec,
                                                                storage::Storage* storage);
   // Lets the least recently used finished sessions beyond the cache leave
-  // memory. Callers hold no SessionState pointer across it.
-  void TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // memory and trims the event backlogs of those that stay.
+  void Trim() ABSL_LOCKS_EXCLUDED(mu_);
   // Writes trial `t` (inserting it when t.id is 0) and keeps the lease
   // queue in step with its status.
-  absl::Status WriteTrialLocked(const SessionState& s, storage::TrialRecord& t)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WriteTrialLocked(const SessionState& s, storage::TrialRecord& t);
   TrialQueue::Requirement RequirementOf(const SessionState& s) const;
-  // The queue as storage has it (start-up, and after a rolled-back
+  // The queue as storage has it (start-up).
+  absl::Status RebuildQueue() ABSL_LOCKS_EXCLUDED(mu_);
+  // One session's part of the queue as storage has it (after a rolled-back
   // transaction, whose queue changes storage never saw).
-  absl::Status RebuildQueueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RebuildSessionQueueLocked(const SessionState& s) ABSL_LOCKS_EXCLUDED(mu_);
+  // Tells the table what the session's stage means for leasing and memory.
+  void PublishStageLocked(const SessionState& s) ABSL_LOCKS_EXCLUDED(mu_);
   // A session's summary, from its state alone (the caller keeps `s` from
-  // changing: the lock, or a state of its own).
+  // changing: its lock, or a state of its own).
   static v1::SessionSummary SummaryOf(const SessionState& s);
-  void EmitLocked(SessionState& s, const std::string& kind, const storage::TrialRecord* trial)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EmitLocked(SessionState& s, const std::string& kind, const storage::TrialRecord* trial);
   // Runs `fn` as one storage transaction. If it fails, the session's
   // in-memory state is put back as it was and the events it emitted are
   // dropped, so memory never runs ahead of the database.
-  absl::Status TransactLocked(SessionState& s, const std::function<absl::Status()>& fn)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status SaveSessionLocked(SessionState& s, const std::string& stage)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status TransactLocked(SessionState& s, const std::function<absl::Status()>& fn);
+  absl::Status SaveSessionLocked(SessionState& s, const std::string& stage);
   // Records a finished trial (bank entry included) and moves its session on.
-  absl::Status FinishTrialLocked(SessionState& s, storage::TrialRecord& t)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status AdvanceDoctorLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status FinishTrialLocked(SessionState& s, storage::TrialRecord& t);
+  absl::Status AdvanceDoctorLocked(SessionState& s);
   // Keeps the search's window full: where there is room, marks the session
   // in refill_pending_ (the proposal itself is made by ProposePending,
-  // outside the lock, since fitting the models takes milliseconds to tens
+  // outside the locks, since fitting the models takes milliseconds to tens
   // of them); finishes the run when nothing is in flight or due.
-  absl::Status FillWindowLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status FillWindowLocked(SessionState& s);
   // How many search trials the window has room for; sets s.stop_reason
   // when the trial budget is spent.
-  int WindowRoomLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Makes the proposals of every session in refill_pending_, each computed
-  // without holding mu_, and queues them (or stops the search). Public
-  // methods that may mark a session call it after releasing the lock.
+  int WindowRoomLocked(SessionState& s);
+  // Makes the proposals of sessions in refill_pending_, each computed
+  // without holding a lock, and queues them (or stops the search): only
+  // session `only` when it is given (the caller's own, whose lock it
+  // waits for), else every one. A call for every one waits for a busy
+  // session's lock only when `wait_for_busy`; otherwise it leaves that
+  // session pending for its lock's holder (a method that may mark its
+  // session calls this for it after releasing the lock) or the reaper.
   // On a storage error the session stays pending, for the next call (the
   // server's reaper calls ExpireLeases, which calls this, periodically).
-  absl::Status ProposePending() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status ProposePending(const std::string& only, bool wait_for_busy)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void SetProposing(const std::string& id, bool proposing) ABSL_LOCKS_EXCLUDED(mu_);
+  void MarkPending(const std::string& id) ABSL_LOCKS_EXCLUDED(mu_);
   // Queues what the window still has room for of proposal `p` (made while
-  // the lock was free), or stops the search.
-  absl::Status ApplyProposalLocked(SessionState& s, const Proposal& p)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // no lock was held), or stops the search.
+  absl::Status ApplyProposalLocked(SessionState& s, const Proposal& p);
   // Sets s.search: the priors, the bank's best settings of workloads like
   // this session's (in its space) and the bank's trials of the same
   // workload on any GPU (in its space), what the session's team may read.
   absl::Status StartSearchLocked(SessionState& s,
                                  std::pair<std::optional<Priors>, std::string> priors,
-                                 Bank::Seeds seeds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                 Bank::Seeds seeds);
 
   // CompleteTrial and ExpireLeases but the proposals that follow them.
+  // Sets *session_id to the trial's session.
   absl::StatusOr<v1::CompleteTrialResponse> RecordCompletion(const v1::CompleteTrialRequest& r,
-                                                             const Principal& who)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status RequeueExpired() ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status FinishRunLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status AdvanceVerificationLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                                             const Principal& who,
+                                                             std::string* session_id);
+  absl::Status RequeueExpired();
+  absl::Status FinishRunLocked(SessionState& s);
+  absl::Status AdvanceVerificationLocked(SessionState& s);
   // How many timed steps trial `t` must report (0: not checked).
   static int ExpectedTimedSteps(const SessionState& s, const storage::TrialRecord& t);
   // Checks a finished trial against the contract; sets status "violation".
   void ApplyContractLocked(const SessionState& s, storage::TrialRecord& t,
-                           const TrialEvidence& evidence) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                           const TrialEvidence& evidence) const;
   // What trial `t`'s reports are held to (core/agent_report.h).
   ReportLimits LimitsLocked(const SessionState& s, const storage::TrialRecord& t) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  int LiveAgentsForLocked(const SessionState& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_LOCKS_EXCLUDED(mu_);
+  int LiveAgentsFor(const SessionState& s) const ABSL_LOCKS_EXCLUDED(mu_);
   // The trial a lease names, if `who` took it (and `agent_id`, when given,
   // holds it).
-  absl::Status CheckLeaseHolderLocked(const storage::TrialRecord& t, const Principal& who,
-                                      const std::string& agent_id) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static absl::Status CheckLeaseHolder(const storage::TrialRecord& t, const Principal& who,
+                                       const std::string& agent_id);
   // An agent's policy refused trial `t`: it goes to another agent that may
   // run it, or fails when none is left.
-  absl::Status RefuseLocked(SessionState& s, storage::TrialRecord& t, const std::string& why)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<SessionState*> RecordedSessionLocked(const storage::TrialRecord& t)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RefuseLocked(SessionState& s, storage::TrialRecord& t, const std::string& why);
   // A fresh, unpredictable id ("ses-3f2a...").
   static std::string NewId(const std::string& prefix);
   int64_t NowMs() const;
@@ -350,10 +402,13 @@ class SessionManager {
   storage::Storage* session_reader_ = nullptr;  // one session's reads outside the lock
   std::unique_ptr<Bank> bank_;
 
+  // Event sequence numbers: global, so one number says "everything so far".
+  std::atomic<int64_t> next_seq_{1};
+  std::atomic<bool> shutdown_{false};
+
   mutable absl::Mutex mu_;
   absl::CondVar work_cv_;
-  absl::CondVar events_cv_;
-  std::map<std::string, std::unique_ptr<SessionState>> sessions_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Entry> sessions_ ABSL_GUARDED_BY(mu_);
   AgentRegistry registry_ ABSL_GUARDED_BY(mu_);
   // Sessions a proposal is due for (by id; outside the session state, so a
   // rolled-back transaction leaves a mark at worst, which only costs a
@@ -361,8 +416,6 @@ class SessionManager {
   std::set<std::string> refill_pending_ ABSL_GUARDED_BY(mu_);
   TrialQueue queue_ ABSL_GUARDED_BY(mu_);
   uint64_t next_touch_ ABSL_GUARDED_BY(mu_) = 1;
-  int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
-  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace infrarsi

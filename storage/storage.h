@@ -5,9 +5,11 @@
 // config of a trial is an opaque canonical string written by core. All
 // times are Unix milliseconds.
 //
-// Thread safety: implementations are safe to call from several threads, but
-// a Transaction() is only atomic with respect to other callers that also go
-// through Transaction(); core serialises its writers with its own mutex.
+// Thread safety: implementations are safe to call from several threads. A
+// Transaction() holds the writer for its whole length: another thread's
+// call (a single write or a transaction) waits until it has committed or
+// rolled back, so a rollback never takes another caller's write with it.
+// Core relies on this: sessions write concurrently, each under its own lock.
 #ifndef INFRARSI_STORAGE_STORAGE_H_
 #define INFRARSI_STORAGE_STORAGE_H_
 
