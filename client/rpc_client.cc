@@ -140,26 +140,36 @@ absl::StatusOr<v1::QueryExperienceResponse> RpcClient::QueryExperience(
     const v1::QueryExperienceRequest& req) {
   INFRARSI_UNARY(QueryExperience, bank_, req, v1::QueryExperienceResponse);
 }
+absl::StatusOr<v1::ListAgentsResponse> RpcClient::ListAgents(const v1::ListAgentsRequest& req) {
+  INFRARSI_UNARY(ListAgents, sessions_, req, v1::ListAgentsResponse);
+}
+absl::StatusOr<v1::AgentInfo> RpcClient::SetAgentState(const v1::SetAgentStateRequest& req) {
+  INFRARSI_UNARY(SetAgentState, sessions_, req, v1::AgentInfo);
+}
 #undef INFRARSI_UNARY
 
 absl::StatusOr<v1::SessionSummary> RpcClient::Watch(
     const std::string& session_id, absl::Duration timeout,
-    const std::function<bool(const v1::SessionEvent&)>& on_event) {
+    const std::function<bool(const v1::SessionEvent&)>& on_event, int64_t after_seq) {
   const absl::Time deadline = absl::Now() + timeout;
   v1::SessionSummary last;
+  bool seen = false;
   while (absl::Now() < deadline) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(deadline));
     AddToken(&ctx, options_.token);
     v1::WatchSessionRequest req;
     req.set_session_id(session_id);
-    // Each (re)connection starts from a snapshot: the server may have
-    // restarted and numbered its events anew.
-    req.set_after_seq(0);
+    // Event numbers outlive a server restart (they start from its clock):
+    // a reconnect goes on from the last one seen, and gets a snapshot if
+    // the server no longer holds what came after it.
+    req.set_after_seq(after_seq);
     auto reader = sessions_->WatchSession(&ctx, req);
     v1::SessionEvent ev;
     while (reader->Read(&ev)) {
       last = ev.session();
+      seen = true;
+      after_seq = std::max(after_seq, ev.seq());
       if (!on_event(ev)) {
         ctx.TryCancel();
         reader->Finish();
@@ -167,6 +177,7 @@ absl::StatusOr<v1::SessionSummary> RpcClient::Watch(
       }
     }
     const absl::Status st = FromGrpcStatus(reader->Finish());
+    if (st.ok() && seen) return last;  // the session finished: the server ended the stream
     if (absl::IsDeadlineExceeded(st)) break;
     if (!st.ok() && !absl::IsUnavailable(st) && !absl::IsCancelled(st)) return st;
     if (!st.ok()) absl::SleepFor(absl::Milliseconds(200));  // server restarting

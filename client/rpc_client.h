@@ -80,12 +80,17 @@ class RpcClient {
   absl::StatusOr<v1::QueryExperienceResponse> QueryExperience(
       const v1::QueryExperienceRequest& req);
 
-  // Streams the session's events (a snapshot first, again after each
-  // reconnect) to `on_event` until it returns false; DEADLINE_EXCEEDED after
-  // `timeout`. Reconnects when the server restarts. Returns the last summary.
+  // Streams the session's events to `on_event` until it returns false or
+  // the session has finished (the server ends the stream); DEADLINE_EXCEEDED
+  // after `timeout`. Starts after event `after_seq` (0: a snapshot first;
+  // Doctor and Run return the seq that shows all of their trials), and
+  // after a reconnect (a server restart) from the last event seen, or a
+  // snapshot when the server no longer has it. Returns the last summary.
   absl::StatusOr<v1::SessionSummary> Watch(
       const std::string& session_id, absl::Duration timeout,
-      const std::function<bool(const v1::SessionEvent&)>& on_event);
+      const std::function<bool(const v1::SessionEvent&)>& on_event, int64_t after_seq = 0);
+  absl::StatusOr<v1::ListAgentsResponse> ListAgents(const v1::ListAgentsRequest& req);
+  absl::StatusOr<v1::AgentInfo> SetAgentState(const v1::SetAgentStateRequest& req);
 
   // Watch until the session leaves `while_stage`.
   absl::StatusOr<v1::SessionSummary> WatchWhile(

@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/status_macros.h"
 
@@ -74,9 +75,37 @@ absl::StatusOr<storage::AgentRecord*> AgentRegistry::Bound(const std::string& id
   return a;
 }
 
+bool AgentRegistry::Heard(const std::string& id, int64_t now_ms) const {
+  auto it = agents_.find(id);
+  return it != agents_.end() && it->second.state != kAgentGone &&
+         it->second.last_heartbeat_ms >= now_ms - liveness_ms_;
+}
+
 bool AgentRegistry::Live(const std::string& id, int64_t now_ms) const {
   auto it = agents_.find(id);
-  return it != agents_.end() && it->second.last_heartbeat_ms >= now_ms - liveness_ms_;
+  return Heard(id, now_ms) && it->second.state == kAgentActive;
+}
+
+std::string AgentRegistry::Describe(const storage::AgentRecord& a) {
+  return absl::StrCat(a.id, " on ", a.host.empty() ? "?" : a.host, " (", a.gpu_count, " x ",
+                      a.gpu_model, "; executors ", a.executors.empty() ? "none" : a.executors,
+                      a.team.empty() ? "" : absl::StrCat("; team ", a.team),
+                      a.state == kAgentActive ? "" : absl::StrCat("; ", a.state), ")");
+}
+
+std::string AgentRegistry::WhyNoneFits(const TrialQueue::Requirement& req, int64_t now_ms) const {
+  if (!LiveFitting(req, now_ms).empty()) return "";
+  std::vector<std::string> heard;
+  for (const auto& [id, a] : agents_) {
+    if (Heard(id, now_ms)) heard.push_back(Describe(a));
+  }
+  return absl::StrCat(
+      "no live agent can run this session's trials: they need ", req.gpu_count, " x ",
+      req.gpu_model, " with the ", req.executor, " executor",
+      req.team.empty() ? "" : absl::StrCat(" for team ", req.team),
+      req.pool == SessionSpec::Pool::kTeam ? " on the team's own agents (pool: team)" : "",
+      "; live agents: ",
+      heard.empty() ? std::string("none") : absl::StrJoin(heard, ", "));
 }
 
 bool AgentRegistry::Fits(const storage::AgentRecord& a, const TrialQueue::Requirement& req) const {

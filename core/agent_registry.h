@@ -27,6 +27,12 @@
 
 namespace infrarsi {
 
+// Agent states (storage::AgentRecord::state).
+inline constexpr char kAgentActive[] = "active";
+inline constexpr char kAgentDraining[] = "draining";
+inline constexpr char kAgentQuarantined[] = "quarantined";
+inline constexpr char kAgentGone[] = "gone";
+
 class AgentRegistry {
  public:
   // An agent is live if it was heard from within `liveness`.
@@ -46,7 +52,17 @@ class AgentRegistry {
   // NOT_FOUND for an unknown id, PERMISSION_DENIED for another token.
   absl::StatusOr<storage::AgentRecord*> Bound(const std::string& id, const Principal& who);
 
+  // Heard from within the liveness period and not deregistered.
+  bool Heard(const std::string& id, int64_t now_ms) const;
+  // Heard, and active: it takes work (not draining or quarantined).
   bool Live(const std::string& id, int64_t now_ms) const;
+  // Every agent, by id.
+  const std::map<std::string, storage::AgentRecord>& All() const { return agents_; }
+  // "agt-1 on node-3 (8 x H100; executors process; draining)".
+  static std::string Describe(const storage::AgentRecord& a);
+  // Why no live agent can take work that needs `req` (what it needs, and
+  // the agents heard from, with what they have); "" when one can.
+  std::string WhyNoneFits(const TrialQueue::Requirement& req, int64_t now_ms) const;
   // Whether agent `a` fits work that needs `req` (hardware, executor,
   // tenancy).
   bool Fits(const storage::AgentRecord& a, const TrialQueue::Requirement& req) const;

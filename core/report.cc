@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/agent_health.h"
 #include "core/audit.h"
 #include "core/integrity.h"
 #include "core/model_optimizer.h"
@@ -119,6 +120,13 @@ absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
     c.cost_s = t.cost_s;
     ASSIGN_OR_RETURN(c.config, DecodeConfigJson(t.config));
     costs.push_back(std::move(c));
+  }
+  for (const BrokenHost& h : FindBrokenHosts(trials)) {
+    v1::SessionReport::BrokenHost* b = rep.add_broken_hosts();
+    b->set_agent_id(h.agent_id);
+    b->set_failed(static_cast<int32_t>(h.trial_ids.size()));
+    b->set_first_error(h.first_error);
+    for (int64_t id : h.trial_ids) b->add_trial_ids(id);
   }
   for (const FailureCost& c : FailureCosts(in.spec, costs)) {
     v1::SessionReport::FailureCost* f = rep.add_failure_costs();

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/agent_health.h"
 #include "core/agent_policy.h"
 #include "core/agent_registry.h"
 #include "core/agent_report.h"
@@ -148,6 +149,10 @@ std::string StageName(v1::Stage stage) {
     if (st == stage) return name;
   }
   return "unspecified";
+}
+
+bool IsFinishedStage(v1::Stage stage) {
+  return stage == v1::STAGE_SEARCHED || IsTerminalStage(stage);
 }
 
 v1::Stage StageFromName(const std::string& name) {
@@ -318,6 +323,7 @@ absl::StatusOr<std::unique_ptr<SessionManager::SessionState>> SessionManager::Re
   if (!s->rec.search.empty()) s->search = DecodeSearchRecord(s->rec.search);
   ASSIGN_OR_RETURN(auto trials, storage->ListTrials(s->rec.id));
   for (const auto& t : trials) {
+    s->host_failures += t.status == ts::kFailed || t.status == ts::kTimeout;
     if (t.purpose != "search") continue;
     ++s->search_total;
     if (IsInFlightStatus(t.status)) ++s->search_in_flight;
@@ -562,14 +568,17 @@ v1::SessionSummary SessionManager::SummaryOf(const SessionState& s) {
   out.set_created_unix_ms(s.rec.created_ms);
   out.set_error(s.rec.error);
   out.set_applied_commit(s.rec.applied_commit);
+  out.set_notice(s.notice);
+  out.set_last_event_seq(s.events.empty() ? s.dropped_through_seq : s.events.back().seq());
   return out;
 }
 
 void SessionManager::EmitLocked(SessionState& s, const std::string& kind,
-                                const storage::TrialRecord* trial) {
+                                const storage::TrialRecord* trial, const std::string& message) {
   v1::SessionEvent ev;
   ev.set_seq(next_seq_.fetch_add(1));
   ev.set_kind(kind);
+  ev.set_message(message);
   if (trial) *ev.mutable_trial() = TrialViewOf(*trial);
   *ev.mutable_session() = SummaryOf(s);
   s.events.push_back(std::move(ev));
@@ -612,6 +621,7 @@ absl::Status SessionManager::SaveSessionLocked(SessionState& s, const std::strin
   s.rec.updated_ms = NowMs();
   RETURN_IF_ERROR(options_.storage->UpdateSession(s.rec));
   PublishStageLocked(s);
+  if (!IsLeasingStage(StageFromName(stage))) s.notice.clear();  // nothing waits any more
   // A search that ended lets go of its inputs (the spec's copy, the bank's
   // seeds and related trials), keeping what the report shows.
   if (StageFromName(stage) != v1::STAGE_RUNNING &&
@@ -747,6 +757,7 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorReques
     s->rec.doctor_repeats = repeats;
     return SaveSessionLocked(*s, StageName(v1::STAGE_DOCTORING));
   }));
+  RefreshNoticeLocked(*s);  // said at once when no agent can run it
   work_cv_.SignalAll();
   return SummaryOf(*s);
 }
@@ -758,11 +769,15 @@ absl::Status SessionManager::AdvanceDoctorLocked(SessionState& s) {
   std::set<std::string> fields;
   int timed_steps = 0;
   const storage::TrialRecord* violated = nullptr;
+  const storage::TrialRecord* first_lost = nullptr;  // the first run that did not finish ok
+  int doctor_runs = 0;
   for (const auto& t : trials) {
     if (t.purpose != "doctor") continue;
     if (IsInFlightStatus(t.status)) return absl::OkStatus();  // not done yet
+    ++doctor_runs;
     ++statuses[t.status];
     if (t.status == ts::kViolation && violated == nullptr) violated = &t;
+    if (t.status != ts::kOk && t.status != ts::kCancelled && first_lost == nullptr) first_lost = &t;
     if (t.status != ts::kOk) continue;
     ASSIGN_OR_RETURN(auto steps, options_.storage->ListSteps(t.id));
     DoctorRun run;
@@ -814,9 +829,18 @@ absl::Status SessionManager::AdvanceDoctorLocked(SessionState& s) {
     return fail(absl::StrCat("doctor: the baseline itself breaks the contract (",
                              violated->violation, "): ", violated->error));
   }
+  // Runs that did not finish ok, said with the first one's error and host.
+  auto lost = [&] {
+    return absl::StrCat(
+        "(", absl::StrJoin(statuses, ", ", absl::PairFormatter("=")), "); the first, trial ",
+        first_lost->id, " on agent ", first_lost->agent.empty() ? "?" : first_lost->agent, ": ",
+        first_lost->error.empty() ? first_lost->status : first_lost->error.substr(0, 500));
+  };
   if (runs.empty()) {
-    return fail(absl::StrCat("doctor: no baseline run succeeded (",
-                             absl::StrJoin(statuses, ", ", absl::PairFormatter("=")), ")"));
+    return fail(first_lost != nullptr
+                    ? absl::StrCat("doctor: no baseline run succeeded ", lost())
+                    : absl::StrCat("doctor: no baseline run succeeded (",
+                                   absl::StrJoin(statuses, ", ", absl::PairFormatter("=")), ")"));
   }
   // Instrumentation: the contract can only be checked on what is reported.
   std::vector<std::string> missing;
@@ -854,6 +878,12 @@ absl::Status SessionManager::AdvanceDoctorLocked(SessionState& s) {
         "the workload is not deterministic enough to verify (fix its seeds or loosen "
         "contract.loss_abs_tol)",
         worst, worst_tol));
+  }
+  if (first_lost != nullptr) {
+    report.set_warning(absl::StrCat(report.warning(), report.warning().empty() ? "" : "; ",
+                                    doctor_runs - static_cast<int>(runs.size()), " of ",
+                                    doctor_runs, " baseline runs were lost ", lost(),
+                                    "; the baseline rests on the other ", runs.size()));
   }
   if (std::fabs(report.drift()) > std::max(0.02, 3 * report.cv())) {
     report.set_warning(absl::StrCat(
@@ -903,12 +933,17 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
     RETURN_IF_ERROR(SaveSessionLocked(*s, StageName(v1::STAGE_RUNNING)));
     return FillWindowLocked(*s);
   }));
+  RefreshNoticeLocked(*s);
+  // Where a watch starts to see every trial of the run.
+  const int64_t watch_from = SummaryOf(*s).last_event_seq();
   // The first proposals, outside the lock; the summary shows them queued.
   lock.Release();
   RETURN_IF_ERROR(ProposePending(s->rec.id, /*wait_for_busy=*/true));
   work_cv_.SignalAll();
   absl::MutexLock again(&s->sync.mu);
-  return SummaryOf(*s);
+  v1::SessionSummary out = SummaryOf(*s);
+  out.set_last_event_seq(watch_from);
+  return out;
 }
 
 absl::Status SessionManager::CheckLeaseHolder(const storage::TrialRecord& t,
@@ -1183,8 +1218,27 @@ absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
       // Keeping an id is for the agent that registered it: same token.
       ASSIGN_OR_RETURN(storage::AgentRecord * old, registry_.Bound(r.agent_id(), who));
       a.id = old->id;
+      // A drain or a quarantine outlives a reconnect; a deregistered
+      // agent that comes back is active again.
+      if (old->state != kAgentGone) {
+        a.state = old->state;
+        a.state_reason = old->state_reason;
+      }
     } else {
       a.id = NewId("agt");
+    }
+    // A quarantined host stays quarantined under a new id (an agent that is
+    // restarted registers afresh) until an admin resumes it.
+    if (a.state == kAgentActive) {
+      for (const auto& [id, other] : registry_.All()) {
+        if (other.state == kAgentQuarantined && other.host == r.host() &&
+            other.token_id == who.token_id) {
+          a.state = kAgentQuarantined;
+          a.state_reason = absl::StrCat("host ", r.host(), " was quarantined as ", id, ": ",
+                                        other.state_reason);
+          break;
+        }
+      }
     }
   }
   a.host = r.host();
@@ -1258,6 +1312,8 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
       ASSIGN_OR_RETURN(storage::AgentRecord * bound, registry_.Bound(agent_id, who));
       bound->last_heartbeat_ms = NowMs();
       agent = *bound;
+      // Draining, quarantined or gone: it finishes what it holds, takes no more.
+      if (agent.state != kAgentActive) return std::optional<v1::TrialAssignment>();
       // Only work this agent could run is looked at: the requirement
       // (hardware, executor, tenancy) first, then the trial (its stage,
       // refusals, command policy, pinning).
@@ -1350,6 +1406,192 @@ absl::Status SessionManager::ReturnUndelivered(int64_t trial_id, const std::stri
     return absl::OkStatus();
   }));
   work_cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::DeregisterAgentResponse> SessionManager::DeregisterAgent(
+    const v1::DeregisterAgentRequest& r, const Principal& who) {
+  storage::AgentRecord copy;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(storage::AgentRecord * agent, registry_.Bound(r.agent_id(), who));
+    agent->state = kAgentGone;
+    agent->state_reason = "deregistered";
+    copy = *agent;
+  }
+  RETURN_IF_ERROR(options_.storage->PutAgent(copy));
+  ASSIGN_OR_RETURN(int requeued, RequeueLeasesOf(copy.id, "deregistered"));
+  v1::DeregisterAgentResponse resp;
+  resp.set_requeued(requeued);
+  return resp;
+}
+
+absl::StatusOr<int> SessionManager::RequeueLeasesOf(const std::string& agent_id,
+                                                    const std::string& why) {
+  std::vector<storage::TrialRecord> held;
+  for (const char* status : {ts::kLeased, ts::kRunning}) {
+    ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrialsByStatus(status, 100000));
+    for (auto& t : trials) {
+      if (t.lease_agent == agent_id) held.push_back(std::move(t));
+    }
+  }
+  int requeued = 0;
+  for (const storage::TrialRecord& seen : held) {
+    ASSIGN_OR_RETURN(SessionRef s, RecordedSession(seen));
+    absl::MutexLock lock(&s->sync.mu);
+    ASSIGN_OR_RETURN(storage::TrialRecord t, options_.storage->GetTrial(seen.id));
+    if (!IsLeased(t.status) || t.lease_token != seen.lease_token) continue;
+    t.status = ts::kQueued;
+    t.attempts = std::max(0, t.attempts - 1);  // handed back, not lost
+    t.lease_deadline_ms = 0;
+    t.pin_agent.clear();
+    t.note = absl::StrCat("agent ", agent_id, " ", why, "; re-queued");
+    RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
+      RETURN_IF_ERROR(options_.storage->DeleteSteps(t.id));
+      RETURN_IF_ERROR(WriteTrialLocked(*s, t));
+      EmitLocked(*s, "trial_requeued", &t);
+      return absl::OkStatus();
+    }));
+    ++requeued;
+  }
+  if (requeued > 0) work_cv_.SignalAll();
+  return requeued;
+}
+
+v1::AgentInfo SessionManager::AgentInfoOf(const storage::AgentRecord& a) const {
+  v1::AgentInfo out;
+  out.set_agent_id(a.id);
+  out.set_host(a.host);
+  out.set_gpu_model(a.gpu_model);
+  out.set_gpu_count(a.gpu_count);
+  for (absl::string_view e : absl::StrSplit(a.executors, ',', absl::SkipEmpty())) {
+    out.add_executors(std::string(e));
+  }
+  out.set_team(a.team);
+  out.set_last_seen_unix_ms(a.last_heartbeat_ms);
+  out.set_live(registry_.Heard(a.id, NowMs()));
+  out.set_state(a.state);
+  out.set_state_reason(a.state_reason);
+  return out;
+}
+
+absl::StatusOr<v1::ListAgentsResponse> SessionManager::ListAgents(const v1::ListAgentsRequest& r,
+                                                                  const Principal& who) {
+  RETURN_IF_ERROR(Authorize(who, Action::kRead));
+  v1::ListAgentsResponse resp;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, a] : registry_.All()) {
+      if (a.state == kAgentGone && !r.include_gone()) continue;
+      // A team sees the shared pool and its own agents.
+      if (!who.open && who.role != Role::kAdmin && !a.team.empty() && a.team != who.team) continue;
+      *resp.add_agents() = AgentInfoOf(a);
+    }
+  }
+  // What each ran, from an index on the reader, without any lock.
+  for (v1::AgentInfo& info : *resp.mutable_agents()) {
+    ASSIGN_OR_RETURN(auto counts, reader_->CountAgentTrials(info.agent_id()));
+    for (const auto& [status, n] : counts) {
+      if (status == ts::kOk) {
+        info.set_trials_ok(info.trials_ok() + n);
+      } else if (status == ts::kFailed || status == ts::kTimeout) {
+        info.set_trials_failed(info.trials_failed() + n);
+      } else if (!IsInFlightStatus(status)) {
+        info.set_trials_other(info.trials_other() + n);
+      }
+    }
+  }
+  return resp;
+}
+
+absl::StatusOr<v1::AgentInfo> SessionManager::SetAgentState(const v1::SetAgentStateRequest& r,
+                                                             const Principal& who) {
+  if (!who.open && who.role != Role::kAdmin) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "permission denied: role ", RoleName(who.role),
+        " may not drain, quarantine or resume agents (an admin's)"));
+  }
+  if (r.state() != kAgentActive && r.state() != kAgentDraining &&
+      r.state() != kAgentQuarantined) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state: must be draining, quarantined or active (resume); got '", r.state(), "'"));
+  }
+  if (r.reason().size() > 1024) {
+    return absl::InvalidArgumentError("reason: at most 1024 bytes");
+  }
+  storage::AgentRecord copy;
+  v1::AgentInfo info;
+  {
+    absl::MutexLock lock(&mu_);
+    storage::AgentRecord* a = registry_.Find(r.agent_id());
+    if (a == nullptr) {
+      return absl::NotFoundError(absl::StrCat("agent_id: no agent '", r.agent_id(), "'"));
+    }
+    if (a->state == kAgentGone) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("agent_id: agent ", a->id, " deregistered; it registers again to serve"));
+    }
+    a->state = r.state();
+    a->state_reason = r.state() == kAgentActive
+                          ? ""
+                          : (r.reason().empty() ? absl::StrCat(r.state(), " by an admin")
+                                                : r.reason());
+    copy = *a;
+    info = AgentInfoOf(*a);
+  }
+  RETURN_IF_ERROR(options_.storage->PutAgent(copy));
+  work_cv_.SignalAll();  // a resumed agent may take work now
+  return info;
+}
+
+void SessionManager::RefreshNoticeLocked(SessionState& s) {
+  std::string notice;
+  if (IsLeasingStage(StageFromName(s.rec.stage))) {
+    const TrialQueue::Requirement req = RequirementOf(s);
+    absl::MutexLock lock(&mu_);
+    notice = registry_.WhyNoneFits(req, NowMs());
+  }
+  if (notice == s.notice) return;
+  s.notice = notice;
+  EmitLocked(s, "notice", nullptr,
+             notice.empty() ? "an agent can take this session's work again" : notice);
+}
+
+void SessionManager::RefreshNotices() {
+  std::vector<SessionRef> leasing;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, e] : sessions_) {
+      if (e.leasing) leasing.push_back(PinLocked(e));
+    }
+  }
+  for (SessionRef& s : leasing) {
+    if (!s->sync.mu.TryLock()) continue;  // busy: the next tick
+    HeldLock lock(&s->sync.mu);
+    RefreshNoticeLocked(*s);
+  }
+}
+
+absl::Status SessionManager::QuarantineBrokenHostsLocked(SessionState& s) {
+  ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
+  for (const BrokenHost& h : FindBrokenHosts(trials, kQuarantineAfterFailures)) {
+    storage::AgentRecord copy;
+    {
+      absl::MutexLock lock(&mu_);
+      storage::AgentRecord* a = registry_.Find(h.agent_id);
+      if (a == nullptr || a->state != kAgentActive) continue;
+      a->state = kAgentQuarantined;
+      a->state_reason = absl::StrCat(h.trial_ids.size(), " trials of session ", s.rec.id,
+                                     " failed here that succeeded on other agents (first: ",
+                                     h.first_error.substr(0, 300), ")");
+      copy = *a;
+    }
+    RETURN_IF_ERROR(options_.storage->PutAgent(copy));
+    EmitLocked(s, "agent_quarantined", nullptr,
+               absl::StrCat("agent ", copy.id, " on ", copy.host, " quarantined: ",
+                            copy.state_reason, "; an admin resumes it with `infrarsi agents "
+                            "resume ", copy.id, "`"));
+  }
   return absl::OkStatus();
 }
 
@@ -1578,6 +1820,8 @@ absl::Status SessionManager::FinishTrialLocked(SessionState& s, storage::TrialRe
   RETURN_IF_ERROR(WriteTrialLocked(s, t));
   RETURN_IF_ERROR(
       options_.storage->AddBankEntry(Bank::EntryFor(s.rec, s.spec, t, NowMs())).status());
+  if (t.status == ts::kFailed || t.status == ts::kTimeout) ++s.host_failures;
+  if (s.host_failures > 0 && !t.agent.empty()) RETURN_IF_ERROR(QuarantineBrokenHostsLocked(s));
 
   const v1::Stage stage = StageFromName(s.rec.stage);
   if (t.purpose == "doctor") {
@@ -1634,6 +1878,7 @@ absl::Status SessionManager::RefuseLocked(SessionState& s, storage::TrialRecord&
 
 absl::Status SessionManager::ExpireLeases() {
   RETURN_IF_ERROR(RequeueExpired());
+  RefreshNotices();
   // Also retries refills a storage error or a busy session left pending.
   return ProposePending("", /*wait_for_busy=*/true);
 }

@@ -67,6 +67,8 @@ namespace infrarsi {
 // "initialized", "doctoring", ... for a Stage; "unspecified" otherwise.
 std::string StageName(v1::Stage stage);
 v1::Stage StageFromName(const std::string& name);
+// Searched, applied, cancelled or failed: nothing more happens by itself.
+bool IsFinishedStage(v1::Stage stage);
 
 class SessionManager {
  public:
@@ -155,7 +157,21 @@ class SessionManager {
                                                           const Principal& who = Principal::Open());
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& r,
                                                   const Principal& who = Principal::Open());
-  // Leases the oldest queued trial this agent can run, if any. Never blocks.
+  // A clean exit: the agent is no longer live (doctor runs stop being
+  // spread onto it) and trials it still holds go back to the queue without
+  // an attempt counted.
+  absl::StatusOr<v1::DeregisterAgentResponse> DeregisterAgent(
+      const v1::DeregisterAgentRequest& r, const Principal& who = Principal::Open());
+  // The agents `who` may see (an admin all, a team its own and the shared
+  // pool), with what each ran.
+  absl::StatusOr<v1::ListAgentsResponse> ListAgents(const v1::ListAgentsRequest& r,
+                                                    const Principal& who = Principal::Open());
+  // Admin only: "draining" (finishes what it holds, takes no more),
+  // "quarantined" (takes nothing until resumed), "active" (resume).
+  absl::StatusOr<v1::AgentInfo> SetAgentState(const v1::SetAgentStateRequest& r,
+                                              const Principal& who = Principal::Open());
+  // Leases the oldest queued trial this agent can run, if any (none for an
+  // agent that is draining, quarantined or gone). Never blocks.
   absl::StatusOr<std::optional<v1::TrialAssignment>> TryLease(
       const std::string& agent_id, const Principal& who = Principal::Open());
   // A lease TryLease handed to a call whose caller had gone by the time it
@@ -179,7 +195,8 @@ class SessionManager {
   // calls it every few minutes, repeating while a call fills its limit.
   absl::StatusOr<int64_t> PruneSteps(int32_t limit = 20000);
 
-  // Re-queues (or fails, after max_attempts) trials whose lease expired.
+  // Re-queues (or fails, after max_attempts) trials whose lease expired,
+  // and says on each waiting session's stream why no agent takes its work.
   // The server's reaper calls it periodically (not the lease path, which
   // every long-polling agent hits on each wake-up).
   absl::Status ExpireLeases();
@@ -239,6 +256,12 @@ class SessionManager {
     // changed after: a proposal made outside the lock holds them.
     std::shared_ptr<const SearchInputs> search = std::make_shared<const SearchInputs>();
     std::string stop_reason;  // set when the search stops early
+    // Why its work waits (SessionSummary.notice); not stored: the reaper
+    // says it again after a restart.
+    std::string notice;
+    // Its trials that failed or timed out: while there are none, no host
+    // can be broken by its evidence (the check is skipped).
+    int host_failures = 0;
 
     // The session's lock and the signal of its events. A copy of the state
     // (TransactLocked's snapshot) copies the data only: the copy gets a
@@ -326,7 +349,8 @@ class SessionManager {
   // A session's summary, from its state alone (the caller keeps `s` from
   // changing: its lock, or a state of its own).
   static v1::SessionSummary SummaryOf(const SessionState& s);
-  void EmitLocked(SessionState& s, const std::string& kind, const storage::TrialRecord* trial);
+  void EmitLocked(SessionState& s, const std::string& kind, const storage::TrialRecord* trial,
+                  const std::string& message = "");
   // Runs `fn` as one storage transaction. If it fails, the session's
   // in-memory state is put back as it was and the events it emitted are
   // dropped, so memory never runs ahead of the database.
@@ -390,6 +414,19 @@ class SessionManager {
   // An agent's policy refused trial `t`: it goes to another agent that may
   // run it, or fails when none is left.
   absl::Status RefuseLocked(SessionState& s, storage::TrialRecord& t, const std::string& why);
+  // Sets s.notice (and says so on its stream when it changed): why no live
+  // agent can take its work, or "" when one can or it has none.
+  void RefreshNoticeLocked(SessionState& s);
+  // RefreshNoticeLocked for every session that leases, but busy ones.
+  void RefreshNotices() ABSL_LOCKS_EXCLUDED(mu_);
+  // Quarantines agents whose trials in `s` failed where the same setting
+  // succeeded on another agent (kQuarantineAfterFailures of them).
+  absl::Status QuarantineBrokenHostsLocked(SessionState& s);
+  // Puts the trials agent `agent_id` holds back in the queue (no attempt
+  // counted), noting `why`. Returns how many.
+  absl::StatusOr<int> RequeueLeasesOf(const std::string& agent_id, const std::string& why);
+  v1::AgentInfo AgentInfoOf(const storage::AgentRecord& a) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A fresh, unpredictable id ("ses-3f2a...").
   static std::string NewId(const std::string& prefix);
   int64_t NowMs() const;

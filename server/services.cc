@@ -104,6 +104,19 @@ grpc::Status SessionServiceImpl::CancelSession(grpc::ServerContext* ctx,
   return Reply(ctx, __func__, m_->Cancel(req->session_id(), who), resp);
 }
 
+grpc::Status SessionServiceImpl::ListAgents(grpc::ServerContext* ctx,
+                                            const v1::ListAgentsRequest* req,
+                                            v1::ListAgentsResponse* resp) {
+  INFRARSI_CALLER(who, Caller(ctx, auth_));
+  return Reply(ctx, __func__, m_->ListAgents(*req, who), resp);
+}
+grpc::Status SessionServiceImpl::SetAgentState(grpc::ServerContext* ctx,
+                                               const v1::SetAgentStateRequest* req,
+                                               v1::AgentInfo* resp) {
+  INFRARSI_CALLER(who, Caller(ctx, auth_));
+  return Reply(ctx, __func__, m_->SetAgentState(*req, who), resp);
+}
+
 grpc::Status SessionServiceImpl::WatchSession(grpc::ServerContext* ctx,
                                               const v1::WatchSessionRequest* req,
                                               grpc::ServerWriter<v1::SessionEvent>* writer) {
@@ -125,6 +138,13 @@ grpc::Status SessionServiceImpl::WatchSession(grpc::ServerContext* ctx,
       if (!writer->Write(ev)) return grpc::Status::OK;  // client went away
       after = std::max(after, ev.seq());
     }
+    // A finished session's stream ends once what it had to say was sent.
+    if (!events->empty()) {
+      if (IsFinishedStage(events->back().session().stage())) break;
+    } else if (auto now = m_->GetSession(req->session_id(), who);
+               now.ok() && IsFinishedStage(now->stage())) {
+      break;
+    }
   }
   return grpc::Status::OK;
 }
@@ -134,6 +154,12 @@ grpc::Status AgentServiceImpl::RegisterAgent(grpc::ServerContext* ctx,
                                              v1::RegisterAgentResponse* resp) {
   INFRARSI_CALLER(who, AgentCaller(ctx, auth_));
   return Reply(ctx, __func__, m_->RegisterAgent(*req, who), resp);
+}
+grpc::Status AgentServiceImpl::DeregisterAgent(grpc::ServerContext* ctx,
+                                               const v1::DeregisterAgentRequest* req,
+                                               v1::DeregisterAgentResponse* resp) {
+  INFRARSI_CALLER(who, AgentCaller(ctx, auth_));
+  return Reply(ctx, __func__, m_->DeregisterAgent(*req, who), resp);
 }
 grpc::Status AgentServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                          v1::HeartbeatResponse* resp) {

@@ -30,6 +30,10 @@ class SessionServiceImpl final : public v1::SessionService::Service {
                             v1::ListSessionsResponse*) override;
   grpc::Status CancelSession(grpc::ServerContext*, const v1::CancelSessionRequest*,
                              v1::SessionSummary*) override;
+  grpc::Status ListAgents(grpc::ServerContext*, const v1::ListAgentsRequest*,
+                          v1::ListAgentsResponse*) override;
+  grpc::Status SetAgentState(grpc::ServerContext*, const v1::SetAgentStateRequest*,
+                             v1::AgentInfo*) override;
   grpc::Status WatchSession(grpc::ServerContext*, const v1::WatchSessionRequest*,
                             grpc::ServerWriter<v1::SessionEvent>*) override;
 
@@ -47,6 +51,8 @@ class AgentServiceImpl final : public v1::AgentService::Service {
       : m_(m), auth_(auth), polls_(polls) {}
   grpc::Status RegisterAgent(grpc::ServerContext*, const v1::RegisterAgentRequest*,
                              v1::RegisterAgentResponse*) override;
+  grpc::Status DeregisterAgent(grpc::ServerContext*, const v1::DeregisterAgentRequest*,
+                               v1::DeregisterAgentResponse*) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*,
                          v1::HeartbeatResponse*) override;
   grpc::Status LeaseTrial(grpc::ServerContext*, const v1::LeaseTrialRequest*,

@@ -192,6 +192,14 @@ CREATE INDEX sessions_by_stage ON sessions(stage);
     R"sql(
 ALTER TABLE sessions ADD COLUMN search TEXT NOT NULL DEFAULT '';
 )sql",
+    // v9: agents an operator can see and steer: their state (active,
+    // draining, quarantined, gone) and why; trials counted per agent from
+    // an index.
+    R"sql(
+ALTER TABLE agents ADD COLUMN state TEXT NOT NULL DEFAULT 'active';
+ALTER TABLE agents ADD COLUMN state_reason TEXT NOT NULL DEFAULT '';
+CREATE INDEX trials_by_agent ON trials(agent, status);
+)sql",
 };
 constexpr int kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -404,7 +412,7 @@ constexpr char kBankCols[] =
 
 constexpr char kAgentCols[] =
     "id, host, gpu_model, gpu_count, memory_per_gpu_gib, executors, registered_ms, "
-    "last_heartbeat_ms, token_id, team, serves, commands";
+    "last_heartbeat_ms, token_id, team, serves, commands, state, state_reason";
 
 AgentRecord ReadAgent(const Stmt& st) {
   AgentRecord a;
@@ -420,6 +428,8 @@ AgentRecord ReadAgent(const Stmt& st) {
   a.team = st.Text(9);
   a.serves = st.Text(10);
   a.commands = st.Text(11);
+  a.state = st.Text(12);
+  a.state_reason = st.Text(13);
   return a;
 }
 
@@ -746,7 +756,7 @@ absl::Status SqliteStorage::PutAgent(const AgentRecord& a) {
   Stmt st(db_, InsertSql("INSERT OR REPLACE", "agents", kAgentCols).c_str());
   st.Bind(a.id).Bind(a.host).Bind(a.gpu_model).Bind(a.gpu_count).Bind(a.memory_per_gpu_gib)
       .Bind(a.executors).Bind(a.registered_ms).Bind(a.last_heartbeat_ms).Bind(a.token_id)
-      .Bind(a.team).Bind(a.serves).Bind(a.commands);
+      .Bind(a.team).Bind(a.serves).Bind(a.commands).Bind(a.state).Bind(a.state_reason);
   return st.Run();
 }
 
@@ -763,6 +773,20 @@ absl::StatusOr<std::vector<AgentRecord>> SqliteStorage::ListAgents() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   Stmt st(db_, absl::StrCat("SELECT ", kAgentCols, " FROM agents ORDER BY id").c_str());
   return CollectRows(st, ReadAgent);
+}
+
+absl::StatusOr<std::map<std::string, int64_t>> SqliteStorage::CountAgentTrials(
+    const std::string& agent_id) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, "SELECT status, COUNT(*) FROM trials WHERE agent=? GROUP BY status");
+  st.Bind(agent_id);
+  std::map<std::string, int64_t> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out[st.Text(0)] = st.Int(1);
+  }
+  return out;
 }
 
 absl::StatusOr<int64_t> SqliteStorage::AddBankEntry(const BankRecord& b) {

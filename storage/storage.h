@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -150,6 +151,11 @@ struct AgentRecord {
   std::string team;
   std::string serves = "[]";
   std::string commands = "[]";
+  // "active" (takes work), "draining" (finishes what it holds, takes no
+  // more), "quarantined" (takes no work until an admin resumes it) or
+  // "gone" (deregistered); why, for the last three.
+  std::string state = "active";
+  std::string state_reason;
 };
 
 // A team's repository, registered by an admin on the server host: sessions
@@ -260,6 +266,9 @@ class Storage {
   virtual absl::Status PutAgent(const AgentRecord& a) = 0;
   virtual absl::StatusOr<AgentRecord> GetAgent(const std::string& id) = 0;
   virtual absl::StatusOr<std::vector<AgentRecord>> ListAgents() = 0;
+  // Finished trials agent `agent_id` ran, by status (from an index).
+  virtual absl::StatusOr<std::map<std::string, int64_t>> CountAgentTrials(
+      const std::string& agent_id) = 0;
 
   virtual absl::StatusOr<int64_t> AddBankEntry(const BankRecord& b) = 0;
   // Changes the status of the entry of `trial_id` (a verdict revised after

@@ -260,6 +260,24 @@ absl::Status Agent::RunLoop() {
   }
   Stop();
   heartbeat.join();
+  // A clean exit says so: the server stops counting this agent as live at
+  // once (no doctor run is pinned to it any more) and requeues anything it
+  // still holds. Best effort: a server that is gone finds out by liveness.
+  {
+    v1::DeregisterAgentRequest req;
+    req.set_agent_id(agent_id());
+    v1::DeregisterAgentResponse resp;
+    grpc::ClientContext ctx;
+    AddToken(&ctx, options_.token);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    if (const absl::Status st = FromGrpcStatus(stub_->DeregisterAgent(&ctx, req, &resp)); st.ok()) {
+      spdlog::info("deregistered {}{}", agent_id(),
+                   resp.requeued() > 0 ? absl::StrCat(" (", resp.requeued(), " trials requeued)")
+                                       : std::string());
+    } else {
+      spdlog::warn("deregister: {}", st.ToString());
+    }
+  }
   return absl::IsCancelled(result) ? absl::OkStatus() : result;
 }
 

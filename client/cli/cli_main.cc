@@ -17,6 +17,7 @@
 #include "client/cli/report_format.h"
 #include "client/rpc_client.h"
 #include "core/file_util.h"
+#include "core/session_manager.h"
 #include "core/sim_landscape.h"
 
 namespace {
@@ -33,13 +34,28 @@ int Fail(const absl::Status& st) {
   return 1;
 }
 
-// Follows a Doctor or Run stage (with its verification) to its end,
-// printing each finished trial.
+// Follows a Doctor or Run stage (with its verification; any stage to the
+// session's end for kAny) from event `after_seq`, printing each finished
+// trial and, once each, why work waits and which hosts were quarantined.
+constexpr v1::Stage kAny = v1::STAGE_UNSPECIFIED;
 absl::StatusOr<v1::SessionSummary> Follow(RpcClient& c, const std::string& id, v1::Stage stage,
-                                          double timeout_s) {
-  return c.Watch(id, absl::Seconds(timeout_s), [stage](const v1::SessionEvent& ev) {
+                                          double timeout_s, int64_t after_seq = 0) {
+  std::string said;  // the notice last printed
+  return c.Watch(id, absl::Seconds(timeout_s), [stage, &said](const v1::SessionEvent& ev) {
     const v1::Stage now = ev.session().stage();
-    const bool going = now == stage || (stage == v1::STAGE_RUNNING && now == v1::STAGE_VERIFYING);
+    const bool going = stage == kAny ? !infrarsi::IsFinishedStage(now)
+                                     : now == stage || (stage == v1::STAGE_RUNNING &&
+                                                        now == v1::STAGE_VERIFYING);
+    const std::string& notice = ev.session().notice();
+    if ((ev.kind() == "notice" || ev.kind() == "snapshot") && notice != said) {
+      if (!notice.empty()) std::cerr << "  waiting: " << notice << "\n";
+      else if (!said.empty()) std::cerr << "  " << ev.message() << "\n";
+      said = notice;
+    }
+    if (ev.kind() == "agent_quarantined") std::cerr << "  ! " << ev.message() << "\n";
+    if (stage == kAny && ev.kind() == "stage_changed") {
+      std::cerr << "  stage: " << ev.session().stage_name() << "\n";
+    }
     if (ev.kind() != "trial_finished") return going;
     const auto& t = ev.trial();
     const auto& s = ev.session();
@@ -56,7 +72,7 @@ absl::StatusOr<v1::SessionSummary> Follow(RpcClient& c, const std::string& id, v
         time, s.trials_done(), s.trials_planned(), s.best_step_time_s(), s.best_speedup(),
         infrarsi::client::FormatConfig(t.config()));
     return going;
-  });
+  }, after_seq);
 }
 
 }  // namespace
@@ -112,6 +128,28 @@ int main(int argc, char** argv) {
                     "new branch to create (a retry finds the same commit there)")
       ->required();
   apply->add_flag("--dry-run", dry_run, "show the commit without making it");
+
+  auto* watch = app.add_subcommand(
+      "watch", "re-attach to a session in any stage: its progress until it finishes");
+  watch->add_option("id", id, "session id")->required();
+
+  auto* agents = app.add_subcommand(
+      "agents", "the agents you may see: host, GPUs, executors, last seen, trials, state");
+  bool all_agents = false;
+  agents->add_flag("--all", all_agents, "deregistered agents too");
+  agents->add_flag("--json", json, "JSON output");
+  std::string agent_id, agent_reason;
+  std::map<std::string, CLI::App*> agent_actions;
+  for (const auto& [name, help] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"drain", "admin: finish what it holds, take no more work"},
+           {"quarantine", "admin: take no work until resumed"},
+           {"resume", "admin: take work again"}}) {
+    CLI::App* a = agents->add_subcommand(name, help);
+    a->add_option("agent_id", agent_id, "agent id")->required();
+    if (name != "resume") a->add_option("--reason", agent_reason, "shown with its state");
+    agent_actions[name] = a;
+  }
 
   auto* cancel = app.add_subcommand("cancel", "cancel a session and its queued trials");
   cancel->add_option("id", id, "session id")->required();
@@ -202,8 +240,9 @@ int main(int argc, char** argv) {
     v1::DoctorRequest r;
     r.set_session_id(id);
     r.set_repeats(repeats);
-    if (auto s = c.Doctor(r); !s.ok()) return Fail(s.status());
-    auto s = Follow(c, id, v1::STAGE_DOCTORING, wait_s);
+    auto started = c.Doctor(r);
+    if (!started.ok()) return Fail(started.status());
+    auto s = Follow(c, id, v1::STAGE_DOCTORING, wait_s, started->last_event_seq());
     if (!s.ok()) return Fail(s.status());
     if (s->stage() != v1::STAGE_DOCTORED) {
       return Fail(absl::FailedPreconditionError(
@@ -218,8 +257,9 @@ int main(int argc, char** argv) {
     v1::RunRequest r;
     r.set_session_id(id);
     r.set_max_trials(max_trials);
-    if (auto s = c.Run(r); !s.ok()) return Fail(s.status());
-    auto s = Follow(c, id, v1::STAGE_RUNNING, wait_s);
+    auto started = c.Run(r);
+    if (!started.ok()) return Fail(started.status());
+    auto s = Follow(c, id, v1::STAGE_RUNNING, wait_s, started->last_event_seq());
     if (!s.ok()) return Fail(s.status());
     std::cout << absl::StrFormat("%s: %d trials, best %.4f s/step, speedup %.3fx, %s  %s\n",
                                  s->stage_name(), s->trials_done(), s->best_step_time_s(),
@@ -247,6 +287,33 @@ int main(int argc, char** argv) {
     if (!a->note.empty()) std::cout << "note: " << a->note << "\n";
     for (const auto& f : a->changed) std::cout << "  M " << f << "\n";
     std::cout << "\n" << a->plan.message();
+    return 0;
+  }
+  if (*watch) {
+    auto s = Follow(c, id, kAny, wait_s);
+    if (!s.ok()) return Fail(s.status());
+    std::cout << infrarsi::client::FormatSummary(*s) << "\n";
+    return 0;
+  }
+  if (*agents) {
+    for (const auto& [name, a] : agent_actions) {
+      if (!*a) continue;
+      v1::SetAgentStateRequest r;
+      r.set_agent_id(agent_id);
+      r.set_state(name == "drain" ? "draining" : name == "quarantine" ? "quarantined" : "active");
+      r.set_reason(agent_reason);
+      auto info = c.SetAgentState(r);
+      if (!info.ok()) return Fail(info.status());
+      v1::ListAgentsResponse one;
+      *one.add_agents() = *info;
+      std::cout << infrarsi::client::FormatAgents(one);
+      return 0;
+    }
+    v1::ListAgentsRequest r;
+    r.set_include_gone(all_agents);
+    auto l = c.ListAgents(r);
+    if (!l.ok()) return Fail(l.status());
+    std::cout << (json ? infrarsi::client::ToJson(*l) + "\n" : infrarsi::client::FormatAgents(*l));
     return 0;
   }
   if (*cancel) {

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace infrarsi::client {
@@ -35,6 +36,7 @@ std::string FormatSummary(const v1::SessionSummary& s) {
     absl::StrAppendFormat(&out, "  best %.4fs (%.2fx)", s.best_step_time_s(), s.best_speedup());
   }
   if (!s.error().empty()) absl::StrAppend(&out, "  error: ", s.error());
+  if (!s.notice().empty()) absl::StrAppend(&out, "\n  waiting: ", s.notice());
   return out;
 }
 
@@ -150,6 +152,12 @@ std::string FormatReport(const v1::SessionReport& r) {
                       "\n");
     }
   }
+  for (const auto& b : r.broken_hosts()) {
+    absl::StrAppendFormat(
+        &out, "Broken host: agent %s failed %d trial(s) that succeeded on other agents%s; first: %s\n",
+        b.agent_id(), b.failed(),
+        b.failed() >= 2 ? " (quarantined: `infrarsi agents` shows it)" : "", b.first_error());
+  }
   if (r.failure_costs_size() > 0) {
     absl::StrAppend(&out, "Failed-trial costs (GPU-seconds):\n");
     for (const auto& c : r.failure_costs()) {
@@ -216,6 +224,28 @@ std::string FormatBank(const v1::QueryExperienceResponse& r) {
                           e.status(), e.step_time_s(), e.peak_mem_gib(), FormatConfig(e.config()));
   }
   if (!r.next_page_token().empty()) absl::StrAppend(&out, "(more: --page-token ", r.next_page_token(), ")\n");
+  return out;
+}
+
+std::string FormatAgents(const v1::ListAgentsResponse& r) {
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  std::string out = absl::StrFormat("%-16s %-16s %-10s %-16s %9s %6s %6s %6s  %s\n", "agent",
+                                    "host", "gpus", "executors", "last seen", "ok", "failed",
+                                    "other", "state");
+  for (const auto& a : r.agents()) {
+    const std::string seen =
+        a.last_seen_unix_ms() > 0
+            ? absl::StrFormat("%ds ago", std::max<int64_t>(0, (now_ms - a.last_seen_unix_ms()) / 1000))
+            : std::string("never");
+    std::string state = a.state();
+    if (!a.live() && a.state() != "gone") state += " (not heard from)";
+    if (!a.state_reason().empty()) state += ": " + a.state_reason();
+    absl::StrAppendFormat(&out, "%-16s %-16s %-10s %-16s %9s %6d %6d %6d  %s\n", a.agent_id(),
+                          a.host(), absl::StrCat(a.gpu_count(), " x ", a.gpu_model()),
+                          absl::StrJoin(a.executors(), ","), seen, a.trials_ok(),
+                          a.trials_failed(), a.trials_other(), state);
+  }
+  if (r.agents().empty()) out += "(no agents)\n";
   return out;
 }
 

@@ -19,6 +19,8 @@ std::string FormatConfig(const google::protobuf::Map<std::string, std::string>& 
 std::string FormatReport(const v1::SessionReport& r);
 std::string FormatSummary(const v1::SessionSummary& s);
 std::string FormatBank(const v1::QueryExperienceResponse& r);
+// `infrarsi agents`: one line per agent.
+std::string FormatAgents(const v1::ListAgentsResponse& r);
 
 }  // namespace infrarsi::client
 

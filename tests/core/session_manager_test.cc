@@ -1665,5 +1665,264 @@ TEST_F(SessionManagerTest, AWatcherOfASessionThatLeftMemoryGetsASnapshot) {
   EXPECT_EQ(events->front().session().stage(), v1::STAGE_SEARCHED);
 }
 
+// ---- Issue 17: agents an operator can see and steer, waits that explain
+// themselves.
+
+// A registered agent on host `host`.
+std::string RegisterOn(SessionManager& m, const std::string& host, const std::string& gpu = "H200",
+                       const Principal& who = Principal::Open()) {
+  v1::RegisterAgentRequest r;
+  r.set_host(host);
+  r.set_gpu_model(gpu);
+  r.set_gpu_count(1);
+  r.add_executors("replay");
+  auto resp = m.RegisterAgent(r, who);
+  EXPECT_TRUE(resp.ok()) << resp.status();
+  return resp.ok() ? resp->agent_id() : "";
+}
+
+// Leases one trial for `agent` and completes it with `fn`; the trial id (0:
+// nothing to lease).
+int64_t RunOne(SessionManager& m, const std::string& agent,
+               const std::function<v1::TrialOutcome(const v1::TrialAssignment&)>& fn = Toy) {
+  auto lease = m.TryLease(agent);
+  EXPECT_TRUE(lease.ok()) << lease.status();
+  if (!lease.ok() || !lease->has_value()) return 0;
+  v1::CompleteTrialRequest c;
+  c.set_trial_id((*lease)->trial_id());
+  c.set_lease_token((*lease)->lease_token());
+  *c.mutable_outcome() = fn(**lease);
+  EXPECT_TRUE(m.CompleteTrial(c).ok());
+  return (*lease)->trial_id();
+}
+
+// Issue 17: doctor runs are spread over the agents seen in the last 90 s,
+// so after an agent exited cleanly its runs sat idle until it aged out, and
+// a trial it held waited for its lease to expire (an attempt burned). A
+// deregistered agent is gone at once: its pinned runs go to the others and
+// what it held is back in the queue with no attempt counted.
+TEST_F(SessionManagerTest, ADeregisteredAgentsWorkGoesToTheOthersAtOnce) {
+  const std::string a = RegisterOn(*m_, "node-a"), b = RegisterOn(*m_, "node-b");
+  const std::string id = NewSession();
+  ASSERT_TRUE(StartDoctor(id, 4).ok());  // pinned: two runs each
+  auto held = m_->TryLease(b);
+  ASSERT_TRUE(held.ok() && held->has_value());
+  v1::DeregisterAgentRequest d;
+  d.set_agent_id(b);
+  auto gone = m_->DeregisterAgent(d);
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_EQ(gone->requeued(), 1);
+  // Agent a takes all four, b's included, without any clock moving.
+  int ran = 0;
+  while (RunOne(*m_, a) != 0) ++ran;
+  EXPECT_EQ(ran, 4);
+  EXPECT_EQ(Get(id).stage(), v1::STAGE_DOCTORED);
+  auto rep = m_->Report(id);
+  for (const auto& t : rep->trials()) {
+    if (t.id() == (*held)->trial_id()) {
+      EXPECT_EQ(t.attempts(), 1) << "an attempt was burned";
+    }
+  }
+  // Its token's lease is void: a late completion from b is refused.
+  v1::CompleteTrialRequest late;
+  late.set_trial_id((*held)->trial_id());
+  late.set_lease_token((*held)->lease_token());
+  *late.mutable_outcome() = Toy(**held);
+  EXPECT_FALSE(m_->CompleteTrial(late).ok());
+  // Listed as gone only when asked for.
+  auto active = m_->ListAgents(v1::ListAgentsRequest());
+  ASSERT_TRUE(active.ok()) << active.status();
+  EXPECT_EQ(active->agents_size(), 1);
+  v1::ListAgentsRequest all;
+  all.set_include_gone(true);
+  auto with_gone = m_->ListAgents(all);
+  ASSERT_TRUE(with_gone.ok());
+  EXPECT_EQ(with_gone->agents_size(), 2);
+}
+
+// Issue 17: there was no way to list agents or to take one out of service.
+TEST_F(SessionManagerTest, AgentsAreListedAndAnAdminDrainsQuarantinesAndResumes) {
+  auto as = [](Role role, const std::string& token, const std::string& team) {
+    Principal p;
+    p.token_id = token;
+    p.role = role;
+    p.team = team;
+    return p;
+  };
+  const Principal pool = as(Role::kAgent, "tok-pool", ""), vision_agent = as(Role::kAgent, "tok-va", "vision"),
+                  audio_agent = as(Role::kAgent, "tok-aa", "audio"),
+                  vision = as(Role::kSubmitter, "tok-v", "vision"), admin = as(Role::kAdmin, "tok-adm", "");
+  const std::string shared = RegisterOn(*m_, "pool-1", "H200", pool);
+  RegisterOn(*m_, "vision-1", "H200", vision_agent);
+  RegisterOn(*m_, "audio-1", "H200", audio_agent);
+  auto seen = m_->ListAgents(v1::ListAgentsRequest(), vision);
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  std::set<std::string> hosts;
+  for (const auto& a : seen->agents()) hosts.insert(a.host());
+  EXPECT_EQ(hosts, (std::set<std::string>{"pool-1", "vision-1"})) << "a team sees another team's agents";
+  auto everyone = m_->ListAgents(v1::ListAgentsRequest(), admin);
+  ASSERT_TRUE(everyone.ok());
+  EXPECT_EQ(everyone->agents_size(), 3);
+
+  v1::SetAgentStateRequest drain;
+  drain.set_agent_id(shared);
+  drain.set_state("draining");
+  drain.set_reason("kernel upgrade");
+  EXPECT_TRUE(absl::IsPermissionDenied(m_->SetAgentState(drain, vision).status()));
+  auto drained = m_->SetAgentState(drain, admin);
+  ASSERT_TRUE(drained.ok()) << drained.status();
+  EXPECT_EQ(drained->state(), "draining");
+  EXPECT_EQ(drained->state_reason(), "kernel upgrade");
+  v1::SetAgentStateRequest bad = drain;
+  bad.set_state("asleep");
+  EXPECT_EQ(m_->SetAgentState(bad, admin).status().message().rfind("state: must be", 0), 0u);
+
+  const std::string id = m_->Init(InitReq(kSpec), vision)->session_id();
+  v1::DoctorRequest d;
+  d.set_session_id(id);
+  d.set_repeats(1);
+  ASSERT_TRUE(m_->Doctor(d, vision).ok());
+  // The vision agent could run it; drain only the pool agent and check it
+  // takes nothing while the team's own agent does.
+  EXPECT_FALSE(m_->TryLease(shared, pool)->has_value()) << "a draining agent took work";
+  v1::SetAgentStateRequest resume = drain;
+  resume.set_state("active");
+  ASSERT_TRUE(m_->SetAgentState(resume, admin).ok());
+  EXPECT_TRUE(m_->TryLease(shared, pool)->has_value()) << "a resumed agent took nothing";
+  auto after = m_->ListAgents(v1::ListAgentsRequest(), admin);
+  ASSERT_TRUE(after.ok());
+  for (const auto& a : after->agents()) {
+    if (a.agent_id() == shared) {
+      EXPECT_EQ(a.state(), "active");
+      EXPECT_TRUE(a.live());
+    }
+  }
+}
+
+// Issue 17: an agent whose python3 lacked torch took and failed baseline
+// runs in half a second each; the doctor went on without a word, and with
+// every run failed said only "no baseline run succeeded (failed=5)". Now
+// a host whose trials fail where the same setting succeeds elsewhere is
+// quarantined (and stays so when it registers again), the doctor says how
+// many runs it lost and the first error, and the report names the host.
+TEST_F(SessionManagerTest, ABrokenHostIsQuarantinedAndTheDoctorSaysWhatItLost) {
+  const std::string good = RegisterOn(*m_, "good-1"), broken = RegisterOn(*m_, "broken-1");
+  const std::string id = NewSession();
+  ASSERT_TRUE(StartDoctor(id, 5).ok());  // pinned alternately: broken gets two
+  auto no_torch = [](const v1::TrialAssignment&) {
+    v1::TrialOutcome o;
+    o.set_status("failed");
+    o.set_error("ModuleNotFoundError: No module named 'torch'");
+    o.set_wall_s(0.5);
+    return o;
+  };
+  while (RunOne(*m_, good) != 0) {}               // its own share
+  while (RunOne(*m_, broken, no_torch) != 0) {}  // fails until quarantined, after two
+  while (RunOne(*m_, good) != 0) {}               // what was pinned to the broken host
+  ASSERT_EQ(Get(id).stage(), v1::STAGE_DOCTORED);
+  auto rep = m_->Report(id);
+  ASSERT_TRUE(rep.ok());
+  const std::string warning = rep->doctor().warning();
+  EXPECT_NE(warning.find("2 of 5 baseline runs were lost (failed=2, ok=3)"), std::string::npos)
+      << warning;
+  EXPECT_NE(warning.find("No module named 'torch'"), std::string::npos) << warning;
+  EXPECT_NE(warning.find(broken), std::string::npos) << warning;
+  ASSERT_EQ(rep->broken_hosts_size(), 1);
+  EXPECT_EQ(rep->broken_hosts(0).agent_id(), broken);
+  EXPECT_EQ(rep->broken_hosts(0).failed(), 2);
+  std::map<std::string, v1::AgentInfo> agents;
+  auto listed = m_->ListAgents(v1::ListAgentsRequest());
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  for (const auto& a : listed->agents()) agents[a.agent_id()] = a;
+  EXPECT_EQ(agents[broken].state(), "quarantined");
+  EXPECT_NE(agents[broken].state_reason().find("failed here that succeeded on other agents"),
+            std::string::npos);
+  EXPECT_EQ(agents[broken].trials_failed(), 2);
+  EXPECT_EQ(agents[good].trials_ok(), 3);
+  EXPECT_EQ(agents[good].state(), "active");
+  // The session's stream said so.
+  auto events = m_->WaitEvents(id, 1, absl::ZeroDuration());
+  bool said = false;
+  for (const auto& ev : *events) said = said || ev.kind() == "agent_quarantined";
+  EXPECT_TRUE(said);
+  // Restarted, the host registers afresh: still quarantined, takes nothing.
+  const std::string again = RegisterOn(*m_, "broken-1");
+  const std::string next = NewSession();
+  ASSERT_TRUE(StartDoctor(next, 1).ok());
+  EXPECT_FALSE(m_->TryLease(again)->has_value()) << "a quarantined host took work under a new id";
+  EXPECT_FALSE(m_->TryLease(broken)->has_value());
+
+  // Every run lost: the session's error names the first failure and host.
+  const std::string all_lost = NewSession();
+  ASSERT_TRUE(StartDoctor(all_lost, 2).ok());
+  v1::SetAgentStateRequest resume;
+  resume.set_agent_id(broken);
+  resume.set_state("active");
+  ASSERT_TRUE(m_->SetAgentState(resume).ok());
+  while (RunOne(*m_, broken, no_torch) != 0) {}
+  const v1::SessionSummary failed = Get(all_lost);
+  EXPECT_EQ(failed.stage(), v1::STAGE_FAILED);
+  EXPECT_NE(failed.error().find("No module named 'torch'"), std::string::npos) << failed.error();
+}
+
+// Issue 17: a session whose hardware no live agent matches waited up to an
+// hour with no message. It now says why at once and on its stream, and
+// says again when work can flow.
+TEST_F(SessionManagerTest, AWaitWithNoAgentThatFitsExplainsItself) {
+  RegisterOn(*m_, "h200-node", "H200");
+  const std::string id = NewSession(absl::StrReplaceAll(kSpec, {{"gpu: H200", "gpu: A100"}}));
+  v1::DoctorRequest d;
+  d.set_session_id(id);
+  auto started = m_->Doctor(d);
+  ASSERT_TRUE(started.ok()) << started.status();
+  const std::string notice = started->notice();
+  EXPECT_NE(notice.find("no live agent can run this session's trials: they need 1 x a100 with "
+                        "the replay executor"),
+            std::string::npos)
+      << notice;
+  EXPECT_NE(notice.find("h200-node (1 x H200; executors replay)"), std::string::npos) << notice;
+  EXPECT_EQ(Get(id).notice(), notice);
+  // An agent that fits arrives; the reaper's tick says the wait is over.
+  const std::string a100 = RegisterOn(*m_, "a100-node", "A100");
+  ASSERT_TRUE(m_->ExpireLeases().ok());
+  EXPECT_EQ(Get(id).notice(), "");
+  auto events = m_->WaitEvents(id, started->last_event_seq(), absl::ZeroDuration());
+  ASSERT_TRUE(events.ok());
+  ASSERT_FALSE(events->empty());
+  EXPECT_EQ(events->back().kind(), "notice");
+  EXPECT_EQ(events->back().message(), "an agent can take this session's work again");
+  EXPECT_NE(RunOne(*m_, a100), 0);
+}
+
+// Issue 17: Run and Doctor returned no event seq, so a watch started from a
+// snapshot and progress skipped the first trials. The seq they return is
+// one a watch from shows every trial of the stage.
+TEST_F(SessionManagerTest, RunAndDoctorReturnTheSeqToWatchFrom) {
+  const std::string agent = Agent();
+  const std::string id = NewSession();
+  v1::DoctorRequest d;
+  d.set_session_id(id);
+  auto doc = m_->Doctor(d);
+  ASSERT_TRUE(doc.ok());
+  ASSERT_GT(doc->last_event_seq(), 0);
+  const int64_t first = RunOne(*m_, agent);
+  auto events = m_->WaitEvents(id, doc->last_event_seq(), absl::ZeroDuration());
+  ASSERT_TRUE(events.ok());
+  ASSERT_FALSE(events->empty());
+  EXPECT_NE(events->front().kind(), "snapshot");
+  EXPECT_EQ(events->front().trial().id(), first) << "the first doctor run was not in the stream";
+  while (RunOne(*m_, agent) != 0) {}
+  v1::RunRequest r;
+  r.set_session_id(id);
+  auto run = m_->Run(r);
+  ASSERT_TRUE(run.ok());
+  const int64_t first_search = RunOne(*m_, agent);
+  events = m_->WaitEvents(id, run->last_event_seq(), absl::ZeroDuration());
+  ASSERT_TRUE(events.ok());
+  bool seen = false;
+  for (const auto& ev : *events) seen = seen || ev.trial().id() == first_search;
+  EXPECT_TRUE(seen) << "the run's first trial was not in the stream";
+}
+
 }  // namespace
 }  // namespace infrarsi

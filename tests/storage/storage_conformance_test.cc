@@ -270,6 +270,30 @@ TEST_P(StorageConformance, AgentsUpsert) {
   EXPECT_EQ(db_->GetAgent("agt-1")->commands, a.commands);
   EXPECT_EQ(db_->ListAgents()->size(), 1u);
   EXPECT_TRUE(absl::IsNotFound(db_->GetAgent("x").status()));
+  EXPECT_EQ(db_->GetAgent("agt-1")->state, "active");
+  a.state = "quarantined";
+  a.state_reason = "2 trials failed here that succeeded elsewhere";
+  ASSERT_TRUE(db_->PutAgent(a).ok());
+  EXPECT_EQ(db_->GetAgent("agt-1")->state, "quarantined");
+  EXPECT_EQ(db_->GetAgent("agt-1")->state_reason, a.state_reason);
+}
+
+TEST_P(StorageConformance, TrialsAreCountedPerAgent) {
+  storage::SessionRecord s;
+  s.id = "ses-1";
+  s.stage = "running";
+  ASSERT_TRUE(db_->InsertSession(s).ok());
+  for (const char* status : {"ok", "ok", "failed", "queued"}) {
+    storage::TrialRecord t;
+    t.session_id = "ses-1";
+    t.status = status;
+    t.agent = std::string(status) == "queued" ? "" : "agt-1";
+    ASSERT_TRUE(db_->InsertTrial(t).ok());
+  }
+  auto counts = db_->CountAgentTrials("agt-1");
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(*counts, (std::map<std::string, int64_t>{{"failed", 1}, {"ok", 2}}));
+  EXPECT_TRUE(db_->CountAgentTrials("agt-2")->empty());
 }
 
 TEST_P(StorageConformance, BankFiltersAndPages) {

@@ -72,6 +72,10 @@ class ForwardingStorage : public storage::Storage {
   absl::StatusOr<std::vector<storage::AgentRecord>> ListAgents() override {
     return inner_->ListAgents();
   }
+  absl::StatusOr<std::map<std::string, int64_t>> CountAgentTrials(
+      const std::string& agent_id) override {
+    return inner_->CountAgentTrials(agent_id);
+  }
   absl::StatusOr<int64_t> AddBankEntry(const storage::BankRecord& b) override {
     return inner_->AddBankEntry(b);
   }
