@@ -1,5 +1,8 @@
 #include "server/infrarsi_server.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
 #include "server/tokens.h"
 
 #include <arpa/inet.h>
@@ -171,6 +174,10 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   s->agent_service_ =
       std::make_unique<AgentServiceImpl>(s->manager_.get(), s->auth_.get(), s->polls_.get());
   s->bank_service_ = std::make_unique<BankServiceImpl>(s->manager_.get(), s->auth_.get());
+  // The standard plumbing: grpc.health.v1.Health (NOT_SERVING once a
+  // shutdown begins) and server reflection, for probes and tools.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
   if (!options.tls_cert_pem.empty()) {
@@ -190,6 +197,13 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   s->grpc_server_ = builder.BuildAndStart();
   if (!s->grpc_server_ || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("listen: cannot listen on ", options.listen));
+  }
+  if (grpc::HealthCheckServiceInterface* health = s->grpc_server_->GetHealthCheckService()) {
+    health->SetServingStatus(true);
+    for (const char* service : {"infrarsi.v1.SessionService", "infrarsi.v1.AgentService",
+                                "infrarsi.v1.BankService"}) {
+      health->SetServingStatus(service, true);
+    }
   }
   InfraRsiServer* raw = s.get();
   s->reaper_ = std::thread([raw] {
@@ -224,6 +238,10 @@ std::string InfraRsiServer::address() const { return absl::StrCat(host_, ":", po
 void InfraRsiServer::Shutdown(absl::Duration grace) {
   std::call_once(shutdown_once_, [&] {
     // Create may have failed half-way: only what was built is stopped.
+    // Probes see NOT_SERVING while in-flight calls drain.
+    if (grpc_server_ && grpc_server_->GetHealthCheckService()) {
+      grpc_server_->GetHealthCheckService()->SetServingStatus(false);
+    }
     if (manager_) manager_->Shutdown();
     if (grpc_server_) {
       grpc_server_->Shutdown(std::chrono::system_clock::now() +

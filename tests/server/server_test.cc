@@ -6,9 +6,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "client/rpc_client.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1alpha/reflection_client.pb.h"
+#include "infrarsi/v1/infrarsi.grpc.pb.h"
 #include "server/tokens.h"
 #include "storage/sqlite_storage.h"
 #include "absl/strings/str_cat.h"
@@ -47,6 +51,109 @@ TEST(InfraRsiServerTest, StartsOnAFreePortWithOrWithoutPriors) {
     (*s)->Shutdown();
     (*s)->Shutdown();  // idempotent
   }
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 17: no gRPC health service, no reflection (probes and tools saw
+// UNIMPLEMENTED), and a watch of a finished session never ended.
+TEST(InfraRsiServerTest, HealthReflectionAndWatchesThatEnd) {
+  const std::string dir = testing::MakeTempDir("server");
+  InfraRsiServer::Options o;
+  o.listen = "127.0.0.1:0";
+  o.db_path = dir + "/db";
+  auto s = InfraRsiServer::Create(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto channel = grpc::CreateChannel((*s)->address(), grpc::InsecureChannelCredentials());
+  auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(10); };
+
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  auto check = [&](const std::string& service, grpc::health::v1::HealthCheckResponse* out) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline());
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(service);
+    return health->Check(&ctx, req, out);
+  };
+  for (const char* service : {"", "infrarsi.v1.SessionService", "infrarsi.v1.AgentService",
+                              "infrarsi.v1.BankService"}) {
+    grpc::health::v1::HealthCheckResponse resp;
+    const grpc::Status st = check(service, &resp);
+    ASSERT_TRUE(st.ok()) << service << ": " << st.error_message();
+    EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING) << service;
+  }
+  grpc::health::v1::HealthCheckResponse unknown;
+  EXPECT_EQ(check("no.such.Service", &unknown).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  {
+    namespace refl = infrarsi::testing::reflection;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline());
+    const grpc::internal::RpcMethod method(
+        "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+        grpc::internal::RpcMethod::BIDI_STREAMING, channel);
+    std::unique_ptr<grpc::ClientReaderWriter<refl::ServerReflectionRequest,
+                                             refl::ServerReflectionResponse>>
+        stream(grpc::internal::ClientReaderWriterFactory<
+               refl::ServerReflectionRequest, refl::ServerReflectionResponse>::Create(channel.get(),
+                                                                                      method, &ctx));
+    refl::ServerReflectionRequest req;
+    req.set_list_services("*");
+    ASSERT_TRUE(stream->Write(req));
+    stream->WritesDone();
+    refl::ServerReflectionResponse resp;
+    ASSERT_TRUE(stream->Read(&resp));
+    std::set<std::string> names;
+    for (const auto& svc : resp.list_services_response().service()) names.insert(svc.name());
+    EXPECT_TRUE(names.count("infrarsi.v1.SessionService")) << resp.ShortDebugString();
+    EXPECT_TRUE(names.count("grpc.health.v1.Health")) << resp.ShortDebugString();
+    while (stream->Read(&resp)) {}
+    EXPECT_TRUE(stream->Finish().ok());
+  }
+
+  // A cancelled (finished) session: its watch sends a snapshot and ends,
+  // from the start and from its last event alike.
+  auto sessions = v1::SessionService::NewStub(channel);
+  v1::InitRequest init;
+  init.set_spec_yaml(
+      "name: t\nworkload: {model: toy-1b, global_batch: 8, seq_len: 1024}\n"
+      "hardware: {gpu: H200, count: 1}\nknobs: {mbs: [1, 2]}\nbaseline: {mbs: 1}\n"
+      "budget: {max_trials: 4}\n"
+      "executor:\n  process: {command: 'python3 train.py', workdir: /srv/job}\n");
+  v1::SessionSummary created;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline());
+    const grpc::Status st = sessions->Init(&ctx, init, &created);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  v1::SessionSummary cancelled;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline());
+    v1::CancelSessionRequest req;
+    req.set_session_id(created.session_id());
+    ASSERT_TRUE(sessions->CancelSession(&ctx, req, &cancelled).ok());
+  }
+  for (int64_t after : {int64_t{0}, cancelled.last_event_seq()}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline());
+    v1::WatchSessionRequest req;
+    req.set_session_id(created.session_id());
+    req.set_after_seq(after);
+    auto reader = sessions->WatchSession(&ctx, req);
+    v1::SessionEvent ev;
+    int events = 0;
+    while (reader->Read(&ev)) ++events;
+    const grpc::Status st = reader->Finish();
+    EXPECT_TRUE(st.ok()) << "after " << after << ": " << st.error_message()
+                         << " (the stream of a finished session did not end)";
+    if (after == 0) {
+      EXPECT_EQ(events, 1);
+    }
+  }
+
+  // Shutting down: probes see NOT_SERVING while calls drain.
+  (*s)->Shutdown(absl::Seconds(1));
   std::filesystem::remove_all(dir);
 }
 
