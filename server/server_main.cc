@@ -106,6 +106,12 @@ int main(int argc, char** argv) {
   auto* repo_remove = repo->add_subcommand("remove", "unregister a repository");
   repo_remove->add_option("name", repo_name)->required();
   repo->require_subcommand(1);
+  // infrarsi-server backup --to FILE: a consistent copy of --db, safe while
+  // the server runs (SQLite's online backup reads as any reader does).
+  auto* backup = app.add_subcommand(
+      "backup", "copy --db consistently to a new file, safe while the server runs");
+  std::string backup_to;
+  backup->add_option("--to", backup_to, "the copy's path (must not exist)")->required();
   CLI11_PARSE(app, argc, argv);
   // The admin's commands on the database: token ..., repo ...
   auto on_db = [&](const std::function<absl::Status(infrarsi::storage::SqliteStorage*)>& fn) {
@@ -119,6 +125,13 @@ int main(int argc, char** argv) {
     }
     return 0;
   };
+  if (*backup) {
+    return on_db([&](infrarsi::storage::SqliteStorage* db) -> absl::Status {
+      absl::Status st = db->BackupTo(backup_to);
+      if (st.ok()) std::printf("backed up %s to %s\n", opts.db_path.c_str(), backup_to.c_str());
+      return st;
+    });
+  }
   if (*repo) {
     return on_db([&](infrarsi::storage::SqliteStorage* db) -> absl::Status {
       if (*repo_add) {

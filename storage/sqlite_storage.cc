@@ -1,5 +1,9 @@
 #include "storage/sqlite_storage.h"
 
+#include <sys/stat.h>
+
+#include <cstdio>
+
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -533,6 +537,50 @@ absl::Status SqliteStorage::Migrate(int target_version) {
     }));
   }
   return absl::OkStatus();
+}
+
+absl::Status SqliteStorage::BackupTo(const std::string& path) {
+  if (path.empty()) return absl::InvalidArgumentError("--to: required");
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    return absl::AlreadyExistsError(absl::StrCat("--to: ", path, " exists; a backup never overwrites"));
+  }
+  const std::string tmp = path + ".tmp";
+  std::remove(tmp.c_str());
+  sqlite3* dest = nullptr;
+  if (sqlite3_open_v2(tmp.c_str(), &dest, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+      SQLITE_OK) {
+    absl::Status err = absl::UnavailableError(absl::StrCat(
+        "--to: cannot create ", tmp, ": ", dest ? sqlite3_errmsg(dest) : "out of memory"));
+    sqlite3_close(dest);
+    return err;
+  }
+  absl::Status result;
+  {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    sqlite3_backup* b = sqlite3_backup_init(dest, "main", db_, "main");
+    if (b == nullptr) {
+      result = absl::InternalError(absl::StrCat("backup: ", sqlite3_errmsg(dest)));
+    } else {
+      int rc = SQLITE_OK;
+      // Page batches; a busy source (another process's checkpoint) is
+      // retried, the rest is an error.
+      while ((rc = sqlite3_backup_step(b, 1024)) == SQLITE_OK || rc == SQLITE_BUSY ||
+             rc == SQLITE_LOCKED) {
+        if (rc != SQLITE_OK) sqlite3_sleep(10);
+      }
+      sqlite3_backup_finish(b);
+      if (rc != SQLITE_DONE) {
+        result = absl::InternalError(absl::StrCat("backup: ", sqlite3_errstr(rc)));
+      }
+    }
+  }
+  sqlite3_close(dest);
+  if (result.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    result = absl::UnavailableError(absl::StrCat("--to: cannot rename ", tmp, " to ", path));
+  }
+  if (!result.ok()) std::remove(tmp.c_str());
+  return result;
 }
 
 absl::Status SqliteStorage::Transaction(const std::function<absl::Status()>& fn) {

@@ -76,6 +76,11 @@ class SqliteStorage : public Storage {
   // A read-only connection to the same file (WAL: it reads the last commit
   // while this one writes). UNIMPLEMENTED for ":memory:".
   absl::StatusOr<std::unique_ptr<Storage>> OpenReader() override;
+  // A consistent copy of the whole database at `path`, through SQLite's
+  // online backup API: it reads as any reader does, so a live server's
+  // writer never waits on it. Written to `path`.tmp and renamed into place
+  // once complete; an existing `path` is refused (ALREADY_EXISTS).
+  absl::Status BackupTo(const std::string& path);
   absl::Status AddRepository(const RepositoryRecord& r) override;
   absl::StatusOr<RepositoryRecord> GetRepository(const std::string& name) override;
   absl::StatusOr<std::vector<RepositoryRecord>> ListRepositories() override;

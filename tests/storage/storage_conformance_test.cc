@@ -598,6 +598,37 @@ TEST_F(SqliteSpecific, BankMigrationBackfillsTeamsPurposesAndKnobs) {
   EXPECT_EQ((*s)->QueryBank(f)->size(), 0u);
 }
 
+// Issue 17: `infrarsi-server backup --to FILE`: a consistent copy taken
+// while another connection (a live server) holds a write transaction, which
+// neither waits for the other nor lands in the copy; never over a file.
+TEST_F(SqliteSpecific, BackupCopiesTheLastCommitWhileTheServerWrites) {
+  SqliteStorage::Options o;
+  o.path = dir_ + "/live.db";
+  auto live = SqliteStorage::Create(o);
+  ASSERT_TRUE(live.ok()) << live.status();
+  storage::SessionRecord rec;
+  rec.id = "ses-committed";
+  rec.stage = "searched";
+  ASSERT_TRUE((*live)->InsertSession(rec).ok());
+  auto tool = SqliteStorage::Create(o);  // the backup command's own connection
+  ASSERT_TRUE(tool.ok()) << tool.status();
+  const std::string copy = dir_ + "/copy.db";
+  absl::Status st = (*live)->Transaction([&]() -> absl::Status {
+    storage::SessionRecord open = rec;
+    open.id = "ses-uncommitted";
+    RETURN_IF_ERROR((*live)->InsertSession(open));
+    return (*tool)->BackupTo(copy);  // while the writer is inside its transaction
+  });
+  ASSERT_TRUE(st.ok()) << st;
+  o.path = copy;
+  auto restored = SqliteStorage::Create(o);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_TRUE((*restored)->GetSession("ses-committed").ok());
+  EXPECT_TRUE(absl::IsNotFound((*restored)->GetSession("ses-uncommitted").status()));
+  EXPECT_FALSE(std::filesystem::exists(copy + ".tmp"));
+  EXPECT_TRUE(absl::IsAlreadyExists((*tool)->BackupTo(copy)));
+}
+
 // A second connection reads the last commit while the writer is inside a
 // transaction: a bank reader never waits for the writer.
 TEST_F(SqliteSpecific, ReaderReadsWhileTheWriterHoldsATransaction) {
