@@ -1,5 +1,11 @@
 // infrarsi-server: the daemon. Flags are parsed here and nowhere else.
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstring>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -17,6 +23,29 @@
 #include "server/tokens.h"
 #include "storage/sqlite_storage.h"
 
+namespace {
+
+// systemd's readiness protocol (sd_notify) without libsystemd, whose
+// headers Debian ships only in libsystemd-dev: one datagram to
+// $NOTIFY_SOCKET. Nothing happens outside a Type=notify unit.
+void NotifySystemd(const char* state) {
+  const char* path = std::getenv("NOTIFY_SOCKET");
+  if (path == nullptr || path[0] == '\0') return;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const size_t len = std::strlen(path);
+  if (len >= sizeof(addr.sun_path)) return;
+  std::memcpy(addr.sun_path, path, len);
+  if (addr.sun_path[0] == '@') addr.sun_path[0] = '\0';  // an abstract socket
+  const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  (void)sendto(fd, state, std::strlen(state), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr),
+               static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len));
+  close(fd);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{
       "infrarsi-server: keeps tuning sessions, trial history and the experience bank, and "
@@ -24,6 +53,10 @@ int main(int argc, char** argv) {
   infrarsi::server::InfraRsiServer::Options opts;
   double lease_timeout_s = 30;
   std::string log_level = "info";
+  app.set_config("--config", "",
+                 "read flags from this file (key = value lines, the flag names without "
+                 "dashes; deploy/systemd/infrarsi-server.conf documents them)");
+  app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key is an error
   app.add_option("--listen", opts.listen, "HOST:PORT to listen on (port 0: any free port)")
       ->capture_default_str();
   app.add_option("--db", opts.db_path, "SQLite database file (created if missing)")
@@ -213,12 +246,14 @@ int main(int argc, char** argv) {
   // The first stdout line tells scripts (and tests) the bound address.
   std::printf("infrarsi-server listening on %s\n", (*server)->address().c_str());
   std::fflush(stdout);
+  NotifySystemd("READY=1");  // Type=notify: ready once it listens
   spdlog::info("listening on {} with database {}", (*server)->address(), opts.db_path);
 
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&sigs, &sig);
     spdlog::info("signal {}: shutting down gracefully", sig);
+    NotifySystemd("STOPPING=1");
     (*server)->Shutdown();
   });
   (*server)->Wait();
