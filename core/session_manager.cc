@@ -1105,7 +1105,9 @@ absl::Status SessionManager::ProposePending(const std::string& only, bool wait_f
     ctx.priors = in->priors ? &*in->priors : nullptr;
     ctx.warm_starts = in->warm_starts;
     ctx.related = &in->related;
+    const absl::Time began = absl::Now();
     const Proposal p = optimizer_->Propose(ctx, *history, want, seed);
+    proposal_latency_.Observe(absl::ToDoubleSeconds(absl::Now() - began));
     {
       absl::MutexLock lock(&s->sync.mu);
       SetProposing(id, false);
@@ -1904,6 +1906,7 @@ absl::Status SessionManager::RequeueExpired() {
       continue;
     }
     const std::string agent = t.lease_agent;
+    ++leases_expired_;
     RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
       if (t.attempts >= options_.max_attempts) {
         t.status = ts::kFailed;
@@ -2173,6 +2176,13 @@ SessionManager::Stats SessionManager::GetStats() const {
   Stats st;
   st.resident_sessions = sessions_.size();
   st.queued_trials = queue_.size();
+  st.leases_expired = leases_expired_.load();
+  const int64_t now = NowMs();
+  for (const auto& [id, a] : registry_.All()) {
+    if (a.state == kAgentGone) continue;
+    ++st.agents_by_state[a.state];
+    st.agents_live += registry_.Live(id, now);
+  }
   return st;
 }
 

@@ -52,6 +52,7 @@
 #include "core/auth.h"
 #include "core/bank.h"
 #include "core/contract.h"
+#include "core/metrics.h"
 #include "core/source_repo.h"
 #include "core/optimizer.h"
 #include "core/priors.h"
@@ -215,8 +216,13 @@ class SessionManager {
   struct Stats {
     size_t resident_sessions = 0;
     size_t queued_trials = 0;
+    int64_t leases_expired = 0;  // since start: leases that ran out (requeued or failed)
+    std::map<std::string, int> agents_by_state;  // registered, not deregistered
+    int agents_live = 0;                        // heard from and taking work
   };
   Stats GetStats() const;
+  // How long proposals took (fitting the search's models), since start.
+  Histogram::Snapshot ProposalLatency() const { return proposal_latency_.Take(); }
 
  private:
   struct SearchInputs {
@@ -442,6 +448,8 @@ class SessionManager {
   // Event sequence numbers: global, so one number says "everything so far".
   std::atomic<int64_t> next_seq_{1};
   std::atomic<bool> shutdown_{false};
+  std::atomic<int64_t> leases_expired_{0};
+  Histogram proposal_latency_;
 
   mutable absl::Mutex mu_;
   absl::CondVar work_cv_;

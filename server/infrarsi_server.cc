@@ -191,6 +191,11 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   }
   builder.AddListeningPort(options.listen, creds, &s->port_);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+    creators.push_back(s->rpc_metrics_.InterceptorFactory());
+    builder.experimental().SetInterceptorCreators(std::move(creators));
+  }
   builder.RegisterService(s->session_service_.get());
   builder.RegisterService(s->agent_service_.get());
   builder.RegisterService(s->bank_service_.get());
@@ -204,6 +209,24 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
                                 "infrarsi.v1.BankService"}) {
       health->SetServingStatus(service, true);
     }
+  }
+  if (!options.metrics_listen.empty()) {
+    // Its own connection, so that a scrape never queues behind the bank.
+    storage::Storage* reader = s->storage_.get();
+    auto opened = s->storage_->OpenReader();
+    if (opened.ok()) {
+      s->metrics_reader_ = *std::move(opened);
+      reader = s->metrics_reader_.get();
+    } else if (!absl::IsUnimplemented(opened.status())) {
+      return opened.status();
+    }
+    MetricsEndpoint::Options mo;
+    mo.listen = options.metrics_listen;
+    mo.manager = s->manager_.get();
+    mo.reader = reader;
+    mo.rpcs = &s->rpc_metrics_;
+    mo.db_path = options.db_path;
+    ASSIGN_OR_RETURN(s->metrics_, MetricsEndpoint::Create(mo));
   }
   InfraRsiServer* raw = s.get();
   s->reaper_ = std::thread([raw] {
@@ -249,6 +272,7 @@ void InfraRsiServer::Shutdown(absl::Duration grace) {
     }
     stop_.Notify();
     if (reaper_.joinable()) reaper_.join();
+    metrics_.reset();
     stopped_.Notify();
   });
 }

@@ -15,6 +15,7 @@
 #include "core/auth.h"
 #include "core/clock.h"
 #include "server/git_committer.h"
+#include "server/metrics_endpoint.h"
 
 namespace grpc {
 class Server;
@@ -83,6 +84,10 @@ class InfraRsiServer {
     // Long-lived calls one caller (a token; on an open server a peer
     // address) may hold at once: WatchSession streams and waiting
     // LeaseTrial polls. Past it: RESOURCE_EXHAUSTED naming the cap.
+    // Where GET /metrics serves Prometheus' text format (HOST:PORT, port 0:
+    // any free one); "" serves none. Plain HTTP: keep it on loopback or a
+    // private network.
+    std::string metrics_listen;
     int max_streams_per_caller = 64;
     int max_long_polls_per_caller = 256;
     // Bare mirrors of registered repositories with remote URLs. Default:
@@ -99,6 +104,8 @@ class InfraRsiServer {
   // The port actually bound.
   int port() const { return port_; }
   std::string address() const;
+  // The metrics endpoint's port (0: none).
+  int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
   SessionManager* manager() { return manager_.get(); }
 
   // Graceful: wakes long polls and watchers, lets in-flight RPCs finish (up
@@ -124,6 +131,9 @@ class InfraRsiServer {
   std::unique_ptr<CallLimiter> streams_;
   std::unique_ptr<CallLimiter> polls_;
   std::unique_ptr<grpc::Server> grpc_server_;
+  RpcMetrics rpc_metrics_;
+  std::unique_ptr<storage::Storage> metrics_reader_;
+  std::unique_ptr<MetricsEndpoint> metrics_;
   absl::Notification stop_;
   absl::Notification stopped_;
   std::once_flag shutdown_once_;

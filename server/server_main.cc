@@ -103,6 +103,9 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_flag("--insecure", opts.insecure,
                "allow plaintext on a non-loopback --listen address (default: refused)");
+  app.add_option("--metrics-listen", opts.metrics_listen,
+                 "HOST:PORT for GET /metrics in Prometheus' text format (plain HTTP: loopback "
+                 "or a private network); default: none");
   app.add_option("--max-streams-per-caller", opts.max_streams_per_caller,
                  "concurrent WatchSession streams one caller (token) may hold")
       ->capture_default_str()
@@ -248,6 +251,11 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   NotifySystemd("READY=1");  // Type=notify: ready once it listens
   spdlog::info("listening on {} with database {}", (*server)->address(), opts.db_path);
+  if ((*server)->metrics_port() > 0) {
+    spdlog::info("metrics on http://{}:{}/metrics",
+                 opts.metrics_listen.substr(0, opts.metrics_listen.rfind(':')),
+                 (*server)->metrics_port());
+  }
 
   std::thread waiter([&] {
     int sig = 0;

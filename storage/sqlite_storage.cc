@@ -823,6 +823,30 @@ absl::StatusOr<std::vector<AgentRecord>> SqliteStorage::ListAgents() {
   return CollectRows(st, ReadAgent);
 }
 
+namespace {
+absl::StatusOr<std::map<std::string, int64_t>> CountGroups(Stmt& st) {
+  std::map<std::string, int64_t> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out[st.Text(0)] = st.Int(1);
+  }
+  return out;
+}
+}  // namespace
+
+absl::StatusOr<std::map<std::string, int64_t>> SqliteStorage::CountSessionsByStage() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, "SELECT stage, COUNT(*) FROM sessions GROUP BY stage");
+  return CountGroups(st);
+}
+
+absl::StatusOr<std::map<std::string, int64_t>> SqliteStorage::CountTrialsByStatus() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, "SELECT status, COUNT(*) FROM trials GROUP BY status");
+  return CountGroups(st);
+}
+
 absl::StatusOr<std::map<std::string, int64_t>> SqliteStorage::CountAgentTrials(
     const std::string& agent_id) {
   std::lock_guard<std::recursive_mutex> lock(mu_);

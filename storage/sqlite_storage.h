@@ -67,6 +67,8 @@ class SqliteStorage : public Storage {
   absl::Status PutAgent(const AgentRecord& a) override;
   absl::StatusOr<AgentRecord> GetAgent(const std::string& id) override;
   absl::StatusOr<std::vector<AgentRecord>> ListAgents() override;
+  absl::StatusOr<std::map<std::string, int64_t>> CountSessionsByStage() override;
+  absl::StatusOr<std::map<std::string, int64_t>> CountTrialsByStatus() override;
   absl::StatusOr<std::map<std::string, int64_t>> CountAgentTrials(
       const std::string& agent_id) override;
   absl::StatusOr<int64_t> AddBankEntry(const BankRecord& b) override;

@@ -266,6 +266,10 @@ class Storage {
   virtual absl::Status PutAgent(const AgentRecord& a) = 0;
   virtual absl::StatusOr<AgentRecord> GetAgent(const std::string& id) = 0;
   virtual absl::StatusOr<std::vector<AgentRecord>> ListAgents() = 0;
+  // For metrics: sessions by stage and trials by status (each an index
+  // scan: a scrape costs what the history holds, not a table scan).
+  virtual absl::StatusOr<std::map<std::string, int64_t>> CountSessionsByStage() = 0;
+  virtual absl::StatusOr<std::map<std::string, int64_t>> CountTrialsByStatus() = 0;
   // Finished trials agent `agent_id` ran, by status (from an index).
   virtual absl::StatusOr<std::map<std::string, int64_t>> CountAgentTrials(
       const std::string& agent_id) = 0;

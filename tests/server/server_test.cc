@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include <httplib.h>
+
 #include "client/rpc_client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection_client.pb.h"
@@ -153,6 +155,57 @@ TEST(InfraRsiServerTest, HealthReflectionAndWatchesThatEnd) {
   }
 
   // Shutting down: probes see NOT_SERVING while calls drain.
+  (*s)->Shutdown(absl::Seconds(1));
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 17: no metrics. GET /metrics on --metrics-listen serves
+// Prometheus' text format: sessions by stage, trials by status, agents,
+// leases expired, RPC counts and latency histograms by method, proposal
+// latency, database size and bank rows; the counts move with the calls.
+TEST(InfraRsiServerTest, MetricsEndpointServesPrometheusText) {
+  const std::string dir = testing::MakeTempDir("server");
+  InfraRsiServer::Options o;
+  o.listen = "127.0.0.1:0";
+  o.metrics_listen = "127.0.0.1:0";
+  o.db_path = dir + "/db";
+  auto s = InfraRsiServer::Create(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_GT((*s)->metrics_port(), 0);
+  auto channel = grpc::CreateChannel((*s)->address(), grpc::InsecureChannelCredentials());
+  auto sessions = v1::SessionService::NewStub(channel);
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext ctx;
+    v1::GetSessionRequest req;
+    req.set_session_id("ses-nope");
+    v1::SessionSummary out;
+    EXPECT_EQ(sessions->GetSession(&ctx, req, &out).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  httplib::Client http("127.0.0.1", (*s)->metrics_port());
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res) << "no answer from the metrics endpoint";
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  const std::string& text = res->body;
+  for (const char* line :
+       {"# TYPE infrarsi_sessions gauge\n", "# TYPE infrarsi_trials gauge\n",
+        "infrarsi_trials_queued 0\n", "infrarsi_leases_expired_total 0\n",
+        "infrarsi_agents{state=\"active\"} 0\n", "infrarsi_agents_live 0\n",
+        "# TYPE infrarsi_proposal_duration_seconds histogram\n",
+        "infrarsi_proposal_duration_seconds_count 0\n", "infrarsi_bank_rows 0\n",
+        "infrarsi_rpc_requests_total{method=\"infrarsi.v1.SessionService/GetSession\",code=\"NOT_FOUND\"} 2\n",
+        "infrarsi_rpc_duration_seconds_count{method=\"infrarsi.v1.SessionService/GetSession\"} 2\n",
+        "infrarsi_rpc_duration_seconds_bucket{method=\"infrarsi.v1.SessionService/GetSession\",le=\"+Inf\"} 2\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line << "\n" << text;
+  }
+  EXPECT_EQ(text.find("infrarsi_database_bytes{file=\"db\"} 0\n"), std::string::npos)
+      << "the database's size is 0";
+  EXPECT_EQ(http.Get("/nothing")->status, 404);
+  InfraRsiServer::Options bad = o;
+  bad.db_path = dir + "/db2";
+  bad.metrics_listen = "127.0.0.1:99999";
+  EXPECT_EQ(InfraRsiServer::Create(bad).status().message(),
+            "--metrics-listen: expected HOST:PORT, got '127.0.0.1:99999'");
   (*s)->Shutdown(absl::Seconds(1));
   std::filesystem::remove_all(dir);
 }

@@ -294,6 +294,9 @@ TEST_P(StorageConformance, TrialsAreCountedPerAgent) {
   ASSERT_TRUE(counts.ok()) << counts.status();
   EXPECT_EQ(*counts, (std::map<std::string, int64_t>{{"failed", 1}, {"ok", 2}}));
   EXPECT_TRUE(db_->CountAgentTrials("agt-2")->empty());
+  EXPECT_EQ(*db_->CountTrialsByStatus(),
+            (std::map<std::string, int64_t>{{"failed", 1}, {"ok", 2}, {"queued", 1}}));
+  EXPECT_EQ(*db_->CountSessionsByStage(), (std::map<std::string, int64_t>{{"running", 1}}));
 }
 
 TEST_P(StorageConformance, BankFiltersAndPages) {

@@ -72,6 +72,12 @@ class ForwardingStorage : public storage::Storage {
   absl::StatusOr<std::vector<storage::AgentRecord>> ListAgents() override {
     return inner_->ListAgents();
   }
+  absl::StatusOr<std::map<std::string, int64_t>> CountSessionsByStage() override {
+    return inner_->CountSessionsByStage();
+  }
+  absl::StatusOr<std::map<std::string, int64_t>> CountTrialsByStatus() override {
+    return inner_->CountTrialsByStatus();
+  }
   absl::StatusOr<std::map<std::string, int64_t>> CountAgentTrials(
       const std::string& agent_id) override {
     return inner_->CountAgentTrials(agent_id);
