@@ -1,7 +1,12 @@
 #include "core/apply_plan.h"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 
+#include <yaml-cpp/yaml.h>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -13,27 +18,69 @@ void BuildApplyPlan(const ApplyInputs& in, v1::ApplyResponse* out) {
   const v1::Verification::Candidate& cand = in.promoted;
   const double speedup = cand.speedup();
   const std::string path = absl::StrCat("infrarsi/", in.session_name, ".launch.yaml");
-  std::string file = absl::StrCat(
-      "# Launch setting promoted by InfraRSI. Generated; edit the session, not this file.\n",
-      "session_id: ", in.session_id, "\n", "workload: ", in.workload_signature, "\n",
-      "hardware: ", spec.gpu, " x", spec.gpu_count, "\n",
-      absl::StrFormat("baseline_step_time_s: %.6f\nspeedup: %.4f\nspeedup_ci95: [%.4f, %.4f]\n",
-                      in.baseline_step_time_s, speedup, cand.ci_low(), cand.ci_high()),
-      "contract_hash: ", in.contract_hash, "\n", "setting:\n");
+  const std::vector<const PatchSpec*> patches = spec.PatchesOn(in.config);
+  // Typed YAML: strings double-quoted, booleans and numbers as such (a
+  // bare `on` or `no` would read back as a boolean, a bare `1e3` as a
+  // number), the exact command line the promoted trial ran.
+  YAML::Emitter y;
+  y << YAML::BeginMap;
+  y << YAML::Key << "session_id" << YAML::Value << YAML::DoubleQuoted << in.session_id;
+  y << YAML::Key << "workload" << YAML::Value << YAML::DoubleQuoted << in.workload_signature;
+  y << YAML::Key << "hardware" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "gpu"
+    << YAML::Value << YAML::DoubleQuoted << spec.gpu << YAML::Key << "count" << YAML::Value
+    << spec.gpu_count << YAML::EndMap;
+  y << YAML::Key << "baseline_step_time_s" << YAML::Value << absl::StrFormat("%.6f", in.baseline_step_time_s);
+  y << YAML::Key << "speedup" << YAML::Value << absl::StrFormat("%.4f", speedup);
+  y << YAML::Key << "speedup_ci95" << YAML::Value << YAML::Flow << YAML::BeginSeq
+    << absl::StrFormat("%.4f", cand.ci_low()) << absl::StrFormat("%.4f", cand.ci_high())
+    << YAML::EndSeq;
+  y << YAML::Key << "contract_hash" << YAML::Value << YAML::DoubleQuoted << in.contract_hash;
+  y << YAML::Key << "setting" << YAML::Value << YAML::BeginMap;
   for (const Knob& k : spec.knobs) {
     auto it = in.config.find(k.name);
-    absl::StrAppend(&file, "  ", k.name, ": ", it == in.config.end() ? "" : it->second, "\n");
-  }
-  const std::vector<const PatchSpec*> patches = spec.PatchesOn(in.config);
-  std::string patch_lines;
-  if (!patches.empty()) {
-    absl::StrAppend(&file, "patches:\n");
-    for (const PatchSpec* p : patches) {
-      absl::StrAppend(&file, "  - ", p->name, "\n");
-      absl::StrAppend(&patch_lines, "  ", p->name, ": ",
-                      p->rationale.empty() ? "(no rationale)" : p->rationale, " [",
-                      absl::StrJoin(p->paths, ", "), "]\n");
+    const std::string v = it == in.config.end() ? "" : it->second;
+    const bool patch_knob = std::any_of(spec.patches.begin(), spec.patches.end(),
+                                        [&](const PatchSpec& p) { return p.knob == k.name; });
+    int64_t as_int = 0;
+    double as_double = 0;
+    y << YAML::Key << k.name << YAML::Value;
+    if (v == "true" || v == "false" || (patch_knob && (v == "on" || v == "off"))) {
+      y << (v == "true" || v == "on");
+    } else if (absl::SimpleAtoi(v, &as_int)) {
+      y << as_int;
+    } else if (absl::SimpleAtod(v, &as_double) && std::isfinite(as_double) &&
+               v.find_first_not_of("0123456789.eE+-") == std::string::npos) {
+      y << v;  // a plain decimal: YAML reads it as the number it is
+    } else {
+      y << YAML::DoubleQuoted << v;
     }
+  }
+  y << YAML::EndMap;
+  y << YAML::Key << "patches" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const PatchSpec* p : patches) y << YAML::DoubleQuoted << p->name;
+  y << YAML::EndSeq;
+  // The process the promoted trial ran ("{knob}" filled in); none for
+  // replayed or simulated sessions.
+  y << YAML::Key << "command" << YAML::Value;
+  if (spec.executor_kind == SessionSpec::ExecutorKind::kProcess) {
+    std::vector<std::string> argv;
+    for (const std::string& a : spec.process.argv) argv.push_back(SubstituteKnobs(a, in.config));
+    y << YAML::Flow << YAML::BeginSeq;
+    for (const std::string& a : argv) y << YAML::DoubleQuoted << a;
+    y << YAML::EndSeq;
+    y << YAML::Key << "workdir" << YAML::Value << YAML::DoubleQuoted << spec.process.workdir;
+  } else {
+    y << YAML::Null;
+  }
+  y << YAML::EndMap;
+  const std::string file = absl::StrCat(
+      "# Launch setting promoted by InfraRSI. Generated; edit the session, not this file.\n",
+      y.c_str(), "\n");
+  std::string patch_lines;
+  for (const PatchSpec* p : patches) {
+    absl::StrAppend(&patch_lines, "  ", p->name, ": ",
+                    p->rationale.empty() ? "(no rationale)" : p->rationale, " [",
+                    absl::StrJoin(p->paths, ", "), "]\n");
   }
   const v1::Contract& c = in.contract;
   std::string checks = absl::StrFormat(

@@ -690,7 +690,10 @@ TEST_F(EndToEndTest, TinyGptTunedForRealWithPatchesAndCommitted) {
   const std::string launch = FileAt(r, "infrarsi/tuned", "infrarsi/tiny-gpt-cpu.launch.yaml");
   EXPECT_NE(launch.find(absl::StrCat("micro_batch: ", rep->best().config().at("micro_batch"))),
             std::string::npos) << launch;
-  EXPECT_NE(launch.find(absl::StrCat("session_id: ", id)), std::string::npos) << launch;
+  EXPECT_NE(launch.find(absl::StrCat("session_id: \"", id, "\"")), std::string::npos) << launch;
+  // The command the promoted trial ran, its knobs filled in.
+  EXPECT_NE(launch.find(absl::StrCat("\"--micro-batch\", \"", rep->best().config().at("micro_batch"), "\"")),
+            std::string::npos) << launch;
   const std::string model_after = FileAt(r, "infrarsi/tuned", "model.py");
   EXPECT_EQ(model_after.find("torch.stack") != std::string::npos, patches_on.count("batched_heads") > 0);
   EXPECT_EQ(model_after.find("F.layer_norm") != std::string::npos, patches_on.count("fused_layernorm") > 0);
