@@ -1,21 +1,39 @@
 #!/usr/bin/env bash
-# Installs every Debian package InfraRSI needs to build, test and run its demo.
+# Installs the Debian packages InfraRSI needs: to build it and run it (the
+# demo, the server, the agent, the CLI), and with --tests what its test
+# suite needs besides (torch for the real training job, Optuna, clang's
+# fuzzer runtime, Python's gRPC for the Python client, systemd-analyze).
 # Idempotent: packages already present are skipped by apt.
+# Usage: deploy/install_deps.sh [--tests]
 set -euo pipefail
+
+tests=0
+for arg in "$@"; do
+  case "$arg" in
+    --tests) tests=1 ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    *) echo "install_deps: unknown argument '$arg' (expected --tests)" >&2; exit 2 ;;
+  esac
+done
 
 PACKAGES=(
   build-essential cmake pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libsqlite3-dev libeigen3-dev libspdlog-dev libfmt-dev
   libgit2-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
-  libcpp-httplib-dev libssl-dev  # the optional LLM priors client
-  python3  # the harness and the reward-hack corpus tests
+  libcpp-httplib-dev libssl-dev  # the optional LLM priors client, the metrics endpoint
+  python3  # the harness the training job runs under
+)
+TEST_PACKAGES=(
   python3-optuna  # tests/bench/tpe_bench.py: Optuna's TPE as a baseline
   # deploy/examples/tiny-gpt, the real training job the e2e test tunes;
   # OpenBLAS gives Debian's torch a fast CPU BLAS instead of the reference one
   python3-torch libopenblas0-pthread
   clang libclang-rt-14-dev  # tests/fuzz: libFuzzer targets, run by ctest (fuzz_smoke)
+  python3-grpcio python3-protobuf  # client/python, tested against a real server
+  systemd  # systemd-analyze verify on deploy/systemd/
 )
+if [ "$tests" -eq 1 ]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
