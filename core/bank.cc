@@ -186,21 +186,28 @@ absl::StatusOr<v1::QueryExperienceResponse> Bank::Query(const v1::QueryExperienc
   if (request.gpu_model().size() > kMaxFilterBytes) {
     return absl::InvalidArgumentError(absl::StrCat("gpu_model: at most ", kMaxFilterBytes, " bytes"));
   }
-  if (!request.order().empty() && request.order() != "newest" && request.order() != "oldest") {
+  if (!request.order().empty() && request.order() != "newest" && request.order() != "oldest" &&
+      request.order() != "fastest") {
     return absl::InvalidArgumentError(
-        absl::StrCat("order: '", request.order(), "' is not newest or oldest"));
+        absl::StrCat("order: '", request.order(), "' is not newest, oldest or fastest"));
+  }
+  const bool fastest = request.order() == "fastest";
+  if (fastest && !request.status().empty() && request.status() != "ok") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "status: order fastest ranks finished ok trials; got status '", request.status(), "'"));
   }
   storage::BankFilter f;
   f.workload_signature = request.workload_signature();
   f.gpu_model = request.gpu_model();
-  f.status = request.status();
+  f.status = fastest ? "ok" : request.status();
   f.purpose = request.purpose();
   f.oldest_first = request.order() == "oldest";
+  f.fastest = fastest;
   for (const auto& [k, v] : request.knobs()) f.knobs.emplace_back(k, v);
   std::sort(f.knobs.begin(), f.knobs.end());  // a map's order is not stable
   if (!who.open && who.role != Role::kAdmin) f.visible_to_team = who.team;
-  // Tokens carry the order they were issued for ("n123", "o123").
-  const char want = f.oldest_first ? 'o' : 'n';
+  // Tokens carry the order they were issued for ("n123", "o123", "f123").
+  const char want = fastest ? 'f' : f.oldest_first ? 'o' : 'n';
   if (!request.page_token().empty()) {
     const std::string& tok = request.page_token();
     if (tok[0] != want || !absl::SimpleAtoi(tok.substr(1), &f.cursor) || f.cursor <= 0) {

@@ -204,6 +204,10 @@ ALTER TABLE agents ADD COLUMN state TEXT NOT NULL DEFAULT 'active';
 ALTER TABLE agents ADD COLUMN state_reason TEXT NOT NULL DEFAULT '';
 CREATE INDEX trials_by_agent ON trials(agent, status);
 )sql",
+    // v10: the bank ranked by step time (its fastest ok entries first).
+    R"sql(
+CREATE INDEX bank_by_status_time ON bank(status, step_time_s, id);
+)sql",
 };
 constexpr int kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -914,7 +918,11 @@ absl::Status SqliteStorage::SetBankStatus(int64_t trial_id, const std::string& s
 absl::StatusOr<std::vector<BankRecord>> SqliteStorage::QueryBank(const BankFilter& f) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   std::string sql = absl::StrCat("SELECT id, ", kBankCols, " FROM bank WHERE 1");
-  if (f.cursor > 0) absl::StrAppend(&sql, f.oldest_first ? " AND id > ?" : " AND id < ?");
+  if (f.cursor > 0) {
+    absl::StrAppend(&sql, f.fastest ? " AND (step_time_s, id) > ((SELECT step_time_s FROM bank "
+                                      "WHERE id = ?1), ?1)"
+                          : f.oldest_first ? " AND id > ?1" : " AND id < ?1");
+  }
   if (!f.workload_signature.empty()) absl::StrAppend(&sql, " AND workload_signature = ?");
   if (!f.gpu_model.empty()) absl::StrAppend(&sql, " AND gpu_model = ? COLLATE NOCASE");
   if (!f.status.empty()) absl::StrAppend(&sql, " AND status = ?");
@@ -947,7 +955,10 @@ absl::StatusOr<std::vector<BankRecord>> SqliteStorage::QueryBank(const BankFilte
                               : " AND EXISTS (SELECT 1 FROM bank_knobs WHERE knob = ? AND value = "
                                 "? AND bank_id = bank.id)");
   }
-  absl::StrAppend(&sql, f.oldest_first ? " ORDER BY id" : " ORDER BY id DESC", " LIMIT ?");
+  absl::StrAppend(&sql,
+                  f.fastest ? " ORDER BY step_time_s, id"
+                            : f.oldest_first ? " ORDER BY id" : " ORDER BY id DESC",
+                  " LIMIT ?");
   Stmt st(db_, sql.c_str());
   if (f.cursor > 0) st.Bind(f.cursor);
   if (!f.workload_signature.empty()) st.Bind(f.workload_signature);

@@ -199,9 +199,11 @@ struct BankFilter {
   std::vector<std::pair<std::string, std::string>> knobs;
   // Only entries this team may read (its own and shared ones); unset: all.
   std::optional<std::string> visible_to_team;
-  // Newest first (descending id) unless `oldest_first`.
+  // Newest first (descending id) unless `oldest_first`, or with `fastest`
+  // by ascending step time (then id).
   bool oldest_first = false;
-  // Paging: entries past this id in the order asked (0: from the start).
+  bool fastest = false;
+  // Paging: entries past this one in the order asked (0: from the start).
   int64_t cursor = 0;
   int32_t limit = 50;
 };

@@ -1534,6 +1534,20 @@ TEST_F(SessionManagerTest, BankQueriesValidateEveryFilterAndOrder) {
   paged.set_page_token(first->next_page_token());
   paged.set_order("oldest");
   EXPECT_TRUE(absl::IsInvalidArgument(m_->QueryExperience(paged).status()));
+  // Fastest: ok entries by step time, and only those.
+  v1::QueryExperienceRequest fastest;
+  fastest.set_order("fastest");
+  auto ranked = m_->QueryExperience(fastest);
+  ASSERT_TRUE(ranked.ok()) << ranked.status();
+  ASSERT_GT(ranked->entries_size(), 1);
+  for (int i = 0; i < ranked->entries_size(); ++i) {
+    EXPECT_EQ(ranked->entries(i).status(), "ok");
+    if (i > 0) {
+      EXPECT_LE(ranked->entries(i - 1).step_time_s(), ranked->entries(i).step_time_s());
+    }
+  }
+  fastest.set_status("oom");
+  EXPECT_EQ(m_->QueryExperience(fastest).status().message().rfind("status: order fastest", 0), 0u);
 }
 
 // Retention keeps every trial's summary, the report and the bank, and

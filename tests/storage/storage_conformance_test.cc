@@ -396,6 +396,38 @@ TEST_P(StorageConformance, BankFiltersAndPages) {
   EXPECT_TRUE(absl::IsNotFound(db_->SetBankStatus(99, "ok")));
 }
 
+// Issue 17: the bank ranks its fastest ok entries first, pages included
+// (ties by id, so a page boundary inside a tie loses nothing).
+TEST_P(StorageConformance, BankFastestFirstPages) {
+  const std::vector<std::pair<double, std::string>> entries = {
+      {0.5, "ok"}, {0.3, "ok"}, {0.3, "ok"}, {0.9, "ok"}, {0.0, "oom"}};
+  for (size_t i = 0; i < entries.size(); ++i) {
+    BankRecord b;
+    b.session_id = "s";
+    b.trial_id = static_cast<int64_t>(i) + 1;
+    b.config = "{}";
+    b.step_time_s = entries[i].first;
+    b.status = entries[i].second;
+    ASSERT_TRUE(db_->AddBankEntry(b).ok());
+  }
+  BankFilter f;
+  f.fastest = true;
+  f.status = "ok";
+  f.limit = 2;
+  auto page1 = db_->QueryBank(f);
+  ASSERT_TRUE(page1.ok()) << page1.status();
+  ASSERT_EQ(page1->size(), 2u);
+  EXPECT_EQ((*page1)[0].trial_id, 2);
+  EXPECT_EQ((*page1)[1].trial_id, 3);
+  f.cursor = page1->back().id;
+  auto page2 = db_->QueryBank(f);
+  ASSERT_EQ(page2->size(), 2u);
+  EXPECT_EQ((*page2)[0].trial_id, 1);
+  EXPECT_EQ((*page2)[1].trial_id, 4);
+  f.cursor = page2->back().id;
+  EXPECT_TRUE(db_->QueryBank(f)->empty());
+}
+
 TEST_P(StorageConformance, SessionPagesNewestFirstByTeamAndStage) {
   for (int i = 0; i < 5; ++i) {
     SessionRecord s = Session(absl::StrCat("s", i));
