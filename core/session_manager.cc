@@ -382,6 +382,7 @@ TrialQueue::Requirement SessionManager::RequirementOf(const SessionState& s) con
 }
 
 absl::Status SessionManager::WriteTrialLocked(const SessionState& s, storage::TrialRecord& t) {
+  t.executor = s.spec.ExecutorName();
   if (t.id == 0) {
     ASSIGN_OR_RETURN(t.id, options_.storage->InsertTrial(t));
   } else {

@@ -101,9 +101,12 @@ absl::StatusOr<std::string> MetricsEndpoint::Render(const Options& o) {
     out.Sample("infrarsi_sessions", {{"stage", stage}}, static_cast<double>(n));
   }
   ASSIGN_OR_RETURN(auto statuses, o.reader->CountTrialsByStatus());
-  out.Family("infrarsi_trials", "gauge", "Trials by status.");
-  for (const auto& [status, n] : statuses) {
-    out.Sample("infrarsi_trials", {{"status", status}}, static_cast<double>(n));
+  out.Family("infrarsi_trials", "gauge",
+             "Trials by status and executor (\"unknown\": written before schema v11).");
+  for (const auto& [key, n] : statuses) {
+    out.Sample("infrarsi_trials",
+               {{"status", key.first}, {"executor", key.second.empty() ? "unknown" : key.second}},
+               static_cast<double>(n));
   }
   const SessionManager::Stats st = o.manager->GetStats();
   out.Family("infrarsi_trials_queued", "gauge", "Trials queued for leasing (active sessions).");

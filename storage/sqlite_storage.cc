@@ -208,6 +208,11 @@ CREATE INDEX trials_by_agent ON trials(agent, status);
     R"sql(
 CREATE INDEX bank_by_status_time ON bank(status, step_time_s, id);
 )sql",
+    // v11: each trial's executor, for metrics by status and executor.
+    R"sql(
+ALTER TABLE trials ADD COLUMN executor TEXT NOT NULL DEFAULT '';
+CREATE INDEX trials_by_status_executor ON trials(status, executor);
+)sql",
 };
 constexpr int kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -371,7 +376,7 @@ constexpr char kTrialCols[] =
     "session_id, purpose, config, status, attempts, lease_agent, lease_token, "
     "lease_deadline_ms, step_time_s, peak_mem_gib, cost_s, error, note, agent, created_ms, "
     "finished_ms, violation, tag, pin_agent, observed_window_s, observed_steps, clock_slack_s, "
-    "leased_ms, lease_token_id, refused_by";
+    "leased_ms, lease_token_id, refused_by, executor";
 
 void BindTrial(Stmt& st, const TrialRecord& t) {
   st.Bind(t.session_id).Bind(t.purpose).Bind(t.config).Bind(t.status).Bind(t.attempts)
@@ -379,7 +384,7 @@ void BindTrial(Stmt& st, const TrialRecord& t) {
       .Bind(t.peak_mem_gib).Bind(t.cost_s).Bind(t.error).Bind(t.note).Bind(t.agent)
       .Bind(t.created_ms).Bind(t.finished_ms).Bind(t.violation).Bind(t.tag).Bind(t.pin_agent)
       .Bind(t.observed_window_s).Bind(t.observed_steps).Bind(t.clock_slack_s).Bind(t.leased_ms)
-      .Bind(t.lease_token_id).Bind(t.refused_by);
+      .Bind(t.lease_token_id).Bind(t.refused_by).Bind(t.executor);
 }
 
 TrialRecord ReadTrial(const Stmt& st) {
@@ -411,6 +416,7 @@ TrialRecord ReadTrial(const Stmt& st) {
   t.leased_ms = st.Int(c++);
   t.lease_token_id = st.Text(c++);
   t.refused_by = st.Text(c++);
+  t.executor = st.Text(c++);
   return t;
 }
 
@@ -685,7 +691,7 @@ absl::Status SqliteStorage::UpdateTrial(const TrialRecord& t) {
           "lease_agent=?, lease_token=?, lease_deadline_ms=?, step_time_s=?, peak_mem_gib=?, "
           "cost_s=?, error=?, note=?, agent=?, created_ms=?, finished_ms=?, violation=?, tag=?, "
           "pin_agent=?, observed_window_s=?, observed_steps=?, clock_slack_s=?, leased_ms=?, "
-          "lease_token_id=?, refused_by=? WHERE id=?");
+          "lease_token_id=?, refused_by=?, executor=? WHERE id=?");
   BindTrial(st, t);
   st.Bind(t.id);
   RETURN_IF_ERROR(st.Run());
@@ -845,10 +851,17 @@ absl::StatusOr<std::map<std::string, int64_t>> SqliteStorage::CountSessionsBySta
   return CountGroups(st);
 }
 
-absl::StatusOr<std::map<std::string, int64_t>> SqliteStorage::CountTrialsByStatus() {
+absl::StatusOr<std::map<std::pair<std::string, std::string>, int64_t>>
+SqliteStorage::CountTrialsByStatus() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  Stmt st(db_, "SELECT status, COUNT(*) FROM trials GROUP BY status");
-  return CountGroups(st);
+  Stmt st(db_, "SELECT status, executor, COUNT(*) FROM trials GROUP BY status, executor");
+  std::map<std::pair<std::string, std::string>, int64_t> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out[{st.Text(0), st.Text(1)}] = st.Int(2);
+  }
+  return out;
 }
 
 absl::StatusOr<std::map<std::string, int64_t>> SqliteStorage::CountAgentTrials(

@@ -68,7 +68,8 @@ class SqliteStorage : public Storage {
   absl::StatusOr<AgentRecord> GetAgent(const std::string& id) override;
   absl::StatusOr<std::vector<AgentRecord>> ListAgents() override;
   absl::StatusOr<std::map<std::string, int64_t>> CountSessionsByStage() override;
-  absl::StatusOr<std::map<std::string, int64_t>> CountTrialsByStatus() override;
+  absl::StatusOr<std::map<std::pair<std::string, std::string>, int64_t>> CountTrialsByStatus()
+      override;
   absl::StatusOr<std::map<std::string, int64_t>> CountAgentTrials(
       const std::string& agent_id) override;
   absl::StatusOr<int64_t> AddBankEntry(const BankRecord& b) override;

@@ -120,6 +120,9 @@ struct TrialRecord {
   // Agents that refused the trial under their policy, comma-separated: it
   // is not offered to them again.
   std::string refused_by;
+  // The executor its session runs ("replay", "process", "sim"; "" for
+  // trials written before schema v11), for metrics.
+  std::string executor;
 };
 
 struct StepRecord {
@@ -268,10 +271,11 @@ class Storage {
   virtual absl::Status PutAgent(const AgentRecord& a) = 0;
   virtual absl::StatusOr<AgentRecord> GetAgent(const std::string& id) = 0;
   virtual absl::StatusOr<std::vector<AgentRecord>> ListAgents() = 0;
-  // For metrics: sessions by stage and trials by status (each an index
-  // scan: a scrape costs what the history holds, not a table scan).
+  // For metrics: sessions by stage, and trials by (status, executor) (each
+  // an index scan: a scrape costs what the history holds, not a table scan).
   virtual absl::StatusOr<std::map<std::string, int64_t>> CountSessionsByStage() = 0;
-  virtual absl::StatusOr<std::map<std::string, int64_t>> CountTrialsByStatus() = 0;
+  virtual absl::StatusOr<std::map<std::pair<std::string, std::string>, int64_t>>
+  CountTrialsByStatus() = 0;
   // Finished trials agent `agent_id` ran, by status (from an index).
   virtual absl::StatusOr<std::map<std::string, int64_t>> CountAgentTrials(
       const std::string& agent_id) = 0;

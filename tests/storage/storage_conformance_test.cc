@@ -288,14 +288,17 @@ TEST_P(StorageConformance, TrialsAreCountedPerAgent) {
     t.session_id = "ses-1";
     t.status = status;
     t.agent = std::string(status) == "queued" ? "" : "agt-1";
+    t.executor = "process";
     ASSERT_TRUE(db_->InsertTrial(t).ok());
   }
   auto counts = db_->CountAgentTrials("agt-1");
   ASSERT_TRUE(counts.ok()) << counts.status();
   EXPECT_EQ(*counts, (std::map<std::string, int64_t>{{"failed", 1}, {"ok", 2}}));
   EXPECT_TRUE(db_->CountAgentTrials("agt-2")->empty());
+  using Key = std::pair<std::string, std::string>;
   EXPECT_EQ(*db_->CountTrialsByStatus(),
-            (std::map<std::string, int64_t>{{"failed", 1}, {"ok", 2}, {"queued", 1}}));
+            (std::map<Key, int64_t>{{{"failed", "process"}, 1}, {{"ok", "process"}, 2},
+                                    {{"queued", "process"}, 1}}));
   EXPECT_EQ(*db_->CountSessionsByStage(), (std::map<std::string, int64_t>{{"running", 1}}));
 }
 

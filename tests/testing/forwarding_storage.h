@@ -75,7 +75,8 @@ class ForwardingStorage : public storage::Storage {
   absl::StatusOr<std::map<std::string, int64_t>> CountSessionsByStage() override {
     return inner_->CountSessionsByStage();
   }
-  absl::StatusOr<std::map<std::string, int64_t>> CountTrialsByStatus() override {
+  absl::StatusOr<std::map<std::pair<std::string, std::string>, int64_t>> CountTrialsByStatus()
+      override {
     return inner_->CountTrialsByStatus();
   }
   absl::StatusOr<std::map<std::string, int64_t>> CountAgentTrials(
