@@ -744,6 +744,8 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorReques
     absl::MutexLock table(&mu_);
     hosts = registry_.LiveFitting(RequirementOf(*s), NowMs());
   }
+  // A watch from here sees the whole stage: its start, why it waits, every run.
+  const int64_t watch_from = SummaryOf(*s).last_event_seq();
   RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
     for (int i = 0; i < repeats; ++i) {
       storage::TrialRecord t;
@@ -760,7 +762,9 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorReques
   }));
   RefreshNoticeLocked(*s);  // said at once when no agent can run it
   work_cv_.SignalAll();
-  return SummaryOf(*s);
+  v1::SessionSummary out = SummaryOf(*s);
+  out.set_last_event_seq(watch_from);
+  return out;
 }
 
 absl::Status SessionManager::AdvanceDoctorLocked(SessionState& s) {
@@ -929,14 +933,14 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
   }
   RETURN_IF_ERROR(StartSearchLocked(*s, std::move(priors), std::move(seeds)));
   s->stop_reason.clear();
+  // A watch from here sees the whole run: its start, why it waits, every trial.
+  const int64_t watch_from = SummaryOf(*s).last_event_seq();
   RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
     if (request.max_trials() > 0) s->rec.max_trials = request.max_trials();
     RETURN_IF_ERROR(SaveSessionLocked(*s, StageName(v1::STAGE_RUNNING)));
     return FillWindowLocked(*s);
   }));
   RefreshNoticeLocked(*s);
-  // Where a watch starts to see every trial of the run.
-  const int64_t watch_from = SummaryOf(*s).last_event_seq();
   // The first proposals, outside the lock; the summary shows them queued.
   lock.Release();
   RETURN_IF_ERROR(ProposePending(s->rec.id, /*wait_for_busy=*/true));

@@ -98,6 +98,46 @@ TEST_F(EndToEndTest, FiveStagesThroughTheCliWithReplayAgents) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+// Issue 17, as a user sees it: a session no agent can run says why, once;
+// `infrarsi agents` lists the hosts; `infrarsi watch` re-attaches to a
+// session whose `run` was interrupted and follows it to the end.
+TEST_F(EndToEndTest, TheCliExplainsWaitsListsAgentsAndReattaches) {
+  StartServer();
+  StartAgent("replay");
+  const std::string spec = H200Spec(/*max_trials=*/6, /*doctor=*/2, /*candidates=*/1, /*runs=*/2);
+  std::string text;
+  {
+    std::ifstream in(spec);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  ASSERT_NE(text.find("count: 1"), std::string::npos) << text;
+  const std::string wide = WriteFile("specs/h200-8.yaml", absl::StrReplaceAll(text, {{"count: 1", "count: 8"}}));
+  const std::string waiting = CliCreate(wide);
+  std::string out, err;
+  EXPECT_NE(Cli({"--wait-s", "2", "doctor", waiting}, &out, &err), 0);
+  const std::string said =
+      "waiting: no live agent can run this session's trials: they need 8 x h200 with the replay "
+      "executor; live agents: ";
+  const size_t at = err.find(said);
+  ASSERT_NE(at, std::string::npos) << err;
+  EXPECT_EQ(err.find(said, at + 1), std::string::npos) << "said more than once: " << err;
+  EXPECT_NE(err.find("on node-0 (1 x H200; executors replay)"), std::string::npos) << err;
+
+  ASSERT_EQ(Cli({"agents"}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("node-0"), std::string::npos) << out;
+  EXPECT_NE(out.find("1 x H200"), std::string::npos) << out;
+  EXPECT_NE(out.find("active"), std::string::npos) << out;
+
+  const std::string id = CliCreate(spec);
+  ASSERT_EQ(Cli({"doctor", id}, &out, &err), 0) << err;
+  Cli({"--wait-s", "0.2", "run", id}, &out, &err);  // interrupted (or already done)
+  ASSERT_EQ(Cli({"watch", id}, &out, &err), 0) << err;
+  EXPECT_NE(out.find(id), std::string::npos) << out;
+  EXPECT_NE(out.find("searched"), std::string::npos) << out;
+}
+
 TEST_F(EndToEndTest, SimulatedClusterSessionWithSimAgents) {
   StartServer();
   StartAgent("sim", "H100", 8);
