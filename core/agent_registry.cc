@@ -97,6 +97,9 @@ std::string AgentRegistry::WhyNoneFits(const TrialQueue::Requirement& req, int64
   if (!LiveFitting(req, now_ms).empty()) return "";
   std::vector<std::string> heard;
   for (const auto& [id, a] : agents_) {
+    // Only agents the session's team may know of: the shared pool and its
+    // own (another team's hosts are none of its business).
+    if (!a.team.empty() && a.team != req.team) continue;
     if (Heard(id, now_ms)) heard.push_back(Describe(a));
   }
   return absl::StrCat(

@@ -61,7 +61,8 @@ class AgentRegistry {
   // "agt-1 on node-3 (8 x H100; executors process; draining)".
   static std::string Describe(const storage::AgentRecord& a);
   // Why no live agent can take work that needs `req` (what it needs, and
-  // the agents heard from, with what they have); "" when one can.
+  // the agents heard from that its team may know of: the shared pool and
+  // its own, with what they have); "" when one can.
   std::string WhyNoneFits(const TrialQueue::Requirement& req, int64_t now_ms) const;
   // Whether agent `a` fits work that needs `req` (hardware, executor,
   // tenancy).

@@ -1448,8 +1448,11 @@ absl::StatusOr<int> SessionManager::RequeueLeasesOf(const std::string& agent_id,
     absl::MutexLock lock(&s->sync.mu);
     ASSIGN_OR_RETURN(storage::TrialRecord t, options_.storage->GetTrial(seen.id));
     if (!IsLeased(t.status) || t.lease_token != seen.lease_token) continue;
+    // A lease handed back before the trial started costs no attempt; one
+    // abandoned mid-run does (else leasing and leaving could churn a trial
+    // forever).
+    if (t.status == ts::kLeased) t.attempts = std::max(0, t.attempts - 1);
     t.status = ts::kQueued;
-    t.attempts = std::max(0, t.attempts - 1);  // handed back, not lost
     t.lease_deadline_ms = 0;
     t.pin_agent.clear();
     t.note = absl::StrCat("agent ", agent_id, " ", why, "; re-queued");

@@ -1908,6 +1908,58 @@ TEST_F(SessionManagerTest, AWaitWithNoAgentThatFitsExplainsItself) {
   EXPECT_NE(RunOne(*m_, a100), 0);
 }
 
+// A wait's explanation names only agents the session's team may know of
+// (the shared pool and its own): another team's hosts stay unseen.
+TEST_F(SessionManagerTest, AWaitNamesOnlyAgentsTheTeamMayKnowOf) {
+  auto as = [](Role role, const std::string& token, const std::string& team) {
+    Principal p;
+    p.token_id = token;
+    p.role = role;
+    p.team = team;
+    return p;
+  };
+  RegisterOn(*m_, "pool-host", "H200", as(Role::kAgent, "tok-pool", ""));
+  RegisterOn(*m_, "audio-secret-host", "H200", as(Role::kAgent, "tok-aa", "audio"));
+  const Principal vision = as(Role::kSubmitter, "tok-v", "vision");
+  auto s = m_->Init(InitReq(absl::StrReplaceAll(kSpec, {{"gpu: H200", "gpu: A100"}})), vision);
+  ASSERT_TRUE(s.ok()) << s.status();
+  v1::DoctorRequest d;
+  d.set_session_id(s->session_id());
+  auto started = m_->Doctor(d, vision);
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_NE(started->notice().find("pool-host"), std::string::npos) << started->notice();
+  EXPECT_EQ(started->notice().find("audio-secret-host"), std::string::npos) << started->notice();
+}
+
+// A lease given back by a deregistering agent costs no attempt if the trial
+// had not started, and one if it was abandoned mid-run (leasing and leaving
+// must not churn a trial forever).
+TEST_F(SessionManagerTest, AbandoningARunningTrialCostsAnAttempt) {
+  const std::string a = RegisterOn(*m_, "node-a");
+  const std::string id = NewSession();
+  ASSERT_TRUE(StartDoctor(id, 1).ok());
+  auto lease = m_->TryLease(a);
+  ASSERT_TRUE(lease.ok() && lease->has_value());
+  v1::ReportProgressRequest p;
+  p.set_trial_id((*lease)->trial_id());
+  p.set_lease_token((*lease)->lease_token());
+  v1::StepMetrics* m = p.add_steps();
+  m->set_step(0);
+  m->set_loss(5.0);
+  m->set_tokens(8192);
+  m->set_step_time_s(9.0);
+  m->set_warmup(true);
+  m->set_peak_mem_gib(10);
+  ASSERT_TRUE(m_->ReportProgress(p).ok());
+  v1::DeregisterAgentRequest d;
+  d.set_agent_id(a);
+  ASSERT_EQ(m_->DeregisterAgent(d)->requeued(), 1);
+  auto rep = m_->Report(id);
+  ASSERT_EQ(rep->trials_size(), 1);
+  EXPECT_EQ(rep->trials(0).status(), "queued");
+  EXPECT_EQ(rep->trials(0).attempts(), 1);
+}
+
 // Issue 17: Run and Doctor returned no event seq, so a watch started from a
 // snapshot and progress skipped the first trials. The seq they return is
 // one a watch from shows every trial of the stage.
