@@ -8,8 +8,11 @@
 #include <cstring>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <spdlog/pattern_formatter.h>
 
 #include <CLI/CLI.hpp>
+
+#include "core/spec.h"
 #include <cstdio>
 #include <tuple>
 #include <cstdlib>
@@ -24,6 +27,26 @@
 #include "storage/sqlite_storage.h"
 
 namespace {
+
+// --log-format json: one JSON object per line (ts in UTC, level, logger,
+// thread, msg), for log shippers; the message is escaped as a JSON string.
+class JsonMessageFlag : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& m, const std::tm&, spdlog::memory_buf_t& dest) override {
+    const std::string q = infrarsi::JsonQuote(std::string(m.payload.data(), m.payload.size()));
+    dest.append(q.data(), q.data() + q.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<JsonMessageFlag>();
+  }
+};
+
+void UseJsonLogs() {
+  auto f = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
+  f->add_flag<JsonMessageFlag>('*').set_pattern(
+      R"({"ts":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","logger":"%n","thread":%t,"msg":%*})");
+  spdlog::set_formatter(std::move(f));
+}
 
 // systemd's readiness protocol (sd_notify) without libsystemd, whose
 // headers Debian ships only in libsystemd-dev: one datagram to
@@ -75,6 +98,10 @@ int main(int argc, char** argv) {
                  "(trials, reports and the bank stay; 0: keep forever)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 36500.0));
+  std::string log_format = "text";
+  app.add_option("--log-format", log_format, "text, or json: one JSON object per line")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
@@ -233,6 +260,7 @@ int main(int argc, char** argv) {
   auto logger = spdlog::stderr_color_mt("infrarsi-server");
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(log_level));
+  if (log_format == "json") UseJsonLogs();
 
   // Block the stop signals in every thread; one thread waits for them.
   sigset_t sigs;

@@ -1,6 +1,7 @@
 // infrarsi-agent: runs on a GPU host, leases trials from infrarsi-server.
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -14,8 +15,29 @@
 #include "client/agent/agent.h"
 #include "client/agent/agent_policy_file.h"
 #include "client/credential_flags.h"
+#include "core/spec.h"
 
 namespace {
+
+// --log-format json, as infrarsi-server writes it (each binary wires its
+// own spdlog; the shared part, JSON string escaping, is core's JsonQuote).
+class JsonMessageFlag : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& m, const std::tm&, spdlog::memory_buf_t& dest) override {
+    const std::string q = infrarsi::JsonQuote(std::string(m.payload.data(), m.payload.size()));
+    dest.append(q.data(), q.data() + q.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<JsonMessageFlag>();
+  }
+};
+
+void UseJsonLogs() {
+  auto f = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
+  f->add_flag<JsonMessageFlag>('*').set_pattern(
+      R"({"ts":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","logger":"%n","thread":%t,"msg":%*})");
+  spdlog::set_formatter(std::move(f));
+}
 
 // Best effort: the first GPU's name and memory from nvidia-smi, if present.
 void DetectGpu(infrarsi::client::Agent::Options& o) {
@@ -94,6 +116,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 30.0));
   app.add_option("--max-trials", o.max_trials, "exit after this many trials (0: never)")
       ->capture_default_str();
+  std::string log_format = "text";
+  app.add_option("--log-format", log_format, "text, or json: one JSON object per line")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
@@ -145,6 +171,7 @@ int main(int argc, char** argv) {
 
   spdlog::set_default_logger(spdlog::stderr_color_mt("infrarsi-agent"));
   spdlog::set_level(spdlog::level::from_str(log_level));
+  if (log_format == "json") UseJsonLogs();
 
   sigset_t sigs;
   sigemptyset(&sigs);

@@ -3,6 +3,7 @@
 // on the processes' output, never by sleeping.
 #include <git2.h>
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -136,6 +137,31 @@ TEST_F(EndToEndTest, TheCliExplainsWaitsListsAgentsAndReattaches) {
   ASSERT_EQ(Cli({"watch", id}, &out, &err), 0) << err;
   EXPECT_NE(out.find(id), std::string::npos) << out;
   EXPECT_NE(out.find("searched"), std::string::npos) << out;
+}
+
+// Issue 17: structured logs. With --log-format json every line the server
+// writes is one JSON object with ts, level, logger and msg.
+TEST_F(EndToEndTest, JsonLogsAreOneObjectPerLine) {
+  testing::Subprocess server({INFRARSI_SERVER_BIN, "--listen", "127.0.0.1:0", "--db",
+                              dir_ + "/json.db", "--log-format", "json"},
+                             dir_ + "/json.log");
+  ASSERT_FALSE(server.WaitForLinePrefix("infrarsi-server listening on ").empty());
+  server.Signal(SIGTERM);
+  server.Wait();
+  std::ifstream in(dir_ + "/json.log");
+  std::string line;
+  std::vector<std::string> messages;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    YAML::Node n;
+    ASSERT_NO_THROW(n = YAML::Load(line)) << line;  // JSON is YAML
+    ASSERT_TRUE(n.IsMap()) << line;
+    for (const char* key : {"ts", "level", "logger", "msg"}) EXPECT_TRUE(n[key]) << key << ": " << line;
+    EXPECT_EQ(n["logger"].as<std::string>(), "infrarsi-server");
+    messages.push_back(n["msg"].as<std::string>());
+  }
+  ASSERT_GE(messages.size(), 3u);
+  EXPECT_EQ(messages.back(), "stopped");
 }
 
 TEST_F(EndToEndTest, SimulatedClusterSessionWithSimAgents) {
