@@ -869,13 +869,7 @@ absl::StatusOr<std::map<std::string, int64_t>> SqliteStorage::CountAgentTrials(
   std::lock_guard<std::recursive_mutex> lock(mu_);
   Stmt st(db_, "SELECT status, COUNT(*) FROM trials WHERE agent=? GROUP BY status");
   st.Bind(agent_id);
-  std::map<std::string, int64_t> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out[st.Text(0)] = st.Int(1);
-  }
-  return out;
+  return CountGroups(st);
 }
 
 absl::StatusOr<int64_t> SqliteStorage::AddBankEntry(const BankRecord& b) {
