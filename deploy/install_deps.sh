@@ -32,6 +32,7 @@ TEST_PACKAGES=(
   clang libclang-rt-14-dev  # tests/fuzz: libFuzzer targets, run by ctest (fuzz_smoke)
   python3-grpcio python3-protobuf  # client/python, tested against a real server
   systemd  # systemd-analyze verify on deploy/systemd/
+  slurmctld slurmd slurm-client munge  # deploy/slurm/local-cluster.sh: a two-node Slurm here
 )
 if [ "$tests" -eq 1 ]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
 
