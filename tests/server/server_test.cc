@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <httplib.h>
 
@@ -154,8 +155,27 @@ TEST(InfraRsiServerTest, HealthReflectionAndWatchesThatEnd) {
     }
   }
 
-  // Shutting down: probes see NOT_SERVING while calls drain.
-  (*s)->Shutdown(absl::Seconds(1));
+  // Shutting down: a probe watching the health service sees NOT_SERVING
+  // once the shutdown begins, while calls drain.
+  grpc::ClientContext watch_ctx;
+  watch_ctx.set_deadline(deadline());
+  grpc::health::v1::HealthCheckRequest watch_req;
+  auto watch = health->Watch(&watch_ctx, watch_req);
+  grpc::health::v1::HealthCheckResponse seen;
+  ASSERT_TRUE(watch->Read(&seen));
+  EXPECT_EQ(seen.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  std::thread stopper([&] { (*s)->Shutdown(absl::Seconds(1)); });
+  bool not_serving = false;
+  while (watch->Read(&seen)) {
+    if (seen.status() == grpc::health::v1::HealthCheckResponse::NOT_SERVING) {
+      not_serving = true;
+      break;
+    }
+  }
+  watch_ctx.TryCancel();
+  watch->Finish();
+  stopper.join();
+  EXPECT_TRUE(not_serving) << "the health watch never said NOT_SERVING during shutdown";
   std::filesystem::remove_all(dir);
 }
 
