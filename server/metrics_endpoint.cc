@@ -1,9 +1,9 @@
 #include "server/metrics_endpoint.h"
 
 #include <httplib.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -12,15 +12,6 @@
 
 namespace infrarsi::server {
 namespace {
-
-const char* CodeName(int code) {
-  static const char* const kNames[] = {
-      "OK",       "CANCELLED",         "UNKNOWN",          "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
-      "NOT_FOUND", "ALREADY_EXISTS",   "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-      "ABORTED",  "OUT_OF_RANGE",      "UNIMPLEMENTED",    "INTERNAL",           "UNAVAILABLE",
-      "DATA_LOSS", "UNAUTHENTICATED"};
-  return code >= 0 && code < 17 ? kNames[code] : "UNKNOWN";
-}
 
 class MetricsInterceptor : public grpc::experimental::Interceptor {
  public:
@@ -62,7 +53,23 @@ int64_t FileBytes(const std::string& path) {
 
 }  // namespace
 
-void RpcMetrics::Record(const std::string& method, int code, double seconds) {
+RpcMetrics::RpcMetrics() {
+  const google::protobuf::FileDescriptor* api = v1::InitRequest::descriptor()->file();
+  for (int i = 0; i < api->service_count(); ++i) {
+    const google::protobuf::ServiceDescriptor* svc = api->service(i);
+    for (int j = 0; j < svc->method_count(); ++j) {
+      known_.insert(absl::StrCat(svc->full_name(), "/", svc->method(j)->name()));
+    }
+  }
+  for (const char* m : {"grpc.health.v1.Health/Check", "grpc.health.v1.Health/Watch",
+                        "grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"}) {
+    known_.insert(m);
+  }
+}
+
+void RpcMetrics::Record(const std::string& name, int code, double seconds) {
+  static const std::string kUnknown = "unknown";
+  const std::string& method = known_.count(name) ? name : kUnknown;
   Histogram* h = nullptr;
   {
     absl::MutexLock lock(&mu_);
@@ -78,7 +85,9 @@ void RpcMetrics::Render(MetricsText* out) const {
   absl::MutexLock lock(&mu_);
   out->Family("infrarsi_rpc_requests_total", "counter", "RPCs finished, by method and status code.");
   for (const auto& [key, n] : calls_) {
-    out->Sample("infrarsi_rpc_requests_total", {{"method", key.first}, {"code", CodeName(key.second)}},
+    out->Sample("infrarsi_rpc_requests_total",
+                {{"method", key.first},
+                 {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(key.second))}},
                 static_cast<double>(n));
   }
   out->Family("infrarsi_rpc_duration_seconds", "histogram",

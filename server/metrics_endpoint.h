@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -30,6 +31,11 @@ namespace infrarsi::server {
 // RPC counts by method and code, latencies by method. Thread-safe.
 class RpcMetrics {
  public:
+  // Knows the server's methods (infrarsi.v1's services, health,
+  // reflection): any other name a caller sends is counted as "unknown", so
+  // that no caller can add series without bound.
+  RpcMetrics();
+  // `method`: "package.Service/Method".
   void Record(const std::string& method, int code, double seconds);
   void Render(MetricsText* out) const;
   // For ServerBuilder::experimental().SetInterceptorCreators; the
@@ -37,6 +43,7 @@ class RpcMetrics {
   std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> InterceptorFactory();
 
  private:
+  std::set<std::string> known_;  // fixed at construction
   mutable absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<Histogram>> latency_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, int>, int64_t> calls_ ABSL_GUARDED_BY(mu_);

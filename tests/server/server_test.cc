@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include <grpcpp/impl/client_unary_call.h>
 #include <httplib.h>
 
 #include "client/rpc_client.h"
@@ -201,6 +202,17 @@ TEST(InfraRsiServerTest, MetricsEndpointServesPrometheusText) {
     v1::SessionSummary out;
     EXPECT_EQ(sessions->GetSession(&ctx, req, &out).error_code(), grpc::StatusCode::NOT_FOUND);
   }
+  // A caller naming methods that do not exist must not grow the metrics
+  // (each distinct method would be a new series).
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext ctx;
+    const grpc::internal::RpcMethod bogus(absl::StrCat("/infrarsi.v1.Nope/M", i).c_str(),
+                                          grpc::internal::RpcMethod::NORMAL_RPC, channel);
+    v1::GetSessionRequest req;
+    v1::SessionSummary out;
+    EXPECT_EQ(grpc::internal::BlockingUnaryCall(channel.get(), bogus, &ctx, req, &out).error_code(),
+              grpc::StatusCode::UNIMPLEMENTED);
+  }
   httplib::Client http("127.0.0.1", (*s)->metrics_port());
   auto res = http.Get("/metrics");
   ASSERT_TRUE(res) << "no answer from the metrics endpoint";
@@ -220,6 +232,9 @@ TEST(InfraRsiServerTest, MetricsEndpointServesPrometheusText) {
   }
   EXPECT_EQ(text.find("infrarsi_database_bytes{file=\"db\"} 0\n"), std::string::npos)
       << "the database's size is 0";
+  EXPECT_EQ(text.find("infrarsi.v1.Nope"), std::string::npos) << text;
+  EXPECT_NE(text.find("infrarsi_rpc_requests_total{method=\"unknown\",code=\"UNIMPLEMENTED\"} 3\n"),
+            std::string::npos) << text;
   EXPECT_EQ(http.Get("/nothing")->status, 404);
   InfraRsiServer::Options bad = o;
   bad.db_path = dir + "/db2";
