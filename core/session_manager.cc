@@ -276,10 +276,12 @@ absl::Status SessionManager::Load() {
       ASSIGN_OR_RETURN(Bank::Seeds seeds, bank_->SeedsFor(s->spec, s->rec.id, s->rec.team));
       RETURN_IF_ERROR(StartSearchLocked(*s, std::move(priors), std::move(seeds)));
       RETURN_IF_ERROR(TransactLocked(*s, [&] { return FillWindowLocked(*s); }));
-    } else if (stage == v1::STAGE_VERIFYING) {
-      RETURN_IF_ERROR(TransactLocked(*s, [&] { return AdvanceVerificationLocked(*s); }));
-    } else if (stage == v1::STAGE_DOCTORING) {
-      RETURN_IF_ERROR(TransactLocked(*s, [&] { return AdvanceDoctorLocked(*s); }));
+    } else if (stage == v1::STAGE_VERIFYING || stage == v1::STAGE_DOCTORING) {
+      ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
+      RETURN_IF_ERROR(TransactLocked(*s, [&] {
+        return stage == v1::STAGE_DOCTORING ? AdvanceDoctorLocked(*s, trials)
+                                            : AdvanceVerificationLocked(*s, trials);
+      }));
     }
   }
   return absl::OkStatus();
@@ -767,8 +769,8 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorReques
   return out;
 }
 
-absl::Status SessionManager::AdvanceDoctorLocked(SessionState& s) {
-  ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
+absl::Status SessionManager::AdvanceDoctorLocked(SessionState& s,
+                                                 const std::vector<storage::TrialRecord>& trials) {
   std::vector<DoctorRun> runs;
   std::map<std::string, int> statuses;
   std::set<std::string> fields;
@@ -1177,8 +1179,8 @@ absl::Status SessionManager::FinishRunLocked(SessionState& s) {
   return SaveSessionLocked(s, StageName(v1::STAGE_VERIFYING));
 }
 
-absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s) {
-  ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
+absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s,
+                                                       std::vector<storage::TrialRecord> trials) {
   VerificationDecision d = DecideVerification(s.spec, s.doctor, s.verification, trials, NowMs());
   if (!d.done) return absl::OkStatus();
   for (const VerificationDecision::Implausible& bad : d.implausible) {
@@ -1392,27 +1394,60 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
 
 absl::Status SessionManager::ReturnUndelivered(int64_t trial_id, const std::string& lease_token,
                                                const Principal& who) {
-  ASSIGN_OR_RETURN(storage::TrialRecord first, options_.storage->GetTrial(trial_id));
-  ASSIGN_OR_RETURN(SessionRef s, RecordedSession(first));
-  absl::MutexLock lock(&s->sync.mu);
-  // Read again under the session's lock: what it says now is what counts.
-  ASSIGN_OR_RETURN(storage::TrialRecord t, options_.storage->GetTrial(trial_id));
+  ASSIGN_OR_RETURN(LockedTrial lt, LockTrial(trial_id));
+  SessionState& s = *lt.session;
+  storage::TrialRecord& t = lt.trial;
   if (lease_token.empty() || t.lease_token != lease_token || t.status != ts::kLeased) {
     return absl::FailedPreconditionError(
         absl::StrCat("lease_token: not the undelivered lease of trial ", trial_id));
   }
   RETURN_IF_ERROR(CheckLeaseHolder(t, who, ""));
-  const std::string agent = t.lease_agent;
-  t.status = ts::kQueued;
-  t.attempts = std::max(0, t.attempts - 1);  // it never reached an agent
-  t.lease_deadline_ms = 0;
-  t.note = absl::StrCat("the poll of agent ", agent, " that took it had gone; re-queued");
-  RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
-    RETURN_IF_ERROR(WriteTrialLocked(*s, t));
-    EmitLocked(*s, "trial_requeued", &t);
-    return absl::OkStatus();
+  // It never reached an agent: no attempt counted, and an A/B arm stays
+  // pinned to its host (which is still there).
+  RETURN_IF_ERROR(TransactLocked(s, [&] {
+    return RequeueLocked(s, t,
+                         absl::StrCat("the poll of agent ", t.lease_agent,
+                                      " that took it had gone; re-queued"),
+                         /*refund_attempt=*/true, /*unpin=*/false);
   }));
   work_cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SessionManager::LockedTrial> SessionManager::LockTrial(int64_t trial_id) {
+  ASSIGN_OR_RETURN(storage::TrialRecord first, options_.storage->GetTrial(trial_id));
+  LockedTrial lt;
+  ASSIGN_OR_RETURN(lt.session, RecordedSession(first));
+  lt.lock = std::make_unique<absl::MutexLock>(&lt.session->sync.mu);
+  // Read again under the session's lock: what it says now is what counts.
+  ASSIGN_OR_RETURN(lt.trial, options_.storage->GetTrial(trial_id));
+  return lt;
+}
+
+absl::StatusOr<std::vector<storage::TrialRecord>> SessionManager::LeasedTrials(
+    const std::function<bool(const storage::TrialRecord&)>& pick) {
+  std::vector<storage::TrialRecord> out;
+  for (const char* status : {ts::kLeased, ts::kRunning}) {
+    ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrialsByStatus(status, 100000));
+    for (auto& t : trials) {
+      if (pick(t)) out.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
+absl::Status SessionManager::RequeueLocked(SessionState& s, storage::TrialRecord& t,
+                                           std::string note, bool refund_attempt, bool unpin) {
+  if (refund_attempt) t.attempts = std::max(0, t.attempts - 1);
+  t.status = ts::kQueued;
+  t.lease_deadline_ms = 0;
+  if (unpin) t.pin_agent.clear();
+  t.note = std::move(note);
+  // The lease token is kept: a late report or completion of the old lease is
+  // recognised and refused once the trial is leased again. Its steps go
+  // when it is (a fresh attempt).
+  RETURN_IF_ERROR(WriteTrialLocked(s, t));
+  EmitLocked(s, "trial_requeued", &t);
   return absl::OkStatus();
 }
 
@@ -1435,32 +1470,21 @@ absl::StatusOr<v1::DeregisterAgentResponse> SessionManager::DeregisterAgent(
 
 absl::StatusOr<int> SessionManager::RequeueLeasesOf(const std::string& agent_id,
                                                     const std::string& why) {
-  std::vector<storage::TrialRecord> held;
-  for (const char* status : {ts::kLeased, ts::kRunning}) {
-    ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrialsByStatus(status, 100000));
-    for (auto& t : trials) {
-      if (t.lease_agent == agent_id) held.push_back(std::move(t));
-    }
-  }
+  ASSIGN_OR_RETURN(auto held, LeasedTrials([&](const storage::TrialRecord& t) {
+                     return t.lease_agent == agent_id;
+                   }));
   int requeued = 0;
   for (const storage::TrialRecord& seen : held) {
-    ASSIGN_OR_RETURN(SessionRef s, RecordedSession(seen));
-    absl::MutexLock lock(&s->sync.mu);
-    ASSIGN_OR_RETURN(storage::TrialRecord t, options_.storage->GetTrial(seen.id));
+    ASSIGN_OR_RETURN(LockedTrial lt, LockTrial(seen.id));
+    SessionState& s = *lt.session;
+    storage::TrialRecord& t = lt.trial;
     if (!IsLeased(t.status) || t.lease_token != seen.lease_token) continue;
     // A lease handed back before the trial started costs no attempt; one
     // abandoned mid-run does (else leasing and leaving could churn a trial
     // forever).
-    if (t.status == ts::kLeased) t.attempts = std::max(0, t.attempts - 1);
-    t.status = ts::kQueued;
-    t.lease_deadline_ms = 0;
-    t.pin_agent.clear();
-    t.note = absl::StrCat("agent ", agent_id, " ", why, "; re-queued");
-    RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
-      RETURN_IF_ERROR(options_.storage->DeleteSteps(t.id));
-      RETURN_IF_ERROR(WriteTrialLocked(*s, t));
-      EmitLocked(*s, "trial_requeued", &t);
-      return absl::OkStatus();
+    RETURN_IF_ERROR(TransactLocked(s, [&] {
+      return RequeueLocked(s, t, absl::StrCat("agent ", agent_id, " ", why, "; re-queued"),
+                           /*refund_attempt=*/t.status == ts::kLeased, /*unpin=*/true);
     }));
     ++requeued;
   }
@@ -1582,8 +1606,8 @@ void SessionManager::RefreshNotices() {
   }
 }
 
-absl::Status SessionManager::QuarantineBrokenHostsLocked(SessionState& s) {
-  ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
+absl::Status SessionManager::QuarantineBrokenHostsLocked(
+    SessionState& s, const std::vector<storage::TrialRecord>& trials) {
   for (const BrokenHost& h : FindBrokenHosts(trials, kQuarantineAfterFailures)) {
     storage::AgentRecord copy;
     {
@@ -1641,16 +1665,10 @@ ReportLimits SessionManager::LimitsLocked(const SessionState& s,
 
 absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
     const v1::ReportProgressRequest& r, const Principal& who) {
-  ASSIGN_OR_RETURN(storage::TrialRecord first, options_.storage->GetTrial(r.trial_id()));
-  if (r.lease_token().empty() || r.lease_token() != first.lease_token) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("lease_token: not the current lease of trial ", first.id));
-  }
-  ASSIGN_OR_RETURN(SessionRef s, RecordedSession(first));
-  absl::MutexLock lock(&s->sync.mu);
-  // Read again under the session's lock: what it says now is what counts.
-  ASSIGN_OR_RETURN(storage::TrialRecord t, options_.storage->GetTrial(r.trial_id()));
-  if (r.lease_token() != t.lease_token) {
+  ASSIGN_OR_RETURN(LockedTrial lt, LockTrial(r.trial_id()));
+  SessionState& s = *lt.session;
+  storage::TrialRecord& t = lt.trial;
+  if (r.lease_token().empty() || r.lease_token() != t.lease_token) {
     return absl::FailedPreconditionError(
         absl::StrCat("lease_token: not the current lease of trial ", t.id));
   }
@@ -1669,7 +1687,7 @@ absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
   // trial reports thousands of times).
   ASSIGN_OR_RETURN(auto stored, options_.storage->ListStepTail(t.id, FirstStepOf(r.steps())));
   ASSIGN_OR_RETURN(std::vector<storage::StepRecord> steps,
-                   ValidateStepsOnTail(t.id, r.steps(), stored, LimitsLocked(*s, t), "steps"));
+                   ValidateStepsOnTail(t.id, r.steps(), stored, LimitsLocked(s, t), "steps"));
   {
     absl::MutexLock table(&mu_);
     if (storage::AgentRecord* a = registry_.Find(t.lease_agent)) a->last_heartbeat_ms = NowMs();
@@ -1704,12 +1722,10 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
     return absl::InvalidArgumentError(absl::StrCat(
         "outcome.status: must be one of ok, oom, failed, timeout, refused; got '", status, "'"));
   }
-  ASSIGN_OR_RETURN(storage::TrialRecord first, options_.storage->GetTrial(r.trial_id()));
-  ASSIGN_OR_RETURN(SessionRef s, RecordedSession(first));
-  *session_id = first.session_id;
-  absl::MutexLock lock(&s->sync.mu);
-  // Read again under the session's lock: what it says now is what counts.
-  ASSIGN_OR_RETURN(storage::TrialRecord t, options_.storage->GetTrial(r.trial_id()));
+  ASSIGN_OR_RETURN(LockedTrial lt, LockTrial(r.trial_id()));
+  SessionRef& s = lt.session;
+  storage::TrialRecord& t = lt.trial;
+  *session_id = t.session_id;
   v1::CompleteTrialResponse resp;
   const bool token_ok = !r.lease_token().empty() && r.lease_token() == t.lease_token;
   if (token_ok) RETURN_IF_ERROR(CheckLeaseHolder(t, who, r.agent_id()));
@@ -1831,18 +1847,24 @@ absl::Status SessionManager::FinishTrialLocked(SessionState& s, storage::TrialRe
   RETURN_IF_ERROR(
       options_.storage->AddBankEntry(Bank::EntryFor(s.rec, s.spec, t, NowMs())).status());
   if (t.status == ts::kFailed || t.status == ts::kTimeout) ++s.host_failures;
-  if (s.host_failures > 0 && !t.agent.empty()) RETURN_IF_ERROR(QuarantineBrokenHostsLocked(s));
-
   const v1::Stage stage = StageFromName(s.rec.stage);
-  if (t.purpose == "doctor") {
-    EmitLocked(s, "trial_finished", &t);
-    if (stage == v1::STAGE_DOCTORING) return AdvanceDoctorLocked(s);
-    return absl::OkStatus();
+  // The session's trials (this one written), read once for what needs them:
+  // the broken-host check once any trial of the session has failed, and
+  // the doctor's or the verification's verdict.
+  const bool check_hosts = s.host_failures > 0 && !t.agent.empty();
+  const bool advance = (t.purpose == "doctor" && stage == v1::STAGE_DOCTORING) ||
+                       (t.purpose == "verify" && stage == v1::STAGE_VERIFYING);
+  std::vector<storage::TrialRecord> trials;
+  if (check_hosts || advance) {
+    ASSIGN_OR_RETURN(trials, options_.storage->ListTrials(s.rec.id));
   }
-  if (t.purpose == "verify") {
+  if (check_hosts) RETURN_IF_ERROR(QuarantineBrokenHostsLocked(s, trials));
+
+  if (t.purpose == "doctor" || t.purpose == "verify") {
     EmitLocked(s, "trial_finished", &t);
-    if (stage == v1::STAGE_VERIFYING) return AdvanceVerificationLocked(s);
-    return absl::OkStatus();
+    if (!advance) return absl::OkStatus();
+    return t.purpose == "doctor" ? AdvanceDoctorLocked(s, trials)
+                                 : AdvanceVerificationLocked(s, std::move(trials));
   }
   --s.search_in_flight;
   ++s.search_done;
@@ -1877,13 +1899,7 @@ absl::Status SessionManager::RefuseLocked(SessionState& s, storage::TrialRecord&
     t.finished_ms = NowMs();
     return FinishTrialLocked(s, t);
   }
-  t.status = ts::kQueued;
-  t.note = reason;
-  t.lease_deadline_ms = 0;
-  t.pin_agent.clear();
-  RETURN_IF_ERROR(WriteTrialLocked(s, t));
-  EmitLocked(s, "trial_requeued", &t);
-  return absl::OkStatus();
+  return RequeueLocked(s, t, reason, /*refund_attempt=*/false, /*unpin=*/true);
 }
 
 absl::Status SessionManager::ExpireLeases() {
@@ -1896,44 +1912,34 @@ absl::Status SessionManager::ExpireLeases() {
 absl::Status SessionManager::RequeueExpired() {
   Trim();  // the reaper's tick bounds how long finished sessions stay
   const int64_t now = NowMs();
-  std::vector<storage::TrialRecord> expired;
-  for (const char* status : {ts::kLeased, ts::kRunning}) {
-    ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrialsByStatus(status, 100000));
-    for (auto& t : trials) {
-      if (t.lease_deadline_ms < now) expired.push_back(std::move(t));
-    }
-  }
+  ASSIGN_OR_RETURN(auto expired, LeasedTrials([&](const storage::TrialRecord& t) {
+                     return t.lease_deadline_ms < now;
+                   }));
   bool requeued = false;
   for (const storage::TrialRecord& seen : expired) {
-    ASSIGN_OR_RETURN(SessionRef s, RecordedSession(seen));
-    absl::MutexLock lock(&s->sync.mu);
-    // Read again under the session's lock: a report or a completion may
-    // have come in since the list was read.
-    ASSIGN_OR_RETURN(storage::TrialRecord t, options_.storage->GetTrial(seen.id));
+    // A report or a completion may have come in since the list was read.
+    ASSIGN_OR_RETURN(LockedTrial lt, LockTrial(seen.id));
+    SessionState& s = *lt.session;
+    storage::TrialRecord& t = lt.trial;
     if (!IsLeased(t.status) || t.lease_token != seen.lease_token || t.lease_deadline_ms >= now) {
       continue;
     }
     const std::string agent = t.lease_agent;
     ++leases_expired_;
-    RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
+    RETURN_IF_ERROR(TransactLocked(s, [&]() -> absl::Status {
       if (t.attempts >= options_.max_attempts) {
         t.status = ts::kFailed;
         t.error = absl::StrCat("lease expired ", t.attempts, " times (last agent ", agent,
                                " stopped reporting)");
         t.agent = agent;
         t.finished_ms = now;
-        return FinishTrialLocked(*s, t);
+        return FinishTrialLocked(s, t);
       }
-      // The token is kept so that a late completion from the dead lease is
-      // recognised and refused once the trial is leased again.
-      t.status = ts::kQueued;
-      t.note = absl::StrCat("lease of agent ", agent, " expired at attempt ", t.attempts,
-                            "; re-queued");
-      t.lease_deadline_ms = 0;
-      t.pin_agent.clear();  // the pinned host just failed it: any host may take it
-      RETURN_IF_ERROR(WriteTrialLocked(*s, t));
-      EmitLocked(*s, "trial_requeued", &t);
-      return absl::OkStatus();
+      // The pinned host just failed it: any host may take it.
+      return RequeueLocked(s, t,
+                           absl::StrCat("lease of agent ", agent, " expired at attempt ",
+                                        t.attempts, "; re-queued"),
+                           /*refund_attempt=*/false, /*unpin=*/true);
     }));
     requeued = true;
   }

@@ -331,6 +331,24 @@ class SessionManager {
   // The session trial `t` belongs to (INTERNAL when there is none).
   absl::StatusOr<SessionRef> RecordedSession(const storage::TrialRecord& t)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // A trial's session, pinned and locked, and the trial as read again under
+  // that lock (a report, a completion or an expiry may have changed it
+  // since it was first read): what it says then is what counts. The lock is
+  // held while the LockedTrial lives (and let go before the pin).
+  struct LockedTrial {
+    SessionRef session;
+    std::unique_ptr<absl::MutexLock> lock;
+    storage::TrialRecord trial;
+  };
+  absl::StatusOr<LockedTrial> LockTrial(int64_t trial_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Leased and running trials that `pick` selects (read without any lock).
+  absl::StatusOr<std::vector<storage::TrialRecord>> LeasedTrials(
+      const std::function<bool(const storage::TrialRecord&)>& pick);
+  // Puts leased trial `t` back in the queue, saying why in its note;
+  // `refund_attempt` gives back the attempt its lease counted, `unpin` lets
+  // any host take it. Inside the caller's transaction.
+  absl::Status RequeueLocked(SessionState& s, storage::TrialRecord& t, std::string note,
+                             bool refund_attempt, bool unpin);
   // Pins `e` (its reference count) and returns a reference to it.
   SessionRef PinLocked(Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Unpin(const std::string& id, const SessionState* s) ABSL_LOCKS_EXCLUDED(mu_);
@@ -364,7 +382,9 @@ class SessionManager {
   absl::Status SaveSessionLocked(SessionState& s, const std::string& stage);
   // Records a finished trial (bank entry included) and moves its session on.
   absl::Status FinishTrialLocked(SessionState& s, storage::TrialRecord& t);
-  absl::Status AdvanceDoctorLocked(SessionState& s);
+  // The doctor's verdict once its runs are done, from the session's trials.
+  absl::Status AdvanceDoctorLocked(SessionState& s,
+                                   const std::vector<storage::TrialRecord>& trials);
   // Keeps the search's window full: where there is room, marks the session
   // in refill_pending_ (the proposal itself is made by ProposePending,
   // outside the locks, since fitting the models takes milliseconds to tens
@@ -403,7 +423,9 @@ class SessionManager {
                                                              std::string* session_id);
   absl::Status RequeueExpired();
   absl::Status FinishRunLocked(SessionState& s);
-  absl::Status AdvanceVerificationLocked(SessionState& s);
+  // The verification's verdict once its runs are done, from the trials.
+  absl::Status AdvanceVerificationLocked(SessionState& s,
+                                         std::vector<storage::TrialRecord> trials);
   // How many timed steps trial `t` must report (0: not checked).
   static int ExpectedTimedSteps(const SessionState& s, const storage::TrialRecord& t);
   // Checks a finished trial against the contract; sets status "violation".
@@ -427,7 +449,8 @@ class SessionManager {
   void RefreshNotices() ABSL_LOCKS_EXCLUDED(mu_);
   // Quarantines agents whose trials in `s` failed where the same setting
   // succeeded on another agent (kQuarantineAfterFailures of them).
-  absl::Status QuarantineBrokenHostsLocked(SessionState& s);
+  absl::Status QuarantineBrokenHostsLocked(SessionState& s,
+                                           const std::vector<storage::TrialRecord>& trials);
   // Puts the trials agent `agent_id` holds back in the queue (no attempt
   // counted), noting `why`. Returns how many.
   absl::StatusOr<int> RequeueLeasesOf(const std::string& agent_id, const std::string& why);
