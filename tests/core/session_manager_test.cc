@@ -1088,20 +1088,35 @@ TEST_F(SessionManagerTest, SpecFilesComeWithTheSpecAndRepositoriesAreRegistered)
 // that look only at runnable work, searches that see the newest history,
 // memory bounded by the active sessions.
 
-// Storage whose bank queries stop, once armed, until released.
-class StallingBankStorage : public testing::ForwardingStorage {
+// A storage call that, once armed for a key, stops until released.
+struct Stall {
+  void MaybeStop(int64_t key) {
+    int64_t want = key;
+    if (armed.compare_exchange_strong(want, 0)) {
+      entered.Notify();
+      release.WaitForNotification();
+    }
+  }
+  std::atomic<int64_t> armed{0};  // 0: not armed
+  absl::Notification entered, release;
+};
+
+// Storage whose bank queries (armed with 1) or per-step reads of one trial
+// (armed with its id: a session's own work in progress, a completion's
+// check of its steps, holding that session's lock) stop until released.
+class StallingStorage : public testing::ForwardingStorage {
  public:
   using ForwardingStorage::ForwardingStorage;
   absl::StatusOr<std::vector<storage::BankRecord>> QueryBank(
       const storage::BankFilter& f) override {
-    if (armed.exchange(false)) {
-      entered.Notify();
-      release.WaitForNotification();
-    }
+    bank.MaybeStop(1);
     return inner_->QueryBank(f);
   }
-  std::atomic<bool> armed{false};
-  absl::Notification entered, release;
+  absl::StatusOr<std::vector<storage::StepRecord>> ListSteps(int64_t trial_id) override {
+    steps.MaybeStop(trial_id);
+    return inner_->ListSteps(trial_id);
+  }
+  Stall bank, steps;
 };
 
 // Issue 16: one client's slow bank query (178 ms each on a large history)
@@ -1109,15 +1124,15 @@ class StallingBankStorage : public testing::ForwardingStorage {
 // it. A bank query in progress must not stop a lease, a completion or a
 // session read.
 TEST_F(SessionManagerTest, ABankQueryInProgressStallsNoOtherCall) {
-  StallingBankStorage stalling(storage_.get());
+  StallingStorage stalling(storage_.get());
   storage_for_manager_ = &stalling;
   Restart();
   const std::string agent = Agent();
   const std::string id = NewSession();
   ASSERT_TRUE(StartDoctor(id).ok());
-  stalling.armed = true;
+  stalling.bank.armed = 1;
   std::thread query([&] { (void)m_->QueryExperience(v1::QueryExperienceRequest()); });
-  stalling.entered.WaitForNotification();
+  stalling.bank.entered.WaitForNotification();
   absl::Notification done;
   int leased = -1;
   std::thread others([&] {
@@ -1127,7 +1142,7 @@ TEST_F(SessionManagerTest, ABankQueryInProgressStallsNoOtherCall) {
   });
   // Not a sleep: the bound on a wait that must end at once.
   const bool finished = done.WaitForNotificationWithTimeout(absl::Seconds(20));
-  stalling.release.Notify();
+  stalling.bank.release.Notify();
   query.join();
   others.join();
   EXPECT_TRUE(finished) << "calls waited behind a bank query";
@@ -1137,24 +1152,6 @@ TEST_F(SessionManagerTest, ABankQueryInProgressStallsNoOtherCall) {
   m_.reset();
 }
 
-// Storage whose per-step read of one trial stops, once armed, until
-// released: a session's own work in progress (a completion's check of its
-// steps), holding that session's lock.
-class StallingStepsStorage : public testing::ForwardingStorage {
- public:
-  using ForwardingStorage::ForwardingStorage;
-  absl::StatusOr<std::vector<storage::StepRecord>> ListSteps(int64_t trial_id) override {
-    int64_t want = trial_id;
-    if (armed.compare_exchange_strong(want, 0)) {
-      entered.Notify();
-      release.WaitForNotification();
-    }
-    return inner_->ListSteps(trial_id);
-  }
-  std::atomic<int64_t> armed{0};
-  absl::Notification entered, release;
-};
-
 // Issue 16: every session's work ran under one manager lock, so one
 // session's slow completion stalled every other session's calls. Each
 // session now has its own lock: while one session's completion is stuck,
@@ -1162,7 +1159,7 @@ class StallingStepsStorage : public testing::ForwardingStorage {
 // and lease (passing over the busy session's queued work), sessions are
 // listed and the bank is queried.
 TEST_F(SessionManagerTest, OneSessionsWorkStallsNoOtherSession) {
-  StallingStepsStorage stalling(storage_.get());
+  StallingStorage stalling(storage_.get());
   storage_for_manager_ = &stalling;
   Restart();
   const std::string agent = Agent();
@@ -1170,7 +1167,7 @@ TEST_F(SessionManagerTest, OneSessionsWorkStallsNoOtherSession) {
   ASSERT_TRUE(StartDoctor(busy).ok());
   auto first = m_->TryLease(agent);
   ASSERT_TRUE(first.ok() && first->has_value());
-  stalling.armed = (*first)->trial_id();
+  stalling.steps.armed = (*first)->trial_id();
   std::thread stuck([&] {
     v1::CompleteTrialRequest c;
     c.set_trial_id((*first)->trial_id());
@@ -1178,7 +1175,7 @@ TEST_F(SessionManagerTest, OneSessionsWorkStallsNoOtherSession) {
     *c.mutable_outcome() = Toy(**first);
     EXPECT_TRUE(m_->CompleteTrial(c).ok());
   });
-  stalling.entered.WaitForNotification();
+  stalling.steps.entered.WaitForNotification();
 
   absl::Notification done;
   std::string other;
@@ -1210,7 +1207,7 @@ TEST_F(SessionManagerTest, OneSessionsWorkStallsNoOtherSession) {
   });
   // Not a sleep: the bound on a wait that must end at once.
   const bool finished = done.WaitForNotificationWithTimeout(absl::Seconds(20));
-  stalling.release.Notify();
+  stalling.steps.release.Notify();
   stuck.join();
   others.join();
   EXPECT_TRUE(finished) << "another session's calls waited for a session's work";
