@@ -82,8 +82,7 @@ bool AgentRegistry::Heard(const std::string& id, int64_t now_ms) const {
 }
 
 bool AgentRegistry::Live(const std::string& id, int64_t now_ms) const {
-  auto it = agents_.find(id);
-  return Heard(id, now_ms) && it->second.state == kAgentActive;
+  return Heard(id, now_ms) && agents_.at(id).state == kAgentActive;
 }
 
 std::string AgentRegistry::Describe(const storage::AgentRecord& a) {

@@ -572,8 +572,12 @@ v1::SessionSummary SessionManager::SummaryOf(const SessionState& s) {
   out.set_error(s.rec.error);
   out.set_applied_commit(s.rec.applied_commit);
   out.set_notice(s.notice);
-  out.set_last_event_seq(s.events.empty() ? s.dropped_through_seq : s.events.back().seq());
+  out.set_last_event_seq(LastEventSeq(s));
   return out;
+}
+
+int64_t SessionManager::LastEventSeq(const SessionState& s) {
+  return s.events.empty() ? s.dropped_through_seq : s.events.back().seq();
 }
 
 void SessionManager::EmitLocked(SessionState& s, const std::string& kind,
@@ -747,7 +751,7 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorReques
     hosts = registry_.LiveFitting(RequirementOf(*s), NowMs());
   }
   // A watch from here sees the whole stage: its start, why it waits, every run.
-  const int64_t watch_from = SummaryOf(*s).last_event_seq();
+  const int64_t watch_from = LastEventSeq(*s);
   RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
     for (int i = 0; i < repeats; ++i) {
       storage::TrialRecord t;
@@ -936,7 +940,7 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
   RETURN_IF_ERROR(StartSearchLocked(*s, std::move(priors), std::move(seeds)));
   s->stop_reason.clear();
   // A watch from here sees the whole run: its start, why it waits, every trial.
-  const int64_t watch_from = SummaryOf(*s).last_event_seq();
+  const int64_t watch_from = LastEventSeq(*s);
   RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
     if (request.max_trials() > 0) s->rec.max_trials = request.max_trials();
     RETURN_IF_ERROR(SaveSessionLocked(*s, StageName(v1::STAGE_RUNNING)));

@@ -373,6 +373,8 @@ class SessionManager {
   // A session's summary, from its state alone (the caller keeps `s` from
   // changing: its lock, or a state of its own).
   static v1::SessionSummary SummaryOf(const SessionState& s);
+  // The seq of the session's newest event (kept or dropped).
+  static int64_t LastEventSeq(const SessionState& s);
   void EmitLocked(SessionState& s, const std::string& kind, const storage::TrialRecord* trial,
                   const std::string& message = "");
   // Runs `fn` as one storage transaction. If it fails, the session's
