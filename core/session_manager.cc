@@ -180,25 +180,15 @@ absl::StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(const Opt
   }
   if (options.max_attempts < 1) return absl::InvalidArgumentError("max_attempts: must be >= 1");
   std::unique_ptr<SessionManager> m(new SessionManager(options));
-  m->reader_ = options.reader;
-  if (m->reader_ == nullptr) {
-    auto reader = options.storage->OpenReader();
-    if (reader.ok()) {
-      m->owned_reader_ = *std::move(reader);
-      m->reader_ = m->owned_reader_.get();
-    } else if (absl::IsUnimplemented(reader.status())) {
-      m->reader_ = options.storage;  // an in-memory database: one connection
-    } else {
-      return reader.status();
-    }
-  }
-  // A second reader for one session's reads (a proposal's history, a
-  // report, a page of sessions), so that they never queue behind a client
-  // looping on the bank.
-  m->session_reader_ = m->reader_;
-  if (options.reader == nullptr && m->reader_ != options.storage) {
-    ASSIGN_OR_RETURN(m->owned_session_reader_, options.storage->OpenReader());
-    m->session_reader_ = m->owned_session_reader_.get();
+  // The bank's reader and a second one for one session's reads (a
+  // proposal's history, a report, a page of sessions), so that they never
+  // queue behind a client looping on the bank. An injected reader serves
+  // both.
+  m->reader_ = m->session_reader_ = options.reader;
+  if (options.reader == nullptr) {
+    ASSIGN_OR_RETURN(m->reader_, storage::ReaderOf(options.storage, &m->owned_reader_));
+    ASSIGN_OR_RETURN(m->session_reader_,
+                     storage::ReaderOf(options.storage, &m->owned_session_reader_));
   }
   Bank::Options bo;
   bo.reader = m->reader_;

@@ -212,14 +212,8 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   }
   if (!options.metrics_listen.empty()) {
     // Its own connection, so that a scrape never queues behind the bank.
-    storage::Storage* reader = s->storage_.get();
-    auto opened = s->storage_->OpenReader();
-    if (opened.ok()) {
-      s->metrics_reader_ = *std::move(opened);
-      reader = s->metrics_reader_.get();
-    } else if (!absl::IsUnimplemented(opened.status())) {
-      return opened.status();
-    }
+    ASSIGN_OR_RETURN(storage::Storage * reader,
+                     storage::ReaderOf(s->storage_.get(), &s->metrics_reader_));
     MetricsEndpoint::Options mo;
     mo.listen = options.metrics_listen;
     mo.manager = s->manager_.get();

@@ -310,6 +310,18 @@ class Storage {
   virtual absl::Status RevokeToken(const std::string& id, int64_t at_ms) = 0;
 };
 
+// A reader connection of `storage` (Storage::OpenReader), owned by *owned;
+// or `storage` itself where it has none (a private in-memory database).
+inline absl::StatusOr<Storage*> ReaderOf(Storage* storage, std::unique_ptr<Storage>* owned) {
+  auto reader = storage->OpenReader();
+  if (reader.ok()) {
+    *owned = *std::move(reader);
+    return owned->get();
+  }
+  if (absl::IsUnimplemented(reader.status())) return storage;
+  return reader.status();
+}
+
 }  // namespace infrarsi::storage
 
 #endif  // INFRARSI_STORAGE_STORAGE_H_
