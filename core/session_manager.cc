@@ -41,14 +41,6 @@ constexpr size_t kMaxEventBacklog = 2000;
 constexpr size_t kFinishedEventBacklog = 64;
 constexpr int kMaxInFlightPerSession = 16;
 
-const std::pair<v1::Stage, const char*> kStageNames[] = {
-    {v1::STAGE_INITIALIZED, "initialized"}, {v1::STAGE_DOCTORING, "doctoring"},
-    {v1::STAGE_DOCTORED, "doctored"},       {v1::STAGE_RUNNING, "running"},
-    {v1::STAGE_VERIFYING, "verifying"},
-    {v1::STAGE_SEARCHED, "searched"},       {v1::STAGE_APPLIED, "applied"},
-    {v1::STAGE_CANCELLED, "cancelled"},     {v1::STAGE_FAILED, "failed"},
-};
-
 // Releases a mutex its caller already holds (taken by TryLock or Lock).
 class HeldLock {
  public:
@@ -118,10 +110,6 @@ void UsePriors(std::pair<std::optional<Priors>, std::string> priors, const Sessi
   }
 }
 
-bool IsTerminalStage(v1::Stage st) {
-  return st == v1::STAGE_APPLIED || st == v1::STAGE_CANCELLED || st == v1::STAGE_FAILED;
-}
-
 // Stages whose trials may be leased.
 bool IsLeasingStage(v1::Stage st) {
   return st == v1::STAGE_DOCTORING || st == v1::STAGE_RUNNING || st == v1::STAGE_VERIFYING;
@@ -143,24 +131,6 @@ absl::Status StageError(const std::string& id, const std::string& stage, absl::s
 
 
 }  // namespace
-
-std::string StageName(v1::Stage stage) {
-  for (const auto& [st, name] : kStageNames) {
-    if (st == stage) return name;
-  }
-  return "unspecified";
-}
-
-bool IsFinishedStage(v1::Stage stage) {
-  return stage == v1::STAGE_SEARCHED || IsTerminalStage(stage);
-}
-
-v1::Stage StageFromName(const std::string& name) {
-  for (const auto& [st, n] : kStageNames) {
-    if (name == n) return st;
-  }
-  return v1::STAGE_UNSPECIFIED;
-}
 
 SessionManager::SessionManager(const Options& options)
     : options_(options), registry_(options.agent_liveness) {

@@ -57,19 +57,13 @@
 #include "core/optimizer.h"
 #include "core/priors.h"
 #include "core/spec.h"
+#include "core/stage.h"
 #include "core/trial_queue.h"
 #include "core/trial_status.h"
 #include "infrarsi/v1/infrarsi.pb.h"
 #include "storage/storage.h"
 
 namespace infrarsi {
-
-
-// "initialized", "doctoring", ... for a Stage; "unspecified" otherwise.
-std::string StageName(v1::Stage stage);
-v1::Stage StageFromName(const std::string& name);
-// Searched, applied, cancelled or failed: nothing more happens by itself.
-bool IsFinishedStage(v1::Stage stage);
 
 class SessionManager {
  public:

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/stage.h"
 #include "core/status_macros.h"
 #include "server/grpc_status.h"
 

@@ -17,7 +17,7 @@
 #include "client/cli/report_format.h"
 #include "client/rpc_client.h"
 #include "core/file_util.h"
-#include "core/session_manager.h"
+#include "core/stage.h"
 #include "core/sim_landscape.h"
 
 namespace {
