@@ -28,6 +28,19 @@ struct BrokenHost {
 std::vector<BrokenHost> FindBrokenHosts(const std::vector<storage::TrialRecord>& trials,
                                         int min_failures = 1);
 
+// A Slurm node that failed this session's trials: it was among the nodes
+// Slurm marked down in a job's failure (failed_nodes), or it ran a trial
+// that failed or timed out where the same setting finished ok on nodes it
+// was not among.
+struct FailingNode {
+  std::string node;
+  std::vector<int64_t> trial_ids;  // in id order
+  std::string first_error;
+};
+
+// The failing nodes among `trials` (their TrialRecord::slurm), by name.
+std::vector<FailingNode> FindFailingNodes(const std::vector<storage::TrialRecord>& trials);
+
 }  // namespace infrarsi
 
 #endif  // INFRARSI_CORE_AGENT_HEALTH_H_

@@ -26,9 +26,9 @@ std::string TenancyRefusal(const AgentScope& scope, const std::string& team,
 
 absl::Status CheckExecutorNames(const std::vector<std::string>& names) {
   for (const std::string& e : names) {
-    if (e != "replay" && e != "process" && e != "sim") {
+    if (e != "replay" && e != "process" && e != "sim" && e != "slurm") {
       return absl::InvalidArgumentError(
-          absl::StrCat("executors: unknown executor '", e, "' (known: replay, process, sim)"));
+          absl::StrCat("executors: unknown executor '", e, "' (known: replay, process, sim, slurm)"));
     }
   }
   return absl::OkStatus();

@@ -110,6 +110,27 @@ std::string AgentRegistry::WhyNoneFits(const TrialQueue::Requirement& req, int64
       heard.empty() ? std::string("none") : absl::StrJoin(heard, ", "));
 }
 
+std::string AgentRegistry::WhyNoneCanHold(const TrialQueue::Requirement& req) const {
+  std::vector<std::string> smaller;
+  for (const auto& [id, a] : agents_) {
+    if (a.state == kAgentGone || absl::AsciiStrToLower(a.gpu_model) != req.gpu_model) continue;
+    TrialQueue::Requirement same = req;
+    same.gpu_count = 1;  // everything but the count
+    if (!Fits(a, same)) continue;
+    if (a.gpu_count >= req.gpu_count) return "";
+    smaller.push_back(Describe(a));
+  }
+  if (smaller.empty()) return "";
+  return absl::StrCat(
+      "hardware: ", req.gpu_count, " x ", req.gpu_model, " with the ", req.executor,
+      " executor: no registered agent holds that many GPUs (a trial runs on one agent); agents: ",
+      absl::StrJoin(smaller, ", "),
+      req.executor == "slurm"
+          ? "; a Slurm agent holds as many nodes as its --slurm-max-nodes"
+          : "; run a multi-node trial as a Slurm job: add executor.slurm to the spec and run an "
+            "agent with --executors slurm on a submit host (README: Slurm)");
+}
+
 bool AgentRegistry::Fits(const storage::AgentRecord& a, const TrialQueue::Requirement& req) const {
   if (absl::AsciiStrToLower(a.gpu_model) != req.gpu_model) return false;
   if (a.gpu_count < req.gpu_count) return false;

@@ -64,6 +64,12 @@ class AgentRegistry {
   // the agents heard from that its team may know of: the shared pool and
   // its own, with what they have); "" when one can.
   std::string WhyNoneFits(const TrialQueue::Requirement& req, int64_t now_ms) const;
+  // Why no agent can ever hold work that needs `req`: agents of its GPU
+  // model and executor that its team may use are registered (and not
+  // gone), but none has as many GPUs as it needs (a trial runs on one
+  // agent: a multi-node trial needs Slurm). "" otherwise, also when no such
+  // agent registered yet (they may be starting: WhyNoneFits says so).
+  std::string WhyNoneCanHold(const TrialQueue::Requirement& req) const;
   // Whether agent `a` fits work that needs `req` (hardware, executor,
   // tenancy).
   bool Fits(const storage::AgentRecord& a, const TrialQueue::Requirement& req) const;

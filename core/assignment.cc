@@ -8,7 +8,8 @@ namespace infrarsi {
 absl::StatusOr<v1::TrialAssignment> AssignmentFor(const storage::SessionRecord& session,
                                                   const SessionSpec& spec,
                                                   const storage::TrialRecord& t,
-                                                  absl::Duration lease_timeout) {
+                                                  absl::Duration lease_timeout,
+                                                  const std::vector<std::string>& exclude_nodes) {
   v1::TrialAssignment a;
   a.set_trial_id(t.id);
   a.set_session_id(session.id);
@@ -88,6 +89,19 @@ absl::StatusOr<v1::TrialAssignment> AssignmentFor(const storage::SessionRecord& 
         v1::SourceSpec::Patch* sp = src->add_patches();
         sp->set_name(patch->name);
         sp->set_diff(patch->diff);
+      }
+    }
+    if (spec.slurm.enabled) {
+      v1::SlurmSpec* sl = a.mutable_executor()->mutable_slurm();
+      sl->set_gpus(spec.gpu_count);
+      sl->set_gpus_per_node(spec.slurm.gpus_per_node);
+      sl->set_partition(spec.slurm.partition);
+      sl->set_account(spec.slurm.account);
+      sl->set_qos(spec.slurm.qos);
+      sl->set_time_limit_min(spec.slurm.time_limit_min);
+      for (const std::string& o : spec.slurm.sbatch_options) sl->add_sbatch_options(o);
+      if (spec.slurm.exclude_failed_nodes) {
+        for (const std::string& n : exclude_nodes) sl->add_exclude_nodes(n);
       }
     }
   }

@@ -16,12 +16,15 @@
 
 namespace infrarsi {
 
-// Trial `t` (already given its lease: token, attempt) of `session`.
+// Trial `t` (already given its lease: token, attempt) of `session`; a
+// Slurm session's job leaves out `exclude_nodes` (the nodes noted as
+// failing its trials, when its spec asks).
 // An error when the trial's stored setting does not decode (nothing is leased then).
 absl::StatusOr<v1::TrialAssignment> AssignmentFor(const storage::SessionRecord& session,
                                                   const SessionSpec& spec,
                                                   const storage::TrialRecord& t,
-                                                  absl::Duration lease_timeout);
+                                                  absl::Duration lease_timeout,
+                                                  const std::vector<std::string>& exclude_nodes = {});
 
 }  // namespace infrarsi
 

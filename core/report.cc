@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/agent_health.h"
+#include "core/slurm_job.h"
 #include "core/audit.h"
 #include "core/integrity.h"
 #include "core/model_optimizer.h"
@@ -40,6 +41,7 @@ v1::TrialView TrialViewOf(const storage::TrialRecord& t) {
   v.set_violation(t.violation);
   v.set_tag(t.tag);
   if (t.observed_steps > 0) v.set_observed_step_time_s(t.observed_window_s / t.observed_steps);
+  if (!t.slurm.empty()) *v.mutable_slurm() = DecodeSlurmJob(t.slurm);
   return v;
 }
 
@@ -127,6 +129,13 @@ absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
     b->set_failed(static_cast<int32_t>(h.trial_ids.size()));
     b->set_first_error(h.first_error);
     for (int64_t id : h.trial_ids) b->add_trial_ids(id);
+  }
+  for (const FailingNode& n : FindFailingNodes(trials)) {
+    v1::SessionReport::NotedNode* b = rep.add_noted_nodes();
+    b->set_node(n.node);
+    b->set_failed(static_cast<int32_t>(n.trial_ids.size()));
+    b->set_first_error(n.first_error);
+    for (int64_t id : n.trial_ids) b->add_trial_ids(id);
   }
   for (const FailureCost& c : FailureCosts(in.spec, costs)) {
     v1::SessionReport::FailureCost* f = rep.add_failure_costs();

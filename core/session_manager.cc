@@ -28,6 +28,7 @@
 #include "core/proto_util.h"
 #include "core/random.h"
 #include "core/report.h"
+#include "core/slurm_job.h"
 #include "core/status_macros.h"
 #include "core/verification.h"
 #include "models/stats.h"
@@ -708,6 +709,11 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorReques
   std::vector<std::string> hosts;
   {
     absl::MutexLock table(&mu_);
+    // Refused up front when it can never run (more GPUs than any agent
+    // holds), rather than queued to wait forever.
+    if (std::string why = registry_.WhyNoneCanHold(RequirementOf(*s)); !why.empty()) {
+      return absl::FailedPreconditionError(why);
+    }
     hosts = registry_.LiveFitting(RequirementOf(*s), NowMs());
   }
   // A watch from here sees the whole stage: its start, why it waits, every run.
@@ -896,6 +902,12 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
   // Looked at again: another call may have started it meanwhile.
   if (StageFromName(s->rec.stage) != v1::STAGE_DOCTORED) {
     return StageError(s->rec.id, s->rec.stage, "run needs a finished doctor (stage doctored)");
+  }
+  {
+    absl::MutexLock table(&mu_);
+    if (std::string why = registry_.WhyNoneCanHold(RequirementOf(*s)); !why.empty()) {
+      return absl::FailedPreconditionError(why);
+    }
   }
   RETURN_IF_ERROR(StartSearchLocked(*s, std::move(priors), std::move(seeds)));
   s->stop_reason.clear();
@@ -1340,8 +1352,15 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
     t.leased_ms = NowMs();
     // Built before the lease is written: a trial that cannot be described
     // is not handed out.
+    std::vector<std::string> exclude;
+    if (s->spec.slurm.enabled && s->spec.slurm.exclude_failed_nodes) {
+      // Slurm trials are long and few: reading the session's trials per
+      // lease is cheap next to them.
+      ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
+      for (const FailingNode& n : FindFailingNodes(trials)) exclude.push_back(n.node);
+    }
     ASSIGN_OR_RETURN(v1::TrialAssignment a,
-                     AssignmentFor(s->rec, s->spec, t, options_.lease_timeout));
+                     AssignmentFor(s->rec, s->spec, t, options_.lease_timeout, exclude));
     RETURN_IF_ERROR(options_.storage->Transaction([&]() -> absl::Status {
       RETURN_IF_ERROR(options_.storage->DeleteSteps(t.id));  // a fresh attempt
       return options_.storage->UpdateTrial(t);
@@ -1652,11 +1671,19 @@ absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
   ASSIGN_OR_RETURN(auto stored, options_.storage->ListStepTail(t.id, FirstStepOf(r.steps())));
   ASSIGN_OR_RETURN(std::vector<storage::StepRecord> steps,
                    ValidateStepsOnTail(t.id, r.steps(), stored, LimitsLocked(s, t), "steps"));
+  if (r.has_slurm()) {
+    RETURN_IF_ERROR(ValidateSlurmJob(r.slurm(), "slurm"));
+    t.slurm = MergeSlurmJob(t.slurm, r.slurm());
+  }
   {
     absl::MutexLock table(&mu_);
     if (storage::AgentRecord* a = registry_.Find(t.lease_agent)) a->last_heartbeat_ms = NowMs();
   }
-  t.status = ts::kRunning;
+  // Pending in Slurm's queue is not running: the lease is renewed, the
+  // trial shows as leased with its job pending.
+  const bool queued_in_slurm = steps.empty() && r.has_slurm() &&
+                               (r.slurm().state() == "PENDING" || r.slurm().state() == "CONFIGURING");
+  if (!queued_in_slurm) t.status = ts::kRunning;
   t.lease_deadline_ms = NowMs() + absl::ToInt64Milliseconds(options_.lease_timeout);
   RETURN_IF_ERROR(options_.storage->Transaction([&]() -> absl::Status {
     RETURN_IF_ERROR(options_.storage->PutSteps(steps));
@@ -1682,10 +1709,12 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
   const v1::TrialOutcome& o = r.outcome();
   const std::string& status = o.status();
   if (status != ts::kOk && status != ts::kOom && status != ts::kFailed &&
-      status != ts::kTimeout && status != ts::kRefused) {
+      status != ts::kTimeout && status != ts::kRefused && status != ts::kInfra) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "outcome.status: must be one of ok, oom, failed, timeout, refused; got '", status, "'"));
+        "outcome.status: must be one of ok, oom, failed, timeout, refused, infra; got '", status,
+        "'"));
   }
+  if (o.has_slurm()) RETURN_IF_ERROR(ValidateSlurmJob(o.slurm(), "outcome.slurm"));
   ASSIGN_OR_RETURN(LockedTrial lt, LockTrial(r.trial_id()));
   SessionRef& s = lt.session;
   storage::TrialRecord& t = lt.trial;
@@ -1708,8 +1737,15 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
     return absl::FailedPreconditionError(
         absl::StrCat("lease_token: stale or unknown lease for trial ", t.id));
   }
+  if (o.has_slurm()) t.slurm = MergeSlurmJob(t.slurm, o.slurm());
   if (status == ts::kRefused) {
     RETURN_IF_ERROR(TransactLocked(*s, [&] { return RefuseLocked(*s, t, o.error()); }));
+    work_cv_.SignalAll();
+    resp.set_accepted(true);
+    return resp;
+  }
+  if (status == ts::kInfra) {
+    RETURN_IF_ERROR(TransactLocked(*s, [&] { return InfraFailedLocked(*s, t, o); }));
     work_cv_.SignalAll();
     resp.set_accepted(true);
     return resp;
@@ -1864,6 +1900,25 @@ absl::Status SessionManager::RefuseLocked(SessionState& s, storage::TrialRecord&
     return FinishTrialLocked(s, t);
   }
   return RequeueLocked(s, t, reason, /*refund_attempt=*/false, /*unpin=*/true);
+}
+
+absl::Status SessionManager::InfraFailedLocked(SessionState& s, storage::TrialRecord& t,
+                                               const v1::TrialOutcome& o) {
+  const std::string why = absl::StrCat(
+      "infrastructure: ", o.error().empty() ? std::string("the agent's infrastructure failed it")
+                                            : o.error().substr(0, kMaxReportTextBytes));
+  if (t.attempts < options_.max_attempts) {
+    // Not the setting's fault: it runs again (elsewhere, if the agent is
+    // broken), and nothing of this attempt is learnt from.
+    return RequeueLocked(s, t, absl::StrCat(why, "; re-queued"), /*refund_attempt=*/false,
+                         /*unpin=*/true);
+  }
+  t.status = ts::kFailed;
+  t.error = absl::StrCat(why, " (", t.attempts, " attempts)");
+  t.cost_s = std::isfinite(o.wall_s()) ? std::clamp(o.wall_s(), 0.0, 365 * 86400.0) : 0;
+  t.agent = t.lease_agent;
+  t.finished_ms = NowMs();
+  return FinishTrialLocked(s, t);
 }
 
 absl::Status SessionManager::ExpireLeases() {

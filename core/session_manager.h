@@ -437,6 +437,10 @@ class SessionManager {
                                        const std::string& agent_id);
   // An agent's policy refused trial `t`: it goes to another agent that may
   // run it, or fails when none is left.
+  // An outcome "infra": re-queued (its attempt counted), or failed as
+  // "infrastructure: ..." after max_attempts.
+  absl::Status InfraFailedLocked(SessionState& s, storage::TrialRecord& t,
+                                 const v1::TrialOutcome& o);
   absl::Status RefuseLocked(SessionState& s, storage::TrialRecord& t, const std::string& why);
   // Sets s.notice (and says so on its stream when it changed): why no live
   // agent can take its work, or "" when one can or it has none.

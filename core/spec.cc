@@ -294,11 +294,76 @@ absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
   return absl::OkStatus();
 }
 
+bool SlurmName(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (char c : s) {
+    if (!(absl::ascii_isalnum(c) || c == '_' || c == '-' || c == '.')) return false;
+  }
+  return true;
+}
+
+absl::Status ParseSlurm(const YAML::Node& sl, SessionSpec& spec) {
+  const std::string f = "executor.slurm";
+  RETURN_IF_ERROR(CheckKeys(sl, f, {"partition", "account", "qos", "time_limit_min",
+                                    "sbatch_options", "gpus_per_node", "exclude_failed_nodes"}));
+  SlurmPlacementSpec& out = spec.slurm;
+  out.enabled = true;
+  for (auto [key, dest] : {std::pair{"partition", &out.partition},
+                           std::pair{"account", &out.account}, std::pair{"qos", &out.qos}}) {
+    if (!sl[key] || sl[key].IsNull()) continue;
+    ASSIGN_OR_RETURN(*dest, RequireString(sl, key, Join(f, key)));
+    if (!SlurmName(*dest)) {
+      return FieldError(Join(f, key), "1-64 letters, digits, '_', '-' or '.'");
+    }
+  }
+  ASSIGN_OR_RETURN(int64_t limit,
+                   ReadInt(sl, "time_limit_min", f + ".time_limit_min", 0, 7 * 1440, 0));
+  out.time_limit_min = static_cast<int32_t>(limit);
+  ASSIGN_OR_RETURN(int64_t gpn, ReadInt(sl, "gpus_per_node", f + ".gpus_per_node", 0, 64, 0));
+  out.gpus_per_node = static_cast<int32_t>(gpn);
+  if (gpn > 0 && spec.gpu_count > gpn && spec.gpu_count % gpn != 0) {
+    return FieldError(f + ".gpus_per_node",
+                      absl::StrCat("hardware.count ", spec.gpu_count,
+                                   " is not a whole number of nodes of ", gpn, " GPUs"));
+  }
+  if (sl["exclude_failed_nodes"] && !sl["exclude_failed_nodes"].IsNull()) {
+    bool v = true;
+    if (!sl["exclude_failed_nodes"].IsScalar() ||
+        !YAML::convert<bool>::decode(sl["exclude_failed_nodes"], v)) {
+      return FieldError(f + ".exclude_failed_nodes", "must be true or false");
+    }
+    out.exclude_failed_nodes = v;
+  }
+  YAML::Node opts = sl["sbatch_options"];
+  if (opts && !opts.IsNull()) {
+    if (!opts.IsSequence()) return FieldError(f + ".sbatch_options", "must be a list of strings");
+    if (opts.size() > 16) return FieldError(f + ".sbatch_options", "at most 16 options");
+    for (size_t i = 0; i < opts.size(); ++i) {
+      const std::string field = absl::StrCat(f, ".sbatch_options[", i, "]");
+      if (!opts[i].IsScalar()) return FieldError(field, "must be a string");
+      std::string name;
+      if (std::string why = SlurmOptionError(opts[i].Scalar(), &name); !why.empty()) {
+        return FieldError(field, why);
+      }
+      out.sbatch_options.push_back(opts[i].Scalar());
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseExecutor(const YAML::Node& root, const SpecParseOptions& options,
                            SessionSpec& spec) {
   ASSIGN_OR_RETURN(YAML::Node ex, RequireMap(root, "executor", "executor", true));
-  RETURN_IF_ERROR(CheckKeys(ex, "executor", {"replay", "process", "sim"}));
-  if (ex.size() != 1) {
+  RETURN_IF_ERROR(CheckKeys(ex, "executor", {"replay", "process", "sim", "slurm"}));
+  if (ex["slurm"]) {
+    if (!ex["process"]) {
+      return FieldError("executor.slurm",
+                        "places a process executor's command as a Slurm job: add executor.process");
+    }
+    ASSIGN_OR_RETURN(YAML::Node sl, RequireMap(ex, "slurm", "executor.slurm", true));
+    RETURN_IF_ERROR(ParseSlurm(sl, spec));
+  }
+  if (ex.size() != (spec.slurm.enabled ? 2u : 1u)) {
     return FieldError("executor", "must name exactly one of: replay, process, sim");
   }
   if (ex["sim"]) {
@@ -841,7 +906,41 @@ const Knob* SessionSpec::FindKnob(const std::string& name) const {
   return nullptr;
 }
 
+const std::set<std::string>& SlurmReservedOptions() {
+  static const auto* kReserved = new std::set<std::string>{
+      "--nodes", "--ntasks", "--ntasks-per-node", "--gres", "--gpus", "--gpus-per-node",
+      "--partition", "--account", "--qos", "--time", "--exclude", "--output", "--error",
+      "--input", "--chdir", "--job-name", "--export", "--export-file", "--get-user-env",
+      "--parsable", "--wrap", "--uid", "--gid", "--requeue", "--no-requeue", "--array",
+      "--dependency", "--wait", "--open-mode", "--propagate", "--container", "--batch",
+      "--signal", "--test-only"};
+  return *kReserved;
+}
+
+std::string SlurmOptionError(const std::string& option, std::string* name) {
+  if (option.size() > 200) return "at most 200 characters";
+  if (option.size() < 3 || option[0] != '-' || option[1] != '-' || !absl::ascii_islower(option[2])) {
+    return absl::StrCat("'", option, "' must be a long option: --name or --name=value");
+  }
+  const size_t eq = option.find('=');
+  *name = option.substr(0, eq);
+  for (char c : name->substr(2)) {
+    if (!(absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-')) {
+      return absl::StrCat("'", *name, "': option names are lowercase letters, digits and '-'");
+    }
+  }
+  for (char c : option) {
+    if (!absl::ascii_isgraph(c)) return "no spaces or control characters";
+  }
+  if (SlurmReservedOptions().count(*name)) {
+    return absl::StrCat(*name, " is set by InfraRSI from the spec (hardware, executor.slurm) "
+                               "and the agent's policy");
+  }
+  return "";
+}
+
 std::string SessionSpec::ExecutorName() const {
+  if (slurm.enabled) return "slurm";
   switch (executor_kind) {
     case ExecutorKind::kReplay: return "replay";
     case ExecutorKind::kProcess: return "process";

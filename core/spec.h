@@ -47,6 +47,31 @@ struct ProcessExecutorSpec {
   int32_t watchdog_s = 300;
 };
 
+// executor.slurm: the process runs as one Slurm job (agents with the slurm
+// executor, on a submit host). Placement only: what runs and how it is
+// judged is the process spec's.
+struct SlurmPlacementSpec {
+  bool enabled = false;
+  std::string partition;  // "": the agent's default
+  std::string account;
+  std::string qos;
+  int32_t time_limit_min = 0;  // 0: from the trial's timeout
+  // "--name=value" or "--name"; each agent allows only the names its
+  // operator listed. Options InfraRSI sets itself are refused here.
+  std::vector<std::string> sbatch_options;
+  int32_t gpus_per_node = 0;  // 0: the agent's
+  // Later jobs of the session leave out nodes noted as failing its trials.
+  bool exclude_failed_nodes = true;
+};
+
+// The sbatch options the slurm executor sets itself: a spec (or an
+// operator) may not pass them as extra options.
+const std::set<std::string>& SlurmReservedOptions();
+
+// "" when `option` ("--name=value" or "--name") is well-formed, else why
+// not. `name` receives "--name".
+std::string SlurmOptionError(const std::string& option, std::string* name);
+
 struct SimExecutorSpec {
   models::sim::ModelShape model;      // seq_len, global_batch from workload
   models::sim::ClusterShape cluster;  // gpu from hardware.gpu
@@ -146,12 +171,15 @@ struct SessionSpec {
   ReplayExecutorSpec replay;
   ProcessExecutorSpec process;
   SimExecutorSpec sim;
+  SlurmPlacementSpec slurm;
 
   // "gpt-354m/gb16/seq2048": identifies "the same training job" in the bank.
   std::string WorkloadSignature() const;
   // Number of settings in the knob space (saturates at INT64_MAX).
   int64_t SpaceSize() const;
   const Knob* FindKnob(const std::string& name) const;
+  // "replay", "process", "sim", or "slurm" (a process placed by Slurm):
+  // what an agent must list to run its trials.
   std::string ExecutorName() const;
   // The patches `config` switches on, in spec order.
   std::vector<const PatchSpec*> PatchesOn(const Config& config) const;

@@ -19,6 +19,10 @@ inline constexpr char kCancelled[] = "cancelled";
 // Not a trial status: an agent's answer when its policy does not let it run
 // a trial (the trial goes back to the queue for another agent).
 inline constexpr char kRefused[] = "refused";
+// Not a trial status either: the infrastructure failed the trial (a node
+// failure, a preemption, the agent shutting down its Slurm job); it runs
+// again, not held against its setting.
+inline constexpr char kInfra[] = "infra";
 }  // namespace trial_status
 
 // Queued, leased or running: not finished yet.

@@ -213,6 +213,10 @@ CREATE INDEX bank_by_status_time ON bank(status, step_time_s, id);
 ALTER TABLE trials ADD COLUMN executor TEXT NOT NULL DEFAULT '';
 CREATE INDEX trials_by_status_executor ON trials(status, executor);
 )sql",
+    // v12: the Slurm job a trial ran as (id, state, nodes), encoded by core.
+    R"sql(
+ALTER TABLE trials ADD COLUMN slurm TEXT NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -376,7 +380,7 @@ constexpr char kTrialCols[] =
     "session_id, purpose, config, status, attempts, lease_agent, lease_token, "
     "lease_deadline_ms, step_time_s, peak_mem_gib, cost_s, error, note, agent, created_ms, "
     "finished_ms, violation, tag, pin_agent, observed_window_s, observed_steps, clock_slack_s, "
-    "leased_ms, lease_token_id, refused_by, executor";
+    "leased_ms, lease_token_id, refused_by, executor, slurm";
 
 void BindTrial(Stmt& st, const TrialRecord& t) {
   st.Bind(t.session_id).Bind(t.purpose).Bind(t.config).Bind(t.status).Bind(t.attempts)
@@ -384,7 +388,7 @@ void BindTrial(Stmt& st, const TrialRecord& t) {
       .Bind(t.peak_mem_gib).Bind(t.cost_s).Bind(t.error).Bind(t.note).Bind(t.agent)
       .Bind(t.created_ms).Bind(t.finished_ms).Bind(t.violation).Bind(t.tag).Bind(t.pin_agent)
       .Bind(t.observed_window_s).Bind(t.observed_steps).Bind(t.clock_slack_s).Bind(t.leased_ms)
-      .Bind(t.lease_token_id).Bind(t.refused_by).Bind(t.executor);
+      .Bind(t.lease_token_id).Bind(t.refused_by).Bind(t.executor).Bind(t.slurm);
 }
 
 TrialRecord ReadTrial(const Stmt& st) {
@@ -417,6 +421,7 @@ TrialRecord ReadTrial(const Stmt& st) {
   t.lease_token_id = st.Text(c++);
   t.refused_by = st.Text(c++);
   t.executor = st.Text(c++);
+  t.slurm = st.Text(c++);
   return t;
 }
 
@@ -691,7 +696,7 @@ absl::Status SqliteStorage::UpdateTrial(const TrialRecord& t) {
           "lease_agent=?, lease_token=?, lease_deadline_ms=?, step_time_s=?, peak_mem_gib=?, "
           "cost_s=?, error=?, note=?, agent=?, created_ms=?, finished_ms=?, violation=?, tag=?, "
           "pin_agent=?, observed_window_s=?, observed_steps=?, clock_slack_s=?, leased_ms=?, "
-          "lease_token_id=?, refused_by=?, executor=? WHERE id=?");
+          "lease_token_id=?, refused_by=?, executor=?, slurm=? WHERE id=?");
   BindTrial(st, t);
   st.Bind(t.id);
   RETURN_IF_ERROR(st.Run());

@@ -123,6 +123,8 @@ struct TrialRecord {
   // The executor its session runs ("replay", "process", "sim"; "" for
   // trials written before schema v11), for metrics.
   std::string executor;
+  // The Slurm job it ran as, encoded by core ("" when it ran as none).
+  std::string slurm;
 };
 
 struct StepRecord {
