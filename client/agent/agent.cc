@@ -1,5 +1,7 @@
 #include "client/agent/agent.h"
 
+#include <optional>
+
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -38,6 +40,7 @@ class RpcProgressSink : public ProgressSink {
     req.set_trial_id(trial_.trial_id());
     req.set_lease_token(trial_.lease_token());
     for (const auto& s : unsent_) *req.add_steps() = s;
+    if (job_.has_value()) *req.mutable_slurm() = *job_;
     v1::ReportProgressResponse resp;
     grpc::ClientContext ctx;
     AddToken(&ctx, token_);
@@ -52,6 +55,10 @@ class RpcProgressSink : public ProgressSink {
     spdlog::warn("trial {}: progress refused ({}); stopping it", trial_.trial_id(), st.ToString());
     return false;
   }
+  void SetJob(const v1::SlurmJob& job) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = job;
+  }
   std::vector<v1::StepMetrics> TakeUnsent() {
     std::lock_guard<std::mutex> lock(mu_);
     return std::move(unsent_);
@@ -63,6 +70,7 @@ class RpcProgressSink : public ProgressSink {
   std::string token_;
   std::mutex mu_;
   std::vector<v1::StepMetrics> unsent_;
+  std::optional<v1::SlurmJob> job_;
 };
 
 std::string DefaultHost() {
@@ -105,6 +113,21 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const Options& options) {
     }
     a->process_ = *std::move(process);
   }
+  if (std::find(ex.begin(), ex.end(), "slurm") != ex.end()) {
+    // Tenants' code on the cluster: the same code policy as `process`.
+    SlurmExecutor::Options so = a->options_.slurm;
+    if (so.scratch_root.empty()) so.scratch_root = a->options_.scratch_root;
+    ASSIGN_OR_RETURN(so.allowed_commands,
+                     ParseCommandPrefixes(a->options_.allow_commands, "allow_commands"));
+    so.allow_any_command = a->options_.process.allow_any_command;
+    so.workdir_root = a->options_.process.workdir_root;
+    so.allow_root = a->options_.process.allow_root;
+    auto slurm = SlurmExecutor::Create(std::move(so));
+    if (!slurm.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("slurm executor: ", slurm.status().message()));
+    }
+    a->slurm_ = *std::move(slurm);
+  }
   a->sim_ = std::make_unique<SimExecutor>();
   return a;
 }
@@ -116,6 +139,7 @@ std::string Agent::agent_id() const {
 
 void Agent::Stop() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (slurm_ != nullptr) slurm_->Abort();
 }
 
 absl::Status Agent::Register() {
@@ -126,7 +150,7 @@ absl::Status Agent::Register() {
   req.set_memory_per_gpu_gib(options_.memory_per_gpu_gib);
   for (const auto& e : options_.executors) req.add_executors(e);
   for (const auto& t : options_.serve_teams) req.add_teams(t);
-  if (process_ != nullptr && !options_.process.allow_any_command) {
+  if ((process_ != nullptr || slurm_ != nullptr) && !options_.process.allow_any_command) {
     for (const auto& c : options_.allow_commands) req.add_commands(c);
   }
   req.set_agent_id(agent_id());
@@ -155,6 +179,8 @@ Executor* Agent::ExecutorFor(const v1::TrialAssignment& trial) {
     return std::find(options_.executors.begin(), options_.executors.end(), name) !=
            options_.executors.end();
   };
+  // A process placed by Slurm runs only as a Slurm job.
+  if (trial.executor().has_slurm()) return slurm_.get();
   switch (trial.executor().kind_case()) {
     case v1::ExecutorSpec::kReplay: return on("replay") ? replay_.get() : nullptr;
     case v1::ExecutorSpec::kProcess: return process_.get();

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "client/agent/executors/executor.h"
 #include "client/agent/executors/process_executor.h"
+#include "client/agent/executors/slurm_executor.h"
 #include "client/rpc_client.h"
 #include "infrarsi/v1/infrarsi.grpc.pb.h"
 
@@ -46,6 +47,10 @@ class Agent {
     // it offers only trials the agent runs.
     std::vector<std::string> allow_commands;
     ProcessExecutor::Options process;
+    // The slurm executor (listed in `executors`): its cluster and placement
+    // policy; its code policy (commands, workdir root) is the process
+    // executor's above, its scratch_root defaults to scratch_root.
+    SlurmExecutor::Options slurm;
     // Long-poll wait per LeaseTrial call.
     absl::Duration lease_wait = absl::Seconds(5);
     // How long to keep retrying an unreachable server before giving up on a
@@ -62,7 +67,9 @@ class Agent {
 
   // Runs until Stop() (or max_trials). Thread: call from one thread.
   absl::Status RunLoop();
-  // Asks RunLoop to return after the current trial. Thread-safe.
+  // Asks RunLoop to return after the current trial; a Slurm job in flight
+  // is cancelled (its trial reported as infra: it runs again elsewhere).
+  // Thread-safe.
   void Stop();
 
   std::string agent_id() const;
@@ -78,6 +85,7 @@ class Agent {
   std::unique_ptr<Executor> replay_;
   std::unique_ptr<Executor> process_;
   std::unique_ptr<Executor> sim_;
+  std::unique_ptr<Executor> slurm_;
   mutable std::mutex id_mu_;
   std::string agent_id_;
   absl::Notification stop_;

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -67,7 +68,7 @@ void DetectGpu(infrarsi::client::Agent::Options& o) {
 int main(int argc, char** argv) {
   CLI::App app{"infrarsi-agent: leases trials from infrarsi-server and runs them "
                "(executors: replay of measured outcomes, process for real training, sim for the "
-               "cluster simulator)."};
+               "cluster simulator, slurm for real training as Slurm jobs from a submit host)."};
   infrarsi::client::Agent::Options o;
   o.server = "127.0.0.1:7420";
   DetectGpu(o);
@@ -84,8 +85,8 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-mem-gib", o.memory_per_gpu_gib, "memory per GPU, GiB")
       ->capture_default_str();
   app.add_option("--executors", executors,
-                 "comma-separated: replay, process, sim (process runs tenants' code: off unless "
-                 "listed, and then only under the policy below)")
+                 "comma-separated: replay, process, sim, slurm (process and slurm run tenants' "
+                 "code: off unless listed, and then only under the policy below)")
       ->capture_default_str();
   // The operator's policy for tenants' code (the process executor).
   std::string policy_path;
@@ -109,6 +110,41 @@ int main(int argc, char** argv) {
   app.add_option("--env-allow", env_allow,
                  "environment variable trials may see, beside PATH, LANG, LC_*, TZ and the CUDA "
                  "device variables (repeatable; never INFRARSI_*)");
+  // The slurm executor: an agent on a submit host, trials as Slurm jobs.
+  infrarsi::client::SlurmExecutor::Options& sl = o.slurm;
+  double slurm_query_s = 1;
+  app.add_option("--slurm-gpus-per-node", sl.gpus_per_node,
+                 "slurm: GPUs per node of the cluster (jobs ask --gres=gpu:N per node)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
+  app.add_option("--slurm-max-nodes", sl.max_nodes,
+                 "slurm: the most nodes one trial's job may ask for; the agent registers "
+                 "max-nodes x gpus-per-node GPUs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--slurm-shared-dir", sl.scratch_root,
+                 "slurm: folder for trials' scripts, metrics and output, on a filesystem every "
+                 "node mounts at the same path (default: --scratch)");
+  app.add_option("--slurm-partition", sl.default_partition,
+                 "slurm: partition for jobs whose spec names none (default: Slurm's default)");
+  app.add_option("--slurm-allow-partition", sl.partitions,
+                 "slurm: a partition specs may name (repeatable)");
+  app.add_option("--slurm-account", sl.default_account, "slurm: account for jobs whose spec names none");
+  app.add_option("--slurm-allow-account", sl.accounts, "slurm: an account specs may name (repeatable)");
+  app.add_option("--slurm-allow-qos", sl.qos, "slurm: a QoS specs may name (repeatable)");
+  app.add_option("--slurm-max-time-min", sl.max_time_limit_min,
+                 "slurm: the longest time limit a job may ask for, minutes")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 7 * 1440));
+  app.add_option("--slurm-allow-option", sl.allowed_options,
+                 "slurm: an extra sbatch option name specs may pass, e.g. --constraint "
+                 "(repeatable; none by default)");
+  app.add_option("--slurm-option", sl.operator_options,
+                 "slurm: an sbatch option every job gets, e.g. --constraint=h200 (repeatable)");
+  app.add_option("--slurm-query-interval-s", slurm_query_s,
+                 "slurm: how often the agent asks Slurm about a job in flight")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 60.0));
   app.add_option("--serve-team", teams, "a team whose trials this agent runs (repeatable; default: any)");
   app.add_option("--scratch", o.scratch_root, "folder for per-trial scratch files");
   app.add_option("--lease-wait-s", lease_wait_s, "long-poll wait per lease request")
@@ -155,6 +191,24 @@ int main(int argc, char** argv) {
   if (app.count("--env-allow")) policy.env_allow = env_allow;
   if (app.count("--serve-team")) policy.teams = teams;
   o.executors = absl::StrSplit(*policy.executors, ',', absl::SkipEmpty());
+  if (std::find(o.executors.begin(), o.executors.end(), "slurm") != o.executors.end()) {
+    // A submit host's agent holds the cluster, not its own GPUs: what a
+    // trial may ask for is max-nodes x gpus-per-node.
+    for (const std::string& e : o.executors) {
+      if (e != "slurm") {
+        std::fprintf(stderr, "--executors: slurm runs alone on a submit host's agent (its GPU "
+                             "count is the cluster's); run another agent for %s\n", e.c_str());
+        return 2;
+      }
+    }
+    if (app.count("--gpu-count")) {
+      std::fprintf(stderr, "--gpu-count: a slurm agent registers --slurm-max-nodes x "
+                           "--slurm-gpus-per-node GPUs; set those instead\n");
+      return 2;
+    }
+    o.gpu_count = sl.max_nodes * std::max(1, sl.gpus_per_node);
+    sl.query_interval = absl::Seconds(slurm_query_s);
+  }
   o.serve_teams = policy.teams;
   o.allow_commands = policy.commands;
   o.process.allow_any_command = policy.allow_any_command;

@@ -15,6 +15,9 @@ class ProgressSink {
  public:
   virtual ~ProgressSink() = default;
   virtual bool OnSteps(const std::vector<v1::StepMetrics>& steps) = 0;
+  // A Slurm trial's job as now seen: sent with every later report (an
+  // empty OnSteps sends it at once). Default: not reported.
+  virtual void SetJob(const v1::SlurmJob& job) { (void)job; }
 };
 
 class Executor {
@@ -26,6 +29,10 @@ class Executor {
   // reports it as a failed trial. `sink` is not owned.
   virtual absl::StatusOr<v1::TrialOutcome> Run(const v1::TrialAssignment& trial,
                                                ProgressSink* sink) = 0;
+  // The agent is shutting down: an executor whose trials outlive it (a
+  // Slurm job) ends them now and reports them as "infra" (they run again
+  // elsewhere). Thread-safe. Default: the trial runs to its end.
+  virtual void Abort() {}
 };
 
 }  // namespace infrarsi::client

@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "client/agent/executors/metrics_line.h"
 #include "client/agent/executors/protected_files.h"
+#include "client/agent/executors/step_stream.h"
 #include "core/file_util.h"
 #include "core/spec.h"
 
@@ -52,46 +53,6 @@ bool LooksLikeOom(const std::string& stderr_text) {
   const std::string lower = absl::AsciiStrToLower(stderr_text);
   return absl::StrContains(lower, "out of memory") || absl::StrContains(lower, "outofmemoryerror");
 }
-
-// Reads complete lines appended to a file since the last call, through one
-// descriptor held open for the whole trial (cheap enough to poll every
-// millisecond; opened by the agent before the trial starts, so the trial
-// cannot point it elsewhere). Thread-compatible; does not own `fd`.
-class LineTailer {
- public:
-  explicit LineTailer(int fd) : fd_(fd) {}
-  LineTailer(const LineTailer&) = delete;
-  LineTailer& operator=(const LineTailer&) = delete;
-
-  std::vector<std::string> NewLines() {
-    std::vector<std::string> lines;
-    if (fd_ < 0) return lines;
-    char buf[65536];
-    while (true) {
-      const ssize_t n = read(fd_, buf, sizeof(buf));
-      if (n <= 0) break;
-      pending_.append(buf, static_cast<size_t>(n));
-      // A line longer than the format allows is cut off rather than held.
-      if (pending_.size() > 4 * kMaxMetricsLineBytes && pending_.find('\n') == std::string::npos) {
-        pending_.clear();
-      }
-    }
-    size_t start = 0;
-    while (true) {
-      const size_t nl = pending_.find('\n', start);
-      if (nl == std::string::npos) break;
-      std::string line = pending_.substr(start, nl - start);
-      if (!absl::StripAsciiWhitespace(line).empty()) lines.push_back(std::move(line));
-      start = nl + 1;
-    }
-    pending_.erase(0, start);  // an unfinished last line is read next time
-    return lines;
-  }
-
- private:
-  int fd_;
-  std::string pending_;
-};
 
 using SteadyClock = std::chrono::steady_clock;
 
@@ -171,27 +132,27 @@ ProcessExecutor::ProcessExecutor(Options options) : options_(std::move(options))
   work_trees_ = std::make_unique<WorkTrees>(wo);
 }
 
-std::string ProcessExecutor::PolicyRefusal(const std::vector<std::string>& argv,
-                                           const std::string& workdir, bool repository) const {
-  if (!options_.allow_any_command && !CommandAllowed(argv, options_.allowed_commands)) {
+std::string CodePolicyRefusal(const CodePolicy& policy, const std::vector<std::string>& argv,
+                              const std::string& workdir, bool repository) {
+  if (!policy.allow_any_command && !CommandAllowed(argv, policy.allowed_commands)) {
     std::vector<std::string> allowed;
-    for (const CommandPrefix& p : options_.allowed_commands) allowed.push_back(absl::StrJoin(p, " "));
+    for (const CommandPrefix& p : policy.allowed_commands) allowed.push_back(absl::StrJoin(p, " "));
     return absl::StrCat("agent policy: command '", absl::StrJoin(argv, " "),
                         "' opens with none of the allowed commands (",
                         absl::StrJoin(allowed, "; "), ")");
   }
   if (repository) return "";  // a fresh work tree in the agent's own scratch
-  if (options_.workdir_root.empty()) {
+  if (policy.workdir_root.empty()) {
     return "agent policy: this agent runs only trials of a repository, in fresh work trees (no "
            "workdir root is configured)";
   }
   std::error_code ec;
-  const fs::path root = fs::weakly_canonical(options_.workdir_root, ec);
+  const fs::path root = fs::weakly_canonical(policy.workdir_root, ec);
   const fs::path dir = fs::weakly_canonical(workdir.empty() ? "." : workdir, ec);
   const std::string r = root.string(), d = dir.string();
   if (ec || workdir.empty() || !(d == r || absl::StartsWith(d, r == "/" ? r : r + "/"))) {
     return absl::StrCat("agent policy: workdir '", workdir, "' is outside the workdir root ",
-                        options_.workdir_root);
+                        policy.workdir_root);
   }
   return "";
 }
@@ -205,7 +166,10 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   std::vector<std::string> argv;
   for (const std::string& a : spec.argv()) argv.push_back(SubstituteKnobs(a, config));
   // The operator's policy first: nothing outside it runs.
-  if (std::string why = PolicyRefusal(argv, spec.workdir(), !spec.source().repository().empty());
+  const CodePolicy policy{options_.allowed_commands, options_.allow_any_command,
+                          options_.workdir_root};
+  if (std::string why =
+          CodePolicyRefusal(policy, argv, spec.workdir(), !spec.source().repository().empty());
       !why.empty()) {
     v1::TrialOutcome refused;
     refused.set_status("refused");
@@ -344,25 +308,7 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
 
   // Reporting runs on its own thread: a slow or unreachable server must not
   // delay the polling loop, whose clock times the metrics lines.
-  std::mutex report_mu;
-  std::condition_variable report_cv;
-  std::vector<v1::StepMetrics> pending;
-  bool pending_keepalive = false, reporter_done = false;
-  std::atomic<bool> refused{false};
-  std::thread reporter([&] {
-    while (true) {
-      std::vector<v1::StepMetrics> batch;
-      {
-        std::unique_lock<std::mutex> lock(report_mu);
-        report_cv.wait(lock, [&] { return !pending.empty() || pending_keepalive || reporter_done; });
-        batch.swap(pending);
-        const bool keepalive = pending_keepalive;
-        pending_keepalive = false;
-        if (batch.empty() && !keepalive && reporter_done) return;
-      }
-      if (!sink->OnSteps(batch)) refused = true;
-    }
-  });
+  StepReporter reporter(sink);
 
   // Reads what arrived since the last call; `now` is when it was read.
   auto drain = [&](SteadyClock::time_point now, bool final) {
@@ -389,12 +335,13 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     const bool due = absl::Now() - last_report >= keepalive;
     if (!steps.empty() || (due && !final)) {
       last_report = absl::Now();
-      std::lock_guard<std::mutex> lock(report_mu);
-      for (auto& st : steps) pending.push_back(std::move(st));
-      if (steps.empty()) pending_keepalive = true;
-      report_cv.notify_one();
+      if (steps.empty()) {
+        reporter.Keepalive();
+      } else {
+        reporter.Push(std::move(steps));
+      }
     }
-    if (refused) stopped = true;
+    if (reporter.refused()) stopped = true;
   };
 
   SteadyClock::time_point ended;
@@ -427,12 +374,7 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   outcome.set_wall_s(SecondsSince(t0, ended));
   outcome.set_poll_interval_s(
       std::max(max_gap_s, absl::ToDoubleSeconds(options_.poll_interval)));
-  {
-    std::lock_guard<std::mutex> lock(report_mu);
-    reporter_done = true;
-    report_cv.notify_one();
-  }
-  reporter.join();  // every step reaches the sink before the outcome is sent
+  reporter.Finish();  // every step reaches the sink before the outcome is sent
   for (const std::string& bad : ChangedProtectedFiles(workdir, spec.protected_hashes())) {
     outcome.add_protected_changed(bad);
   }

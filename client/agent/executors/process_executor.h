@@ -37,6 +37,19 @@
 
 namespace infrarsi::client {
 
+// The part of an operator's policy that decides whether a trial's command
+// may run where it asks (the process and slurm executors share it).
+struct CodePolicy {
+  const std::vector<CommandPrefix>& allowed_commands;
+  bool allow_any_command;
+  const std::string& workdir_root;
+};
+
+// "" when `policy` lets `argv` run in `workdir` (or in a fresh work tree of
+// a repository), else why not, starting "agent policy: ".
+std::string CodePolicyRefusal(const CodePolicy& policy, const std::vector<std::string>& argv,
+                              const std::string& workdir, bool repository);
+
 class ProcessExecutor : public Executor {
  public:
   // The environment names a trial gets from the agent's by default. Never
@@ -84,9 +97,6 @@ class ProcessExecutor : public Executor {
 
  private:
   explicit ProcessExecutor(Options options);
-  // "" when the policy lets `argv` run in `workdir`, else why not.
-  std::string PolicyRefusal(const std::vector<std::string>& argv, const std::string& workdir,
-                            bool repository) const;
 
   Options options_;
   std::unique_ptr<WorkTrees> work_trees_;

@@ -1,0 +1,76 @@
+#include "client/agent/executors/step_stream.h"
+
+#include <unistd.h>
+
+#include "absl/strings/ascii.h"
+#include "client/agent/executors/metrics_line.h"
+
+namespace infrarsi::client {
+
+std::vector<std::string> LineTailer::NewLines() {
+  std::vector<std::string> lines;
+  if (fd_ < 0) return lines;
+  char buf[65536];
+  while (true) {
+    const ssize_t n = read(fd_, buf, sizeof(buf));
+    if (n <= 0) break;
+    pending_.append(buf, static_cast<size_t>(n));
+    // A line longer than the format allows is cut off rather than held.
+    if (pending_.size() > 4 * kMaxMetricsLineBytes && pending_.find('\n') == std::string::npos) {
+      pending_.clear();
+    }
+  }
+  size_t start = 0;
+  while (true) {
+    const size_t nl = pending_.find('\n', start);
+    if (nl == std::string::npos) break;
+    std::string line = pending_.substr(start, nl - start);
+    if (!absl::StripAsciiWhitespace(line).empty()) lines.push_back(std::move(line));
+    start = nl + 1;
+  }
+  pending_.erase(0, start);  // an unfinished last line is read next time
+  return lines;
+}
+
+StepReporter::StepReporter(ProgressSink* sink) : sink_(sink) {
+  thread_ = std::thread([this] {
+    while (true) {
+      std::vector<v1::StepMetrics> batch;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return !pending_.empty() || keepalive_ || done_; });
+        batch.swap(pending_);
+        const bool keepalive = keepalive_;
+        keepalive_ = false;
+        if (batch.empty() && !keepalive && done_) return;
+      }
+      if (!sink_->OnSteps(batch)) refused_ = true;
+    }
+  });
+}
+
+StepReporter::~StepReporter() { Finish(); }
+
+void StepReporter::Push(std::vector<v1::StepMetrics> steps) {
+  if (steps.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& s : steps) pending_.push_back(std::move(s));
+  cv_.notify_one();
+}
+
+void StepReporter::Keepalive() {
+  std::lock_guard<std::mutex> lock(mu_);
+  keepalive_ = true;
+  cv_.notify_one();
+}
+
+void StepReporter::Finish() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    cv_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace infrarsi::client
