@@ -126,9 +126,13 @@ std::string AgentRegistry::WhyNoneCanHold(const TrialQueue::Requirement& req) co
       " executor: no registered agent holds that many GPUs (a trial runs on one agent); agents: ",
       absl::StrJoin(smaller, ", "),
       req.executor == "slurm"
-          ? "; a Slurm agent holds as many nodes as its --slurm-max-nodes"
-          : "; run a multi-node trial as a Slurm job: add executor.slurm to the spec and run an "
-            "agent with --executors slurm on a submit host (README: Slurm)");
+          ? "; a Slurm agent holds --slurm-max-nodes x --slurm-gpus-per-node GPUs"
+      : req.executor == "process"
+          ? "; run a multi-node trial as a Slurm job: add executor.slurm to the spec and run an "
+            "agent with --executors slurm on a submit host (README: Slurm)"
+          : absl::StrCat("; the ", req.executor, " executor runs the whole cluster on one host: "
+                         "an agent registers its GPU count (--gpu-count ", req.gpu_count,
+                         "); a real multi-node run needs executor.slurm"));
 }
 
 bool AgentRegistry::Fits(const storage::AgentRecord& a, const TrialQueue::Requirement& req) const {

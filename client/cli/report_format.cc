@@ -158,6 +158,12 @@ std::string FormatReport(const v1::SessionReport& r) {
         b.agent_id(), b.failed(),
         b.failed() >= 2 ? " (quarantined: `infrarsi agents` shows it)" : "", b.first_error());
   }
+  for (const auto& n : r.noted_nodes()) {
+    absl::StrAppendFormat(&out,
+                          "Failing Slurm node: %s failed %d trial(s) (later jobs exclude it); "
+                          "first: %s\n",
+                          n.node(), n.failed(), n.first_error());
+  }
   if (r.failure_costs_size() > 0) {
     absl::StrAppend(&out, "Failed-trial costs (GPU-seconds):\n");
     for (const auto& c : r.failure_costs()) {
@@ -210,6 +216,15 @@ std::string FormatReport(const v1::SessionReport& r) {
         t.observed_step_time_s() > 0 ? absl::StrFormat("%.4f", t.observed_step_time_s()) : "-",
         t.peak_mem_gib(), t.attempts(), t.cost_s(), t.agent(), FormatConfig(t.config()),
         t.error().empty() ? "" : absl::StrCat("  [", t.error(), "]"));
+    if (!t.slurm().job_id().empty()) {
+      const v1::SlurmJob& j = t.slurm();
+      absl::StrAppendFormat(&out, "%6s  slurm job %s %s%s%s, queued %.1f s%s\n", "", j.job_id(),
+                            j.state(), j.state() == "PENDING" ? " (queued in Slurm)" : "",
+                            j.nodes().empty() ? "" : " on " + j.nodes(), j.queued_s(),
+                            j.failed_nodes().empty()
+                                ? ""
+                                : absl::StrCat("; nodes failed: ", absl::StrJoin(j.failed_nodes(), ",")));
+    }
   }
   return out;
 }

@@ -792,4 +792,21 @@ TEST_F(EndToEndTest, TinyGptTunedForRealWithPatchesAndCommitted) {
 }
 
 }  // namespace
+// Without Slurm, two 8-GPU agents cannot hold a 16-GPU session: doctor
+// says so at once instead of waiting.
+TEST_F(EndToEndTest, MultiNodeWithoutSlurmIsRefusedUpFront) {
+  StartServer();
+  StartAgent("sim", "H200", 8);
+  StartAgent("sim", "H200", 8);
+  const std::string id =
+      CliCreate(std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads/moe-8x7b-2x8-h200.yaml");
+  std::string out, err;
+  EXPECT_EQ(Cli({"doctor", id}, &out, &err), 1);
+  EXPECT_NE(err.find("16 x h200 with the sim executor: no registered agent holds that many GPUs"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("executor.slurm"), std::string::npos) << err;
+  EXPECT_NE(err.find("node-0 (8 x H200"), std::string::npos) << err;
+}
+
 }  // namespace infrarsi

@@ -61,22 +61,23 @@ class EndToEndTest : public ::testing::Test {
                          int gpus = 1, const std::vector<std::string>& extra = {}) {
     const int n = static_cast<int>(agents_.size());
     std::vector<std::string> argv = {INFRARSI_AGENT_BIN, "--server", address_, "--gpu-model", gpu,
-                                     "--gpu-count", absl::StrCat(gpus), "--executors", executors,
+                                     "--executors", executors,
                                      "--lease-wait-s", "1", "--scratch",
                                      absl::StrCat(dir_, "/scratch-", n), "--host",
                                      absl::StrCat("node-", n), "--log-level", "warn"};
+    // A slurm agent registers its cluster's GPUs (--slurm-max-nodes x
+    // --slurm-gpus-per-node), not a count of its own.
+    if (executors != "slurm") argv.insert(argv.end(), {"--gpu-count", absl::StrCat(gpus)});
+    const bool runs_code = absl::StrContains(executors, "process") || executors == "slurm";
     // Tenants' code: these tests' own programs, in this test's folder, as
     // the user running the tests (root in CI, said deliberately).
-    if (absl::StrContains(executors, "process") &&
-        std::find(extra.begin(), extra.end(), "--allow-command") == extra.end()) {
+    if (runs_code && std::find(extra.begin(), extra.end(), "--allow-command") == extra.end()) {
       for (const char* flag : {"--allow-any-command"}) argv.push_back(flag);
     }
-    if (absl::StrContains(executors, "process") &&
-        std::find(extra.begin(), extra.end(), "--run-as") == extra.end()) {
+    if (runs_code && std::find(extra.begin(), extra.end(), "--run-as") == extra.end()) {
       argv.insert(argv.end(), {"--run-as", geteuid() == 0 ? "root" : getpwuid(geteuid())->pw_name});
     }
-    if (absl::StrContains(executors, "process") &&
-        std::find(extra.begin(), extra.end(), "--workdir-root") == extra.end()) {
+    if (runs_code && std::find(extra.begin(), extra.end(), "--workdir-root") == extra.end()) {
       argv.insert(argv.end(), {"--workdir-root", dir_});
     }
     argv.insert(argv.end(), extra.begin(), extra.end());

@@ -178,7 +178,15 @@ absl::StatusOr<std::unique_ptr<SlurmExecutor>> SlurmExecutor::Create(Options opt
           "allowed_options: '", o, "' must be an option name (--name) InfraRSI does not set"));
     }
   }
-  if (!options.slurm) options.slurm = std::make_shared<CommandSlurmClient>(CommandSlurmClient::Options{});
+  if (!options.slurm) {
+    // Slurm's commands find the cluster through SLURM_CONF (or DNS SRV
+    // records when unset); nothing else of the agent's environment.
+    CommandSlurmClient::Options co;
+    if (const char* conf = std::getenv("SLURM_CONF"); conf != nullptr) {
+      co.env.push_back(absl::StrCat("SLURM_CONF=", conf));
+    }
+    options.slurm = std::make_shared<CommandSlurmClient>(std::move(co));
+  }
   return std::unique_ptr<SlurmExecutor>(new SlurmExecutor(std::move(options)));
 }
 
@@ -440,6 +448,7 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
   int64_t seen_answers = 0;
   absl::Time cancel_sent = absl::InfinitePast();
   absl::Time unknown_since = absl::InfiniteFuture();
+  absl::Time last_answer = absl::Now();
 
   auto drain = [&](SteadyClock::time_point now) {
     const double gap = SecondsSince(last_read, now);
@@ -485,7 +494,21 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
     SteadyClock::time_point seen_at;
     std::string query_error;
     const SlurmClient::Job latest = watcher.Latest(&answers, &seen_at, &query_error);
+    if (answers == seen_answers && absl::Now() - last_answer > options_.unreachable_grace) {
+      // No answer from the controller for this long: the infrastructure.
+      last = SlurmClient::Job{};
+      last.reason = absl::StrCat("no answer from Slurm for ",
+                                 absl::FormatDuration(options_.unreachable_grace), ": ", query_error);
+      if (cancel_why.empty()) {
+        cancel_why = last.reason;
+        cancel_status = "infra";
+      }
+      (void)options_.slurm->Cancel(job_id);
+      ended = SteadyClock::now();
+      break;
+    }
     if (answers != seen_answers) {
+      last_answer = absl::Now();
       seen_answers = answers;
       if (!latest.known) {
         // The controller forgot the job (it ended long ago, or was purged):

@@ -82,9 +82,13 @@ class SlurmExecutor : public Executor {
     // How long a job the controller no longer knows may stay unknown
     // before it counts as lost (a controller restarting forgets for a while).
     absl::Duration unknown_grace = absl::Seconds(10);
+    // How long the controller may not answer before the trial counts as
+    // the infrastructure's failure (the job is cancelled, best effort).
+    absl::Duration unreachable_grace = absl::Minutes(5);
     // Ports for MASTER_PORT: base + job id % span.
     int master_port_base = 29500;
-    // Slurm's commands. Default: CommandSlurmClient over PATH.
+    // Slurm's commands. Default: CommandSlurmClient over PATH, given the
+    // agent's SLURM_CONF.
     std::shared_ptr<SlurmClient> slurm;
     std::string git_cache_root;  // default: scratch_root/git-cache
   };

@@ -1,0 +1,265 @@
+// The slurm executor on a real Slurm: the two-node cluster of
+// deploy/slurm/local-cluster.sh, started by tests/deploy/run_slurm_test.sh,
+// which sets SLURM_CONF and INFRARSI_SLURM_DIR (the cluster's folder, for
+// killing and restarting a node). Skipped without them.
+//
+// A 2-node trial of a stand-in trainer that checks its rendezvous and
+// writes metrics from rank 0; a CUDA out-of-memory; a failure with its
+// output; the trial's timeout; a lost lease; a node failure (one slurmd
+// killed mid-trial); and a whole session through server and agent.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "client/agent/executors/slurm_client.h"
+#include "client/agent/executors/slurm_executor.h"
+#include "tests/integration/end_to_end_fixture.h"
+#include "tests/testing/subprocess.h"
+
+namespace infrarsi {
+namespace {
+
+namespace fs = std::filesystem;
+using client::CommandSlurmClient;
+using client::SlurmExecutor;
+
+const std::string kTrainer = std::string(INFRARSI_SOURCE_DIR) + "/tests/testing/slurm_trainer.py";
+
+// Slurm's commands for the test's own questions, on the test's cluster.
+CommandSlurmClient Slurm() {
+  CommandSlurmClient::Options o;
+  o.env.push_back(absl::StrCat("SLURM_CONF=", std::getenv("SLURM_CONF")));
+  return CommandSlurmClient(o);
+}
+
+std::string ClusterDir() {
+  const char* d = std::getenv("INFRARSI_SLURM_DIR");
+  return d == nullptr ? "" : d;
+}
+
+// Records reports; says stop once `stop_when_running` and the job runs.
+class Sink : public client::ProgressSink {
+ public:
+  bool OnSteps(const std::vector<v1::StepMetrics>& steps) override {
+    std::lock_guard<std::mutex> lock(mu);
+    steps_seen.insert(steps_seen.end(), steps.begin(), steps.end());
+    states.push_back(job.state());
+    cv.notify_all();
+    return !(stop_when_running && job.state() == "RUNNING");
+  }
+  void SetJob(const v1::SlurmJob& j) override {
+    std::lock_guard<std::mutex> lock(mu);
+    job = j;
+  }
+  void WaitRunning() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return job.state() == "RUNNING"; });
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<v1::StepMetrics> steps_seen;
+  std::vector<std::string> states;
+  v1::SlurmJob job;
+  bool stop_when_running = false;
+};
+
+class SlurmClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::getenv("SLURM_CONF") == nullptr || ClusterDir().empty()) {
+      GTEST_SKIP() << "no local Slurm (run through tests/deploy/run_slurm_test.sh)";
+    }
+    dir_ = testing::MakeTempDir("slurm-it");
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  std::unique_ptr<SlurmExecutor> Executor() {
+    SlurmExecutor::Options o;
+    o.scratch_root = dir_ + "/scratch";  // this machine is every node: shared
+    o.gpus_per_node = 8;
+    o.max_nodes = 2;
+    o.allow_any_command = true;
+    o.allow_root = true;
+    o.workdir_root = dir_;
+    o.query_interval = absl::Milliseconds(100);
+    auto ex = SlurmExecutor::Create(o);
+    EXPECT_TRUE(ex.ok()) << ex.status();
+    return *std::move(ex);
+  }
+  v1::TrialAssignment Trial(int nodes, const std::string& mode, int timeout_s = 120) {
+    v1::TrialAssignment t;
+    t.set_trial_id(++next_id_);
+    t.set_session_id("ses-slurm");
+    t.set_attempt(1);
+    t.set_lease_timeout_ms(3000);
+    (*t.mutable_config())["ms"] = "100";
+    v1::ProcessSpec* p = t.mutable_executor()->mutable_process();
+    for (const std::string& a : {std::string("python3"), kTrainer, std::string("--nodes"),
+                                 absl::StrCat(nodes), std::string("--mode"), mode,
+                                 std::string("--step-ms"), std::string("{ms}")}) {
+      p->add_argv(a);
+    }
+    p->set_workdir(dir_);
+    p->set_timeout_s(timeout_s);
+    t.mutable_executor()->mutable_slurm()->set_gpus(8 * nodes);
+    return t;
+  }
+  std::string dir_;
+  int next_id_ = 100;
+};
+
+TEST_F(SlurmClusterTest, ATwoNodeTrialRunsAsOneJobWithItsRendezvous) {
+  Sink sink;
+  auto out = Executor()->Run(Trial(2, "ok"), &sink);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->status(), "ok") << out->error();
+  EXPECT_EQ(out->slurm().state(), "COMPLETED");
+  EXPECT_EQ(out->slurm().nodes(), "node1,node2");
+  EXPECT_FALSE(out->slurm().job_id().empty());
+  // Rank 0's lines, each timed on the agent's clock from the job's start.
+  ASSERT_EQ(sink.steps_seen.size(), 5u);
+  for (const auto& s : sink.steps_seen) EXPECT_GT(s.arrival_s(), 0);
+  EXPECT_GE(out->wall_s(), sink.steps_seen.back().arrival_s());
+  EXPECT_GE(out->slurm().queued_s(), 0);
+}
+
+TEST_F(SlurmClusterTest, ACudaOutOfMemoryIsOom) {
+  Sink sink;
+  auto out = Executor()->Run(Trial(2, "oom"), &sink);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->status(), "oom") << out->error();
+  EXPECT_EQ(out->slurm().state(), "FAILED");
+}
+
+TEST_F(SlurmClusterTest, AFailureKeepsTheTailOfItsOutput) {
+  Sink sink;
+  auto out = Executor()->Run(Trial(1, "fail"), &sink);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->status(), "failed");
+  EXPECT_NE(out->error().find("exit code 3:0"), std::string::npos) << out->error();
+  EXPECT_NE(out->error().find("loss diverged"), std::string::npos) << out->error();
+}
+
+TEST_F(SlurmClusterTest, TheTrialsTimeoutCancelsTheJob) {
+  Sink sink;
+  auto out = Executor()->Run(Trial(2, "sleep", /*timeout_s=*/3), &sink);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->status(), "timeout") << out->error();
+  EXPECT_EQ(out->slurm().state(), "CANCELLED");
+  auto job = Slurm().Query(out->slurm().job_id());
+  ASSERT_TRUE(job.ok());
+  EXPECT_TRUE(!job->known || job->state == "CANCELLED") << job->state;
+}
+
+TEST_F(SlurmClusterTest, ALostLeaseCancelsTheJob) {
+  Sink sink;
+  sink.stop_when_running = true;
+  auto out = Executor()->Run(Trial(2, "sleep"), &sink);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->status(), "failed");
+  EXPECT_NE(out->error().find("stopped"), std::string::npos) << out->error();
+  EXPECT_EQ(out->slurm().state(), "CANCELLED");
+}
+
+TEST_F(SlurmClusterTest, ANodeFailureIsInfraAndNamesTheNode) {
+  const std::string cluster = ClusterDir();
+  Sink sink;
+  auto ex = Executor();
+  v1::TrialOutcome out;
+  std::thread run([&] {
+    auto r = ex->Run(Trial(2, "sleep"), &sink);
+    ASSERT_TRUE(r.ok()) << r.status();
+    out = *r;
+  });
+  sink.WaitRunning();
+  // node2's slurmd dies mid-trial.
+  pid_t pid = 0;
+  std::ifstream(cluster + "/slurmd-node2.pid") >> pid;
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  run.join();
+  EXPECT_EQ(out.status(), "infra") << out.error();
+  EXPECT_EQ(out.slurm().state(), "NODE_FAIL");
+  ASSERT_EQ(out.slurm().failed_nodes_size(), 1) << out.error();
+  EXPECT_EQ(out.slurm().failed_nodes(0), "node2");
+  // node2 comes back for the tests after this one.
+  testing::Subprocess restart({"/usr/sbin/slurmd", "-f", std::getenv("SLURM_CONF"), "-N", "node2"},
+                              dir_ + "/slurmd-restart.log");
+  restart.Wait();
+  CommandSlurmClient slurm = Slurm();
+  for (int i = 0; i < 300; ++i) {
+    auto down = slurm.DownNodes({"node2"});
+    if (down.ok() && down->empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a real daemon's restart
+  }
+  auto down = slurm.DownNodes({"node2"});
+  ASSERT_TRUE(down.ok());
+  EXPECT_TRUE(down->empty()) << "node2 did not come back";
+}
+
+// A whole session through infrarsi-server and a slurm agent: 16 GPUs of
+// two 8-GPU nodes, every trial one 2-node job.
+class SlurmSessionTest : public EndToEndTest {
+ protected:
+  void SetUp() override {
+    if (std::getenv("SLURM_CONF") == nullptr || ClusterDir().empty()) {
+      GTEST_SKIP() << "no local Slurm (run through tests/deploy/run_slurm_test.sh)";
+    }
+    EndToEndTest::SetUp();
+  }
+};
+
+TEST_F(SlurmSessionTest, ASessionRunsAsTwoNodeSlurmJobs) {
+  StartServer();
+  StartAgent("slurm", "H200", 0,
+             {"--slurm-gpus-per-node", "8", "--slurm-max-nodes", "2", "--slurm-query-interval-s",
+              "0.1"});
+  const std::string spec = WriteFile("specs/slurm.yaml", absl::StrCat(R"(
+name: two-node-job
+workload: {model: fake, global_batch: 32, seq_len: 128}
+hardware: {gpu: H200, count: 16}
+knobs:
+  ms: [300, 400]
+baseline: {ms: 400}
+budget: {max_trials: 2}
+doctor: {repeats: 2}
+verify: {candidates: 1, runs: 2}
+executor:
+  process:
+    command: "python3 )", kTrainer, R"( --nodes 2 --steps 4 --step-ms {ms}"
+    timeout_s: 120
+  slurm: {}
+)"));
+  const std::string id = CliCreate(spec);
+  CliDoctorAndRun(id);
+  auto rep = client_->Report(id);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_EQ(rep->stage(), "searched");
+  int jobs = 0;
+  for (const auto& t : rep->trials()) {
+    EXPECT_EQ(t.status(), "ok") << t.id() << ": " << t.error();
+    EXPECT_FALSE(t.slurm().job_id().empty()) << t.id();
+    EXPECT_EQ(t.slurm().nodes(), "node1,node2") << t.id();
+    EXPECT_EQ(t.slurm().state(), "COMPLETED") << t.id();
+    ++jobs;
+  }
+  EXPECT_GE(jobs, 4);
+  EXPECT_GT(rep->best().speedup(), 1.1);  // 300 ms steps against 400
+  // The report as the CLI prints it names the jobs.
+  std::string out, err;
+  ASSERT_EQ(Cli({"report", id}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("slurm job"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace infrarsi
