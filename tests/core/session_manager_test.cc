@@ -1993,5 +1993,134 @@ TEST_F(SessionManagerTest, RunAndDoctorReturnTheSeqToWatchFrom) {
   EXPECT_TRUE(seen) << "the run's first trial was not in the stream";
 }
 
+// ---- Slurm (issue 18): a trial's job on the trial, infrastructure
+// failures that run again, nodes that fail a session's trials.
+
+constexpr char kSlurmExecutor[] =
+    "process: {command: 'python3 train.py --mbs {mbs}', workdir: /srv/job}\n  slurm: {partition: gpu}";
+
+std::string SlurmSpec() {
+  return absl::StrReplaceAll(kSpec, {{"replay: {landscape: /data/land.jsonl}", kSlurmExecutor},
+                                     {"count: 1", "count: 16"}});
+}
+
+std::string RegisterSlurm(SessionManager& m, int gpus = 16, const std::string& executor = "slurm") {
+  v1::RegisterAgentRequest r;
+  r.set_host("login-1");
+  r.set_gpu_model("H200");
+  r.set_gpu_count(gpus);
+  r.add_executors(executor);
+  auto resp = m.RegisterAgent(r);
+  EXPECT_TRUE(resp.ok()) << resp.status();
+  return resp.ok() ? resp->agent_id() : "";
+}
+
+// Init without the replay's landscape file (these specs run a process).
+std::string SlurmSession(SessionManager& m, const std::string& spec) {
+  v1::InitRequest r;
+  r.set_spec_yaml(spec);
+  auto s = m.Init(r);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? s->session_id() : "";
+}
+
+v1::TrialOutcome NodeFailed(const v1::TrialAssignment& a) {
+  v1::TrialOutcome o;
+  o.set_status("infra");
+  o.set_error("Slurm NODE_FAIL (slurm job 7 on node1,node2); down: node2");
+  o.mutable_slurm()->set_job_id(absl::StrCat(100 + a.trial_id()));
+  o.mutable_slurm()->set_state("NODE_FAIL");
+  o.mutable_slurm()->set_nodes("node1,node2");
+  o.mutable_slurm()->add_failed_nodes("node2");
+  return o;
+}
+
+TEST_F(SessionManagerTest, AnInfrastructureFailureRunsAgainAndNotesItsNode) {
+  const std::string agent = RegisterSlurm(*m_);
+  const std::string id = SlurmSession(*m_, SlurmSpec());
+  ASSERT_TRUE(StartDoctor(id, 1).ok());
+  auto lease = m_->TryLease(agent);
+  ASSERT_TRUE(lease.ok() && lease->has_value()) << lease.status();
+  const v1::TrialAssignment first = **lease;
+  ASSERT_TRUE(first.executor().has_slurm());
+  EXPECT_EQ(first.executor().slurm().gpus(), 16);
+  EXPECT_EQ(first.executor().slurm().partition(), "gpu");
+  EXPECT_EQ(first.executor().slurm().exclude_nodes_size(), 0);
+
+  // Queued in Slurm: the lease is renewed, the trial is not running yet.
+  v1::ReportProgressRequest p;
+  p.set_trial_id(first.trial_id());
+  p.set_lease_token(first.lease_token());
+  p.mutable_slurm()->set_job_id("107");
+  p.mutable_slurm()->set_state("PENDING");
+  p.mutable_slurm()->set_reason("Resources");
+  ASSERT_TRUE(m_->ReportProgress(p).ok());
+  auto rep = m_->Report(id);
+  ASSERT_TRUE(rep.ok());
+  EXPECT_EQ(rep->trials(0).status(), "leased");
+  EXPECT_EQ(rep->trials(0).slurm().state(), "PENDING");
+  EXPECT_EQ(rep->trials(0).slurm().job_id(), "107");
+  // A malformed job is refused whole, naming the field.
+  p.mutable_slurm()->set_job_id("107; rm -rf /");
+  EXPECT_EQ(m_->ReportProgress(p).status().message(),
+            "slurm.job_id: a Slurm job id (digits, '_' or '+')");
+
+  // NODE_FAIL: not the setting's fault; it runs again without node2.
+  v1::CompleteTrialRequest c;
+  c.set_trial_id(first.trial_id());
+  c.set_lease_token(first.lease_token());
+  *c.mutable_outcome() = NodeFailed(first);
+  ASSERT_TRUE(m_->CompleteTrial(c).ok());
+  rep = m_->Report(id);
+  EXPECT_EQ(rep->trials(0).status(), "queued");
+  EXPECT_NE(rep->trials(0).note().find("infrastructure: Slurm NODE_FAIL"), std::string::npos)
+      << rep->trials(0).note();
+  ASSERT_EQ(rep->noted_nodes_size(), 1);
+  EXPECT_EQ(rep->noted_nodes(0).node(), "node2");
+  auto again = m_->TryLease(agent);
+  ASSERT_TRUE(again.ok() && again->has_value());
+  ASSERT_EQ((*again)->executor().slurm().exclude_nodes_size(), 1);
+  EXPECT_EQ((*again)->executor().slurm().exclude_nodes(0), "node2");
+  EXPECT_EQ((*again)->attempt(), 2);
+
+  // After max attempts it fails as the infrastructure's, and the doctor
+  // says so.
+  c.set_lease_token((*again)->lease_token());
+  ASSERT_TRUE(m_->CompleteTrial(c).ok());
+  while (RunOne(*m_, agent, NodeFailed) != 0) {}
+  rep = m_->Report(id);
+  EXPECT_EQ(rep->trials(0).status(), "failed");
+  EXPECT_NE(rep->trials(0).error().find("infrastructure: Slurm NODE_FAIL"), std::string::npos)
+      << rep->trials(0).error();
+  EXPECT_GE(rep->trials(0).attempts(), 2);
+  EXPECT_NE(rep->trials(0).error().find(absl::StrCat("(", rep->trials(0).attempts(), " attempts)")),
+            std::string::npos)
+      << rep->trials(0).error();
+}
+
+// Issue 18: a session of 16 GPUs with agents of 8 waited forever in
+// silence. It is refused at doctor (and run), naming the requirement, the
+// agents and the way out.
+TEST_F(SessionManagerTest, HardwareNoAgentCanHoldIsRefusedUpFront) {
+  RegisterSlurm(*m_, 8, "process");
+  const std::string process16 = absl::StrReplaceAll(
+      kSpec, {{"replay: {landscape: /data/land.jsonl}",
+               "process: {command: 'python3 train.py', workdir: /srv/job}"},
+              {"count: 1", "count: 16"}});
+  const std::string id = SlurmSession(*m_, process16);
+  const absl::Status doctor = StartDoctor(id, 1);
+  ASSERT_TRUE(absl::IsFailedPrecondition(doctor)) << doctor;
+  EXPECT_NE(doctor.message().find(
+                "hardware: 16 x h200 with the process executor: no registered agent holds that "
+                "many GPUs (a trial runs on one agent); agents: "),
+            std::string::npos)
+      << doctor;
+  EXPECT_NE(doctor.message().find("add executor.slurm"), std::string::npos);
+  EXPECT_EQ(Get(id).stage(), v1::STAGE_INITIALIZED);  // nothing half-done
+  // A Slurm session whose agent holds 2 nodes of 8 is not refused.
+  RegisterSlurm(*m_, 16, "slurm");
+  EXPECT_TRUE(StartDoctor(SlurmSession(*m_, SlurmSpec()), 1).ok());
+}
+
 }  // namespace
 }  // namespace infrarsi

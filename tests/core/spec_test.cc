@@ -226,6 +226,51 @@ TEST(SpecTest, ProcessExecutorSplitsWithoutAShell) {
   EXPECT_EQ(spec->process.timeout_s, 30);
 }
 
+// executor.slurm places the process's command as a Slurm job; every
+// field is checked, and options InfraRSI sets itself are refused.
+TEST(SpecTest, SlurmPlacementParsesAndNamesBadFields) {
+  auto with = [](const std::string& slurm, const std::string& count = "16") {
+    return absl::StrReplaceAll(
+        kGood, {{"replay: {landscape: data/land.jsonl}",
+                 "process: {command: \"python3 train.py\", workdir: job}\n  slurm: " + slurm},
+                {"count: 1", "count: " + count}});
+  };
+  auto spec = ParseSpec(with("{partition: gpu, qos: high, time_limit_min: 30, gpus_per_node: 8, "
+                             "sbatch_options: [--constraint=h200, --exclusive]}"),
+                        Opts());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->ExecutorName(), "slurm");
+  EXPECT_EQ(spec->executor_kind, SessionSpec::ExecutorKind::kProcess);
+  EXPECT_EQ(spec->slurm.partition, "gpu");
+  EXPECT_EQ(spec->slurm.gpus_per_node, 8);
+  EXPECT_EQ(spec->slurm.sbatch_options.size(), 2u);
+  EXPECT_TRUE(spec->slurm.exclude_failed_nodes);
+  struct Case {
+    std::string slurm, count, error;
+  };
+  const std::vector<Case> cases = {
+      {"{partition: 'gpu; rm'}", "16", "executor.slurm.partition: 1-64 letters"},
+      {"{time_limit_min: -1}", "16", "executor.slurm.time_limit_min: must be in [0, 10080]"},
+      {"{gpus_per_node: 8}", "12", "executor.slurm.gpus_per_node: hardware.count 12 is not a whole"},
+      {"{sbatch_options: [--uid=0]}", "16", "executor.slurm.sbatch_options[0]: --uid is set by InfraRSI"},
+      {"{sbatch_options: ['--comment=a b']}", "16", "executor.slurm.sbatch_options[0]: no spaces"},
+      {"{sbatch_options: [-N2]}", "16", "executor.slurm.sbatch_options[0]: '-N2' must be a long option"},
+      {"{nodes: 2}", "16", "executor.slurm.nodes: unknown field"},
+      {"{exclude_failed_nodes: maybe}", "16", "executor.slurm.exclude_failed_nodes: must be true or false"},
+  };
+  for (const Case& c : cases) {
+    auto bad = ParseSpec(with(c.slurm, c.count), Opts());
+    ASSERT_FALSE(bad.ok()) << c.slurm;
+    EXPECT_EQ(bad.status().message().rfind(c.error, 0), 0u) << bad.status().message();
+  }
+  auto alone = ParseSpec(absl::StrReplaceAll(kGood, {{"replay: {landscape: data/land.jsonl}",
+                                                      "slurm: {partition: gpu}"}}),
+                         Opts());
+  EXPECT_EQ(alone.status().message().rfind("executor.slurm: places a process executor's command", 0),
+            0u)
+      << alone.status();
+}
+
 constexpr char kSim[] = R"(
 name: sim-job
 workload: {model: llama-8b, global_batch: 64, seq_len: 4096}
