@@ -240,19 +240,7 @@ absl::Status Agent::RunTrial(const v1::TrialAssignment& trial) {
   }
 }
 
-absl::Status Agent::RunLoop() {
-  RETURN_IF_ERROR(Register());
-  std::thread heartbeat([this] {
-    while (!stop_.WaitForNotificationWithTimeout(absl::Seconds(5))) {
-      v1::HeartbeatRequest req;
-      req.set_agent_id(agent_id());
-      v1::HeartbeatResponse resp;
-      grpc::ClientContext ctx;
-    AddToken(&ctx, options_.token);
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      (void)stub_->Heartbeat(&ctx, req, &resp);
-    }
-  });
+absl::Status Agent::WorkLoop() {
   absl::Status result = absl::OkStatus();
   while (!stop_.HasBeenNotified()) {
     if (options_.max_trials > 0 && trials_completed_ >= options_.max_trials) break;
@@ -266,8 +254,14 @@ absl::Status Agent::RunLoop() {
                      absl::ToChronoMilliseconds(options_.lease_wait + absl::Seconds(10)));
     const absl::Status st = FromGrpcStatus(stub_->LeaseTrial(&ctx, req, &resp));
     if (absl::IsNotFound(st)) {
-      // The server forgot us (a fresh database): register again.
-      if (absl::Status r = Register(); !r.ok()) {
+      // The server forgot us (a fresh database): register again (once,
+      // whichever slot noticed first; the id is kept).
+      absl::Status r;
+      {
+        std::lock_guard<std::mutex> lock(register_mu_);
+        r = Register();
+      }
+      if (!r.ok()) {
         result = r;
         break;
       }
@@ -283,6 +277,38 @@ absl::Status Agent::RunLoop() {
     }
     if (!resp.has_trial()) continue;
     (void)RunTrial(resp.trial());  // a refused completion is logged; carry on
+  }
+  return result;
+}
+
+absl::Status Agent::RunLoop() {
+  RETURN_IF_ERROR(Register());
+  std::thread heartbeat([this] {
+    while (!stop_.WaitForNotificationWithTimeout(absl::Seconds(5))) {
+      v1::HeartbeatRequest req;
+      req.set_agent_id(agent_id());
+      v1::HeartbeatResponse resp;
+      grpc::ClientContext ctx;
+    AddToken(&ctx, options_.token);
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      (void)stub_->Heartbeat(&ctx, req, &resp);
+    }
+  });
+  // One lease loop per slot; the first runs on this thread.
+  std::vector<absl::Status> results(static_cast<size_t>(std::max(1, options_.slots)));
+  std::vector<std::thread> workers;
+  for (size_t k = 1; k < results.size(); ++k) {
+    workers.emplace_back([this, &results, k] {
+      results[k] = WorkLoop();
+      if (!results[k].ok()) Stop();  // one slot's fatal error ends them all
+    });
+  }
+  results[0] = WorkLoop();
+  if (!results[0].ok()) Stop();
+  for (std::thread& w : workers) w.join();
+  absl::Status result = absl::OkStatus();
+  for (const absl::Status& r : results) {
+    if (!r.ok() && result.ok()) result = r;
   }
   Stop();
   heartbeat.join();

@@ -56,7 +56,11 @@ class Agent {
     // How long to keep retrying an unreachable server before giving up on a
     // call (RunLoop keeps going; this bounds one completion's retries).
     absl::Duration retry_window = absl::Seconds(120);
-    // Stop after this many trials (0: never). Useful in tests and batch jobs.
+    // Trials run at once, each leased on its own (a slurm agent keeps this
+    // many jobs in Slurm's queue). Default 1.
+    int slots = 1;
+    // Stop after this many trials (0: never; with several slots, up to
+    // slots - 1 more may be running then). Useful in tests and batch jobs.
     int max_trials = 0;
     // Called once registration succeeded, with the agent id (optional).
     std::function<void(const std::string&)> on_registered;
@@ -65,7 +69,8 @@ class Agent {
   static absl::StatusOr<std::unique_ptr<Agent>> Create(const Options& options);
   ~Agent();
 
-  // Runs until Stop() (or max_trials). Thread: call from one thread.
+  // Runs until Stop() (or max_trials), `slots` trials at a time. Thread:
+  // call from one thread.
   absl::Status RunLoop();
   // Asks RunLoop to return after the current trial; a Slurm job in flight
   // is cancelled (its trial reported as infra: it runs again elsewhere).
@@ -77,6 +82,8 @@ class Agent {
  private:
   explicit Agent(const Options& options);
   absl::Status Register();
+  // Leases and runs trials until Stop() or max_trials (one per slot).
+  absl::Status WorkLoop();
   absl::Status RunTrial(const v1::TrialAssignment& trial);
   Executor* ExecutorFor(const v1::TrialAssignment& trial);
 
@@ -86,6 +93,7 @@ class Agent {
   std::unique_ptr<Executor> process_;
   std::unique_ptr<Executor> sim_;
   std::unique_ptr<Executor> slurm_;
+  std::mutex register_mu_;
   mutable std::mutex id_mu_;
   std::string agent_id_;
   absl::Notification stop_;

@@ -150,6 +150,11 @@ int main(int argc, char** argv) {
   app.add_option("--lease-wait-s", lease_wait_s, "long-poll wait per lease request")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 30.0));
+  app.add_option("--slots", o.slots,
+                 "trials run at once, each leased on its own (a slurm agent: jobs in Slurm's "
+                 "queue at once)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   app.add_option("--max-trials", o.max_trials, "exit after this many trials (0: never)")
       ->capture_default_str();
   std::string log_format = "text";

@@ -256,7 +256,8 @@ TEST_F(SlurmExecutorTest, TheScriptQuotesEverythingAndSetsTheRendezvous) {
   EXPECT_NE(script.find("'$(id)'"), std::string::npos) << script;
   EXPECT_NE(script.find("export INFRARSI_KNOB_MB='2'\\''; echo pwned'"), std::string::npos) << script;
   for (const char* v : {"MASTER_ADDR", "MASTER_PORT", "NNODES", "GPUS_PER_NODE", "WORLD_SIZE",
-                        "NODE_RANK"}) {
+                        "NODE_RANK", "PET_NNODES", "PET_NODE_RANK", "PET_MASTER_ADDR",
+                        "PET_MASTER_PORT", "PET_NPROC_PER_NODE"}) {
     EXPECT_NE(script.find(v), std::string::npos) << v;
   }
   // bash reads it as written: the dangerous argument stays one argument.

@@ -16,6 +16,8 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <ctime>
+#include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -259,6 +261,81 @@ executor:
   std::string out, err;
   ASSERT_EQ(Cli({"report", id}, &out, &err), 0) << err;
   EXPECT_NE(out.find("slurm job"), std::string::npos) << out;
+}
+
+// Load through Slurm: one slurm agent with four slots drives three
+// sessions of 1-node trials at once; nothing is lost or run twice, and the
+// jobs overlap in Slurm (the agent keeps several in the queue).
+TEST_F(SlurmSessionTest, ThreeSessionsShareASlurmAgentsSlots) {
+  StartServer();
+  StartAgent("slurm", "H200", 0,
+             {"--slurm-gpus-per-node", "8", "--slurm-max-nodes", "2", "--slurm-query-interval-s",
+              "0.1", "--slots", "4"});
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    const std::string spec = WriteFile(absl::StrCat("specs/load-", i, ".yaml"), absl::StrCat(R"(
+name: load-)", i, R"(
+workload: {model: fake, global_batch: 32, seq_len: 128}
+hardware: {gpu: H200, count: 8}
+knobs:
+  ms: [100, 150]
+baseline: {ms: 150}
+budget: {max_trials: 2}
+doctor: {repeats: 2}
+verify: {candidates: 1, runs: 2}
+executor:
+  process:
+    command: "python3 )", kTrainer, R"( --nodes 1 --steps 3 --step-ms {ms}"
+    timeout_s: 120
+  slurm: {}
+)"));
+    ids.push_back(CliCreate(spec));
+  }
+  // The three sessions' doctors at once, then their runs.
+  std::vector<std::thread> drivers;
+  for (const std::string& id : ids) {
+    drivers.emplace_back([this, id] { CliDoctorAndRun(id); });
+  }
+  for (std::thread& d : drivers) d.join();
+  std::set<std::string> jobs;
+  std::vector<std::pair<std::string, std::string>> spans;  // start, end (scontrol's, seconds)
+  CommandSlurmClient slurm = Slurm();
+  for (const std::string& id : ids) {
+    auto rep = client_->Report(id);
+    ASSERT_TRUE(rep.ok()) << rep.status();
+    EXPECT_EQ(rep->stage(), "searched") << id;
+    for (const auto& t : rep->trials()) {
+      EXPECT_EQ(t.status(), "ok") << t.id() << ": " << t.error();
+      EXPECT_EQ(t.attempts(), 1) << t.id();
+      EXPECT_TRUE(jobs.insert(t.slurm().job_id()).second) << "job " << t.slurm().job_id() << " twice";
+    }
+  }
+  EXPECT_GE(jobs.size(), 3u * 6u);
+  // At least two jobs ran at the same time: a job started before another
+  // one that had started ended.
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  for (const std::string& job : jobs) {
+    testing::Subprocess p({"/usr/bin/scontrol", "show", "job", "-o", job}, "/dev/null");
+    const std::string line = p.ReadAll();
+    p.Wait();
+    auto field = [&](const std::string& key) {
+      const size_t at = line.find(" " + key + "=");
+      return at == std::string::npos ? std::string()
+                                     : line.substr(at + key.size() + 2,
+                                                   line.find(' ', at + 1) - at - key.size() - 2);
+    };
+    std::tm start{}, end{};
+    if (strptime(field("StartTime").c_str(), "%Y-%m-%dT%H:%M:%S", &start) == nullptr ||
+        strptime(field("EndTime").c_str(), "%Y-%m-%dT%H:%M:%S", &end) == nullptr) {
+      continue;
+    }
+    runs.emplace_back(timegm(&start), timegm(&end));
+  }
+  ASSERT_GE(runs.size(), jobs.size() / 2) << "scontrol forgot the jobs";
+  std::sort(runs.begin(), runs.end());
+  bool overlap = false;
+  for (size_t i = 1; i < runs.size(); ++i) overlap = overlap || runs[i].first < runs[i - 1].second;
+  EXPECT_TRUE(overlap) << "the agent ran its jobs one at a time";
 }
 
 }  // namespace

@@ -72,6 +72,8 @@ def main():
         fail(f"NNODES={nnodes}, the spec asked for {a.nodes} nodes")
     if not 0 <= rank < nnodes or world != nnodes * gpn:
         fail(f"NODE_RANK={rank} WORLD_SIZE={world} do not fit NNODES={nnodes} x {gpn}")
+    if (env.get("PET_NNODES"), env.get("PET_NODE_RANK")) != (env["NNODES"], env["NODE_RANK"]):
+        fail("torchrun's PET_NNODES/PET_NODE_RANK disagree with NNODES/NODE_RANK")
     if "INFRARSI_TOKEN" in env:
         fail("the agent's token reached the job")
     rendezvous(nnodes, rank, env["MASTER_ADDR"], int(env["MASTER_PORT"]))

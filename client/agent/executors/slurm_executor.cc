@@ -213,14 +213,20 @@ std::string SlurmExecutor::BatchScript(
                   "export MASTER_PORT=$(( ", master_port_base, " + SLURM_JOB_ID % 10000 ))\n",
                   "export NNODES=\"$SLURM_JOB_NUM_NODES\"\n",
                   "export GPUS_PER_NODE=", gpus_per_node, "\n",
-                  "export WORLD_SIZE=$(( NNODES * GPUS_PER_NODE ))\n");
+                  "export WORLD_SIZE=$(( NNODES * GPUS_PER_NODE ))\n",
+                  // torchrun reads its flags from PET_<FLAG>: a bare
+                  // `torchrun train.py` joins the job's rendezvous.
+                  "export PET_NNODES=\"$NNODES\" PET_NPROC_PER_NODE=\"$GPUS_PER_NODE\" "
+                  "PET_MASTER_ADDR=\"$MASTER_ADDR\" PET_MASTER_PORT=\"$MASTER_PORT\"\n");
   for (const auto& [k, v] : vars) absl::StrAppend(&s, "export ", k, "=", Quote(v), "\n");
   std::vector<std::string> quoted;
   for (const std::string& a : argv) quoted.push_back(Quote(a));
   // One task per node; each gets its node's rank. A rank that fails ends
   // the step on every node.
   absl::StrAppend(&s, "srun --kill-on-bad-exit=1 --ntasks-per-node=1 --export=ALL bash -c ",
-                  Quote("export NODE_RANK=\"$SLURM_NODEID\"; cd \"$0\" && exec \"$@\""), " ",
+                  Quote("export NODE_RANK=\"$SLURM_NODEID\" PET_NODE_RANK=\"$SLURM_NODEID\"; "
+                        "cd \"$0\" && exec \"$@\""),
+                  " ",
                   Quote(workdir), " ", absl::StrJoin(quoted, " "), "\n");
   absl::StrAppend(&s, "rc=$?\necho \"ended $rc\" >> ", Quote(events), "\nexit $rc\n");
   return s;

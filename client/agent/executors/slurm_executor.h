@@ -5,7 +5,8 @@
 // options) within the operator's policy (Options), and runs the trial's
 // command through srun on every node, one task per node, with the
 // rendezvous a multi-node launcher reads: MASTER_ADDR (the first node),
-// MASTER_PORT, NNODES, NODE_RANK, GPUS_PER_NODE, WORLD_SIZE; and the
+// MASTER_PORT, NNODES, NODE_RANK, GPUS_PER_NODE, WORLD_SIZE, and the same
+// as torchrun's PET_ variables (a bare `torchrun train.py` joins); and the
 // INFRARSI_ variables and knobs the process executor gives. Rank 0 appends
 // the metrics lines to $INFRARSI_METRICS in the trial's scratch folder,
 // which must be on a filesystem the nodes share with the agent.

@@ -7,7 +7,12 @@ Knobs (command-line flags, filled in by InfraRSI from the session's space):
   --recompute       activation checkpointing
   --attn IMPL       attention kernel: matmul or einsum
   --optimizer NAME  adamw (per-parameter loop) or adamw_foreach (multi-tensor)
-Runs on CPU in seconds; on a GPU when one is present.
+Runs on CPU in seconds; on a GPU when one is present. Launched on several
+nodes (a Slurm job of InfraRSI's slurm executor sets NNODES, NODE_RANK,
+MASTER_ADDR and MASTER_PORT), it trains data-parallel, one process per node
+over gloo: each node takes its share of the global batch, gradients are
+averaged, and node 0 writes the metrics. The global batch, and so the loss
+curve, is the same on any number of nodes.
 """
 
 import argparse
@@ -26,6 +31,19 @@ SEQ_LEN = 64
 DATA_SEED = 1234
 
 
+def distributed():
+    """(world, rank, torch.distributed or None) from the launcher's rendezvous."""
+    world = int(os.environ.get("NNODES", "1"))
+    if world <= 1:
+        return 1, 0, None
+    import torch.distributed as dist
+    rank = int(os.environ["NODE_RANK"])
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
+        world_size=world, rank=rank)
+    return world, rank, dist
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--micro-batch", type=int, default=1)
@@ -36,8 +54,11 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     args = ap.parse_args()
-    if GLOBAL_BATCH % args.micro_batch != 0:
-        sys.exit(f"--micro-batch must divide the global batch {GLOBAL_BATCH}")
+    world, rank, dist = distributed()
+    local_batch = GLOBAL_BATCH // world
+    if GLOBAL_BATCH % world != 0 or local_batch % args.micro_batch != 0:
+        sys.exit(f"--micro-batch must divide the global batch {GLOBAL_BATCH} "
+                 f"over {world} node(s)")
     torch.set_num_threads(args.threads)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
@@ -47,11 +68,13 @@ def main():
                             foreach=args.optimizer == "adamw_foreach")
     corpus = data.corpus(DATA_SEED)
     h = infrarsi_harness.Harness(tokens_per_step=GLOBAL_BATCH * SEQ_LEN,
-                                 warmup_steps=args.warmup, data_seed=DATA_SEED, dtype="fp32")
+                                 warmup_steps=args.warmup, data_seed=DATA_SEED, dtype="fp32",
+                                 path=None if rank == 0 else os.devnull)
     h.watch_optimizer(opt)
-    accum = GLOBAL_BATCH // args.micro_batch
+    accum = local_batch // args.micro_batch
     for step in range(args.warmup + args.steps):
         x, y = data.batch(corpus, step, GLOBAL_BATCH, SEQ_LEN, DATA_SEED)
+        x, y = x[rank * local_batch:(rank + 1) * local_batch], y[rank * local_batch:(rank + 1) * local_batch]
         x, y = x.to(device), y.to(device)
         with h.step() as s:
             total, tokens = 0.0, 0
@@ -62,6 +85,14 @@ def main():
                 loss.backward()
                 total += float(loss)
                 tokens += yb.numel()
+            if dist is not None:
+                # The mean over the whole global batch, as on one node.
+                for p in model.parameters():
+                    dist.all_reduce(p.grad)
+                    p.grad /= world
+                stats = torch.tensor([total, float(tokens)])
+                dist.all_reduce(stats)
+                total, tokens = float(stats[0]) / world, int(stats[1])
             opt.step()
             opt.zero_grad()
             s.loss = total
