@@ -397,6 +397,15 @@ const std::vector<EndCase>& EndCases() {
          s.Set("FAILED", "3:0");
        },
        "failed", "exit code 3:0 (slurm job 41 on node1,node2): Traceback...\nValueError: bad shape"},
+      {"node_lost_at_launch",
+       [](FakeSlurm& s, const std::string& dir) {
+         FakeSlurm::Start(dir);
+         FakeSlurm::Append(dir + "/job.out",
+                           "srun: error: Task launch for StepId=41.0 failed on node node2: "
+                           "Communication connection failure\n");
+         s.Set("FAILED", "233:0");
+       },
+       "infra", "node failure (slurm job 41 on node1,node2); failed: node2"},
       {"cancelled_by_an_admin",
        [](FakeSlurm& s, const std::string& dir) {
          FakeSlurm::Start(dir);
@@ -420,13 +429,13 @@ TEST_P(SlurmOutcomeTest, EverySlurmEndIsClassified) {
   EXPECT_EQ(out.status(), c.status) << c.name << ": " << out.error();
   EXPECT_NE(out.error().find(c.error), std::string::npos) << c.name << ": " << out.error();
   EXPECT_EQ(out.slurm().job_id(), "41") << c.name;
-  if (c.name == "node_fail") {
+  if (c.name == "node_fail" || c.name == "node_lost_at_launch") {
     ASSERT_EQ(out.slurm().failed_nodes_size(), 1);
     EXPECT_EQ(out.slurm().failed_nodes(0), "node2");
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(States, SlurmOutcomeTest, ::testing::Range(0, 10),
+INSTANTIATE_TEST_SUITE_P(States, SlurmOutcomeTest, ::testing::Range(0, 11),
                          [](const ::testing::TestParamInfo<int>& i) {
                            return EndCases()[static_cast<size_t>(i.param)].name;
                          });

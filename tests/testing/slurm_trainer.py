@@ -85,6 +85,12 @@ def main():
         print(f"rank {rank}: loss diverged, giving up", file=sys.stderr, flush=True)
         sys.exit(3)
     if a.mode == "sleep":
+        # One warm-up line once every rank joined, then nothing: the job
+        # runs on all its nodes until it is killed.
+        if rank == 0:
+            with open(env["INFRARSI_METRICS"], "a") as out:
+                out.write(json.dumps({"step": 0, "loss": 10.0, "tokens": 4096, "step_time_s": 0.01,
+                                      "peak_mem_gib": 10.0, "warmup": True}) + "\n")
         time.sleep(3600)
     out = open(env["INFRARSI_METRICS"], "a") if rank == 0 else None
     for s in range(a.steps + 1):

@@ -27,6 +27,7 @@
 #include "client/agent/executors/protected_files.h"
 #include "client/agent/executors/step_stream.h"
 #include "core/file_util.h"
+#include "core/status_macros.h"
 #include "core/spec.h"
 
 
@@ -158,31 +159,68 @@ std::string CodePolicyRefusal(const CodePolicy& policy, const std::vector<std::s
 }
 
 
+std::string TrialCommand(const CodePolicy& policy, const v1::TrialAssignment& trial,
+                         std::vector<std::string>* argv) {
+  const v1::ProcessSpec& spec = trial.executor().process();
+  const Config config(trial.config().begin(), trial.config().end());
+  for (const std::string& a : spec.argv()) argv->push_back(SubstituteKnobs(a, config));
+  return CodePolicyRefusal(policy, *argv, spec.workdir(), !spec.source().repository().empty());
+}
+
+v1::TrialOutcome RefusedOutcome(std::string why) {
+  v1::TrialOutcome refused;
+  refused.set_status("refused");
+  refused.set_error(std::move(why));
+  return refused;
+}
+
+absl::StatusOr<std::string> FreshTrialFolder(const std::string& root,
+                                             const v1::TrialAssignment& trial,
+                                             const char* executor) {
+  const fs::path dir =
+      fs::path(root) / absl::StrCat("trial-", trial.trial_id(), "-", trial.attempt());
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::create_directories(dir, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat(executor, ": scratch dir ", dir.string(), ": ", ec.message()));
+  }
+  return dir.string();
+}
+
+std::vector<std::pair<std::string, std::string>> TrialVariables(
+    const v1::TrialAssignment& trial, const std::string& metrics_path) {
+  std::vector<std::pair<std::string, std::string>> vars = {
+      {"INFRARSI_METRICS", metrics_path},
+      {"INFRARSI_TRIAL_ID", absl::StrCat(trial.trial_id())},
+      {"INFRARSI_SESSION_ID", trial.session_id()}};
+  for (const auto& [k, v] : Config(trial.config().begin(), trial.config().end())) {
+    std::string name = absl::AsciiStrToUpper(k);
+    for (char& c : name) {
+      if (!absl::ascii_isalnum(c)) c = '_';
+    }
+    vars.emplace_back("INFRARSI_KNOB_" + name, v);
+  }
+  return vars;
+}
+
 absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment& trial,
                                                       ProgressSink* sink) {
   const v1::ProcessSpec& spec = trial.executor().process();
   if (spec.argv().empty()) return absl::InvalidArgumentError("process: empty command");
-  Config config(trial.config().begin(), trial.config().end());
-  std::vector<std::string> argv;
-  for (const std::string& a : spec.argv()) argv.push_back(SubstituteKnobs(a, config));
   // The operator's policy first: nothing outside it runs.
-  const CodePolicy policy{options_.allowed_commands, options_.allow_any_command,
-                          options_.workdir_root};
-  if (std::string why =
-          CodePolicyRefusal(policy, argv, spec.workdir(), !spec.source().repository().empty());
+  std::vector<std::string> argv;
+  if (std::string why = TrialCommand({options_.allowed_commands, options_.allow_any_command,
+                                      options_.workdir_root},
+                                     trial, &argv);
       !why.empty()) {
-    v1::TrialOutcome refused;
-    refused.set_status("refused");
-    refused.set_error(why);
-    return refused;
+    return RefusedOutcome(why);
   }
-
-  const fs::path scratch = fs::path(options_.scratch_root) /
-                           absl::StrCat("trial-", trial.trial_id(), "-", trial.attempt());
+  ASSIGN_OR_RETURN(const std::string folder,
+                   FreshTrialFolder(options_.scratch_root, trial, "process"));
+  const fs::path scratch(folder);
   std::error_code ec;
-  fs::remove_all(scratch, ec);
-  fs::create_directories(scratch, ec);
-  if (ec) return absl::InternalError(absl::StrCat("process: scratch dir ", scratch.string(), ": ", ec.message()));
   const std::string metrics_path = (scratch / "metrics.jsonl").string();
   const std::string stdout_path = (scratch / "stdout.log").string();
   const std::string stderr_path = (scratch / "stderr.log").string();
@@ -241,15 +279,8 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   }
   env_strings.push_back("HOME=" + scratch.string());
   env_strings.push_back("TMPDIR=" + scratch.string());
-  env_strings.push_back("INFRARSI_METRICS=" + metrics_path);
-  env_strings.push_back(absl::StrCat("INFRARSI_TRIAL_ID=", trial.trial_id()));
-  env_strings.push_back("INFRARSI_SESSION_ID=" + trial.session_id());
-  for (const auto& [k, v] : config) {
-    std::string name = absl::AsciiStrToUpper(k);
-    for (char& c : name) {
-      if (!absl::ascii_isalnum(c)) c = '_';
-    }
-    env_strings.push_back(absl::StrCat("INFRARSI_KNOB_", name, "=", v));
+  for (const auto& [k, v] : TrialVariables(trial, metrics_path)) {
+    env_strings.push_back(absl::StrCat(k, "=", v));
   }
   std::vector<char*> cargv, cenv;
   for (auto& a : argv) cargv.push_back(a.data());

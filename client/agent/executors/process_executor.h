@@ -50,6 +50,24 @@ struct CodePolicy {
 std::string CodePolicyRefusal(const CodePolicy& policy, const std::vector<std::string>& argv,
                               const std::string& workdir, bool repository);
 
+// What the process and slurm executors do alike before a trial runs.
+//
+// The trial's command with its knobs filled in (into *argv); "" when
+// `policy` lets it run, else why not (the trial's outcome is then
+// RefusedOutcome(why)).
+std::string TrialCommand(const CodePolicy& policy, const v1::TrialAssignment& trial,
+                         std::vector<std::string>* argv);
+v1::TrialOutcome RefusedOutcome(std::string why);
+// A fresh, empty folder for this attempt of the trial under `root`;
+// `executor` names the error's source.
+absl::StatusOr<std::string> FreshTrialFolder(const std::string& root,
+                                             const v1::TrialAssignment& trial,
+                                             const char* executor);
+// The variables a trial gets: INFRARSI_METRICS, INFRARSI_TRIAL_ID,
+// INFRARSI_SESSION_ID and INFRARSI_KNOB_<NAME> for every knob.
+std::vector<std::pair<std::string, std::string>> TrialVariables(
+    const v1::TrialAssignment& trial, const std::string& metrics_path);
+
 class ProcessExecutor : public Executor {
  public:
   // The environment names a trial gets from the agent's by default. Never

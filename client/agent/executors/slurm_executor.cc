@@ -24,6 +24,7 @@
 #include "client/agent/executors/protected_files.h"
 #include "client/agent/executors/step_stream.h"
 #include "core/file_util.h"
+#include "core/status_macros.h"
 #include "core/spec.h"
 
 namespace infrarsi::client {
@@ -72,6 +73,29 @@ std::string ReadTail(const std::string& path, size_t max_bytes) {
   const ssize_t n = pread(fd.fd, out.data(), out.size(), static_cast<off_t>(start));
   out.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return out;
+}
+
+// srun's words when a node, not the program, failed the step (the job may
+// end FAILED before the controller marks the node down): the nodes named,
+// and whether any such line was found.
+bool NodeFailureInOutput(const std::string& out, std::vector<std::string>* nodes) {
+  bool found = false;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    for (absl::string_view marker : {"Node failure on ", "failed on node "}) {
+      const size_t at = line.find(marker);
+      if (at == absl::string_view::npos || !absl::StrContains(line, "srun: error:")) continue;
+      found = true;
+      absl::string_view rest = line.substr(at + marker.size());
+      std::string node(rest.substr(0, rest.find_first_of(": ,")));
+      if (!node.empty() && std::find(nodes->begin(), nodes->end(), node) == nodes->end()) {
+        nodes->push_back(node);
+      }
+    }
+    found = found || absl::StrContains(line, "DUE TO NODE FAILURE") ||
+            (absl::StrContains(line, "srun: error:") &&
+             absl::StrContains(line, "Communication connection failure"));
+  }
+  return found;
 }
 
 bool Listed(const std::vector<std::string>& list, const std::string& v) {
@@ -322,34 +346,22 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
                                                     ProgressSink* sink) {
   const v1::ProcessSpec& spec = trial.executor().process();
   if (spec.argv().empty()) return absl::InvalidArgumentError("slurm: empty command");
-  Config config(trial.config().begin(), trial.config().end());
   std::vector<std::string> argv;
-  for (const std::string& a : spec.argv()) argv.push_back(SubstituteKnobs(a, config));
-  auto refuse = [](std::string why) {
-    v1::TrialOutcome o;
-    o.set_status("refused");
-    o.set_error(std::move(why));
-    return o;
-  };
-  const CodePolicy policy{options_.allowed_commands, options_.allow_any_command,
-                          options_.workdir_root};
-  if (std::string why =
-          CodePolicyRefusal(policy, argv, spec.workdir(), !spec.source().repository().empty());
+  if (std::string why = TrialCommand({options_.allowed_commands, options_.allow_any_command,
+                                      options_.workdir_root},
+                                     trial, &argv);
       !why.empty()) {
-    return refuse(why);
+    return RefusedOutcome(why);
   }
   std::vector<std::string> args;
   int nodes = 1, gpus_on_node = 0;
   if (std::string why = Placement(trial, &args, &nodes, &gpus_on_node); !why.empty()) {
-    return refuse(why);
+    return RefusedOutcome(why);
   }
-
-  const fs::path scratch = fs::path(options_.scratch_root) /
-                           absl::StrCat("trial-", trial.trial_id(), "-", trial.attempt());
+  ASSIGN_OR_RETURN(const std::string folder,
+                   FreshTrialFolder(options_.scratch_root, trial, "slurm"));
+  const fs::path scratch(folder);
   std::error_code ec;
-  fs::remove_all(scratch, ec);
-  fs::create_directories(scratch, ec);
-  if (ec) return absl::InternalError(absl::StrCat("slurm: scratch dir ", scratch.string(), ": ", ec.message()));
   const std::string metrics_path = (scratch / "metrics.jsonl").string();
   const std::string events_path = (scratch / "events").string();
   const std::string out_path = (scratch / "job.out").string();
@@ -381,17 +393,7 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
     outcome.add_protected_changed(bad + " (before the trial)");
   }
 
-  std::vector<std::pair<std::string, std::string>> vars = {
-      {"INFRARSI_METRICS", metrics_path},
-      {"INFRARSI_TRIAL_ID", absl::StrCat(trial.trial_id())},
-      {"INFRARSI_SESSION_ID", trial.session_id()}};
-  for (const auto& [k, v] : config) {
-    std::string name = absl::AsciiStrToUpper(k);
-    for (char& c : name) {
-      if (!absl::ascii_isalnum(c)) c = '_';
-    }
-    vars.emplace_back("INFRARSI_KNOB_" + name, v);
-  }
+  const auto vars = TrialVariables(trial, metrics_path);
   {
     std::ofstream f(script_path, std::ios::trunc);
     f << BatchScript(argv, workdir, events_path, vars, gpus_on_node, options_.master_port_base);
@@ -631,6 +633,13 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
     outcome.set_error(absl::StrCat(
         "Slurm ", state, " (", where, ")",
         job.failed_nodes().empty() ? "" : absl::StrCat("; down: ", absl::StrJoin(job.failed_nodes(), ","))));
+  } else if (std::vector<std::string> named; state == "FAILED" && NodeFailureInOutput(tail, &named)) {
+    // A node died under the step before Slurm noticed: the infrastructure.
+    for (const std::string& n : named) job.add_failed_nodes(n);
+    outcome.set_status("infra");
+    outcome.set_error(absl::StrCat("node failure (", where, ")",
+                                   named.empty() ? "" : "; failed: " + absl::StrJoin(named, ","),
+                                   ": ", tail.substr(tail.size() > 300 ? tail.size() - 300 : 0)));
   } else if (state == "FAILED") {
     outcome.set_status("failed");
     outcome.set_error(absl::StrCat("exit code ", last.exit_code, " (", where, "): ",
