@@ -91,18 +91,19 @@ absl::StatusOr<v1::TrialAssignment> AssignmentFor(const storage::SessionRecord& 
         sp->set_diff(patch->diff);
       }
     }
-    if (spec.slurm.enabled) {
-      v1::SlurmSpec* sl = a.mutable_executor()->mutable_slurm();
-      sl->set_gpus(spec.gpu_count);
-      sl->set_gpus_per_node(spec.slurm.gpus_per_node);
-      sl->set_partition(spec.slurm.partition);
-      sl->set_account(spec.slurm.account);
-      sl->set_qos(spec.slurm.qos);
-      sl->set_time_limit_min(spec.slurm.time_limit_min);
-      for (const std::string& o : spec.slurm.sbatch_options) sl->add_sbatch_options(o);
-      if (spec.slurm.exclude_failed_nodes) {
-        for (const std::string& n : exclude_nodes) sl->add_exclude_nodes(n);
-      }
+  }
+  // A process (or the simulator) placed by Slurm.
+  if (spec.slurm.enabled) {
+    v1::SlurmSpec* sl = a.mutable_executor()->mutable_slurm();
+    sl->set_gpus(spec.gpu_count);
+    sl->set_gpus_per_node(spec.slurm.gpus_per_node);
+    sl->set_partition(spec.slurm.partition);
+    sl->set_account(spec.slurm.account);
+    sl->set_qos(spec.slurm.qos);
+    sl->set_time_limit_min(spec.slurm.time_limit_min);
+    for (const std::string& o : spec.slurm.sbatch_options) sl->add_sbatch_options(o);
+    if (spec.slurm.exclude_failed_nodes) {
+      for (const std::string& n : exclude_nodes) sl->add_exclude_nodes(n);
     }
   }
   return a;

@@ -356,9 +356,10 @@ absl::Status ParseExecutor(const YAML::Node& root, const SpecParseOptions& optio
   ASSIGN_OR_RETURN(YAML::Node ex, RequireMap(root, "executor", "executor", true));
   RETURN_IF_ERROR(CheckKeys(ex, "executor", {"replay", "process", "sim", "slurm"}));
   if (ex["slurm"]) {
-    if (!ex["process"]) {
+    if (!ex["process"] && !ex["sim"]) {
       return FieldError("executor.slurm",
-                        "places a process executor's command as a Slurm job: add executor.process");
+                        "places a process executor's command (or the simulator) as a Slurm job: "
+                        "add executor.process or executor.sim");
     }
     ASSIGN_OR_RETURN(YAML::Node sl, RequireMap(ex, "slurm", "executor.slurm", true));
     RETURN_IF_ERROR(ParseSlurm(sl, spec));

@@ -1,5 +1,6 @@
 // infrarsi-agent: runs on a GPU host, leases trials from infrarsi-server.
 #include <signal.h>
+#include <unistd.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
@@ -7,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <memory>
 #include <thread>
@@ -15,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "client/agent/agent.h"
 #include "client/agent/agent_policy_file.h"
+#include "client/agent/executors/sim_executor.h"
 #include "client/credential_flags.h"
 #include "core/spec.h"
 
@@ -61,6 +64,48 @@ void DetectGpu(infrarsi::client::Agent::Options& o) {
   if (absl::SimpleAtod(absl::StripAsciiWhitespace(parts[1]), &mib)) o.memory_per_gpu_gib = mib / 1024.0;
   o.gpu_model = name;
   o.gpu_count = count;
+}
+
+// `infrarsi-agent simulate`: the simulator inside a Slurm job.
+int Simulate(const std::string& in, const std::string& out) {
+  if (const char* rank = std::getenv("NODE_RANK"); rank != nullptr && std::string(rank) != "0") {
+    return 0;  // rank 0 simulates the whole cluster
+  }
+  infrarsi::v1::TrialAssignment trial;
+  std::ifstream f(in, std::ios::binary);
+  if (!f || !trial.ParseFromIstream(&f)) {
+    std::fprintf(stderr, "simulate: cannot read the trial from %s\n", in.c_str());
+    return 2;
+  }
+  // Every step goes into the outcome (nothing to report to while running).
+  class Collect : public infrarsi::client::ProgressSink {
+   public:
+    bool OnSteps(const std::vector<infrarsi::v1::StepMetrics>& steps) override {
+      all.insert(all.end(), steps.begin(), steps.end());
+      return true;
+    }
+    std::vector<infrarsi::v1::StepMetrics> all;
+  } sink;
+  auto outcome = infrarsi::client::SimExecutor().Run(trial, &sink);
+  if (!outcome.ok()) {
+    std::fprintf(stderr, "simulate: %s\n", outcome.status().ToString().c_str());
+    return 1;
+  }
+  infrarsi::v1::TrialOutcome o = *std::move(outcome);
+  infrarsi::v1::TrialOutcome with_steps;
+  for (auto& st : sink.all) *with_steps.add_steps() = std::move(st);
+  for (auto& st : *o.mutable_steps()) *with_steps.add_steps() = std::move(st);
+  o.clear_steps();
+  o.MergeFrom(with_steps);
+  const std::string tmp = out + ".tmp";
+  {
+    std::ofstream w(tmp, std::ios::binary | std::ios::trunc);
+    if (!o.SerializeToOstream(&w) || !w.flush()) {
+      std::fprintf(stderr, "simulate: cannot write %s\n", tmp.c_str());
+      return 1;
+    }
+  }
+  return std::rename(tmp.c_str(), out.c_str()) == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -164,9 +209,25 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  app.add_option("--slurm-sim-command", sl.sim_command,
+                 "slurm: the infrarsi-agent binary simulated trials' jobs run (`simulate`) on the "
+                 "nodes (default: this binary's path, which the nodes must share)");
+  // What a simulated trial's Slurm job runs on its nodes.
+  std::string sim_in, sim_out;
+  CLI::App* simulate = app.add_subcommand(
+      "simulate", "run one simulated trial (a Slurm job of the slurm executor runs this): read a "
+                  "TrialAssignment, write its TrialOutcome; ranks other than NODE_RANK 0 do nothing");
+  simulate->add_option("--assignment", sim_in, "the trial, binary protobuf")->required();
+  simulate->add_option("--outcome", sim_out, "where its outcome goes, binary protobuf")->required();
   infrarsi::client::CredentialFlags cred_flags;
   cred_flags.AddTo(app);
   CLI11_PARSE(app, argc, argv);
+  if (*simulate) return Simulate(sim_in, sim_out);
+  if (sl.sim_command.empty()) {
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) sl.sim_command.assign(self, static_cast<size_t>(n));
+  }
   {
     auto creds = cred_flags.Resolve();
     if (!creds.ok()) {

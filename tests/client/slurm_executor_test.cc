@@ -492,6 +492,31 @@ TEST_F(SlurmExecutorTest, SubmitFailuresAreTheLaunchersOrTheInfrastructures) {
   EXPECT_EQ(out.status(), "infra");
 }
 
+// A simulated trial's job runs the operator's simulator command, and its
+// outcome is the simulator's (on the simulator's clock), with the job's.
+TEST_F(SlurmExecutorTest, ASimulatedTrialTakesTheSimulatorsOutcome) {
+  v1::TrialAssignment t = Trial();
+  t.mutable_executor()->clear_process();
+  t.mutable_executor()->mutable_sim()->set_timed_steps(2);
+  EXPECT_NE(Run(t).error().find("no simulator command"), std::string::npos);
+  slurm_->behaviour = [](FakeSlurm& s, const std::string& dir) {
+    s.Set("RUNNING");
+    FakeSlurm::Start(dir);
+    v1::TrialOutcome simulated;
+    simulated.set_status("oom");
+    simulated.set_peak_mem_gib(212);
+    std::ofstream(dir + "/outcome.pb", std::ios::binary) << simulated.SerializeAsString();
+    s.Set("COMPLETED");
+  };
+  SlurmExecutor::Options o = Opts();
+  o.sim_command = "/opt/infrarsi/bin/infrarsi-agent";
+  const v1::TrialOutcome out = Run(t, o);
+  EXPECT_EQ(out.status(), "oom");
+  EXPECT_EQ(out.peak_mem_gib(), 212);
+  EXPECT_EQ(out.clock(), "simulated");
+  EXPECT_EQ(out.slurm().state(), "COMPLETED");
+}
+
 TEST(SlurmClientTest, ParsesScontrolsJobLine) {
   const SlurmClient::Job j = ParseScontrolJob(
       "JobId=12 JobName=x UserId=root(0) JobState=NODE_FAIL Reason=NodeDown Dependency=(null) "

@@ -22,6 +22,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "client/agent/executors/slurm_client.h"
 #include "client/agent/executors/slurm_executor.h"
 #include "tests/integration/end_to_end_fixture.h"
@@ -371,6 +372,34 @@ TEST_F(SlurmSessionTest, AnAgentStoppingCancelsItsJob) {
     EXPECT_TRUE(requeued) << t.status() << ": " << t.note();
   }
   EXPECT_TRUE(requeued);
+}
+
+// The simulator through Slurm: the 2-node MoE reference workload, every
+// trial a 2-node job whose rank 0 runs `infrarsi-agent simulate`; the
+// outcomes are the simulator's, the jobs Slurm's.
+TEST_F(SlurmSessionTest, TheSimulatorRunsAsSlurmJobs) {
+  StartServer();
+  StartAgent("slurm", "H200", 0, {"--slurm-max-nodes", "2", "--slurm-query-interval-s", "0.1"});
+  std::string yaml =
+      ReadText(std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads/moe-8x7b-2x8-h200.yaml");
+  yaml = absl::StrReplaceAll(yaml, {{"executor:\n  sim:", "verify: {candidates: 1, runs: 2}\nexecutor:\n  slurm: {}\n  sim:"}});
+  ASSERT_NE(yaml.find("slurm: {}"), std::string::npos);
+  const std::string id = CliCreate(WriteFile("specs/moe-slurm.yaml", yaml));
+  CliDoctorAndRun(id, {"--repeats", "2"}, {"--max-trials", "4"});
+  auto rep = client_->Report(id);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_EQ(rep->stage(), "searched");
+  int simulated_ok = 0;
+  for (const auto& t : rep->trials()) {
+    EXPECT_FALSE(t.slurm().job_id().empty()) << t.id();
+    EXPECT_EQ(t.slurm().nodes(), "node1,node2") << t.id();
+    EXPECT_EQ(t.slurm().state(), "COMPLETED") << t.id() << ": " << t.error();
+    if (t.status() == "ok") {
+      ++simulated_ok;
+      EXPECT_GT(t.step_time_s(), 0.5) << "a simulated MoE step, not the job's seconds";
+    }
+  }
+  EXPECT_GE(simulated_ok, 2);
 }
 
 }  // namespace

@@ -345,13 +345,21 @@ std::string SlurmExecutor::Placement(const v1::TrialAssignment& trial,
 absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& trial,
                                                     ProgressSink* sink) {
   const v1::ProcessSpec& spec = trial.executor().process();
-  if (spec.argv().empty()) return absl::InvalidArgumentError("slurm: empty command");
+  // A simulated trial runs the operator's simulator command, no tenant's.
+  const bool sim = trial.executor().has_sim();
   std::vector<std::string> argv;
-  if (std::string why = TrialCommand({options_.allowed_commands, options_.allow_any_command,
-                                      options_.workdir_root},
-                                     trial, &argv);
-      !why.empty()) {
-    return RefusedOutcome(why);
+  if (sim) {
+    if (options_.sim_command.empty()) {
+      return RefusedOutcome("agent policy: this agent has no simulator command (--slurm-sim-command)");
+    }
+  } else {
+    if (spec.argv().empty()) return absl::InvalidArgumentError("slurm: empty command");
+    if (std::string why = TrialCommand({options_.allowed_commands, options_.allow_any_command,
+                                        options_.workdir_root},
+                                       trial, &argv);
+        !why.empty()) {
+      return RefusedOutcome(why);
+    }
   }
   std::vector<std::string> args;
   int nodes = 1, gpus_on_node = 0;
@@ -380,7 +388,18 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
   outcome.set_poll_interval_s(absl::ToDoubleSeconds(options_.poll_interval));
 
   std::string workdir = spec.workdir();
-  if (!spec.source().repository().empty()) {
+  const std::string sim_out = (scratch / "outcome.pb").string();
+  if (sim) {
+    // `infrarsi-agent simulate` on the job's rank 0 reads the assignment
+    // and writes the simulator's outcome beside it.
+    workdir = scratch.string();
+    const std::string in = (scratch / "assignment.pb").string();
+    std::ofstream f(in, std::ios::binary | std::ios::trunc);
+    if (!trial.SerializeToOstream(&f) || !f.flush()) {
+      return absl::InternalError(absl::StrCat("slurm: cannot write ", in));
+    }
+    argv = {options_.sim_command, "simulate", "--assignment", in, "--outcome", sim_out};
+  } else if (!spec.source().repository().empty()) {
     workdir = (scratch / "tree").string();
     if (absl::Status st = work_trees_->Make(spec.source(), workdir); !st.ok()) {
       outcome.set_status("failed");
@@ -655,6 +674,24 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
   if (!started && outcome.status() != "infra" && outcome.status() != "failed") {
     // Nothing ran: no clock to speak of.
     outcome.clear_clock();
+  }
+  if (sim) {
+    // The simulator's own outcome (its times are simulated, not measured)
+    // when the job completed; else what Slurm said, on no clock.
+    outcome.set_clock("simulated");
+    outcome.clear_poll_interval_s();
+    if (outcome.status() == "ok") {
+      const std::string bytes = ReadTail(sim_out, 64 << 20);
+      v1::TrialOutcome simulated;
+      if (bytes.empty() || !simulated.ParseFromString(bytes)) {
+        outcome.set_status("failed");
+        outcome.set_error(absl::StrCat("launcher: the simulator wrote no outcome (", where, "): ",
+                                       tail.substr(tail.size() > 300 ? tail.size() - 300 : 0)));
+      } else {
+        outcome = std::move(simulated);
+        outcome.set_clock("simulated");
+      }
+    }
   }
   *outcome.mutable_slurm() = job;
   fs::remove_all(scratch, ec);

@@ -29,6 +29,10 @@
 // lease, a cancelled session or the agent shutting down (Abort) cancels
 // the job (scancel).
 //
+// A simulated trial (executor.sim with executor.slurm) runs the same way:
+// the job runs `sim_command simulate` on every node (rank 0 simulates) and
+// its outcome, on the simulator's clock, is the trial's.
+//
 // Jobs run as the agent's own user (Slurm runs a job as whoever submitted
 // it): an agent running as root refuses to submit unless allow_root.
 #ifndef INFRARSI_CLIENT_AGENT_EXECUTORS_SLURM_EXECUTOR_H_
@@ -88,6 +92,10 @@ class SlurmExecutor : public Executor {
     absl::Duration unreachable_grace = absl::Minutes(5);
     // Ports for MASTER_PORT: base + job id % span.
     int master_port_base = 29500;
+    // The command a simulated trial's job runs on its nodes: the
+    // infrarsi-agent binary (its `simulate` subcommand) at a path the
+    // nodes share. Empty: simulated trials are refused.
+    std::string sim_command;
     // Slurm's commands. Default: CommandSlurmClient over PATH, given the
     // agent's SLURM_CONF.
     std::shared_ptr<SlurmClient> slurm;
