@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -54,6 +55,7 @@ class FakeSlurm : public SlurmClient {
     std::lock_guard<std::mutex> lock(mu_);
     EXPECT_EQ(id, "41");
     ++queries_;
+    if (silent) return absl::UnavailableError("scontrol: Unable to contact slurm controller");
     return job_;
   }
   absl::Status Cancel(const std::string& id) override {
@@ -118,6 +120,7 @@ class FakeSlurm : public SlurmClient {
   }
   absl::Status submit_error = absl::OkStatus();
   std::vector<std::string> down;
+  std::atomic<bool> silent{false};  // every Query fails
 
  private:
   std::mutex mu_;
@@ -515,6 +518,19 @@ TEST_F(SlurmExecutorTest, ASimulatedTrialTakesTheSimulatorsOutcome) {
   EXPECT_EQ(out.peak_mem_gib(), 212);
   EXPECT_EQ(out.clock(), "simulated");
   EXPECT_EQ(out.slurm().state(), "COMPLETED");
+}
+
+// A controller that stops answering (the first real run hung here: the
+// commands had no SLURM_CONF) ends the trial as the infrastructure's.
+TEST_F(SlurmExecutorTest, AControllerThatNeverAnswersIsInfra) {
+  slurm_->silent = true;
+  SlurmExecutor::Options o = Opts();
+  o.unreachable_grace = absl::Milliseconds(200);
+  const v1::TrialOutcome out = Run(Trial(), o);
+  EXPECT_EQ(out.status(), "infra");
+  EXPECT_NE(out.error().find("no answer from Slurm"), std::string::npos) << out.error();
+  EXPECT_NE(out.error().find("Unable to contact slurm controller"), std::string::npos) << out.error();
+  EXPECT_GE(slurm_->cancels(), 1);
 }
 
 TEST(SlurmClientTest, ParsesScontrolsJobLine) {
