@@ -186,6 +186,11 @@ int main(int argc, char** argv) {
                  "(repeatable; none by default)");
   app.add_option("--slurm-option", sl.operator_options,
                  "slurm: an sbatch option every job gets, e.g. --constraint=h200 (repeatable)");
+  double slurm_max_pending_h = 24;
+  app.add_option("--slurm-max-pending-h", slurm_max_pending_h,
+                 "slurm: a job pending longer is cancelled and its trial runs again (infra)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 24.0 * 30));
   app.add_option("--slurm-query-interval-s", slurm_query_s,
                  "slurm: how often the agent asks Slurm about a job in flight")
       ->capture_default_str()
@@ -274,6 +279,7 @@ int main(int argc, char** argv) {
     }
     o.gpu_count = sl.max_nodes * std::max(1, sl.gpus_per_node);
     sl.query_interval = absl::Seconds(slurm_query_s);
+    sl.max_pending = absl::Seconds(slurm_max_pending_h * 3600);
   }
   o.serve_teams = policy.teams;
   o.allow_commands = policy.commands;

@@ -533,6 +533,19 @@ TEST_F(SlurmExecutorTest, AControllerThatNeverAnswersIsInfra) {
   EXPECT_GE(slurm_->cancels(), 1);
 }
 
+// A job that never leaves the queue (a partition that is down) is
+// cancelled after max_pending and its trial handed back.
+TEST_F(SlurmExecutorTest, AJobPendingTooLongIsCancelledAsInfra) {
+  slurm_->behaviour = [](FakeSlurm& s, const std::string&) { s.WaitCancelled(); };
+  SlurmExecutor::Options o = Opts();
+  o.max_pending = absl::Milliseconds(100);
+  const v1::TrialOutcome out = Run(Trial(), o);
+  EXPECT_EQ(out.status(), "infra");
+  EXPECT_NE(out.error().find("pending in Slurm's queue for 100ms"), std::string::npos)
+      << out.error();
+  EXPECT_EQ(out.wall_s(), 0);  // it never ran
+}
+
 TEST(SlurmClientTest, ParsesScontrolsJobLine) {
   const SlurmClient::Job j = ParseScontrolJob(
       "JobId=12 JobName=x UserId=root(0) JobState=NODE_FAIL Reason=NodeDown Dependency=(null) "

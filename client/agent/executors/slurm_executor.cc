@@ -587,6 +587,11 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
       } else if (reporter.refused()) {
         cancel_why = "stopped: lease lost or session cancelled";
         cancel_status = "failed";
+      } else if (!started && SecondsSince(submitted, now) > absl::ToDoubleSeconds(options_.max_pending)) {
+        cancel_why = absl::StrCat("pending in Slurm's queue for ",
+                                  absl::FormatDuration(options_.max_pending),
+                                  last.reason.empty() ? "" : " (" + last.reason + ")");
+        cancel_status = "infra";
       } else if (started && SecondsSince(t0, now) > timeout_s) {
         cancel_why = absl::StrCat("killed after the ", spec.timeout_s(), " s timeout");
         cancel_status = "timeout";

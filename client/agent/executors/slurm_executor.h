@@ -84,6 +84,10 @@ class SlurmExecutor : public Executor {
     // often Slurm is asked about the job.
     absl::Duration poll_interval = absl::Milliseconds(5);
     absl::Duration query_interval = absl::Seconds(1);
+    // The longest a job may wait in Slurm's queue before it is cancelled
+    // and the trial handed back as the infrastructure's (a partition that
+    // is down, a queue that never drains).
+    absl::Duration max_pending = absl::Hours(24);
     // How long a job the controller no longer knows may stay unknown
     // before it counts as lost (a controller restarting forgets for a while).
     absl::Duration unknown_grace = absl::Seconds(10);
