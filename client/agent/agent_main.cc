@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
   std::string policy_path;
   app.add_option("--policy", policy_path,
                  "YAML policy file: executors, teams, commands, allow_any_command, workdir_root, "
-                 "run_as, env_allow (flags given on the command line override it)");
+                 "run_as, env_allow, slurm (flags given on the command line override it)");
   std::vector<std::string> commands, teams, env_allow;
   bool allow_any_command = false;
   std::string workdir_root, run_as;
@@ -261,6 +261,25 @@ int main(int argc, char** argv) {
   if (app.count("--run-as")) policy.run_as = run_as;
   if (app.count("--env-allow")) policy.env_allow = env_allow;
   if (app.count("--serve-team")) policy.teams = teams;
+  // The slurm section of the policy file, where no flag overrides it.
+  {
+    const auto& ps = policy.slurm;
+    auto take = [&](const char* flag, const auto& from, auto& to) {
+      if (from.has_value() && !app.count(flag)) to = *from;
+    };
+    take("--slurm-gpus-per-node", ps.gpus_per_node, sl.gpus_per_node);
+    take("--slurm-max-nodes", ps.max_nodes, sl.max_nodes);
+    take("--slurm-max-time-min", ps.max_time_min, sl.max_time_limit_min);
+    take("--slurm-max-pending-h", ps.max_pending_h, slurm_max_pending_h);
+    take("--slurm-shared-dir", ps.shared_dir, sl.scratch_root);
+    take("--slurm-partition", ps.partition, sl.default_partition);
+    take("--slurm-account", ps.account, sl.default_account);
+    take("--slurm-allow-partition", ps.partitions, sl.partitions);
+    take("--slurm-allow-account", ps.accounts, sl.accounts);
+    take("--slurm-allow-qos", ps.qos, sl.qos);
+    take("--slurm-allow-option", ps.allow_options, sl.allowed_options);
+    take("--slurm-option", ps.options, sl.operator_options);
+  }
   o.executors = absl::StrSplit(*policy.executors, ',', absl::SkipEmpty());
   if (std::find(o.executors.begin(), o.executors.end(), "slurm") != o.executors.end()) {
     // A submit host's agent holds the cluster, not its own GPUs: what a

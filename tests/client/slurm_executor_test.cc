@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/agent/agent_policy_file.h"
 #include "client/agent/executors/slurm_client.h"
 #include "client/agent/executors/slurm_executor.h"
 #include "tests/testing/subprocess.h"
@@ -544,6 +545,41 @@ TEST_F(SlurmExecutorTest, AJobPendingTooLongIsCancelledAsInfra) {
   EXPECT_NE(out.error().find("pending in Slurm's queue for 100ms"), std::string::npos)
       << out.error();
   EXPECT_EQ(out.wall_s(), 0);  // it never ran
+}
+
+// The operator's placement policy also comes from the policy file; every
+// field is checked, naming it.
+TEST(AgentPolicyFileTest, TheSlurmSection) {
+  auto p = ParseAgentPolicy(R"(
+executors: [slurm]
+commands: [torchrun]
+slurm:
+  gpus_per_node: 4
+  max_nodes: 8
+  shared_dir: /shared/infrarsi
+  partition: gpu
+  partitions: [gpu, debug]
+  accounts: [llm]
+  qos: [high]
+  max_time_min: 240
+  allow_options: [--constraint]
+  options: [--constraint=h200]
+  max_pending_h: 2.5
+)");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->slurm.gpus_per_node, 4);
+  EXPECT_EQ(p->slurm.max_nodes, 8);
+  EXPECT_EQ(p->slurm.shared_dir, "/shared/infrarsi");
+  EXPECT_EQ(p->slurm.partitions, (std::vector<std::string>{"gpu", "debug"}));
+  EXPECT_EQ(p->slurm.options, (std::vector<std::string>{"--constraint=h200"}));
+  EXPECT_EQ(p->slurm.max_pending_h, 2.5);
+  EXPECT_FALSE(p->slurm.account.has_value());
+  EXPECT_EQ(ParseAgentPolicy("slurm: {max_nodes: 0}").status().message(),
+            "policy.slurm.max_nodes: must be an integer in [1, 4096]");
+  EXPECT_EQ(ParseAgentPolicy("slurm: {partitons: [gpu]}").status().message().rfind(
+                "policy.slurm.partitons: unknown field", 0),
+            0u);
+  EXPECT_EQ(ParseAgentPolicy("slurm: [gpu]").status().message(), "policy.slurm: must be a mapping");
 }
 
 TEST(SlurmClientTest, ParsesScontrolsJobLine) {
