@@ -42,6 +42,7 @@ v1::TrialView TrialViewOf(const storage::TrialRecord& t) {
   v.set_tag(t.tag);
   if (t.observed_steps > 0) v.set_observed_step_time_s(t.observed_window_s / t.observed_steps);
   if (!t.slurm.empty()) *v.mutable_slurm() = DecodeSlurmJob(t.slurm);
+  v.set_infra_lost_s(t.lost_s);
   return v;
 }
 
@@ -50,7 +51,7 @@ absl::StatusOr<std::vector<Observation>> SearchHistoryOf(
   std::vector<Observation> history;
   *gpu_seconds = 0;
   for (const auto& t : trials) {
-    *gpu_seconds += t.cost_s * std::max(1, gpu_count);
+    *gpu_seconds += (t.cost_s + t.lost_s) * std::max(1, gpu_count);
     if (t.purpose == "verify") continue;
     Observation o;
     ASSIGN_OR_RETURN(o.config, DecodeConfigJson(t.config));
@@ -96,10 +97,11 @@ absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
   *rep.mutable_doctor() = in.doctor;
   *rep.mutable_verification() = in.verification;
   v1::SessionReport::FailedTrials* failed = rep.mutable_failed_trials();
-  double total = 0;
+  double total = 0, infra = 0;
   for (const auto& t : trials) {
     *rep.add_trials() = TrialViewOf(t);
-    total += t.cost_s;
+    total += t.cost_s + t.lost_s;
+    infra += t.lost_s;
     if (t.status == ts::kViolation) {
       (*rep.mutable_violations_by_kind())[t.violation] += 1;
       (*rep.mutable_violation_cost_s_by_kind())[t.violation] += t.cost_s;
@@ -112,6 +114,7 @@ absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
     }
   }
   rep.set_total_cost_s(total);
+  rep.set_infra_cost_s(infra);
   std::vector<FailedTrialCost> costs;
   for (const auto& t : trials) {
     if (!IsFailure(t.status)) continue;

@@ -1907,7 +1907,15 @@ absl::Status SessionManager::InfraFailedLocked(SessionState& s, storage::TrialRe
   const std::string why = absl::StrCat(
       "infrastructure: ", o.error().empty() ? std::string("the agent's infrastructure failed it")
                                             : o.error().substr(0, kMaxReportTextBytes));
+  // Spent all the same: counted in the session's cost, not the trial's;
+  // never more than the server's own clock allows since the lease (an
+  // agent's word must not spend another session's budget).
+  double wall = std::isfinite(o.wall_s()) ? std::clamp(o.wall_s(), 0.0, 365 * 86400.0) : 0;
+  if (t.leased_ms > 0) {
+    wall = std::min(wall, 1.02 * static_cast<double>(NowMs() - t.leased_ms) / 1000.0 + 5.0);
+  }
   if (t.attempts < options_.max_attempts) {
+    t.lost_s += wall;
     // Not the setting's fault: it runs again (elsewhere, if the agent is
     // broken), and nothing of this attempt is learnt from.
     return RequeueLocked(s, t, absl::StrCat(why, "; re-queued"), /*refund_attempt=*/false,
@@ -1915,7 +1923,7 @@ absl::Status SessionManager::InfraFailedLocked(SessionState& s, storage::TrialRe
   }
   t.status = ts::kFailed;
   t.error = absl::StrCat(why, " (", t.attempts, " attempts)");
-  t.cost_s = std::isfinite(o.wall_s()) ? std::clamp(o.wall_s(), 0.0, 365 * 86400.0) : 0;
+  t.cost_s = wall;
   t.agent = t.lease_agent;
   t.finished_ms = NowMs();
   return FinishTrialLocked(s, t);

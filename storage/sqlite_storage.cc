@@ -217,6 +217,10 @@ CREATE INDEX trials_by_status_executor ON trials(status, executor);
     R"sql(
 ALTER TABLE trials ADD COLUMN slurm TEXT NOT NULL DEFAULT '';
 )sql",
+    // v13: run time of a trial's attempts the infrastructure failed.
+    R"sql(
+ALTER TABLE trials ADD COLUMN lost_s REAL NOT NULL DEFAULT 0;
+)sql",
 };
 constexpr int kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -380,7 +384,7 @@ constexpr char kTrialCols[] =
     "session_id, purpose, config, status, attempts, lease_agent, lease_token, "
     "lease_deadline_ms, step_time_s, peak_mem_gib, cost_s, error, note, agent, created_ms, "
     "finished_ms, violation, tag, pin_agent, observed_window_s, observed_steps, clock_slack_s, "
-    "leased_ms, lease_token_id, refused_by, executor, slurm";
+    "leased_ms, lease_token_id, refused_by, executor, slurm, lost_s";
 
 void BindTrial(Stmt& st, const TrialRecord& t) {
   st.Bind(t.session_id).Bind(t.purpose).Bind(t.config).Bind(t.status).Bind(t.attempts)
@@ -388,7 +392,7 @@ void BindTrial(Stmt& st, const TrialRecord& t) {
       .Bind(t.peak_mem_gib).Bind(t.cost_s).Bind(t.error).Bind(t.note).Bind(t.agent)
       .Bind(t.created_ms).Bind(t.finished_ms).Bind(t.violation).Bind(t.tag).Bind(t.pin_agent)
       .Bind(t.observed_window_s).Bind(t.observed_steps).Bind(t.clock_slack_s).Bind(t.leased_ms)
-      .Bind(t.lease_token_id).Bind(t.refused_by).Bind(t.executor).Bind(t.slurm);
+      .Bind(t.lease_token_id).Bind(t.refused_by).Bind(t.executor).Bind(t.slurm).Bind(t.lost_s);
 }
 
 TrialRecord ReadTrial(const Stmt& st) {
@@ -422,6 +426,7 @@ TrialRecord ReadTrial(const Stmt& st) {
   t.refused_by = st.Text(c++);
   t.executor = st.Text(c++);
   t.slurm = st.Text(c++);
+  t.lost_s = st.Real(c++);
   return t;
 }
 
@@ -696,7 +701,7 @@ absl::Status SqliteStorage::UpdateTrial(const TrialRecord& t) {
           "lease_agent=?, lease_token=?, lease_deadline_ms=?, step_time_s=?, peak_mem_gib=?, "
           "cost_s=?, error=?, note=?, agent=?, created_ms=?, finished_ms=?, violation=?, tag=?, "
           "pin_agent=?, observed_window_s=?, observed_steps=?, clock_slack_s=?, leased_ms=?, "
-          "lease_token_id=?, refused_by=?, executor=?, slurm=? WHERE id=?");
+          "lease_token_id=?, refused_by=?, executor=?, slurm=?, lost_s=? WHERE id=?");
   BindTrial(st, t);
   st.Bind(t.id);
   RETURN_IF_ERROR(st.Run());

@@ -125,6 +125,8 @@ struct TrialRecord {
   std::string executor;
   // The Slurm job it ran as, encoded by core ("" when it ran as none).
   std::string slurm;
+  // Wall seconds of its attempts the infrastructure failed.
+  double lost_s = 0;
 };
 
 struct StepRecord {

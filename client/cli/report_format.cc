@@ -75,6 +75,12 @@ std::string FormatReport(const v1::SessionReport& r) {
                         search, doctor, verify, r.failed_trials().count(),
                         by.empty() ? "none" : absl::StrJoin(by, ", ", absl::PairFormatter(" ")),
                         r.failed_trials().cost_s(), r.total_cost_s());
+  if (r.infra_cost_s() > 0) {
+    absl::StrAppendFormat(&out,
+                          "  of which %.1f s in attempts the infrastructure failed (re-run, not "
+                          "held against their settings)\n",
+                          r.infra_cost_s());
+  }
   const v1::Contract& c = r.contract();
   absl::StrAppendFormat(&out,
                         "Contract %s: %d tokens/step, loss within %.3g + %.3g*|loss| of the "

@@ -2028,6 +2028,7 @@ v1::TrialOutcome NodeFailed(const v1::TrialAssignment& a) {
   v1::TrialOutcome o;
   o.set_status("infra");
   o.set_error("Slurm NODE_FAIL (slurm job 7 on node1,node2); down: node2");
+  o.set_wall_s(1e6);  // a claim the server's clock bounds
   o.mutable_slurm()->set_job_id(absl::StrCat(100 + a.trial_id()));
   o.mutable_slurm()->set_state("NODE_FAIL");
   o.mutable_slurm()->set_nodes("node1,node2");
@@ -2093,6 +2094,13 @@ TEST_F(SessionManagerTest, AnInfrastructureFailureRunsAgainAndNotesItsNode) {
   EXPECT_NE(rep->trials(0).error().find("infrastructure: Slurm NODE_FAIL"), std::string::npos)
       << rep->trials(0).error();
   EXPECT_GE(rep->trials(0).attempts(), 2);
+  // Every attempt's run time is spent: the earlier ones as the
+  // infrastructure's, the last as the trial's.
+  // (Each claimed 1e6 s; the server's clock, which did not move, allows
+  // 5 s per attempt.)
+  EXPECT_DOUBLE_EQ(rep->trials(0).infra_lost_s(), 5.0 * (rep->trials(0).attempts() - 1));
+  EXPECT_DOUBLE_EQ(rep->infra_cost_s(), rep->trials(0).infra_lost_s());
+  EXPECT_DOUBLE_EQ(rep->total_cost_s(), 5.0 * rep->trials(0).attempts());
   EXPECT_NE(rep->trials(0).error().find(absl::StrCat("(", rep->trials(0).attempts(), " attempts)")),
             std::string::npos)
       << rep->trials(0).error();
