@@ -36,25 +36,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The last `max_bytes` of the file open as `fd` (the agent's own
-// descriptor: a trial that swaps the path for a link to another file
-// changes nothing the agent reads).
-std::string ReadTail(int fd, size_t max_bytes) {
-  struct stat st {};
-  if (fd < 0 || fstat(fd, &st) != 0) return "";
-  const size_t size = static_cast<size_t>(st.st_size);
-  const size_t start = size > max_bytes ? size - max_bytes : 0;
-  std::string out(size - start, '\0');
-  const ssize_t n = pread(fd, out.data(), out.size(), static_cast<off_t>(start));
-  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  return out;
-}
-
-bool LooksLikeOom(const std::string& stderr_text) {
-  const std::string lower = absl::AsciiStrToLower(stderr_text);
-  return absl::StrContains(lower, "out of memory") || absl::StrContains(lower, "outofmemoryerror");
-}
-
 using SteadyClock = std::chrono::steady_clock;
 
 double SecondsSince(SteadyClock::time_point t0, SteadyClock::time_point t) {

@@ -58,21 +58,13 @@ bool Terminal(const std::string& state) {
   return kTerminal.count(state) > 0;
 }
 
-bool LooksLikeOom(const std::string& text) {
-  const std::string lower = absl::AsciiStrToLower(text);
-  return absl::StrContains(lower, "out of memory") || absl::StrContains(lower, "outofmemoryerror");
-}
-
-std::string ReadTail(const std::string& path, size_t max_bytes) {
+// The tail of a file the job wrote (a regular file only: the job may have
+// put a link or a FIFO in its place).
+std::string ReadFileTail(const std::string& path, size_t max_bytes) {
   const ScopedFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   struct stat st {};
   if (fd.fd < 0 || fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode)) return "";
-  const size_t size = static_cast<size_t>(st.st_size);
-  const size_t start = size > max_bytes ? size - max_bytes : 0;
-  std::string out(size - start, '\0');
-  const ssize_t n = pread(fd.fd, out.data(), out.size(), static_cast<off_t>(start));
-  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  return out;
+  return ReadTail(fd.fd, max_bytes);
 }
 
 // srun's words when a node, not the program, failed the step (the job may
@@ -623,7 +615,7 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
   for (const std::string& bad : ChangedProtectedFiles(workdir, spec.protected_hashes())) {
     outcome.add_protected_changed(bad);
   }
-  const std::string tail = ReadTail(out_path, 4000);
+  const std::string tail = ReadFileTail(out_path, 4000);
   const std::string state = last.state;
   if (state == "NODE_FAIL" || state == "BOOT_FAIL" || state == "PREEMPTED") {
     if (auto down = options_.slurm->DownNodes(std::vector<std::string>(
@@ -686,7 +678,7 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
     outcome.set_clock("simulated");
     outcome.clear_poll_interval_s();
     if (outcome.status() == "ok") {
-      const std::string bytes = ReadTail(sim_out, 64 << 20);
+      const std::string bytes = ReadFileTail(sim_out, 64 << 20);
       v1::TrialOutcome simulated;
       if (bytes.empty() || !simulated.ParseFromString(bytes)) {
         outcome.set_status("failed");

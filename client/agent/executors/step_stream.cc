@@ -1,11 +1,29 @@
 #include "client/agent/executors/step_stream.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "client/agent/executors/metrics_line.h"
 
 namespace infrarsi::client {
+
+std::string ReadTail(int fd, size_t max_bytes) {
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0) return "";
+  const size_t size = static_cast<size_t>(st.st_size);
+  const size_t start = size > max_bytes ? size - max_bytes : 0;
+  std::string out(size - start, '\0');
+  const ssize_t n = pread(fd, out.data(), out.size(), static_cast<off_t>(start));
+  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return out;
+}
+
+bool LooksLikeOom(const std::string& output) {
+  const std::string lower = absl::AsciiStrToLower(output);
+  return absl::StrContains(lower, "out of memory") || absl::StrContains(lower, "outofmemoryerror");
+}
 
 std::vector<std::string> LineTailer::NewLines() {
   std::vector<std::string> lines;

@@ -18,6 +18,15 @@
 
 namespace infrarsi::client {
 
+// The last `max_bytes` of the file open as `fd` (the agent's own
+// descriptor: a trial that swaps the path for a link to another file
+// changes nothing the agent reads).
+std::string ReadTail(int fd, size_t max_bytes);
+
+// Whether a trial's output says it ran out of memory (a CUDA OOM, a
+// Python MemoryError's wording, torch's OutOfMemoryError).
+bool LooksLikeOom(const std::string& output);
+
 // Reads complete lines appended to a file since the last call, through one
 // descriptor held open for the whole trial (cheap enough to poll every
 // millisecond; opened by the agent before the trial starts, so the trial
