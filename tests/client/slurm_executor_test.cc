@@ -503,9 +503,13 @@ TEST_F(SlurmExecutorTest, ASimulatedTrialTakesTheSimulatorsOutcome) {
   t.mutable_executor()->clear_process();
   t.mutable_executor()->mutable_sim()->set_timed_steps(2);
   EXPECT_NE(Run(t).error().find("no simulator command"), std::string::npos);
-  slurm_->behaviour = [](FakeSlurm& s, const std::string& dir) {
+  t.set_lease_token("lease-credential");
+  std::string written;  // the assignment as the job would read it
+  slurm_->behaviour = [&written](FakeSlurm& s, const std::string& dir) {
     s.Set("RUNNING");
     FakeSlurm::Start(dir);
+    std::ifstream in(dir + "/assignment.pb", std::ios::binary);
+    written.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     v1::TrialOutcome simulated;
     simulated.set_status("oom");
     simulated.set_peak_mem_gib(212);
@@ -519,6 +523,11 @@ TEST_F(SlurmExecutorTest, ASimulatedTrialTakesTheSimulatorsOutcome) {
   EXPECT_EQ(out.peak_mem_gib(), 212);
   EXPECT_EQ(out.clock(), "simulated");
   EXPECT_EQ(out.slurm().state(), "COMPLETED");
+  // The lease token (a credential) is not written to the shared filesystem.
+  v1::TrialAssignment job_view;
+  ASSERT_TRUE(job_view.ParseFromString(written));
+  EXPECT_EQ(job_view.trial_id(), t.trial_id());
+  EXPECT_TRUE(job_view.lease_token().empty());
 }
 
 // A controller that stops answering (the first real run hung here: the

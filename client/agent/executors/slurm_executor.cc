@@ -387,7 +387,11 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
     workdir = scratch.string();
     const std::string in = (scratch / "assignment.pb").string();
     std::ofstream f(in, std::ios::binary | std::ios::trunc);
-    if (!trial.SerializeToOstream(&f) || !f.flush()) {
+    // The lease token is a credential: it never goes to the shared
+    // filesystem (the simulator does not need it).
+    v1::TrialAssignment for_job = trial;
+    for_job.clear_lease_token();
+    if (!for_job.SerializeToOstream(&f) || !f.flush()) {
       return absl::InternalError(absl::StrCat("slurm: cannot write ", in));
     }
     argv = {options_.sim_command, "simulate", "--assignment", in, "--outcome", sim_out};
