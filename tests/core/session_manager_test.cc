@@ -45,6 +45,15 @@ executor:
   replay: {landscape: /data/land.jsonl}
 )";
 
+// A caller with `role`, holding token `token`, of `team` ("": none).
+Principal As(Role role, const std::string& token, const std::string& team) {
+  Principal p;
+  p.token_id = token;
+  p.role = role;
+  p.team = team;
+  return p;
+}
+
 // A toy landscape: bigger micro-batches and sdpa are faster, mbs 8 without
 // checkpointing runs out of memory. Each trial is off by up to +-0.05%
 // (seeded by its id): real timers never repeat to the last digit, and the
@@ -959,17 +968,10 @@ TEST_F(SessionManagerTest, AgentIdsAndLeasesAreBoundToTheirToken) {
 // Tenancy: a token scoped to a team serves that team only, and a session
 // may accept only such agents (hardware.pool: team).
 TEST_F(SessionManagerTest, TeamScopedAgentsAndTeamPools) {
-  auto as = [](Role role, const std::string& token, const std::string& team) {
-    Principal p;
-    p.token_id = token;
-    p.role = role;
-    p.team = team;
-    return p;
-  };
-  const Principal shared = as(Role::kAgent, "tok-pool", ""),
-                  vision_agent = as(Role::kAgent, "tok-va", "vision"),
-                  audio_agent = as(Role::kAgent, "tok-aa", "audio"),
-                  vision = as(Role::kSubmitter, "tok-v", "vision");
+  const Principal shared = As(Role::kAgent, "tok-pool", ""),
+                  vision_agent = As(Role::kAgent, "tok-va", "vision"),
+                  audio_agent = As(Role::kAgent, "tok-aa", "audio"),
+                  vision = As(Role::kSubmitter, "tok-v", "vision");
   auto reg = [&](const Principal& who) {
     v1::RegisterAgentRequest r;
     r.set_host("node");
@@ -1753,16 +1755,9 @@ TEST_F(SessionManagerTest, ADeregisteredAgentsWorkGoesToTheOthersAtOnce) {
 
 // Issue 17: there was no way to list agents or to take one out of service.
 TEST_F(SessionManagerTest, AgentsAreListedAndAnAdminDrainsQuarantinesAndResumes) {
-  auto as = [](Role role, const std::string& token, const std::string& team) {
-    Principal p;
-    p.token_id = token;
-    p.role = role;
-    p.team = team;
-    return p;
-  };
-  const Principal pool = as(Role::kAgent, "tok-pool", ""), vision_agent = as(Role::kAgent, "tok-va", "vision"),
-                  audio_agent = as(Role::kAgent, "tok-aa", "audio"),
-                  vision = as(Role::kSubmitter, "tok-v", "vision"), admin = as(Role::kAdmin, "tok-adm", "");
+  const Principal pool = As(Role::kAgent, "tok-pool", ""), vision_agent = As(Role::kAgent, "tok-va", "vision"),
+                  audio_agent = As(Role::kAgent, "tok-aa", "audio"),
+                  vision = As(Role::kSubmitter, "tok-v", "vision"), admin = As(Role::kAdmin, "tok-adm", "");
   const std::string shared = RegisterOn(*m_, "pool-1", "H200", pool);
   RegisterOn(*m_, "vision-1", "H200", vision_agent);
   RegisterOn(*m_, "audio-1", "H200", audio_agent);
@@ -1908,16 +1903,9 @@ TEST_F(SessionManagerTest, AWaitWithNoAgentThatFitsExplainsItself) {
 // A wait's explanation names only agents the session's team may know of
 // (the shared pool and its own): another team's hosts stay unseen.
 TEST_F(SessionManagerTest, AWaitNamesOnlyAgentsTheTeamMayKnowOf) {
-  auto as = [](Role role, const std::string& token, const std::string& team) {
-    Principal p;
-    p.token_id = token;
-    p.role = role;
-    p.team = team;
-    return p;
-  };
-  RegisterOn(*m_, "pool-host", "H200", as(Role::kAgent, "tok-pool", ""));
-  RegisterOn(*m_, "audio-secret-host", "H200", as(Role::kAgent, "tok-aa", "audio"));
-  const Principal vision = as(Role::kSubmitter, "tok-v", "vision");
+  RegisterOn(*m_, "pool-host", "H200", As(Role::kAgent, "tok-pool", ""));
+  RegisterOn(*m_, "audio-secret-host", "H200", As(Role::kAgent, "tok-aa", "audio"));
+  const Principal vision = As(Role::kSubmitter, "tok-v", "vision");
   auto s = m_->Init(InitReq(absl::StrReplaceAll(kSpec, {{"gpu: H200", "gpu: A100"}})), vision);
   ASSERT_TRUE(s.ok()) << s.status();
   v1::DoctorRequest d;
