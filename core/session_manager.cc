@@ -1352,15 +1352,14 @@ absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
     t.leased_ms = NowMs();
     // Built before the lease is written: a trial that cannot be described
     // is not handed out.
-    std::vector<std::string> exclude;
-    if (s->spec.slurm.enabled && s->spec.slurm.exclude_failed_nodes) {
-      // Slurm trials are long and few: reading the session's trials per
-      // lease is cheap next to them.
+    if (s->spec.slurm.enabled && s->spec.slurm.exclude_failed_nodes && !s->failing_nodes) {
       ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
-      for (const FailingNode& n : FindFailingNodes(trials)) exclude.push_back(n.node);
+      s->failing_nodes.emplace();
+      for (const FailingNode& n : FindFailingNodes(trials)) s->failing_nodes->push_back(n.node);
     }
     ASSIGN_OR_RETURN(v1::TrialAssignment a,
-                     AssignmentFor(s->rec, s->spec, t, options_.lease_timeout, exclude));
+                     AssignmentFor(s->rec, s->spec, t, options_.lease_timeout,
+                                   s->failing_nodes.value_or(std::vector<std::string>())));
     RETURN_IF_ERROR(options_.storage->Transaction([&]() -> absl::Status {
       RETURN_IF_ERROR(options_.storage->DeleteSteps(t.id));  // a fresh attempt
       return options_.storage->UpdateTrial(t);
@@ -1737,7 +1736,10 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
     return absl::FailedPreconditionError(
         absl::StrCat("lease_token: stale or unknown lease for trial ", t.id));
   }
-  if (o.has_slurm()) t.slurm = MergeSlurmJob(t.slurm, o.slurm());
+  if (o.has_slurm()) {
+    t.slurm = MergeSlurmJob(t.slurm, o.slurm());
+    s->failing_nodes.reset();  // read again by the next lease
+  }
   if (status == ts::kRefused) {
     RETURN_IF_ERROR(TransactLocked(*s, [&] { return RefuseLocked(*s, t, o.error()); }));
     work_cv_.SignalAll();

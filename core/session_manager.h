@@ -262,6 +262,10 @@ class SessionManager {
     // Its trials that failed or timed out: while there are none, no host
     // can be broken by its evidence (the check is skipped).
     int host_failures = 0;
+    // A Slurm session's nodes noted as failing its trials (its jobs'
+    // --exclude): read from its trials by the first lease after a
+    // completion that carried a job, not by every lease.
+    std::optional<std::vector<std::string>> failing_nodes;
 
     // The session's lock and the signal of its events. A copy of the state
     // (TransactLocked's snapshot) copies the data only: the copy gets a
