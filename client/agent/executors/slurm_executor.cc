@@ -249,7 +249,7 @@ std::string SlurmExecutor::BatchScript(
 }
 
 std::string SlurmExecutor::Placement(const v1::TrialAssignment& trial,
-                                     std::vector<std::string>* args, int* nodes,
+                                     std::vector<std::string>* args,
                                      int* gpus_on_node) const {
   const v1::SlurmSpec& sl = trial.executor().slurm();
   const int gpn = sl.gpus_per_node() > 0 ? sl.gpus_per_node() : options_.gpus_per_node;
@@ -258,21 +258,20 @@ std::string SlurmExecutor::Placement(const v1::TrialAssignment& trial,
                         " is more than this cluster's nodes have (", options_.gpus_per_node, ")");
   }
   const int gpus = std::max(1, sl.gpus());
+  int nodes = 1;
   if (gpn <= 0) {
-    *nodes = 1;
     *gpus_on_node = 0;
   } else if (gpus <= gpn) {
-    *nodes = 1;
     *gpus_on_node = gpus;
   } else {
     if (gpus % gpn != 0) {
       return absl::StrCat("agent policy: ", gpus, " GPUs are not a whole number of nodes of ", gpn);
     }
-    *nodes = gpus / gpn;
+    nodes = gpus / gpn;
     *gpus_on_node = gpn;
   }
-  if (*nodes > options_.max_nodes) {
-    return absl::StrCat("agent policy: the trial needs ", *nodes, " nodes of ", gpn,
+  if (nodes > options_.max_nodes) {
+    return absl::StrCat("agent policy: the trial needs ", nodes, " nodes of ", gpn,
                         " GPUs; this agent submits at most ", options_.max_nodes);
   }
   auto pick = [&](const std::string& asked, const std::string& dflt,
@@ -315,7 +314,7 @@ std::string SlurmExecutor::Placement(const v1::TrialAssignment& trial,
                           ")");
     }
   }
-  args->push_back(absl::StrCat("--nodes=", *nodes));
+  args->push_back(absl::StrCat("--nodes=", nodes));
   args->push_back("--ntasks-per-node=1");
   if (*gpus_on_node > 0) args->push_back(absl::StrCat("--gres=gpu:", *gpus_on_node));
   args->push_back(absl::StrCat("--time=", limit));
@@ -354,8 +353,8 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
     }
   }
   std::vector<std::string> args;
-  int nodes = 1, gpus_on_node = 0;
-  if (std::string why = Placement(trial, &args, &nodes, &gpus_on_node); !why.empty()) {
+  int gpus_on_node = 0;
+  if (std::string why = Placement(trial, &args, &gpus_on_node); !why.empty()) {
     return RefusedOutcome(why);
   }
   ASSIGN_OR_RETURN(const std::string folder,

@@ -126,9 +126,9 @@ class SlurmExecutor : public Executor {
  private:
   explicit SlurmExecutor(Options options);
   // "" when the trial's placement is within the policy, else why not; fills
-  // the sbatch options for it.
+  // the sbatch options for it and the GPUs each node gets.
   std::string Placement(const v1::TrialAssignment& trial, std::vector<std::string>* args,
-                        int* nodes, int* gpus_on_node) const;
+                        int* gpus_on_node) const;
 
   Options options_;
   std::unique_ptr<WorkTrees> work_trees_;
