@@ -426,6 +426,18 @@ class Models {
   }
   // Predicted peak memory (GiB); 0 without a memory model.
   double PeakGib(const Config& c) const { return memory_ ? std::exp(memory_->Mean(MemX(c))) : 0; }
+  // The rows the step-time and memory models see for `c` (the bank
+  // sources' offset columns stay 0: contrasts within this session).
+  Eigen::VectorXd TimeX(const Config& c) const {
+    Eigen::VectorXd x = f_.Encode(c, time_dim_ - f_.dim());
+    if (time_estimate_) x[f_.dim()] = TimeFeature(c);
+    return x;
+  }
+  Eigen::VectorXd MemX(const Config& c) const {
+    Eigen::VectorXd x = f_.Encode(c, mem_dim_ - f_.dim());
+    if (mem_dim_ > f_.dim()) x[f_.dim()] = EstimateFeature(c);
+    return x;
+  }
 
   const Features& features() const { return f_; }
   const models::BayesLinear& time() const { return time_; }
@@ -443,11 +455,6 @@ class Models {
   }
   double EstimateFeature(int64_t index, const Config& c) const {
     return index >= 0 ? LogEstimate(planner_.memory_estimate_gib_at(index)) : EstimateFeature(c);
-  }
-  Eigen::VectorXd MemX(const Config& c) const {
-    Eigen::VectorXd x = f_.Encode(c, mem_dim_ - f_.dim());
-    if (mem_dim_ > f_.dim()) x[f_.dim()] = EstimateFeature(c);
-    return x;
   }
 
   const SessionSpec& spec_;
@@ -784,6 +791,25 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
   return out;
 }
 
+namespace {
+
+// exp(contrast) - 1 in percent, with the interval's bounds.
+template <typename Model>
+PercentEffect Percent(const Model& m, const Eigen::VectorXd& contrast, int settings) {
+  PercentEffect e;
+  e.known = settings > 0;
+  e.settings = settings;
+  if (!e.known) return e;
+  const double mean = m.Mean(contrast);
+  const double sd = std::sqrt(std::max(0.0, m.MeanVariance(contrast)));
+  e.pct = 100.0 * std::expm1(mean);
+  e.low = 100.0 * std::expm1(mean - 1.96 * sd);
+  e.high = 100.0 * std::expm1(mean + 1.96 * sd);
+  return e;
+}
+
+}  // namespace
+
 std::vector<KnobEffectEstimate> ExplainKnobs(const SearchContext& ctx,
                                              const std::vector<Observation>& history,
                                              const ModelOptimizer::Options& options) {
@@ -796,6 +822,21 @@ std::vector<KnobEffectEstimate> ExplainKnobs(const SearchContext& ctx,
   std::vector<KnobEffectEstimate> out;
   const Features& f = cold.features();
   const double base_peak = post.PeakGib(spec.baseline);
+  // The distinct settings that ran, and the fastest of them.
+  std::vector<Config> ran;
+  std::set<std::string> seen;
+  const Observation* fastest = nullptr;
+  for (const Observation& o : history) {
+    if (!Ran(o)) continue;
+    if (fastest == nullptr || o.step_time_s < fastest->step_time_s) fastest = &o;
+    if (seen.insert(ConfigKey(o.config)).second) ran.push_back(o.config);
+  }
+  // Where a version would not launch or not fit, the value has no step time
+  // there to compare.
+  auto runs = [&](const Config& c) {
+    if (planner.launch_check && !planner.launch_check(c).empty()) return false;
+    return planner.capacity_gib <= 0 || !post.memory() || post.PeakGib(c) <= planner.capacity_gib;
+  };
   for (const Knob& k : spec.knobs) {
     for (const std::string& v : k.values) {
       const int i = f.MainIndex(k.name, v);
@@ -823,6 +864,38 @@ std::vector<KnobEffectEstimate> ExplainKnobs(const SearchContext& ctx,
         e.memory_price_gib = post.PeakGib(c) - base_peak;
       }
       for (const Observation& o : history) e.trials += Ran(o) && o.config.at(k.name) == v;
+      // Contrasts: each setting that ran with this value against the same
+      // setting with the baseline's value, where both are expected to run.
+      const std::string& base_value = spec.baseline.at(k.name);
+      Eigen::VectorXd time_sum = Eigen::VectorXd::Zero(cold.TimeX(spec.baseline).size());
+      Eigen::VectorXd post_time_sum = Eigen::VectorXd::Zero(post.TimeX(spec.baseline).size());
+      Eigen::VectorXd mem_sum;
+      if (post.memory()) mem_sum = Eigen::VectorXd::Zero(post.MemX(spec.baseline).size());
+      int n = 0;
+      for (const Config& s : ran) {
+        Config with = s, without = s;
+        with[k.name] = v;
+        without[k.name] = base_value;
+        if (!runs(with) || !runs(without)) continue;
+        ++n;
+        time_sum += cold.TimeX(with) - cold.TimeX(without);
+        post_time_sum += post.TimeX(with) - post.TimeX(without);
+        if (post.memory()) mem_sum += post.MemX(with) - post.MemX(without);
+      }
+      if (n > 0) {
+        const double inv = 1.0 / n;
+        e.time_avg = Percent(cold.time(), time_sum * inv, n);
+        e.revised_time_avg = Percent(post.time(), post_time_sum * inv, n);
+        if (post.memory()) e.mem_avg = Percent(*post.memory(), mem_sum * inv, n);
+      }
+      if (fastest != nullptr) {
+        Config with = fastest->config, without = fastest->config;
+        with[k.name] = v;
+        without[k.name] = base_value;
+        if (runs(with) && runs(without)) {
+          e.time_at_best = Percent(cold.time(), cold.TimeX(with) - cold.TimeX(without), 1);
+        }
+      }
       if (e.has_prior) {
         const double dt = e.time - e.prior_time;
         const double st = std::sqrt(e.time_sd * e.time_sd + e.prior_time_sd * e.prior_time_sd);

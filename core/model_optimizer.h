@@ -101,8 +101,26 @@ class ModelOptimizer : public Optimizer {
   Options options_;
 };
 
+// A knob value's effect as a percentage change (of step time or of peak
+// memory) with its 95% interval: exp of a contrast of the model's log
+// prediction and of its bounds, minus one, times 100.
+struct PercentEffect {
+  bool known = false;  // false: no setting to judge it at
+  double pct = 0, low = 0, high = 0;
+  int settings = 0;  // settings the contrast was averaged over
+};
+
 // What the runs showed about one knob value, relative to the baseline's
 // value, next to what the priors said.
+//
+// The raw coefficients (time, mem) are the model's main effects: the change
+// at the baseline's values of every other knob, on a log scale, with the
+// textbook estimate's share and every interaction left out, so they can be
+// far from what switching the value does anywhere a user looks. The
+// PercentEffects are what to show: the model's whole prediction with the
+// value against the baseline's value, averaged over the distinct settings
+// the session ran (each changed in this knob only, where both versions
+// launch), and at the fastest setting that ran.
 struct KnobEffectEstimate {
   std::string knob, value;
   bool has_prior = false;  // a prior was given (else prior_* are the cold defaults)
@@ -123,6 +141,15 @@ struct KnobEffectEstimate {
   // their difference, in time or in memory.
   bool miscalibrated = false;
   std::string note;  // which of time / memory is off, and by how much
+  // Step time, from the runs alone (a cold fit): averaged over the settings
+  // that ran, and at the fastest of them.
+  PercentEffect time_avg, time_at_best;
+  // Step time with the priors revised by the runs (= time_avg without
+  // priors), averaged likewise.
+  PercentEffect revised_time_avg;
+  // Peak memory (the memory model, with priors where given), averaged
+  // likewise; unknown without a memory model.
+  PercentEffect mem_avg;
 };
 
 // Fits the models to `history` and reports every non-baseline knob value.

@@ -204,6 +204,17 @@ absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
       k->set_memory_price_gib(e.memory_price_gib);
       k->set_miscalibrated(e.miscalibrated);
       k->set_note(e.note);
+      auto put = [](const PercentEffect& from, v1::PercentEffect* to) {
+        to->set_known(from.known);
+        to->set_pct(from.pct);
+        to->set_low(from.low);
+        to->set_high(from.high);
+        to->set_settings(from.settings);
+      };
+      put(e.time_avg, k->mutable_time_avg());
+      put(e.time_at_best, k->mutable_time_at_best());
+      put(e.revised_time_avg, k->mutable_revised_time_avg());
+      put(e.mem_avg, k->mutable_mem_avg());
     }
   }
   return rep;

@@ -96,6 +96,10 @@ double BayesLinear::Variance(const Eigen::VectorXd& x) const {
   return noise_var_ + v.squaredNorm();
 }
 
+double BayesLinear::MeanVariance(const Eigen::VectorXd& x) const {
+  return precision_llt_.matrixL().solve(x).squaredNorm();
+}
+
 void BayesLinear::PredictBatch(const Eigen::MatrixXd& x, Eigen::VectorXd* mean,
                                Eigen::VectorXd* var) const {
   *mean = x * mean_;

@@ -42,6 +42,9 @@ class BayesLinear {
   double Mean(const Eigen::VectorXd& x) const { return x.dot(mean_); }
   // Predictive variance of a new observation at x.
   double Variance(const Eigen::VectorXd& x) const;
+  // Posterior variance of x'w alone (no observation noise): how sure the
+  // model is of a contrast, such as one knob value against another.
+  double MeanVariance(const Eigen::VectorXd& x) const;
   // Means and predictive variances of every row of `x`.
   void PredictBatch(const Eigen::MatrixXd& x, Eigen::VectorXd* mean, Eigen::VectorXd* var) const;
   const Eigen::VectorXd& weights() const { return mean_; }

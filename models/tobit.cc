@@ -69,6 +69,10 @@ double CensoredLinear::Sd(const Eigen::VectorXd& x) const {
   return std::sqrt(sigma_ * sigma_ + v.squaredNorm());
 }
 
+double CensoredLinear::MeanVariance(const Eigen::VectorXd& x) const {
+  return hessian_llt_.matrixL().solve(x).squaredNorm();
+}
+
 double CensoredLinear::ProbabilityBelow(const Eigen::VectorXd& x, double threshold) const {
   return 1.0 - UpperTail((threshold - Mean(x)) / Sd(x));
 }

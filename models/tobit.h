@@ -31,6 +31,9 @@ class CensoredLinear {
   // around the mode, plus the residual sd).
   double Mean(const Eigen::VectorXd& x) const { return x.dot(w_); }
   double Sd(const Eigen::VectorXd& x) const;
+  // Posterior (Laplace) variance of x'w alone, without the residual: how
+  // sure the model is of a contrast between two settings.
+  double MeanVariance(const Eigen::VectorXd& x) const;
   // P(y <= threshold) for a new trial at x: the probability that it fits.
   double ProbabilityBelow(const Eigen::VectorXd& x, double threshold) const;
   // ProbabilityBelow for every row of `x`.

@@ -1,5 +1,7 @@
 #include "client/cli/report_format.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -197,16 +199,33 @@ std::string FormatReport(const v1::SessionReport& r) {
       absl::StrAppend(&out, "  stopped: ", ss.stop_reason(), "\n");
     }
     if (ss.knob_effects_size() > 0) {
-      absl::StrAppendFormat(&out, "  %-28s %6s %16s %16s %12s  %s\n", "knob value (vs baseline)",
-                            "trials", "time (runs)", "time (prior)", "memory GiB", "flag");
+      int settings = 0;
+      for (const auto& e : ss.knob_effects()) settings = std::max(settings, e.time_avg().settings());
+      absl::StrAppend(
+          &out,
+          "  Knob values against the baseline's value: % change of step time and of peak memory\n"
+          "  (negative: faster, smaller) with 95% intervals. avg: averaged over the settings the\n"
+          "  session ran (up to ", settings, "), each with only this knob changed; at best: at the\n"
+          "  fastest of them; prior: what the priors said; revised: the prior revised by the runs.\n");
+      absl::StrAppendFormat(&out, "  %-28s %6s %-22s %-22s %16s %-22s %9s  %s\n", "knob value",
+                            "trials", "time % avg", "time % at best", "prior / revised",
+                            "memory % avg", "GiB", "flag");
+      auto pct = [](const v1::PercentEffect& p) {
+        if (!p.known()) return std::string("-");
+        return absl::StrFormat("%+.1f [%+.1f, %+.1f]", p.pct(), p.low(), p.high());
+      };
       for (const auto& e : ss.knob_effects()) {
-        absl::StrAppendFormat(
-            &out, "  %-28s %6d %+8.3f+-%-6.3f %16s %+12.1f  %s\n",
-            absl::StrCat(e.knob(), "=", e.value()), e.trials(), e.time(), e.time_sd(),
-            e.has_prior() ? absl::StrFormat("%+8.3f+-%-6.3f", e.prior_time(), e.prior_time_sd())
-                          : std::string("-"),
-            e.memory_price_gib(), e.miscalibrated() ? "MISCALIBRATED: " + e.note() : "");
+        const std::string prior =
+            e.has_prior() ? absl::StrFormat("%+.0f / %+.0f", 100.0 * std::expm1(e.prior_time()),
+                                            e.revised_time_avg().pct())
+                          : std::string("-");
+        absl::StrAppendFormat(&out, "  %-28s %6d %-22s %-22s %16s %-22s %+9.1f  %s\n",
+                              absl::StrCat(e.knob(), "=", e.value()), e.trials(), pct(e.time_avg()),
+                              pct(e.time_at_best()), prior, pct(e.mem_avg()), e.memory_price_gib(),
+                              e.miscalibrated() ? "MISCALIBRATED: " + e.note() : "");
       }
+      absl::StrAppend(&out,
+                      "  GiB: predicted peak of the baseline with this value, less the baseline's.\n");
     }
   }
   absl::StrAppend(&out, "\n");

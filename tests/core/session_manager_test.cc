@@ -801,6 +801,16 @@ TEST_F(SessionManagerTest, ReportShowsPriorsAndWhatTheRunsShowed) {
   const v1::KnobEffect& sdpa = by["attn=sdpa"];
   EXPECT_TRUE(sdpa.has_prior());
   EXPECT_NEAR(sdpa.time(), std::log(0.5), 0.15);  // the runs: twice as fast
+  // In percent, averaged over the settings that ran: 50% faster, the
+  // interval around it; the tight wrong prior (65% slower) is revised to
+  // between the two.
+  ASSERT_TRUE(sdpa.time_avg().known());
+  EXPECT_NEAR(sdpa.time_avg().pct(), -50.0, 8.0);
+  EXPECT_LT(sdpa.time_avg().low(), sdpa.time_avg().pct());
+  EXPECT_GT(sdpa.time_avg().high(), sdpa.time_avg().pct());
+  EXPECT_GT(sdpa.time_avg().settings(), 1);
+  EXPECT_GT(sdpa.revised_time_avg().pct(), sdpa.time_avg().pct());
+  EXPECT_LT(sdpa.revised_time_avg().pct(), 100.0 * std::expm1(sdpa.prior_time()));
   EXPECT_TRUE(sdpa.miscalibrated()) << sdpa.note();
   EXPECT_NE(sdpa.note().find("time"), std::string::npos);
   EXPECT_FALSE(by["ckpt=true"].miscalibrated()) << by["ckpt=true"].note();
