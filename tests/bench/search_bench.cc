@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -78,6 +79,7 @@ infrarsi::SessionSpec Parse(const std::string& text, const std::string& dir,
                             const std::string& what) {
   infrarsi::SpecParseOptions o;
   o.spec_dir = dir;
+  o.stored = true;  // the measured landscape is read here, not sent with the spec
   auto spec = infrarsi::ParseSpec(text, o);
   if (!spec.ok()) {
     std::fprintf(stderr, "%s: %s\n", what.c_str(), spec.status().ToString().c_str());
@@ -113,20 +115,41 @@ Bench SimBench(const infrarsi::SessionSpec& spec) {
   return b;
 }
 
-const char* kWorkloads[] = {"dense-8b-1x8-h100.yaml", "dense-70b-4x8-h100.yaml",
-                            "moe-8x7b-16l-1x8-h100.yaml", "moe-8x7b-2x8-h200.yaml"};
+// The four reference workloads the search was developed on, first; the
+// rest of the suite in deploy/workloads after them, by name.
+const char* kReferences[] = {"dense-8b-1x8-h100.yaml", "dense-70b-4x8-h100.yaml",
+                             "moe-8x7b-16l-1x8-h100.yaml", "moe-8x7b-2x8-h200.yaml"};
 
-// One of kWorkloads, parsed.
-infrarsi::SessionSpec Workload(const char* file) {
-  const std::string dir = std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads";
-  const std::string path = dir + "/" + file;
-  return Parse(Read(path), dir, path);
+std::string WorkloadDir() { return std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads"; }
+
+std::vector<std::string> SuiteFiles() {
+  std::vector<std::string> files(std::begin(kReferences), std::end(kReferences));
+  std::vector<std::string> rest;
+  for (const auto& e : std::filesystem::directory_iterator(WorkloadDir())) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() != ".yaml") continue;
+    if (std::find(files.begin(), files.end(), name) == files.end()) rest.push_back(name);
+  }
+  std::sort(rest.begin(), rest.end());
+  files.insert(files.end(), rest.begin(), rest.end());
+  return files;
 }
 
-// The same workload on the other GPU model of the pair (H100 <-> H200).
+// One workload of the suite, parsed.
+infrarsi::SessionSpec Workload(const std::string& file) {
+  const std::string path = WorkloadDir() + "/" + file;
+  return Parse(Read(path), WorkloadDir(), path);
+}
+
+// The same workload on the other GPU model of its pair (H100 <-> H200,
+// A100-40GB <-> A100-80GB): same compute, another memory.
 infrarsi::SessionSpec OnOtherGpu(const infrarsi::SessionSpec& spec) {
+  static const std::map<std::string, std::string> kOther = {{"H100", "H200"},
+                                                            {"H200", "H100"},
+                                                            {"A100-40GB", "A100-80GB"},
+                                                            {"A100-80GB", "A100-40GB"}};
   infrarsi::SessionSpec other = spec;
-  other.gpu = spec.gpu == "H100" ? "H200" : "H100";
+  other.gpu = kOther.at(spec.gpu);
   other.sim.cluster.gpu = *infrarsi::models::sim::FindGpu(other.gpu);
   return other;
 }
@@ -159,7 +182,7 @@ std::vector<Bench> Landscapes() {
     b.baseline = b.evaluate(b.spec.baseline).step_time_s;
     benches.push_back(std::move(b));
   }
-  for (const char* f : kWorkloads) {
+  for (const std::string& f : SuiteFiles()) {
     benches.push_back(SimBench(Workload(f)));
   }
   return benches;
@@ -313,7 +336,14 @@ int Main(int seeds, int budget, const std::string& only) {
   infrarsi::ModelOptimizer::Options one_hot;
   one_hot.use_time_estimate = false;
   strategies.push_back({"model-1hot", std::make_unique<infrarsi::ModelOptimizer>(one_hot)});
-  strategies.push_back({"model", std::make_unique<infrarsi::ModelOptimizer>()});
+  infrarsi::ModelOptimizer::Options exp_opts;
+  if (const char* v = std::getenv("X_NOISE")) exp_opts.time_noise_var = std::atof(v);
+  if (const char* v = std::getenv("X_IVT")) exp_opts.interaction_var_total = std::atof(v);
+  if (const char* v = std::getenv("X_IVMAX")) exp_opts.max_interaction_var = std::atof(v);
+  if (const char* v = std::getenv("X_LOCAL")) exp_opts.local_every = std::atoi(v);
+  if (const char* v = std::getenv("X_INIT")) exp_opts.initial_designs = std::atoi(v);
+  if (const char* v = std::getenv("X_MSIG")) exp_opts.memory_sigma = std::atof(v);
+  strategies.push_back({"model", std::make_unique<infrarsi::ModelOptimizer>(exp_opts)});
   strategies.push_back({"model+priors", std::make_unique<infrarsi::ModelOptimizer>(), &*priors});
 
   std::printf("%d seeds, budget %d trials; 'reached' = a trial within 2%% of the landscape's best;\n"
@@ -321,8 +351,17 @@ int Main(int seeds, int budget, const std::string& only) {
               "@40 = median share of the optimum's speed-up held after 40 trials; found = median\n"
               "speed-up found (not re-verified; the benchmark has no noise).\n\n",
               seeds, budget);
-  std::printf("%-28s %-13s %8s %7s %5s %9s %9s %7s %8s\n", "landscape", "strategy", "reached",
-              "median", "p90", "OOM/sess", "fail/sess", "@40", "found");
+  std::printf("%-34s %-13s %8s %7s %5s %9s %8s %9s %7s %8s\n", "landscape", "strategy", "reached",
+              "median", "p90", "OOM/sess", "OOM med", "fail/sess", "@40", "found");
+  // Per strategy, the suite's summary: how many workloads meet each of the
+  // targets (median <= 15 and p90 <= 30 trials to within 2%, >= 99% of the
+  // optimum's gain at 40, median OOMs per session <= 1), and the worst.
+  struct Summary {
+    int workloads = 0, median_ok = 0, p90_ok = 0, at40_ok = 0, oom_ok = 0;
+    double worst_median = 0, worst_p90 = 0, worst_at40 = 2, worst_oom = 0;
+    std::string worst_median_at, worst_at40_at;
+  };
+  std::map<std::string, Summary> summary;
   for (const Bench& b : Landscapes()) {
     if (!only.empty() && b.name.find(only) == std::string::npos) continue;
     for (const Strategy& s : strategies) {
@@ -331,7 +370,7 @@ int Main(int seeds, int budget, const std::string& only) {
           only_s != nullptr && ("," + std::string(only_s) + ",").find("," + s.name + ",") == std::string::npos) {
         continue;
       }
-      std::vector<double> need, at40, found;
+      std::vector<double> need, at40, found, oom_counts;
       double ooms = 0, failed = 0;
       int reached = 0;
       for (int seed = 1; seed <= seeds; ++seed) {
@@ -339,19 +378,53 @@ int Main(int seeds, int budget, const std::string& only) {
         need.push_back(r.trials_to_2pct);
         reached += r.trials_to_2pct <= budget;
         ooms += r.ooms;
+        oom_counts.push_back(r.ooms);
         failed += r.failed;
         const double opt_speedup = b.baseline / b.best;
         at40.push_back(r.best_at_40 > 0 ? (b.baseline / r.best_at_40) / opt_speedup : 0);
         found.push_back(r.best_found > 0 ? b.baseline / r.best_found : 0);
       }
-      std::printf("%-28s %-13s %5d/%-2d %7.0f %5.0f %9.1f %9.1f %6.1f%% %7.2fx\n", b.name.c_str(),
-                  s.name.c_str(), reached, seeds, Percentile(need, 0.5), Percentile(need, 0.9),
-                  ooms / seeds, failed / seeds, 100 * Percentile(at40, 0.5),
-                  Percentile(found, 0.5));
+      const double median = Percentile(need, 0.5), p90 = Percentile(need, 0.9);
+      const double a40 = Percentile(at40, 0.5), oom_med = Percentile(oom_counts, 0.5);
+      std::printf("%-34s %-13s %5d/%-2d %7.0f %5.0f %9.1f %8.0f %9.1f %6.1f%% %7.2fx\n", b.name.c_str(),
+                  s.name.c_str(), reached, seeds, median, p90, ooms / seeds, oom_med, failed / seeds,
+                  100 * a40, Percentile(found, 0.5));
       std::fflush(stdout);
+      if (b.name.find("(sim)") == std::string::npos) continue;  // the suite is the simulator's
+      Summary& sum = summary[s.name];
+      ++sum.workloads;
+      sum.median_ok += median <= 15;
+      sum.p90_ok += p90 <= 30;
+      sum.at40_ok += a40 >= 0.99;
+      sum.oom_ok += oom_med <= 1;
+      if (median > sum.worst_median) {
+        sum.worst_median = median;
+        sum.worst_median_at = b.name;
+      }
+      sum.worst_p90 = std::max(sum.worst_p90, p90);
+      if (a40 < sum.worst_at40) {
+        sum.worst_at40 = a40;
+        sum.worst_at40_at = b.name;
+      }
+      sum.worst_oom = std::max(sum.worst_oom, oom_med);
     }
   }
   std::printf("\nA median or p90 of budget+1 means that share of sessions never got within 2%%.\n");
+  if (!summary.empty()) {
+    std::printf("\nSuite summary (simulator workloads): workloads meeting each target, and the worst.\n");
+    std::printf("%-13s %9s %14s %12s %14s   %s\n", "strategy", "workloads", "median<=15",
+                "p90<=30", "@40>=99%", "OOM median<=1");
+    for (const Strategy& s : strategies) {
+      auto it = summary.find(s.name);
+      if (it == summary.end()) continue;
+      const Summary& m = it->second;
+      std::printf("%-13s %9d %8d (%3.0f) %6d (%3.0f) %7d (%4.1f%%)   %d (%.0f)\n", s.name.c_str(),
+                  m.workloads, m.median_ok, m.worst_median, m.p90_ok, m.worst_p90, m.at40_ok,
+                  100 * m.worst_at40, m.oom_ok, m.worst_oom);
+      std::printf("%-13s   worst median: %s; worst @40: %s\n", "", m.worst_median_at.c_str(),
+                  m.worst_at40_at.c_str());
+    }
+  }
   return 0;
 }
 
@@ -367,8 +440,8 @@ int Transfer(int seeds, const std::string& only) {
   std::printf("%-28s %-6s -> %-6s %14s %14s %14s %9s %9s\n", "workload", "from", "to", "cold",
               "bank starts", "+ its trials", "src best", "dst best");
   infrarsi::ModelOptimizer model;
-  for (const char* f : kWorkloads) {
-    if (!only.empty() && std::string(f).find(only) == std::string::npos) continue;
+  for (const std::string& f : SuiteFiles()) {
+    if (!only.empty() && f.find(only) == std::string::npos) continue;
     const infrarsi::SessionSpec target = Workload(f);
     const infrarsi::SessionSpec source = OnOtherGpu(target);
     const std::string& other = source.gpu;
@@ -450,7 +523,7 @@ int Promote(int seeds) {
       seeds);
   std::printf("%-28s %-13s %7s %9s %16s %18s\n", "workload", "strategy", "trials", "promoted",
               "true (share)", "measured [low]");
-  for (const char* f : kWorkloads) {
+  for (const char* f : kReferences) {
     const infrarsi::SessionSpec spec = Workload(f);
     const Bench b = SimBench(spec);
     const auto& sim = spec.sim;
@@ -561,7 +634,7 @@ int Latency(int history_size) {
   std::printf("%-28s %10s %10s %10s   %10s %10s   %10s %10s\n", "landscape", "p50 ms", "p99 ms",
               "max ms", "+bank p50", "+bank p99", "cpu p50", "+bank cpu");
   const int n = std::getenv("LATENCY_N") ? std::atoi(std::getenv("LATENCY_N")) : 100;
-  for (const char* f : kWorkloads) {
+  for (const char* f : kReferences) {
     const infrarsi::SessionSpec spec = Workload(f);
     const Bench b = SimBench(spec);
     infrarsi::RandomOptimizer random;
@@ -626,7 +699,7 @@ int Estimates() {
               "correlation of the logs\n\n");
   std::printf("%-28s %7s %12s %12s %12s %10s\n", "workload", "ran", "mem |log|", "mem p90",
               "mem ratio", "time corr");
-  for (const char* f : kWorkloads) {
+  for (const std::string& f : SuiteFiles()) {
     const infrarsi::SessionSpec spec = Workload(f);
     const Bench b = SimBench(spec);
     const infrarsi::Planner planner = infrarsi::PlannerFor(spec);

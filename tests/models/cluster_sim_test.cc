@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <sstream>
 
@@ -177,6 +179,45 @@ INSTANTIATE_TEST_SUITE_P(
       for (const char* p = i.param.file; *p && *p != '.'; ++p) n += std::isalnum(*p) ? *p : '_';
       return n;
     });
+
+// ---- the whole benchmark suite (search_bench): every workload in
+// deploy/workloads is a believable session a team would submit.
+
+std::vector<std::string> SuiteFiles() {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads")) {
+    if (e.path().extension() == ".yaml") files.push_back(e.path().filename().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST(WorkloadSuiteTest, EveryWorkloadIsASessionWithRoomToImprove) {
+  const std::vector<std::string> files = SuiteFiles();
+  EXPECT_GE(files.size(), 12u);
+  std::set<std::string> gpus;
+  int max_gpus = 0, moe = 0, long_context = 0;
+  for (const std::string& f : files) {
+    SCOPED_TRACE(f);
+    const SessionSpec spec = LoadWorkload(f);
+    ASSERT_EQ(spec.executor_kind, SessionSpec::ExecutorKind::kSim);
+    gpus.insert(spec.gpu);
+    max_gpus = std::max(max_gpus, spec.gpu_count);
+    moe += spec.sim.model.experts > 0;
+    long_context += spec.sim.model.seq_len >= 32768;
+    auto land = EnumerateSimLandscape(spec, 1);
+    ASSERT_TRUE(land.ok()) << land.status();
+    EXPECT_GE(land->settings, 1000);
+    EXPECT_GT(land->oom, 0) << "some settings run out of memory";
+    // The baseline runs and the best setting is a real improvement on it.
+    ASSERT_EQ(land->baseline.result.status, Status::kOk) << land->baseline.result.message;
+    EXPECT_GT(land->baseline.result.step_time_s / land->best.front().result.step_time_s, 1.2);
+  }
+  EXPECT_GE(gpus.size(), 4u) << "A100-40GB, A100-80GB, H100, H200";
+  EXPECT_GE(max_gpus, 128);
+  EXPECT_GE(moe, 4);
+  EXPECT_GE(long_context, 2);
+}
 
 TEST(StatsTest, Correlation) {
   EXPECT_NEAR(Correlation({1, 2, 3, 4}, {3, 5, 7, 9}), 1.0, 1e-12);
