@@ -248,7 +248,10 @@ class Models {
     // sized for five knobs would make every far setting look promising.
     const double knob_pairs = std::max(1.0, 0.5 * static_cast<double>(spec_.knobs.size()) *
                                                 (static_cast<double>(spec_.knobs.size()) - 1.0));
-    const double pair_var = std::min(o.max_interaction_var, o.interaction_var_total / knob_pairs);
+    // The budget itself shrinks as pairs are added (total x 10 / pairs at
+    // more than 10 pairs): of many knob pairs, a smaller share interact.
+    const double budget = o.interaction_var_total * std::min(1.0, 10.0 / knob_pairs);
+    const double pair_var = std::min(o.max_interaction_var, budget / knob_pairs);
     for (int i = 0; i < d; ++i) var[i] = i == 0 ? 0.25 : (f_.is_main(i) ? 0.5 : pair_var);
     if (time_estimate) {
       mean[d] = 1.0;  // trust the textbook's proportions...
@@ -316,6 +319,7 @@ class Models {
       yt[r] = rw * std::log(h.step_time_s);
     }
     time_.Fit(xt, yt, mean, var, o.time_noise_var);
+    exploration_ = o.exploration;
 
     // Launching: most settings launch; learn the failing values and pairs.
     Eigen::VectorXd lmean = Eigen::VectorXd::Zero(d), lvar(d);
@@ -416,7 +420,7 @@ class Models {
     for (Eigen::Index i = 0; i < n; ++i) {
       Prediction& p = out[static_cast<size_t>(i)];
       p.mu = mu[i];
-      p.sd = std::sqrt(var[i]);
+      p.sd = exploration_ * std::sqrt(var[i]);
       const double z = (best_ - p.mu) / p.sd;
       p.ei = (best_ - p.mu) * NormalCdf(z) + p.sd * NormalPdf(z);
       if (fit_launch_) p.p_launch = 1.0 / (1.0 + std::exp(-launch[i]));
@@ -464,6 +468,7 @@ class Models {
   bool time_estimate_ = false;
   double base_estimate_ = 0, base_time_estimate_ = 0;
   double best_ = 0;
+  double exploration_ = 1.0;
   models::BayesLinear time_;
   bool fit_launch_ = false;
   models::BayesLogistic launch_;

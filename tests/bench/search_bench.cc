@@ -17,6 +17,10 @@
 //   search_bench --promote [seeds=30]     whole noisy sessions: what is promoted after re-verification
 //   search_bench --describe               landscapes as JSON lines (for tpe_bench.py)
 //   search_bench --oracle NAME            answers "k=v,..." lines with "ok T MEM" / "oom" / "failed"
+//
+// For experiments, the "model" strategy's options can be overridden from the
+// environment: X_NOISE (time_noise_var), X_IVT (interaction_var_total),
+// X_IVMAX, X_LOCAL, X_INIT, X_MSIG (memory_sigma), X_EXPLORE (exploration).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -343,6 +347,7 @@ int Main(int seeds, int budget, const std::string& only) {
   if (const char* v = std::getenv("X_LOCAL")) exp_opts.local_every = std::atoi(v);
   if (const char* v = std::getenv("X_INIT")) exp_opts.initial_designs = std::atoi(v);
   if (const char* v = std::getenv("X_MSIG")) exp_opts.memory_sigma = std::atof(v);
+  if (const char* v = std::getenv("X_EXPLORE")) exp_opts.exploration = std::atof(v);
   strategies.push_back({"model", std::make_unique<infrarsi::ModelOptimizer>(exp_opts)});
   strategies.push_back({"model+priors", std::make_unique<infrarsi::ModelOptimizer>(), &*priors});
 
