@@ -90,6 +90,12 @@ struct LaunchKnobs {
   int vpp = 1;  // virtual pipeline stages per rank (interleaving)
   Recompute recompute = Recompute::kNone;
   bool dist_opt = false;  // optimizer-state sharding across DP
+  // Gradients kept and reduced in bf16 (Megatron-Core's DDP with
+  // grad_reduce_in_fp32 off, NeMo's recipes) instead of fp32 main
+  // gradients: 2 bytes a parameter instead of 4, and the optimizer keeps an
+  // fp32 copy of its (sharded) gradients: Megatron's table, 20 bytes a
+  // parameter, or 4 + 16/d with the distributed optimizer.
+  bool grad_reduce_bf16 = false;
   bool seq_par = false;
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;

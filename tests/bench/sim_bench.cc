@@ -1,5 +1,5 @@
 // Prints how close the cluster simulator comes to Table 1 of Narayanan et al.
-// 2021, and how long it takes per trial on each reference workload: Simulate
+// 2021 and to NeMo's fp8 recipes on DGX-H100, and how long it takes per trial on each reference workload: Simulate
 // (noise-free) and MeasureTrial (1 warm-up + 5 steps).
 // Usage: sim_bench [repetitions]
 #include <chrono>
@@ -11,6 +11,7 @@
 #include "core/optimizer.h"
 #include "core/spec.h"
 #include "tests/models/megatron_table1.h"
+#include "tests/models/nemo_perf.h"
 
 int main(int argc, char** argv) {
   namespace ms = infrarsi::models::sim;
@@ -20,6 +21,19 @@ int main(int argc, char** argv) {
     const double sim = ms::SimulatedTflops(row);
     std::printf("%-12s %14.0f %14.1f %+7.1f%%\n", row.name, row.tflops_per_gpu, sim,
                 100.0 * (sim / row.tflops_per_gpu - 1.0));
+  }
+  std::printf("\n%-14s %12s %12s %8s %10s\n", "NeMo fp8 row", "paper tok/s", "simulated",
+              "error", "peak GiB");
+  for (const ms::NemoRow& row : ms::kNemoH100Fp8) {
+    const ms::SimResult r = ms::SimulateNemo(row);
+    if (r.status != ms::Status::kOk) {
+      std::printf("%-14s %12.0f %12s %8s %10.1f\n", row.name, row.tokens_per_s_per_gpu,
+                  ms::StatusName(r.status), "-", r.peak_mem_gib);
+      continue;
+    }
+    const double tok = ms::TokensPerGpu(row, r);
+    std::printf("%-14s %12.0f %12.0f %+7.1f%% %10.1f\n", row.name, row.tokens_per_s_per_gpu, tok,
+                100.0 * (tok / row.tokens_per_s_per_gpu - 1.0), r.peak_mem_gib);
   }
   std::printf("\n");
   const std::string dir = std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads";

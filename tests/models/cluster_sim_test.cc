@@ -16,6 +16,7 @@
 #include "core/spec.h"
 #include "models/stats.h"
 #include "tests/models/megatron_table1.h"
+#include "tests/models/nemo_perf.h"
 
 namespace infrarsi::models::sim {
 namespace {
@@ -83,6 +84,26 @@ TEST(ModelStateMemoryTest, EighteenBytesOrSixPlusTwelveOverD) {
               (6.0 + 12.0 / 8) * params, 1e-6 * params);
 }
 
+// The same table's bf16-gradient rows (Megatron-Core's grad_reduce_in_fp32
+// off, as NeMo's recipes run): 20 bytes per parameter, 4 + 16/d sharded.
+TEST(ModelStateMemoryTest, BfloatGradientsTwentyOrFourPlusSixteenOverD) {
+  ModelShape m = Gpt(24, 2048, 16, 64);
+  ClusterShape c;
+  c.gpu = *FindGpu("H100");
+  LaunchKnobs k;
+  k.grad_reduce_bf16 = true;
+  const double params = CountParams(m).total;
+  const double gib = 1024.0 * 1024 * 1024;
+  SimResult r = Simulate(m, c, k);
+  ASSERT_EQ(r.status, Status::kOk) << r.message;
+  EXPECT_NEAR((r.memory.weights_gib + r.memory.grads_gib + r.memory.optimizer_gib) * gib,
+              20.0 * params, 1e-6 * params);
+  k.dist_opt = true;
+  r = Simulate(m, c, k);
+  EXPECT_NEAR((r.memory.weights_gib + r.memory.grads_gib + r.memory.optimizer_gib) * gib,
+              (4.0 + 16.0 / 8) * params, 1e-6 * params);
+}
+
 TEST(FlopsTest, MegatronFormulaForGpt) {
   // Narayanan et al. 2021, eq. 3 without recomputation:
   // 72 B s l h^2 (1 + s/6h + V/(12 l h)) per step, i.e. per token / (B s).
@@ -103,6 +124,22 @@ TEST_P(MegatronTable1Test, ThroughputWithin20Percent) {
 INSTANTIATE_TEST_SUITE_P(
     Published, MegatronTable1Test, ::testing::ValuesIn(kMegatronTable1),
     [](const ::testing::TestParamInfo<PublishedRow>& i) { return std::string(i.param.name); });
+
+// NeMo's FP8 recipes on DGX-H100: every recipe NVIDIA runs fits in the
+// simulator's memory, and its throughput lands within 10%.
+class NemoPerfTest : public ::testing::TestWithParam<NemoRow> {};
+
+TEST_P(NemoPerfTest, RecipeFitsAndThroughputWithin10Percent) {
+  const NemoRow& row = GetParam();
+  const SimResult r = SimulateNemo(row);
+  ASSERT_EQ(r.status, Status::kOk) << row.name << ": " << r.message;
+  EXPECT_NEAR(TokensPerGpu(row, r), row.tokens_per_s_per_gpu, 0.1 * row.tokens_per_s_per_gpu)
+      << row.name << ", peak " << r.peak_mem_gib << " GiB";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Published, NemoPerfTest, ::testing::ValuesIn(kNemoH100Fp8),
+    [](const ::testing::TestParamInfo<NemoRow>& i) { return std::string(i.param.name); });
 
 // ---- the reference workloads in deploy/workloads
 
@@ -512,7 +549,8 @@ TEST(KnobTest, CompiledKnobsSetWhatSetKnobSets) {
   auto same = [](const LaunchKnobs& a, const LaunchKnobs& b) {
     return a.tp == b.tp && a.pp == b.pp && a.cp == b.cp && a.ep == b.ep &&
            a.micro_batch == b.micro_batch && a.vpp == b.vpp && a.recompute == b.recompute &&
-           a.dist_opt == b.dist_opt && a.seq_par == b.seq_par &&
+           a.dist_opt == b.dist_opt && a.grad_reduce_bf16 == b.grad_reduce_bf16 &&
+           a.seq_par == b.seq_par &&
            a.overlap_grad_reduce == b.overlap_grad_reduce &&
            a.overlap_param_gather == b.overlap_param_gather && a.bucket_mb == b.bucket_mb &&
            a.precision == b.precision && a.fused_kernels == b.fused_kernels &&
@@ -520,7 +558,7 @@ TEST(KnobTest, CompiledKnobsSetWhatSetKnobSets) {
   };
   const std::map<std::string, std::string> odd = {
       {"tp", "4"}, {"pp", "2"}, {"cp", "2"}, {"ep", "8"}, {"micro_batch", "3"}, {"vpp", "5"},
-      {"recompute", "full"}, {"dist_opt", "true"}, {"seq_par", "true"},
+      {"recompute", "full"}, {"dist_opt", "true"}, {"grad_reduce_bf16", "true"}, {"seq_par", "true"},
       {"overlap_grad_reduce", "true"}, {"overlap_param_gather", "true"}, {"bucket_mb", "160"},
       {"precision", "fp8"}, {"fused_kernels", "true"}, {"flash_attn", "true"},
       {"global_batch_override", "64"}};
