@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <map>
 #include <numeric>
 #include <optional>
 #include <random>
 #include <set>
+#include <system_error>
 #include <unordered_set>
 
 #include "core/planner.h"
@@ -15,6 +17,20 @@
 
 namespace infrarsi {
 namespace {
+
+// Runs `f` on another thread, or here when no thread can be started; the
+// future is ready once it has run.
+template <typename F>
+std::future<void> RunAside(F f) {
+  try {
+    return std::async(std::launch::async, f);
+  } catch (const std::system_error&) {
+    f();
+    std::promise<void> done;
+    done.set_value();
+    return done.get_future();
+  }
+}
 
 // One-hot coding against the baseline (whose values are the reference), plus
 // all pairwise products: feature 0 is the intercept.
@@ -318,7 +334,9 @@ class Models {
       xt.row(r) *= rw;
       yt[r] = rw * std::log(h.step_time_s);
     }
-    time_.Fit(xt, yt, mean, var, o.time_noise_var);
+    // The fits are independent: the step-time model's runs on another core
+    // while the launch and memory models are fitted here (joined below).
+    std::future<void> time_fit = RunAside([&] { time_.Fit(xt, yt, mean, var, o.time_noise_var); });
     exploration_ = o.exploration;
 
     // Launching: most settings launch; learn the failing values and pairs.
@@ -381,6 +399,7 @@ class Models {
       memory_.emplace();
       memory_->Fit(xm, my, mc, mmean, mvar, o.memory_sigma, &mw);
     }
+    time_fit.get();
   }
 
   struct Prediction {
@@ -403,7 +422,8 @@ class Models {
     }
     const auto x = xt.leftCols(f_.dim());
     Eigen::VectorXd mu, var;
-    time_.PredictBatch(xt, &mu, &var);
+    // Step time on another core while memory and launching are predicted here.
+    std::future<void> time_pred = RunAside([&] { time_.PredictBatch(xt, &mu, &var); });
     Eigen::VectorXd launch;
     if (fit_launch_) launch = x * launch_.weights();
     Eigen::VectorXd fit;
@@ -417,6 +437,7 @@ class Models {
       }
       fit = memory_->ProbabilityBelowBatch(xm, std::log(planner_.capacity_gib));
     }
+    time_pred.get();
     for (Eigen::Index i = 0; i < n; ++i) {
       Prediction& p = out[static_cast<size_t>(i)];
       p.mu = mu[i];

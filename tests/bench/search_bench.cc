@@ -634,7 +634,8 @@ int Latency(int history_size) {
       "Proposal latency with %d trials of history (random settings, 1 in 20 a contract\n"
       "violation), 1 proposal of 1 setting each; then the same with the server's most of\n"
       "%zu bank trials of the workload from another GPU (SearchContext::related); cpu: the\n"
-      "median of the proposing thread's CPU time\n\n",
+      "median CPU time of a proposal over all threads (the step-time model is fitted and\n"
+      "predicted on a second thread while the memory and launch models are on the first)\n\n",
       history_size, infrarsi::SearchContext::kMaxRelated);
   std::printf("%-28s %10s %10s %10s   %10s %10s   %10s %10s\n", "landscape", "p50 ms", "p99 ms",
               "max ms", "+bank p50", "+bank p99", "cpu p50", "+bank cpu");
@@ -662,11 +663,11 @@ int Latency(int history_size) {
       if (o.status == "ok") related.push_back({o, "bank-session"});
     }
     infrarsi::ModelOptimizer model;
-    // Wall time, and this thread's CPU time (what the proposal itself
-    // costs, apart from what else the machine is doing).
+    // Wall time, and the process's CPU time (what the proposal itself costs
+    // on all its threads; nothing else runs in this process meanwhile).
     auto thread_ms = [] {
       timespec ts{};
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
       return 1e3 * static_cast<double>(ts.tv_sec) + 1e-6 * static_cast<double>(ts.tv_nsec);
     };
     auto time = [&](const infrarsi::SearchContext& c, std::vector<double>* cpu) {
