@@ -398,6 +398,31 @@ class Models {
       }
       memory_.emplace();
       memory_->Fit(xm, my, mc, mmean, mvar, o.memory_sigma, &mw);
+      if (o.learn_memory_sigma) {
+        // The residual spread the runs show, pooled with the prior's
+        // memory_sigma as that many pseudo-trials; refitted where it moved.
+        // Each peak's residual is shrunk by what the fit spent on it (its
+        // leverage: a model with many features fits some noise), so the
+        // degrees of freedom are the peaks less the leverages.
+        const Eigen::VectorXd resid = my - xm * memory_->weights();
+        const Eigen::VectorXd q = memory_->MeanVarianceBatch(xm);
+        const double s2 = o.memory_sigma * o.memory_sigma;
+        double ss = o.memory_sigma_weight * s2, n = o.memory_sigma_weight;
+        for (Eigen::Index i = 0; i < resid.size(); ++i) {
+          if (mc[i] > 0.5) continue;  // an OOM's peak is not known
+          ss += mw[i] * resid[i] * resid[i];
+          n += mw[i] * std::max(0.0, 1.0 - std::min(1.0, q[i] / s2));
+        }
+        n = std::max(n, o.memory_sigma_weight);
+        const double sigma = std::clamp(std::sqrt(ss / n), o.min_memory_sigma, o.max_memory_sigma);
+        if (std::fabs(std::log(sigma / o.memory_sigma)) > 0.1) {
+          const Eigen::VectorXd first = memory_->weights();
+          memory_->Fit(xm, my, mc, mmean, mvar, sigma, &mw, 30, &first);
+        }
+        memory_sigma_ = sigma;
+      } else {
+        memory_sigma_ = o.memory_sigma;
+      }
     }
     time_fit.get();
   }
@@ -465,6 +490,7 @@ class Models {
   }
 
   const Features& features() const { return f_; }
+  double memory_sigma() const { return memory_ ? memory_sigma_ : 0.0; }
   const models::BayesLinear& time() const { return time_; }
   const std::optional<models::CensoredLinear>& memory() const { return memory_; }
 
@@ -490,6 +516,7 @@ class Models {
   double base_estimate_ = 0, base_time_estimate_ = 0;
   double best_ = 0;
   double exploration_ = 1.0;
+  double memory_sigma_ = 0;
   models::BayesLinear time_;
   bool fit_launch_ = false;
   models::BayesLogistic launch_;
@@ -948,6 +975,12 @@ std::vector<KnobEffectEstimate> ExplainKnobs(const SearchContext& ctx,
     }
   }
   return out;
+}
+
+double FittedMemorySigma(const SearchContext& ctx, const std::vector<Observation>& history,
+                         const ModelOptimizer::Options& options) {
+  const Planner planner = PlannerFor(*ctx.spec);
+  return Models(ctx, planner, history, options, ctx.priors).memory_sigma();
 }
 
 }  // namespace infrarsi

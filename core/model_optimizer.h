@@ -90,8 +90,14 @@ class ModelOptimizer : public Optimizer {
     // Weight of one related trial (SearchContext::related) against one of
     // the session's own, in the step-time and memory fits.
     double related_weight = 0.25;
-    // Residual sd of log peak memory.
+    // Residual sd of log peak memory: with learn_memory_sigma, the prior
+    // value, pooled as memory_sigma_weight pseudo-trials with the residuals
+    // of the peaks the runs showed, within [min, max]_memory_sigma.
     double memory_sigma = 0.1;
+    bool learn_memory_sigma = true;
+    double memory_sigma_weight = 1.0;
+    double min_memory_sigma = 0.02;
+    double max_memory_sigma = 0.3;
     // Past this many finished trials, the run and memory models fit a
     // weighted subsample (the newest of each class), bounding a proposal's
     // cost; the step-time model always sees every trial.
@@ -165,6 +171,12 @@ struct KnobEffectEstimate {
 std::vector<KnobEffectEstimate> ExplainKnobs(const SearchContext& ctx,
                                              const std::vector<Observation>& history,
                                              const ModelOptimizer::Options& options);
+
+// The memory model's residual sd (log peak memory) after fitting `history`:
+// options.memory_sigma unless learned from the runs' peaks; 0 without a
+// memory model (no device capacity known).
+double FittedMemorySigma(const SearchContext& ctx, const std::vector<Observation>& history,
+                         const ModelOptimizer::Options& options);
 
 }  // namespace infrarsi
 

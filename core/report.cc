@@ -184,6 +184,7 @@ absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
     ctx.spec = &in.spec;
     ctx.priors = in.priors;
     const auto* mo = dynamic_cast<const ModelOptimizer*>(&optimizer);
+    search->set_memory_sigma(FittedMemorySigma(ctx, history, mo ? mo->options() : ModelOptimizer::Options()));
     for (const KnobEffectEstimate& e :
          ExplainKnobs(ctx, history, mo ? mo->options() : ModelOptimizer::Options())) {
       v1::KnobEffect* k = search->add_knob_effects();

@@ -23,11 +23,12 @@ double InverseMills(double z) {
 void CensoredLinear::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
                          const Eigen::VectorXd& censored, const Eigen::VectorXd& prior_mean,
                          const Eigen::VectorXd& prior_var, double sigma,
-                         const Eigen::VectorXd* weights, int iterations) {
+                         const Eigen::VectorXd* weights, int iterations,
+                         const Eigen::VectorXd* start) {
   sigma_ = sigma;
   const Eigen::VectorXd prior_prec = prior_var.cwiseInverse();
   const Eigen::Index n = x.rows();
-  w_ = prior_mean;
+  w_ = start != nullptr ? *start : prior_mean;
   const double s2 = sigma * sigma;
   const Eigen::VectorXd ones = Eigen::VectorXd::Ones(n);
   const Eigen::VectorXd& rw = weights != nullptr ? *weights : ones;
@@ -75,6 +76,10 @@ double CensoredLinear::MeanVariance(const Eigen::VectorXd& x) const {
 
 double CensoredLinear::ProbabilityBelow(const Eigen::VectorXd& x, double threshold) const {
   return 1.0 - UpperTail((threshold - Mean(x)) / Sd(x));
+}
+
+Eigen::VectorXd CensoredLinear::MeanVarianceBatch(const Eigen::MatrixXd& x) const {
+  return RowPattern(x).QuadraticForms(covariance_);
 }
 
 Eigen::VectorXd CensoredLinear::ProbabilityBelowBatch(const Eigen::MatrixXd& x,

@@ -23,10 +23,13 @@ class CensoredLinear {
   // Rows of `x` are trials. `y` holds the observed value where
   // censored[i] == 0 and the censoring threshold (the value exceeded) where
   // censored[i] == 1. `sigma` is the residual sd. `weights` (optional):
-  // each row counts that many times. Precondition: sizes agree.
+  // each row counts that many times. `start` (optional): where Newton's
+  // method starts (a previous fit's weights), else the prior mean.
+  // Precondition: sizes agree.
   void Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y, const Eigen::VectorXd& censored,
            const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_var, double sigma,
-           const Eigen::VectorXd* weights = nullptr, int iterations = 30);
+           const Eigen::VectorXd* weights = nullptr, int iterations = 30,
+           const Eigen::VectorXd* start = nullptr);
   // Posterior mode's prediction and its predictive sd (Laplace approximation
   // around the mode, plus the residual sd).
   double Mean(const Eigen::VectorXd& x) const { return x.dot(w_); }
@@ -34,6 +37,8 @@ class CensoredLinear {
   // Posterior (Laplace) variance of x'w alone, without the residual: how
   // sure the model is of a contrast between two settings.
   double MeanVariance(const Eigen::VectorXd& x) const;
+  // MeanVariance of every row of `x`.
+  Eigen::VectorXd MeanVarianceBatch(const Eigen::MatrixXd& x) const;
   // P(y <= threshold) for a new trial at x: the probability that it fits.
   double ProbabilityBelow(const Eigen::VectorXd& x, double threshold) const;
   // ProbabilityBelow for every row of `x`.

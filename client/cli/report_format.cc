@@ -226,6 +226,12 @@ std::string FormatReport(const v1::SessionReport& r) {
       }
       absl::StrAppend(&out,
                       "  GiB: predicted peak of the baseline with this value, less the baseline's.\n");
+      if (ss.memory_sigma() > 0) {
+        absl::StrAppendFormat(&out,
+                              "  memory model: peaks predicted within a factor of %.2f (1 sd), learned "
+                              "from the runs\n",
+                              std::exp(ss.memory_sigma()));
+      }
     }
   }
   absl::StrAppend(&out, "\n");

@@ -474,6 +474,43 @@ TEST(ModelOptimizerTest, MemoryPricesAndMemorySaverPairing) {
   }
 }
 
+// The memory model's residual spread is learned from the peaks the runs
+// showed (it was fixed at 0.1): exact peaks make it small, peaks with 30%
+// noise make it large, and both are within its bounds.
+TEST(ModelOptimizerTest, MemorySpreadIsLearnedFromThePeaks) {
+  SessionSpec spec = ToySpec();
+  spec.gpu = "H200";
+  SearchContext ctx;
+  ctx.spec = &spec;
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> noise(0.0, 0.3);
+  std::vector<Observation> exact, noisy;
+  for (int64_t i = 0; i < spec.SpaceSize(); i += 3) {
+    Observation o = MeasureMem(ConfigAt(spec, i));
+    if (o.status != "ok") continue;
+    exact.push_back(o);
+    o.peak_mem_gib *= std::exp(noise(rng));
+    noisy.push_back(o);
+  }
+  ASSERT_GE(exact.size(), 20u);
+  const ModelOptimizer::Options options;
+  const double tight = FittedMemorySigma(ctx, exact, options);
+  const double wide = FittedMemorySigma(ctx, noisy, options);
+  EXPECT_LT(tight, 0.05) << "wide " << wide;
+  EXPECT_GE(tight, options.min_memory_sigma);
+  EXPECT_GT(wide, 0.15);
+  EXPECT_LE(wide, options.max_memory_sigma);
+  // Not learned: the fixed value.
+  ModelOptimizer::Options fixed;
+  fixed.learn_memory_sigma = false;
+  EXPECT_EQ(FittedMemorySigma(ctx, exact, fixed), fixed.memory_sigma);
+  // No capacity known, no memory model.
+  SessionSpec unknown = ToySpec();
+  SearchContext no_gpu;
+  no_gpu.spec = &unknown;
+  EXPECT_EQ(FittedMemorySigma(no_gpu, exact, options), 0.0);
+}
+
 TEST(ModelOptimizerTest, BankStartsComeFirstAndApart) {
   const SessionSpec spec = ToySpec();
   SearchContext ctx;
