@@ -20,8 +20,9 @@
 // Start: the bank's best settings of similar workloads (kept apart); where
 // the best of them would not fit here (it came from a GPU with more
 // memory), the best-scored setting one or two knobs from it that the
-// memory model expects to fit, once; a space-filling design only when
-// neither priors nor the bank inform the models. Then: expected improvement of log step time times
+// memory model expects to fit, once; a space-filling design (weighted by
+// the chance each pick fits) only when neither priors, the bank nor a
+// textbook step-time estimate inform the models. Then: expected improvement of log step time times
 // P(fits) x P(launches), over every untried setting in small spaces and a
 // sample plus the neighbourhood of the best in large ones; every other
 // trial, the first pick stays within two knobs of the fastest setting so
@@ -53,8 +54,12 @@ class ModelOptimizer : public Optimizer {
  public:
   struct Options {
     // Settings proposed space-filling before the models take over, when
-    // neither priors, bank starts nor related trials are given.
+    // neither priors, bank starts, related trials nor a textbook step-time
+    // estimate inform them.
     int initial_designs = 2;
+    // Space-filling picks are weighted by the chance they fit (where the
+    // device's memory is known).
+    bool space_filling_fits = true;
     // Candidates sampled per proposal in spaces larger than max_enumerate.
     int pool_size = 3000;
     int64_t max_enumerate = 20000;

@@ -350,6 +350,7 @@ int Main(int seeds, int budget, const std::string& only) {
   if (const char* v = std::getenv("X_EXPLORE")) exp_opts.exploration = std::atof(v);
   if (const char* v = std::getenv("X_LEARNSIG")) exp_opts.learn_memory_sigma = std::atoi(v) != 0;
   if (const char* v = std::getenv("X_SIGW")) exp_opts.memory_sigma_weight = std::atof(v);
+  if (const char* v = std::getenv("X_SFFIT")) exp_opts.space_filling_fits = std::atoi(v) != 0;
   strategies.push_back({"model", std::make_unique<infrarsi::ModelOptimizer>(exp_opts)});
   strategies.push_back({"model+priors", std::make_unique<infrarsi::ModelOptimizer>(), &*priors});
 
