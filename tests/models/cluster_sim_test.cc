@@ -62,46 +62,36 @@ TEST(ActivationMemoryTest, ReproducesKorthikantiFormulas) {
   EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m, k), 2 * s * b * h / t);
 }
 
-// Megatron-LM's distributed optimizer documentation: 18 bytes per parameter
-// (bf16 weights, fp32 gradients, fp32 master weights and two Adam moments),
-// 6 + 12/d with the optimizer state sharded over d data-parallel ranks.
-TEST(ModelStateMemoryTest, EighteenBytesOrSixPlusTwelveOverD) {
-  ModelShape m = Gpt(24, 2048, 16, 64);
-  ClusterShape c;
-  c.gpu = *FindGpu("H100");
-  LaunchKnobs k;  // tp = pp = 1: every GPU holds the whole model, dp = 8
-  const ParamCounts p = CountParams(m);
-  // Tied embeddings: one copy of the vocab matrix lives on the single stage.
-  const double params = p.total;
-  const double gib = 1024.0 * 1024 * 1024;
-  SimResult r = Simulate(m, c, k);
-  ASSERT_EQ(r.status, Status::kOk) << r.message;
-  EXPECT_NEAR((r.memory.weights_gib + r.memory.grads_gib + r.memory.optimizer_gib) * gib,
-              18.0 * params, 1e-6 * params);
-  k.dist_opt = true;
-  r = Simulate(m, c, k);
-  EXPECT_NEAR((r.memory.weights_gib + r.memory.grads_gib + r.memory.optimizer_gib) * gib,
-              (6.0 + 12.0 / 8) * params, 1e-6 * params);
-}
-
-// The same table's bf16-gradient rows (Megatron-Core's grad_reduce_in_fp32
-// off, as NeMo's recipes run): 20 bytes per parameter, 4 + 16/d sharded.
-TEST(ModelStateMemoryTest, BfloatGradientsTwentyOrFourPlusSixteenOverD) {
-  ModelShape m = Gpt(24, 2048, 16, 64);
+// Megatron-LM's distributed optimizer documentation: bytes of model state
+// per parameter without and with the optimizer sharded over d data-parallel
+// ranks. tp = pp = 1 on one node: every GPU holds the whole model, d = 8.
+void ExpectStateBytes(bool bf16_grads, double unsharded, double sharded_fixed, double sharded_per_d) {
+  const ModelShape m = Gpt(24, 2048, 16, 64);
   ClusterShape c;
   c.gpu = *FindGpu("H100");
   LaunchKnobs k;
-  k.grad_reduce_bf16 = true;
+  k.grad_reduce_bf16 = bf16_grads;
+  // Tied embeddings: one copy of the vocab matrix lives on the single stage.
   const double params = CountParams(m).total;
   const double gib = 1024.0 * 1024 * 1024;
-  SimResult r = Simulate(m, c, k);
-  ASSERT_EQ(r.status, Status::kOk) << r.message;
-  EXPECT_NEAR((r.memory.weights_gib + r.memory.grads_gib + r.memory.optimizer_gib) * gib,
-              20.0 * params, 1e-6 * params);
-  k.dist_opt = true;
-  r = Simulate(m, c, k);
-  EXPECT_NEAR((r.memory.weights_gib + r.memory.grads_gib + r.memory.optimizer_gib) * gib,
-              (4.0 + 16.0 / 8) * params, 1e-6 * params);
+  for (const bool dist_opt : {false, true}) {
+    k.dist_opt = dist_opt;
+    const SimResult r = Simulate(m, c, k);
+    ASSERT_EQ(r.status, Status::kOk) << r.message;
+    const double expected = dist_opt ? sharded_fixed + sharded_per_d / 8 : unsharded;
+    EXPECT_NEAR((r.memory.weights_gib + r.memory.grads_gib + r.memory.optimizer_gib) * gib,
+                expected * params, 1e-6 * params)
+        << "dist_opt " << dist_opt;
+  }
+}
+
+// bf16 weights, fp32 gradients, fp32 master weights and two Adam moments.
+TEST(ModelStateMemoryTest, EighteenBytesOrSixPlusTwelveOverD) { ExpectStateBytes(false, 18, 6, 12); }
+
+// The same table's bf16-gradient row (Megatron-Core's grad_reduce_in_fp32
+// off, as NeMo's recipes run).
+TEST(ModelStateMemoryTest, BfloatGradientsTwentyOrFourPlusSixteenOverD) {
+  ExpectStateBytes(true, 20, 4, 16);
 }
 
 TEST(FlopsTest, MegatronFormulaForGpt) {
