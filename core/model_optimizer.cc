@@ -32,6 +32,28 @@ std::future<void> RunAside(F f) {
   }
 }
 
+// The residual sd of log peak memory the runs' peaks show for a model
+// fitted to them, pooled with options.memory_sigma as memory_sigma_weight
+// pseudo-trials, within [min, max]_memory_sigma. Each peak's residual is
+// shrunk by what the fit spent on it (its leverage: a model with many
+// features fits some noise), so the degrees of freedom are the peaks less
+// the leverages. An OOM's peak is not known and is left out.
+double LearnedMemorySigma(const models::CensoredLinear& m, const Eigen::MatrixXd& x,
+                          const Eigen::VectorXd& y, const Eigen::VectorXd& censored,
+                          const Eigen::VectorXd& weights, const ModelOptimizer::Options& o) {
+  const Eigen::VectorXd resid = y - x * m.weights();
+  const Eigen::VectorXd q = m.MeanVarianceBatch(x);
+  const double s2 = o.memory_sigma * o.memory_sigma;
+  double ss = o.memory_sigma_weight * s2, n = o.memory_sigma_weight;
+  for (Eigen::Index i = 0; i < resid.size(); ++i) {
+    if (censored[i] > 0.5) continue;
+    ss += weights[i] * resid[i] * resid[i];
+    n += weights[i] * std::max(0.0, 1.0 - std::min(1.0, q[i] / s2));
+  }
+  n = std::max(n, o.memory_sigma_weight);
+  return std::clamp(std::sqrt(ss / n), o.min_memory_sigma, o.max_memory_sigma);
+}
+
 // One-hot coding against the baseline (whose values are the reference), plus
 // all pairwise products: feature 0 is the intercept.
 class Features {
@@ -337,7 +359,6 @@ class Models {
     // The fits are independent: the step-time model's runs on another core
     // while the launch and memory models are fitted here (joined below).
     std::future<void> time_fit = RunAside([&] { time_.Fit(xt, yt, mean, var, o.time_noise_var); });
-    exploration_ = o.exploration;
 
     // Launching: most settings launch; learn the failing values and pairs.
     Eigen::VectorXd lmean = Eigen::VectorXd::Zero(d), lvar(d);
@@ -398,30 +419,14 @@ class Models {
       }
       memory_.emplace();
       memory_->Fit(xm, my, mc, mmean, mvar, o.memory_sigma, &mw);
+      memory_sigma_ = o.memory_sigma;
       if (o.learn_memory_sigma) {
-        // The residual spread the runs show, pooled with the prior's
-        // memory_sigma as that many pseudo-trials; refitted where it moved.
-        // Each peak's residual is shrunk by what the fit spent on it (its
-        // leverage: a model with many features fits some noise), so the
-        // degrees of freedom are the peaks less the leverages.
-        const Eigen::VectorXd resid = my - xm * memory_->weights();
-        const Eigen::VectorXd q = memory_->MeanVarianceBatch(xm);
-        const double s2 = o.memory_sigma * o.memory_sigma;
-        double ss = o.memory_sigma_weight * s2, n = o.memory_sigma_weight;
-        for (Eigen::Index i = 0; i < resid.size(); ++i) {
-          if (mc[i] > 0.5) continue;  // an OOM's peak is not known
-          ss += mw[i] * resid[i] * resid[i];
-          n += mw[i] * std::max(0.0, 1.0 - std::min(1.0, q[i] / s2));
-        }
-        n = std::max(n, o.memory_sigma_weight);
-        const double sigma = std::clamp(std::sqrt(ss / n), o.min_memory_sigma, o.max_memory_sigma);
-        if (std::fabs(std::log(sigma / o.memory_sigma)) > 0.1) {
+        const double sigma = LearnedMemorySigma(*memory_, xm, my, mc, mw, o);
+        if (std::fabs(std::log(sigma / o.memory_sigma)) > 0.1) {  // refit where it moved
           const Eigen::VectorXd first = memory_->weights();
           memory_->Fit(xm, my, mc, mmean, mvar, sigma, &mw, 30, &first);
         }
         memory_sigma_ = sigma;
-      } else {
-        memory_sigma_ = o.memory_sigma;
       }
     }
     time_fit.get();
@@ -466,7 +471,7 @@ class Models {
     for (Eigen::Index i = 0; i < n; ++i) {
       Prediction& p = out[static_cast<size_t>(i)];
       p.mu = mu[i];
-      p.sd = exploration_ * std::sqrt(var[i]);
+      p.sd = std::sqrt(var[i]);
       const double z = (best_ - p.mu) / p.sd;
       p.ei = (best_ - p.mu) * NormalCdf(z) + p.sd * NormalPdf(z);
       if (fit_launch_) p.p_launch = 1.0 / (1.0 + std::exp(-launch[i]));
@@ -515,7 +520,6 @@ class Models {
   bool time_estimate_ = false;
   double base_estimate_ = 0, base_time_estimate_ = 0;
   double best_ = 0;
-  double exploration_ = 1.0;
   double memory_sigma_ = 0;
   models::BayesLinear time_;
   bool fit_launch_ = false;
@@ -764,7 +768,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     // textbook memory estimate and the baseline's peak): a far setting
     // that runs out of memory teaches little and costs a trial.
     std::vector<Models::Prediction> pred;
-    if (planner.capacity_gib > 0 && options_.space_filling_fits) pred = models().PredictAll(pool);
+    if (planner.capacity_gib > 0) pred = models().PredictAll(pool);
     for (size_t i = 0; i < pool.size(); ++i) {
       int dmin = 1 << 20;
       for (int64_t t : tried) dmin = std::min(dmin, space.Distance(pool[i], t));
@@ -878,13 +882,15 @@ PercentEffect Percent(const Model& m, const Eigen::VectorXd& contrast, int setti
 
 std::vector<KnobEffectEstimate> ExplainKnobs(const SearchContext& ctx,
                                              const std::vector<Observation>& history,
-                                             const ModelOptimizer::Options& options) {
+                                             const ModelOptimizer::Options& options,
+                                             double* memory_sigma) {
   const SessionSpec& spec = *ctx.spec;
   const Planner planner = PlannerFor(spec);
   const Models cold(ctx, planner, history, options, nullptr);
   std::optional<Models> revised;
   if (ctx.priors != nullptr) revised.emplace(ctx, planner, history, options, ctx.priors);
   const Models& post = revised ? *revised : cold;
+  if (memory_sigma != nullptr) *memory_sigma = post.memory_sigma();
   std::vector<KnobEffectEstimate> out;
   const Features& f = cold.features();
   const double base_peak = post.PeakGib(spec.baseline);
@@ -988,12 +994,6 @@ std::vector<KnobEffectEstimate> ExplainKnobs(const SearchContext& ctx,
     }
   }
   return out;
-}
-
-double FittedMemorySigma(const SearchContext& ctx, const std::vector<Observation>& history,
-                         const ModelOptimizer::Options& options) {
-  const Planner planner = PlannerFor(*ctx.spec);
-  return Models(ctx, planner, history, options, ctx.priors).memory_sigma();
 }
 
 }  // namespace infrarsi

@@ -57,9 +57,6 @@ class ModelOptimizer : public Optimizer {
     // neither priors, bank starts, related trials nor a textbook step-time
     // estimate inform them.
     int initial_designs = 2;
-    // Space-filling picks are weighted by the chance they fit (where the
-    // device's memory is known).
-    bool space_filling_fits = true;
     // Candidates sampled per proposal in spaces larger than max_enumerate.
     int pool_size = 3000;
     int64_t max_enumerate = 20000;
@@ -76,12 +73,6 @@ class ModelOptimizer : public Optimizer {
     // setting does not look promising from doubt alone.
     double interaction_var_total = 1.0;
     double max_interaction_var = 0.1;
-    // Scales the step-time model's predictive sd in expected improvement:
-    // below 1, the search trusts the model's mean more than its doubt.
-    // (0.8 reached within 2% sooner on the cold simulator suite, 247 against
-    // 262 summed medians at 30 seeds, but made right priors slower than none
-    // on the toy of PriorsTest: kept at 1.)
-    double exploration = 1.0;
     // The same for the memory model's interactions (memory is nearly
     // additive in log space, so a tighter budget).
     double memory_interaction_var_total = 0.1;
@@ -140,7 +131,7 @@ struct PercentEffect {
 // PercentEffects are what to show: the model's whole prediction with the
 // value against the baseline's value, averaged over the distinct settings
 // the session ran (each changed in this knob only, where both versions
-// launch), and at the fastest setting that ran.
+// launch and are expected to fit), and at the fastest setting that ran.
 struct KnobEffectEstimate {
   std::string knob, value;
   bool has_prior = false;  // a prior was given (else prior_* are the cold defaults)
@@ -173,15 +164,13 @@ struct KnobEffectEstimate {
 };
 
 // Fits the models to `history` and reports every non-baseline knob value.
+// `memory_sigma` (optional) receives the memory model's residual sd of log
+// peak memory: options.memory_sigma unless learned from the runs' peaks; 0
+// without a memory model (no device capacity known).
 std::vector<KnobEffectEstimate> ExplainKnobs(const SearchContext& ctx,
                                              const std::vector<Observation>& history,
-                                             const ModelOptimizer::Options& options);
-
-// The memory model's residual sd (log peak memory) after fitting `history`:
-// options.memory_sigma unless learned from the runs' peaks; 0 without a
-// memory model (no device capacity known).
-double FittedMemorySigma(const SearchContext& ctx, const std::vector<Observation>& history,
-                         const ModelOptimizer::Options& options);
+                                             const ModelOptimizer::Options& options,
+                                             double* memory_sigma = nullptr);
 
 }  // namespace infrarsi
 

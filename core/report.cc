@@ -184,9 +184,11 @@ absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
     ctx.spec = &in.spec;
     ctx.priors = in.priors;
     const auto* mo = dynamic_cast<const ModelOptimizer*>(&optimizer);
-    search->set_memory_sigma(FittedMemorySigma(ctx, history, mo ? mo->options() : ModelOptimizer::Options()));
-    for (const KnobEffectEstimate& e :
-         ExplainKnobs(ctx, history, mo ? mo->options() : ModelOptimizer::Options())) {
+    double memory_sigma = 0;
+    const std::vector<KnobEffectEstimate> effects =
+        ExplainKnobs(ctx, history, mo ? mo->options() : ModelOptimizer::Options(), &memory_sigma);
+    search->set_memory_sigma(memory_sigma);
+    for (const KnobEffectEstimate& e : effects) {
       v1::KnobEffect* k = search->add_knob_effects();
       k->set_knob(e.knob);
       k->set_value(e.value);

@@ -20,7 +20,8 @@
 //
 // For experiments, the "model" strategy's options can be overridden from the
 // environment: X_NOISE (time_noise_var), X_IVT (interaction_var_total),
-// X_IVMAX, X_LOCAL, X_INIT, X_MSIG (memory_sigma), X_EXPLORE (exploration).
+// X_IVMAX, X_LOCAL, X_INIT, X_MSIG (memory_sigma), X_LEARNSIG
+// (learn_memory_sigma, 0 or 1), X_SIGW (memory_sigma_weight).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -347,10 +348,8 @@ int Main(int seeds, int budget, const std::string& only) {
   if (const char* v = std::getenv("X_LOCAL")) exp_opts.local_every = std::atoi(v);
   if (const char* v = std::getenv("X_INIT")) exp_opts.initial_designs = std::atoi(v);
   if (const char* v = std::getenv("X_MSIG")) exp_opts.memory_sigma = std::atof(v);
-  if (const char* v = std::getenv("X_EXPLORE")) exp_opts.exploration = std::atof(v);
   if (const char* v = std::getenv("X_LEARNSIG")) exp_opts.learn_memory_sigma = std::atoi(v) != 0;
   if (const char* v = std::getenv("X_SIGW")) exp_opts.memory_sigma_weight = std::atof(v);
-  if (const char* v = std::getenv("X_SFFIT")) exp_opts.space_filling_fits = std::atoi(v) != 0;
   strategies.push_back({"model", std::make_unique<infrarsi::ModelOptimizer>(exp_opts)});
   strategies.push_back({"model+priors", std::make_unique<infrarsi::ModelOptimizer>(), &*priors});
 

@@ -494,8 +494,14 @@ TEST(ModelOptimizerTest, MemorySpreadIsLearnedFromThePeaks) {
   }
   ASSERT_GE(exact.size(), 20u);
   const ModelOptimizer::Options options;
-  const double tight = FittedMemorySigma(ctx, exact, options);
-  const double wide = FittedMemorySigma(ctx, noisy, options);
+  auto sigma = [&](const SearchContext& c, const std::vector<Observation>& h,
+                   const ModelOptimizer::Options& o) {
+    double out = -1;
+    ExplainKnobs(c, h, o, &out);
+    return out;
+  };
+  const double tight = sigma(ctx, exact, options);
+  const double wide = sigma(ctx, noisy, options);
   EXPECT_LT(tight, 0.05) << "wide " << wide;
   EXPECT_GE(tight, options.min_memory_sigma);
   EXPECT_GT(wide, 0.15);
@@ -503,12 +509,12 @@ TEST(ModelOptimizerTest, MemorySpreadIsLearnedFromThePeaks) {
   // Not learned: the fixed value.
   ModelOptimizer::Options fixed;
   fixed.learn_memory_sigma = false;
-  EXPECT_EQ(FittedMemorySigma(ctx, exact, fixed), fixed.memory_sigma);
+  EXPECT_EQ(sigma(ctx, exact, fixed), fixed.memory_sigma);
   // No capacity known, no memory model.
   SessionSpec unknown = ToySpec();
   SearchContext no_gpu;
   no_gpu.spec = &unknown;
-  EXPECT_EQ(FittedMemorySigma(no_gpu, exact, options), 0.0);
+  EXPECT_EQ(sigma(no_gpu, exact, options), 0.0);
 }
 
 TEST(ModelOptimizerTest, BankStartsComeFirstAndApart) {
