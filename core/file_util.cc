@@ -100,4 +100,50 @@ absl::StatusOr<std::string> ReadRegularFileWithin(const std::string& root, const
   return ReadOpened(fd.fd, path, max_bytes, field);
 }
 
+absl::Status WriteFileAtomically(const std::string& path, const std::string& content,
+                                 const std::string& field) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": a file path is required"));
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": folder '", dir.string(), "' does not exist"));
+  }
+  if (fs::is_directory(target, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": '", path, "' is a folder"));
+  }
+  std::string tmp = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
+  const int fd = mkstemp(tmp.data());
+  if (fd < 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat(field, ": cannot write in '", dir.string(), "'"));
+  }
+  absl::Status st = absl::OkStatus();
+  {
+    ScopedFd f(fd);
+    size_t done = 0;
+    while (done < content.size()) {
+      const ssize_t n = write(fd, content.data() + done, content.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        st = absl::ErrnoToStatus(errno, absl::StrCat(field, ": writing '", path, "'"));
+        break;
+      }
+      done += static_cast<size_t>(n);
+    }
+    if (st.ok() && fsync(fd) != 0) st = absl::ErrnoToStatus(errno, absl::StrCat(field, ": writing '", path, "'"));
+    // mkstemp makes it 0600; a report is for sharing like any file the user writes.
+    if (st.ok()) {
+      const mode_t mask = umask(0);
+      umask(mask);
+      (void)fchmod(fd, 0666 & ~mask);
+    }
+  }
+  if (st.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    st = absl::ErrnoToStatus(errno, absl::StrCat(field, ": cannot replace '", path, "'"));
+  }
+  if (!st.ok()) unlink(tmp.c_str());
+  return st;
+}
+
 }  // namespace infrarsi

@@ -35,6 +35,14 @@ absl::StatusOr<std::string> ReadRegularFile(const std::string& path, size_t max_
 absl::StatusOr<std::string> ReadRegularFileWithin(const std::string& root, const std::string& rel,
                                                   size_t max_bytes, const std::string& field);
 
+// Writes `content` to `path` whole or not at all: into a temporary file
+// beside it, flushed, then renamed over it (a reader never sees half a
+// file; a failure leaves whatever was there). INVALID_ARGUMENT naming
+// `field` when its folder does not exist or it names a folder; the
+// errno's status otherwise. Thread-safe for distinct paths.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& content,
+                                 const std::string& field);
+
 }  // namespace infrarsi
 
 #endif  // INFRARSI_CORE_FILE_UTIL_H_

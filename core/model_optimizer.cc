@@ -883,7 +883,7 @@ PercentEffect Percent(const Model& m, const Eigen::VectorXd& contrast, int setti
 std::vector<KnobEffectEstimate> ExplainKnobs(const SearchContext& ctx,
                                              const std::vector<Observation>& history,
                                              const ModelOptimizer::Options& options,
-                                             double* memory_sigma) {
+                                             double* memory_sigma, MemoryFit* memory_fit) {
   const SessionSpec& spec = *ctx.spec;
   const Planner planner = PlannerFor(spec);
   const Models cold(ctx, planner, history, options, nullptr);
@@ -891,6 +891,18 @@ std::vector<KnobEffectEstimate> ExplainKnobs(const SearchContext& ctx,
   if (ctx.priors != nullptr) revised.emplace(ctx, planner, history, options, ctx.priors);
   const Models& post = revised ? *revised : cold;
   if (memory_sigma != nullptr) *memory_sigma = post.memory_sigma();
+  if (memory_fit != nullptr) {
+    *memory_fit = MemoryFit();
+    if (post.memory()) {
+      memory_fit->capacity_gib = planner.capacity_gib;
+      for (const Observation& o : history) {
+        const std::string key = ConfigKey(o.config);
+        if (!memory_fit->predicted_peak_gib.count(key)) {
+          memory_fit->predicted_peak_gib[key] = post.PeakGib(o.config);
+        }
+      }
+    }
+  }
   std::vector<KnobEffectEstimate> out;
   const Features& f = cold.features();
   const double base_peak = post.PeakGib(spec.baseline);

@@ -43,6 +43,7 @@
 #ifndef INFRARSI_CORE_MODEL_OPTIMIZER_H_
 #define INFRARSI_CORE_MODEL_OPTIMIZER_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -163,14 +164,25 @@ struct KnobEffectEstimate {
   PercentEffect mem_avg;
 };
 
+// What the memory model (with priors where given) says of the settings
+// that ran, for the report's plots.
+struct MemoryFit {
+  double capacity_gib = 0;  // the device's memory it judges against; 0: none
+  // Predicted peak (GiB) of each distinct setting of the history, by
+  // ConfigKey; empty without a memory model.
+  std::map<std::string, double> predicted_peak_gib;
+};
+
 // Fits the models to `history` and reports every non-baseline knob value.
 // `memory_sigma` (optional) receives the memory model's residual sd of log
 // peak memory: options.memory_sigma unless learned from the runs' peaks; 0
-// without a memory model (no device capacity known).
+// without a memory model (no device capacity known). `memory_fit`
+// (optional) receives the same model's predictions.
 std::vector<KnobEffectEstimate> ExplainKnobs(const SearchContext& ctx,
                                              const std::vector<Observation>& history,
                                              const ModelOptimizer::Options& options,
-                                             double* memory_sigma = nullptr);
+                                             double* memory_sigma = nullptr,
+                                             MemoryFit* memory_fit = nullptr);
 
 }  // namespace infrarsi
 

@@ -43,6 +43,7 @@ v1::TrialView TrialViewOf(const storage::TrialRecord& t) {
   if (t.observed_steps > 0) v.set_observed_step_time_s(t.observed_window_s / t.observed_steps);
   if (!t.slurm.empty()) *v.mutable_slurm() = DecodeSlurmJob(t.slurm);
   v.set_infra_lost_s(t.lost_s);
+  v.set_failure_class(FailureClass(t.status, t.violation, t.error));
   return v;
 }
 
@@ -185,9 +186,20 @@ absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
     ctx.priors = in.priors;
     const auto* mo = dynamic_cast<const ModelOptimizer*>(&optimizer);
     double memory_sigma = 0;
-    const std::vector<KnobEffectEstimate> effects =
-        ExplainKnobs(ctx, history, mo ? mo->options() : ModelOptimizer::Options(), &memory_sigma);
+    MemoryFit fit;
+    const std::vector<KnobEffectEstimate> effects = ExplainKnobs(
+        ctx, history, mo ? mo->options() : ModelOptimizer::Options(), &memory_sigma, &fit);
     search->set_memory_sigma(memory_sigma);
+    search->set_capacity_gib(fit.capacity_gib);
+    // Every trial of a setting the model saw (verification re-runs share
+    // their candidate's setting).
+    if (!fit.predicted_peak_gib.empty()) {
+      for (v1::TrialView& v : *rep.mutable_trials()) {
+        const Config c(v.config().begin(), v.config().end());
+        auto it = fit.predicted_peak_gib.find(ConfigKey(c));
+        if (it != fit.predicted_peak_gib.end()) v.set_predicted_peak_mem_gib(it->second);
+      }
+    }
     for (const KnobEffectEstimate& e : effects) {
       v1::KnobEffect* k = search->add_knob_effects();
       k->set_knob(e.knob);

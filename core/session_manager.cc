@@ -287,6 +287,7 @@ absl::StatusOr<std::unique_ptr<SessionManager::SessionState>> SessionManager::Re
   ASSIGN_OR_RETURN(auto trials, storage->ListTrials(s->rec.id));
   for (const auto& t : trials) {
     s->host_failures += t.status == ts::kFailed || t.status == ts::kTimeout;
+    s->cost_s += t.cost_s + t.lost_s;
     if (t.purpose != "search") continue;
     ++s->search_total;
     if (IsInFlightStatus(t.status)) ++s->search_in_flight;
@@ -534,6 +535,7 @@ v1::SessionSummary SessionManager::SummaryOf(const SessionState& s) {
   out.set_applied_commit(s.rec.applied_commit);
   out.set_notice(s.notice);
   out.set_last_event_seq(LastEventSeq(s));
+  out.set_cost_s(s.cost_s);
   return out;
 }
 
@@ -1848,6 +1850,7 @@ absl::Status SessionManager::FinishTrialLocked(SessionState& s, storage::TrialRe
   RETURN_IF_ERROR(WriteTrialLocked(s, t));
   RETURN_IF_ERROR(
       options_.storage->AddBankEntry(Bank::EntryFor(s.rec, s.spec, t, NowMs())).status());
+  s.cost_s += t.cost_s;
   if (t.status == ts::kFailed || t.status == ts::kTimeout) ++s.host_failures;
   const v1::Stage stage = StageFromName(s.rec.stage);
   // The session's trials (this one written), read once for what needs them:
@@ -1918,6 +1921,7 @@ absl::Status SessionManager::InfraFailedLocked(SessionState& s, storage::TrialRe
   }
   if (t.attempts < options_.max_attempts) {
     t.lost_s += wall;
+    s.cost_s += wall;
     // Not the setting's fault: it runs again (elsewhere, if the agent is
     // broken), and nothing of this attempt is learnt from.
     return RequeueLocked(s, t, absl::StrCat(why, "; re-queued"), /*refund_attempt=*/false,

@@ -245,6 +245,9 @@ class SessionManager {
     int search_in_flight = 0;
     int search_total = 0;  // search trials ever created
     int search_done = 0;   // finished search trials
+    // Wall seconds its trials took (and attempts the infrastructure failed
+    // lost): the report's total_cost_s, kept for the session list.
+    double cost_s = 0;
     double best_step_time_s = 0;  // best ok trial (doctor or search), 0: none
     int64_t best_trial_id = 0;
     Config best_config;

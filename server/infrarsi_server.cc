@@ -100,6 +100,16 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
         " without TLS; give a certificate and key (--tls-cert, --tls-key), listen on "
         "127.0.0.1, or pass --insecure to accept plaintext on the network"));
   }
+  if (const size_t c = options.http_listen.rfind(':'); !options.http_listen.empty() &&
+                                                       c != std::string::npos &&
+                                                       options.tls_cert_pem.empty() &&
+                                                       !options.insecure &&
+                                                       !ResolvesToLoopbackOnly(options.http_listen.substr(0, c))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "http_listen: refusing to serve the dashboard on ", options.http_listen.substr(0, c),
+        " without TLS; give a certificate and key (--tls-cert, --tls-key), listen on "
+        "127.0.0.1, or pass --insecure to accept plaintext on the network"));
+  }
   std::unique_ptr<InfraRsiServer> s(new InfraRsiServer());
   s->options_ = options;
   s->host_ = host;
@@ -115,6 +125,15 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
           "listen: no API token exists, so every caller on ", host,
           " would act as admin; create one first (infrarsi-server --db ", options.db_path,
           " token create --role admin) or listen on 127.0.0.1"));
+    }
+    // The dashboard reads every session of an open server: the same rule.
+    if (const size_t c = options.http_listen.rfind(':');
+        tokens.empty() && !options.http_listen.empty() && c != std::string::npos &&
+        !ResolvesToLoopbackOnly(options.http_listen.substr(0, c))) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "http_listen: no API token exists, so every visitor of ", options.http_listen,
+          " would read every session; create one first (infrarsi-server --db ", options.db_path,
+          " token create --role admin) or serve the dashboard on 127.0.0.1"));
     }
   }
   s->committer_ = std::make_unique<GitCommitter>(
@@ -222,6 +241,18 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
     mo.db_path = options.db_path;
     ASSIGN_OR_RETURN(s->metrics_, MetricsEndpoint::Create(mo));
   }
+  if (!options.http_listen.empty()) {
+    Dashboard::Options d;
+    d.listen = options.http_listen;
+    d.manager = s->manager_.get();
+    d.auth = s->auth_.get();
+    d.clock = options.clock;
+    d.tls_cert_pem = options.tls_cert_pem;
+    d.tls_key_pem = options.tls_key_pem;
+    d.tls_client_ca_pem = options.tls_client_ca_pem;
+    d.insecure = options.insecure;
+    ASSIGN_OR_RETURN(s->dashboard_, Dashboard::Create(d));
+  }
   InfraRsiServer* raw = s.get();
   s->reaper_ = std::thread([raw] {
     absl::Time next_prune = absl::Now();
@@ -267,6 +298,7 @@ void InfraRsiServer::Shutdown(absl::Duration grace) {
     stop_.Notify();
     if (reaper_.joinable()) reaper_.join();
     metrics_.reset();
+    dashboard_.reset();
     stopped_.Notify();
   });
 }

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "core/auth.h"
 #include "core/clock.h"
+#include "server/dashboard.h"
 #include "server/git_committer.h"
 #include "server/metrics_endpoint.h"
 
@@ -88,6 +89,10 @@ class InfraRsiServer {
     // any free one); "" serves none. Plain HTTP: keep it on loopback or a
     // private network.
     std::string metrics_listen;
+    // Where the read-only web dashboard is served (HOST:PORT, port 0: any
+    // free one); "" serves none. The same tokens and TLS as the gRPC port;
+    // plaintext only on loopback unless `insecure`.
+    std::string http_listen;
     int max_streams_per_caller = 64;
     int max_long_polls_per_caller = 256;
     // Bare mirrors of registered repositories with remote URLs. Default:
@@ -106,6 +111,8 @@ class InfraRsiServer {
   std::string address() const;
   // The metrics endpoint's port (0: none).
   int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
+  // The dashboard's port (0: none).
+  int http_port() const { return dashboard_ ? dashboard_->port() : 0; }
   SessionManager* manager() { return manager_.get(); }
 
   // Graceful: wakes long polls and watchers, lets in-flight RPCs finish (up
@@ -134,6 +141,7 @@ class InfraRsiServer {
   RpcMetrics rpc_metrics_;
   std::unique_ptr<storage::Storage> metrics_reader_;
   std::unique_ptr<MetricsEndpoint> metrics_;
+  std::unique_ptr<Dashboard> dashboard_;
   absl::Notification stop_;
   absl::Notification stopped_;
   std::once_flag shutdown_once_;

@@ -133,6 +133,9 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", opts.metrics_listen,
                  "HOST:PORT for GET /metrics in Prometheus' text format (plain HTTP: loopback "
                  "or a private network); default: none");
+  app.add_option("--http-listen", opts.http_listen,
+                 "HOST:PORT for the read-only web dashboard (the same tokens and TLS as "
+                 "--listen; plaintext only on loopback unless --insecure); default: none");
   app.add_option("--max-streams-per-caller", opts.max_streams_per_caller,
                  "concurrent WatchSession streams one caller (token) may hold")
       ->capture_default_str()
@@ -277,6 +280,14 @@ int main(int argc, char** argv) {
   // The first stdout line tells scripts (and tests) the bound address.
   std::printf("infrarsi-server listening on %s\n", (*server)->address().c_str());
   std::fflush(stdout);
+  if ((*server)->http_port() > 0) {
+    // The second line, for the same scripts: where the dashboard is.
+    std::printf("infrarsi-server dashboard on %s://%s:%d/\n",
+                opts.tls_cert_pem.empty() ? "http" : "https",
+                opts.http_listen.substr(0, opts.http_listen.rfind(':')).c_str(),
+                (*server)->http_port());
+    std::fflush(stdout);
+  }
   NotifySystemd("READY=1");  // Type=notify: ready once it listens
   spdlog::info("listening on {} with database {}", (*server)->address(), opts.db_path);
   if ((*server)->metrics_port() > 0) {

@@ -17,6 +17,7 @@
 #include "client/cli/report_format.h"
 #include "client/rpc_client.h"
 #include "core/file_util.h"
+#include "core/web/pages.h"
 #include "core/stage.h"
 #include "core/sim_landscape.h"
 
@@ -113,6 +114,10 @@ int main(int argc, char** argv) {
                            "failure costs");
   report->add_option("id", id, "session id")->required();
   report->add_flag("--json", json, "stable JSON output");
+  std::string html_path;
+  report->add_option("--html", html_path,
+                     "write the report as one self-contained HTML file instead (plots included; "
+                     "opens without a network); with --json, the JSON too");
 
   std::string repo, branch;
   bool dry_run = false;
@@ -270,6 +275,19 @@ int main(int argc, char** argv) {
   if (*report) {
     auto r = c.Report(id);
     if (!r.ok()) return Fail(r.status());
+    if (!html_path.empty()) {
+      auto summary = c.GetSession(id);
+      if (!summary.ok()) return Fail(summary.status());
+      infrarsi::web::PageStyle style;
+      style.standalone = true;
+      if (absl::Status st = infrarsi::WriteFileAtomically(
+              html_path, infrarsi::web::SessionPage(*r, *summary, style), "--html");
+          !st.ok()) {
+        return Fail(st);
+      }
+      std::cerr << "wrote " << html_path << "\n";
+      if (!json) return 0;
+    }
     std::cout << (json ? infrarsi::client::ToJson(*r) : infrarsi::client::FormatReport(*r));
     if (json) std::cout << "\n";
     return 0;

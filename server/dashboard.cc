@@ -1,0 +1,322 @@
+#include "server/dashboard.h"
+
+#include <httplib.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "core/proto_util.h"
+#include "core/status_macros.h"
+#include "core/web/pages.h"
+#include "server/infrarsi_server.h"
+
+namespace infrarsi::server {
+namespace {
+
+constexpr char kCookie[] = "infrarsi_token";
+constexpr char kHtml[] = "text/html; charset=utf-8";
+// Nothing but this server: its script, inline styles (the pages' own) and
+// fetches of its own pages; no frames, no forms elsewhere.
+constexpr char kPolicy[] =
+    "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+int HttpCode(const absl::Status& st) {
+  switch (st.code()) {
+    case absl::StatusCode::kNotFound: return 404;
+    case absl::StatusCode::kPermissionDenied: return 403;
+    case absl::StatusCode::kUnauthenticated: return 401;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange: return 400;
+    case absl::StatusCode::kUnavailable: return 503;
+    default: return 500;
+  }
+}
+
+void Secure(httplib::Response& res) {
+  res.set_header("Content-Security-Policy", kPolicy);
+  res.set_header("X-Content-Type-Options", "nosniff");
+  res.set_header("Referrer-Policy", "no-referrer");
+  res.set_header("Cache-Control", "no-store");
+  res.set_header("X-Frame-Options", "DENY");
+}
+
+// "who" as the navigation bar shows it.
+std::string WhoLabel(const Principal& p) {
+  if (p.open) return "open server (no tokens yet)";
+  return absl::StrCat(p.team.empty() ? "every team" : absl::StrCat("team ", p.team), " · ",
+                      RoleName(p.role));
+}
+
+// A POST from another site's page (login CSRF): its Origin names another
+// host. Browsers send Origin with every POST form.
+bool CrossSite(const httplib::Request& req) {
+  if (!req.has_header("Origin")) return false;
+  std::string origin = req.get_header_value("Origin");
+  const std::string host = req.get_header_value("Host");
+  for (const char* scheme : {"http://", "https://"}) {
+    if (absl::StartsWith(origin, scheme)) return origin.substr(strlen(scheme)) != host;
+  }
+  return true;  // "null" and anything else
+}
+
+}  // namespace
+
+std::string RequestToken(const std::string& authorization, const std::string& cookie_header) {
+  absl::string_view a = absl::StripAsciiWhitespace(authorization);
+  if (absl::ConsumePrefix(&a, "Bearer ")) return std::string(absl::StripAsciiWhitespace(a));
+  for (absl::string_view part : absl::StrSplit(cookie_header, ';')) {
+    part = absl::StripAsciiWhitespace(part);
+    if (absl::ConsumePrefix(&part, kCookie) && absl::ConsumePrefix(&part, "=")) {
+      return std::string(part);
+    }
+  }
+  return "";
+}
+
+absl::StatusOr<std::unique_ptr<Dashboard>> Dashboard::Create(const Options& options) {
+  if (options.manager == nullptr) return absl::InvalidArgumentError("dashboard: manager is required");
+  const size_t colon = options.listen.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(options.listen.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("http_listen: expected HOST:PORT, got '", options.listen, "'"));
+  }
+  const std::string host = options.listen.substr(0, colon);
+  if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
+    return absl::InvalidArgumentError("http_listen: TLS needs both a certificate and a key");
+  }
+  // Tokens cross this port as they cross the gRPC one: the same rule.
+  if (options.tls_cert_pem.empty() && !options.insecure && !ResolvesToLoopbackOnly(host)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "http_listen: refusing to serve the dashboard on ", host,
+        " without TLS; give a certificate and key (--tls-cert, --tls-key), listen on "
+        "127.0.0.1, or pass --insecure to accept plaintext on the network"));
+  }
+  std::unique_ptr<Dashboard> d(new Dashboard());
+  d->options_ = options;
+  if (options.tls_cert_pem.empty()) {
+    d->http_ = std::make_unique<httplib::Server>();
+  } else {
+    const Options* o = &d->options_;
+    auto ssl = std::make_unique<httplib::SSLServer>([o](SSL_CTX& ctx) {
+      auto bio_of = [](const std::string& pem) {
+        return BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+      };
+      bool ok = true;
+      BIO* cb = bio_of(o->tls_cert_pem);
+      X509* cert = PEM_read_bio_X509(cb, nullptr, nullptr, nullptr);
+      ok = ok && cert != nullptr && SSL_CTX_use_certificate(&ctx, cert) == 1;
+      // The rest of the chain, if the PEM holds one.
+      while (ok) {
+        X509* extra = PEM_read_bio_X509(cb, nullptr, nullptr, nullptr);
+        if (extra == nullptr) break;
+        if (SSL_CTX_add_extra_chain_cert(&ctx, extra) != 1) {
+          X509_free(extra);
+          ok = false;
+        }
+      }
+      ERR_clear_error();
+      if (cert != nullptr) X509_free(cert);
+      BIO_free(cb);
+      BIO* kb = bio_of(o->tls_key_pem);
+      EVP_PKEY* key = PEM_read_bio_PrivateKey(kb, nullptr, nullptr, nullptr);
+      ok = ok && key != nullptr && SSL_CTX_use_PrivateKey(&ctx, key) == 1 &&
+           SSL_CTX_check_private_key(&ctx) == 1;
+      if (key != nullptr) EVP_PKEY_free(key);
+      BIO_free(kb);
+      if (ok && !o->tls_client_ca_pem.empty()) {
+        BIO* ab = bio_of(o->tls_client_ca_pem);
+        X509_STORE* store = SSL_CTX_get_cert_store(&ctx);
+        int n = 0;
+        while (X509* ca = PEM_read_bio_X509(ab, nullptr, nullptr, nullptr)) {
+          n += X509_STORE_add_cert(store, ca) == 1;
+          X509_free(ca);
+        }
+        ERR_clear_error();
+        BIO_free(ab);
+        ok = n > 0;
+        SSL_CTX_set_verify(&ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+      }
+      SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
+      return ok;
+    });
+    if (!ssl->is_valid()) {
+      return absl::InvalidArgumentError(
+          "http_listen: the TLS certificate, key or client CA could not be used");
+    }
+    d->http_ = std::move(ssl);
+  }
+  d->http_->set_payload_max_length(64 * 1024);  // a login form, nothing more
+  d->Route();
+  d->port_ = port == 0 ? d->http_->bind_to_any_port(host)
+                       : (d->http_->bind_to_port(host, port) ? port : -1);
+  if (d->port_ <= 0) {
+    return absl::UnavailableError(absl::StrCat("http_listen: cannot listen on ", options.listen));
+  }
+  Dashboard* raw = d.get();
+  d->thread_ = std::thread([raw] { raw->http_->listen_after_bind(); });
+  return d;
+}
+
+Dashboard::~Dashboard() {
+  if (http_) http_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Dashboard::Route() {
+  httplib::Server& h = *http_;
+  const Options* o = &options_;  // outlives the server: captured by pointer
+  const bool tls = !o->tls_cert_pem.empty();
+
+  // The caller, or an answer already written (a redirect to the login
+  // form for a browser, 401 for a script that sent a bad token).
+  auto caller = [o](const httplib::Request& req, httplib::Response& res) -> std::optional<Principal> {
+    const std::string authz = req.get_header_value("Authorization");
+    const std::string token = RequestToken(authz, req.get_header_value("Cookie"));
+    if (o->auth == nullptr) return Principal::Open();
+    absl::StatusOr<Principal> who = o->auth->Authenticate(token.empty() ? "" : absl::StrCat("Bearer ", token));
+    if (who.ok()) {
+      if (absl::Status st = Authorize(*who, Action::kRead); !st.ok()) {
+        res.status = 403;
+        res.set_content(web::ErrorPage(403, std::string(st.message()), web::PageStyle{false, WhoLabel(*who)}), kHtml);
+        return std::nullopt;
+      }
+      return *who;
+    }
+    if (!authz.empty()) {
+      res.status = 401;
+      res.set_header("WWW-Authenticate", "Bearer");
+      res.set_content(std::string(who.status().message()) + "\n", "text/plain; charset=utf-8");
+    } else {
+      // A cookie that no longer works (revoked) is dropped with the visit.
+      if (!token.empty()) res.set_header("Set-Cookie", absl::StrCat(kCookie, "=; Path=/; Max-Age=0"));
+      res.status = 303;
+      res.set_header("Location", token.empty() ? "/login" : "/login?expired=1");
+    }
+    return std::nullopt;
+  };
+  auto fail = [](httplib::Response& res, const absl::Status& st, const Principal& who) {
+    res.status = HttpCode(st);
+    res.set_content(web::ErrorPage(res.status, std::string(st.message()), web::PageStyle{false, WhoLabel(who)}), kHtml);
+  };
+  h.set_post_routing_handler([](const httplib::Request&, httplib::Response& res) { Secure(res); });
+  h.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.body.empty()) {
+      res.set_content(web::ErrorPage(res.status, res.status == 404 ? "no such page" : "the request failed",
+                                     web::PageStyle{}),
+                      kHtml);
+    }
+  });
+
+  h.Get("/static/dashboard.js", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(web::kDashboardScript, "text/javascript; charset=utf-8");
+  });
+  h.Get("/login", [](const httplib::Request& req, httplib::Response& res) {
+    res.set_content(web::LoginPage(req.has_param("expired") ? "That token no longer works: log in again." : ""), kHtml);
+  });
+  h.Post("/login", [o, tls](const httplib::Request& req, httplib::Response& res) {
+    if (CrossSite(req)) {
+      res.status = 403;
+      res.set_content(web::ErrorPage(403, "a login from another site is refused", web::PageStyle{}), kHtml);
+      return;
+    }
+    const std::string token(absl::StripAsciiWhitespace(req.get_param_value("token")));
+    absl::Status st = absl::OkStatus();
+    if (token.empty()) {
+      st = absl::InvalidArgumentError("token: paste an API token");
+    } else if (o->auth != nullptr) {
+      absl::StatusOr<Principal> who = o->auth->Authenticate(absl::StrCat("Bearer ", token));
+      st = who.ok() ? Authorize(*who, Action::kRead) : who.status();
+    }
+    if (!st.ok()) {
+      spdlog::warn("dashboard: login refused from {}: {}", req.remote_addr, std::string(st.message()));
+      res.status = absl::IsInvalidArgument(st) ? 400 : absl::IsPermissionDenied(st) ? 403 : 401;
+      res.set_content(web::LoginPage(std::string(st.message())), kHtml);
+      return;
+    }
+    // The token itself, so that its revocation ends the login at once; the
+    // page's script cannot read it, and no other site's request carries it.
+    res.set_header("Set-Cookie", absl::StrCat(kCookie, "=", token, "; Path=/; HttpOnly; SameSite=Strict",
+                                              tls ? "; Secure" : ""));
+    res.status = 303;
+    res.set_header("Location", "/");
+  });
+  h.Post("/logout", [](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Set-Cookie", absl::StrCat(kCookie, "=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"));
+    res.status = 303;
+    res.set_header("Location", "/login");
+  });
+  h.Get("/", [o, caller, fail](const httplib::Request& req, httplib::Response& res) {
+    auto who = caller(req, res);
+    if (!who) return;
+    v1::ListSessionsRequest r;
+    r.set_page_size(200);
+    r.set_page_token(req.get_param_value("page_token"));
+    auto list = o->manager->ListSessions(r, *who);
+    if (!list.ok()) return fail(res, list.status(), *who);
+    res.set_content(web::SessionListPage(*list, web::PageStyle{false, WhoLabel(*who)}), kHtml);
+  });
+  // /sessions/<id>, /sessions/<id>/content, /sessions/<id>/report.json
+  h.Get(R"(/sessions/([A-Za-z0-9._-]+)(/content|/report\.json)?)",
+        [o, caller, fail](const httplib::Request& req, httplib::Response& res) {
+          auto who = caller(req, res);
+          if (!who) return;
+          const std::string id = req.matches[1];
+          const std::string part = req.matches[2];
+          auto report = o->manager->Report(id, *who);
+          if (!report.ok()) return fail(res, report.status(), *who);
+          if (part == "/report.json") {
+            google::protobuf::util::JsonPrintOptions jo;
+            jo.add_whitespace = true;
+            jo.always_print_primitive_fields = true;
+            jo.preserve_proto_field_names = true;
+            std::string json;
+            (void)google::protobuf::util::MessageToJsonString(*report, &json, jo);
+            res.set_content(json, "application/json");
+            return;
+          }
+          auto summary = o->manager->GetSession(id, *who);
+          if (!summary.ok()) return fail(res, summary.status(), *who);
+          res.set_content(part == "/content" ? web::SessionContent(*report, *summary)
+                                             : web::SessionPage(*report, *summary,
+                                                                web::PageStyle{false, WhoLabel(*who)}),
+                          kHtml);
+        });
+  h.Get("/agents", [o, caller, fail](const httplib::Request& req, httplib::Response& res) {
+    auto who = caller(req, res);
+    if (!who) return;
+    v1::ListAgentsRequest r;
+    r.set_include_gone(req.get_param_value("gone") == "1");
+    auto agents = o->manager->ListAgents(r, *who);
+    if (!agents.ok()) return fail(res, agents.status(), *who);
+    res.set_content(web::AgentsPage(*agents, absl::ToUnixMillis(o->clock->Now()), web::PageStyle{false, WhoLabel(*who)}),
+                    kHtml);
+  });
+  h.Get("/bank", [o, caller, fail](const httplib::Request& req, httplib::Response& res) {
+    auto who = caller(req, res);
+    if (!who) return;
+    v1::QueryExperienceRequest q;
+    q.set_workload_signature(req.get_param_value("workload"));
+    q.set_gpu_model(req.get_param_value("gpu"));
+    q.set_status(req.get_param_value("status"));
+    q.set_purpose(req.get_param_value("purpose"));
+    q.set_order(req.get_param_value("order"));
+    q.set_page_token(req.get_param_value("page_token"));
+    q.set_page_size(100);
+    auto entries = o->manager->QueryExperience(q, *who);
+    if (!entries.ok()) return fail(res, entries.status(), *who);
+    res.set_content(web::BankPage(*entries, q, web::PageStyle{false, WhoLabel(*who)}), kHtml);
+  });
+}
+
+}  // namespace infrarsi::server
