@@ -2,7 +2,8 @@
 # Installs the Debian packages InfraRSI needs: to build it and run it (the
 # demo, the server, the agent, the CLI), and with --tests what its test
 # suite needs besides (torch for the real training job, Optuna, clang's
-# fuzzer runtime, Python's gRPC for the Python client, systemd-analyze).
+# fuzzer runtime, Python's gRPC for the Python client, systemd-analyze,
+# Chromium and ChromeDriver for the dashboard's browser test).
 # Idempotent: packages already present are skipped by apt.
 # Usage: deploy/install_deps.sh [--tests]
 set -euo pipefail
@@ -33,6 +34,7 @@ TEST_PACKAGES=(
   python3-grpcio python3-protobuf  # client/python, tested against a real server
   systemd  # systemd-analyze verify on deploy/systemd/
   slurmctld slurmd slurm-client munge  # deploy/slurm/local-cluster.sh: a two-node Slurm here
+  chromium chromium-driver  # tests/integration/dashboard_browser_test: the dashboard in a real browser
 )
 missing_of() {
   local p
@@ -61,6 +63,11 @@ if [ ${#test_missing[@]} -gt 0 ]; then
   if $SUDO apt-get install -y -qq --no-install-recommends "${test_missing[@]}"; then
     echo "install_deps: installed ${test_missing[*]}"
   else
-    echo "install_deps: could not install ${test_missing[*]}; the tests that need them will skip" >&2
+    # One at a time, so that one missing package skips only its own tests.
+    for p in "${test_missing[@]}"; do
+      if ! $SUDO apt-get install -y -qq --no-install-recommends "$p"; then
+        echo "install_deps: could not install $p; the tests that need it will skip" >&2
+      fi
+    done
   fi
 fi

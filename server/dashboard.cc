@@ -44,7 +44,9 @@ int HttpCode(const absl::Status& st) {
 void Secure(httplib::Response& res) {
   res.set_header("Content-Security-Policy", kPolicy);
   res.set_header("X-Content-Type-Options", "nosniff");
-  res.set_header("Referrer-Policy", "no-referrer");
+  // "same-origin", not "no-referrer": with the latter a browser sends
+  // "Origin: null" on its own forms, which the login check must refuse.
+  res.set_header("Referrer-Policy", "same-origin");
   res.set_header("Cache-Control", "no-store");
   res.set_header("X-Frame-Options", "DENY");
 }

@@ -709,6 +709,9 @@ std::string SessionPage(const v1::SessionReport& report, const v1::SessionSummar
     // A file: nothing to poll.
     const std::string live = "data-live=\"1\"";
     if (const size_t at = body.find(live); at != std::string::npos) body.replace(at, live.size(), "data-live=\"0\"");
+    if (const size_t at = body.find(" data-src=\""); at != std::string::npos) {
+      body.erase(at, body.find('"', at + 11) + 1 - at);
+    }
     absl::StrAppend(&body, "<p class=\"muted\" id=\"generated\">Written by infrarsi report --html; "
                            "stage ", Escape(report.stage()), " when written.</p>");
   } else {

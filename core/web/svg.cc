@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace infrarsi::web {
@@ -140,11 +142,12 @@ std::string Legend(int w, const std::vector<std::pair<std::string, std::pair<Sha
 std::string XAxis(const Scale& sx, const std::vector<double>& ticks, double y0, double y_top,
                   const std::string& label, double label_x) {
   std::string out;
-  for (double t : ticks) {
-    const double x = sx(t);
+  const std::vector<std::string> labels = TickLabels(ticks);
+  for (size_t i = 0; i < ticks.size(); ++i) {
+    const double x = sx(ticks[i]);
     absl::StrAppend(&out, "<line x1=\"", F(x), "\" y1=\"", F(y_top), "\" x2=\"", F(x),
                     "\" y2=\"", F(y0), "\" stroke=\"#eee\"/>", "<text x=\"", F(x), "\" y=\"",
-                    F(y0 + 13), "\" text-anchor=\"middle\" fill=\"#444\">", Escape(TickLabel(t)),
+                    F(y0 + 13), "\" text-anchor=\"middle\" fill=\"#444\">", Escape(labels[i]),
                     "</text>");
   }
   absl::StrAppend(&out, "<line x1=\"", F(sx.a), "\" y1=\"", F(y0), "\" x2=\"", F(sx.b), "\" y2=\"",
@@ -219,6 +222,31 @@ std::string TickLabel(double v) {
   return buf;
 }
 
+std::vector<std::string> TickLabels(const std::vector<double>& ticks) {
+  std::vector<std::string> out;
+  for (double t : ticks) out.push_back(TickLabel(t));
+  // Distinct, and each true to its tick (a label that rounds 1.1135 to
+  // "1.113" misplaces it by a fifth of a step).
+  const double step = ticks.size() > 1 ? std::fabs(ticks[1] - ticks[0]) : 0;
+  auto distinct = [&ticks, step](const std::vector<std::string>& l) {
+    for (size_t i = 0; i < l.size(); ++i) {
+      if (i > 0 && l[i] == l[i - 1]) return false;
+      const double back = std::strtod(l[i].c_str(), nullptr) *
+                          (absl::EndsWith(l[i], "k") ? 1e3 : 1.0);
+      if (step > 0 && std::fabs(back - ticks[i]) > step * 1e-3) return false;
+    }
+    return true;
+  };
+  for (int decimals = 1; !distinct(out) && decimals <= 9; ++decimals) {
+    for (size_t i = 0; i < ticks.size(); ++i) {
+      char buf[40];
+      std::snprintf(buf, sizeof(buf), "%.*f", decimals, ticks[i]);
+      out[i] = buf;
+    }
+  }
+  return out;
+}
+
 std::string XyChart::Render() const {
   std::vector<double> xs, ys;
   size_t n = 0;
@@ -262,11 +290,13 @@ std::string XyChart::Render() const {
   }
   absl::StrAppend(&out, Legend(width, legend));
   // Axes and grid.
-  for (double t : yt) {
+  const std::vector<std::string> ylabels = TickLabels(yt);
+  for (size_t i = 0; i < yt.size(); ++i) {
+    const double t = yt[i];
     const double y = sy(t);
     absl::StrAppend(&out, "<line x1=\"", F(left), "\" y1=\"", F(y), "\" x2=\"", F(sx.b), "\" y2=\"",
                     F(y), "\" stroke=\"#eee\"/><text x=\"", F(left - 4), "\" y=\"", F(y + 4),
-                    "\" text-anchor=\"end\" fill=\"#444\">", Escape(TickLabel(t)), "</text>");
+                    "\" text-anchor=\"end\" fill=\"#444\">", Escape(ylabels[i]), "</text>");
   }
   absl::StrAppend(&out, XAxis(sx, xt, bottom, top, x_label, (left + sx.b) / 2));
   absl::StrAppend(&out, "<line x1=\"", F(left), "\" y1=\"", F(top), "\" x2=\"", F(left),
@@ -277,7 +307,7 @@ std::string XyChart::Render() const {
     absl::StrAppend(&out, "<rect x=\"", F(left), "\" y=\"", F(band_top), "\" width=\"",
                     F(sx.b - left), "\" height=\"", kBandH,
                     "\" fill=\"#fbeaea\"/><text x=\"", F(left - 4), "\" y=\"", F(band_top + 13),
-                    "\" text-anchor=\"end\" fill=\"#a33\">failed</text>");
+                    "\" text-anchor=\"end\" fill=\"#a33\">no time</text>");
   }
   for (const RefLine& r : refs) {
     if (!std::isfinite(r.at)) continue;
@@ -396,12 +426,14 @@ std::string IntervalChart::Render() const {
     const RefLine& r = refs[i];
     if (!std::isfinite(r.at)) continue;
     const double x = sx(r.at);
-    // Neighbouring references' labels alternate above and below the rows.
-    const double label_y = i % 2 == 0 ? top - 1 : bottom + 24;
+    // Neighbouring references' labels alternate right and left of their
+    // lines, so that two close lines' labels do not overprint.
+    const bool right = i % 2 == 0;
     absl::StrAppend(&out, "<g class=\"ref\" data-at=\"", Exact(r.at), "\"><line x1=\"", F(x),
                     "\" y1=\"", F(top - 4), "\" x2=\"", F(x), "\" y2=\"", F(bottom), "\" stroke=\"",
-                    r.color, "\" stroke-dasharray=\"5 3\"/><text x=\"", F(x + 3), "\" y=\"",
-                    F(label_y), "\" fill=\"", r.color, "\">", Escape(r.label), "</text></g>");
+                    r.color, "\" stroke-dasharray=\"5 3\"/><text x=\"", F(right ? x + 3 : x - 3),
+                    "\" y=\"", F(top - 1), "\" text-anchor=\"", right ? "start" : "end", "\" fill=\"",
+                    r.color, "\">", Escape(r.label), "</text></g>");
   }
   for (size_t i = 0; i < rows.size(); ++i) {
     const IntervalRow& r = rows[i];

@@ -36,6 +36,9 @@ std::vector<double> NiceTicks(double lo, double hi, int target = 5);
 
 // A short label for a tick value ("0.25", "1.5k", "2e-05").
 std::string TickLabel(double v);
+// Labels for a whole axis: TickLabel's, with as many decimals as it takes
+// for neighbouring ticks to read differently (1.1135, 1.114, 1.1145).
+std::vector<std::string> TickLabels(const std::vector<double>& ticks);
 
 constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
 

@@ -40,7 +40,8 @@ class EndToEndTest : public ::testing::Test {
   void TearDown() override {
     agents_.clear();
     server_.reset();
-    e2e_fs::remove_all(dir_);
+    // KEEP_E2E=1 keeps the folder (logs, database) for a post-mortem.
+    if (!getenv("KEEP_E2E")) e2e_fs::remove_all(dir_);
   }
 
   // Starts the server; `listen` defaults to a free port.
@@ -48,10 +49,14 @@ class EndToEndTest : public ::testing::Test {
     server_ = std::make_unique<testing::Subprocess>(
         std::vector<std::string>{INFRARSI_SERVER_BIN, "--listen", listen, "--db",
                                  dir_ + "/infrarsi.db", "--lease-timeout-s",
-                                 absl::StrCat(lease_timeout_s), "--log-level", "warn"},
+                                 absl::StrCat(lease_timeout_s), "--log-level", "warn",
+                                 "--http-listen", "127.0.0.1:0"},
         dir_ + "/server.log");
     address_ = server_->WaitForLinePrefix("infrarsi-server listening on ");
     ASSERT_FALSE(address_.empty()) << "server did not start; see " << dir_ << "/server.log";
+    // The dashboard, on a port of its own (the second line).
+    dashboard_ = server_->WaitForLinePrefix("infrarsi-server dashboard on ");
+    ASSERT_FALSE(dashboard_.empty()) << "no dashboard; see " << dir_ << "/server.log";
     client::RpcClient::Options o;
     o.server = address_;
     client_ = *client::RpcClient::Create(o);
@@ -209,6 +214,7 @@ executor:
 
   std::string dir_;
   std::string address_;
+  std::string dashboard_;  // "http://127.0.0.1:PORT/"
   std::unique_ptr<testing::Subprocess> server_;
   std::vector<std::unique_ptr<testing::Subprocess>> agents_;
   std::unique_ptr<client::RpcClient> client_;
