@@ -21,6 +21,10 @@ namespace infrarsi::server {
 namespace {
 
 constexpr char kCookie[] = "infrarsi_token";
+// Under TLS: a browser keeps a "__Host-" cookie only if it is Secure, for
+// this host alone and every path (no subdomain or plain-HTTP page can set
+// or shadow it).
+constexpr char kTlsCookie[] = "__Host-infrarsi_token";
 constexpr char kHtml[] = "text/html; charset=utf-8";
 // Nothing but this server: its script, inline styles (the pages' own) and
 // fetches of its own pages; no frames, no forms elsewhere.
@@ -75,10 +79,12 @@ bool CrossSite(const httplib::Request& req) {
 std::string RequestToken(const std::string& authorization, const std::string& cookie_header) {
   absl::string_view a = absl::StripAsciiWhitespace(authorization);
   if (absl::ConsumePrefix(&a, "Bearer ")) return std::string(absl::StripAsciiWhitespace(a));
-  for (absl::string_view part : absl::StrSplit(cookie_header, ';')) {
-    part = absl::StripAsciiWhitespace(part);
-    if (absl::ConsumePrefix(&part, kCookie) && absl::ConsumePrefix(&part, "=")) {
-      return std::string(part);
+  for (const char* name : {kTlsCookie, kCookie}) {
+    for (absl::string_view part : absl::StrSplit(cookie_header, ';')) {
+      part = absl::StripAsciiWhitespace(part);
+      if (absl::ConsumePrefix(&part, name) && absl::ConsumePrefix(&part, "=")) {
+        return std::string(part);
+      }
     }
   }
   return "";
@@ -182,7 +188,7 @@ void Dashboard::Route() {
 
   // The caller, or an answer already written (a redirect to the login
   // form for a browser, 401 for a script that sent a bad token).
-  auto caller = [o](const httplib::Request& req, httplib::Response& res) -> std::optional<Principal> {
+  auto caller = [o, tls](const httplib::Request& req, httplib::Response& res) -> std::optional<Principal> {
     const std::string authz = req.get_header_value("Authorization");
     const std::string token = RequestToken(authz, req.get_header_value("Cookie"));
     if (o->auth == nullptr) return Principal::Open();
@@ -201,7 +207,10 @@ void Dashboard::Route() {
       res.set_content(std::string(who.status().message()) + "\n", "text/plain; charset=utf-8");
     } else {
       // A cookie that no longer works (revoked) is dropped with the visit.
-      if (!token.empty()) res.set_header("Set-Cookie", absl::StrCat(kCookie, "=; Path=/; Max-Age=0"));
+      if (!token.empty()) {
+        res.set_header("Set-Cookie", tls ? absl::StrCat(kTlsCookie, "=; Path=/; Max-Age=0; Secure")
+                                         : absl::StrCat(kCookie, "=; Path=/; Max-Age=0"));
+      }
       res.status = 303;
       res.set_header("Location", token.empty() ? "/login" : "/login?expired=1");
     }
@@ -248,13 +257,19 @@ void Dashboard::Route() {
     }
     // The token itself, so that its revocation ends the login at once; the
     // page's script cannot read it, and no other site's request carries it.
-    res.set_header("Set-Cookie", absl::StrCat(kCookie, "=", token, "; Path=/; HttpOnly; SameSite=Strict",
-                                              tls ? "; Secure" : ""));
+    res.set_header("Set-Cookie", absl::StrCat(tls ? kTlsCookie : kCookie, "=", token,
+                                              "; Path=/; HttpOnly; SameSite=Strict", tls ? "; Secure" : ""));
     res.status = 303;
     res.set_header("Location", "/");
   });
-  h.Post("/logout", [](const httplib::Request&, httplib::Response& res) {
-    res.set_header("Set-Cookie", absl::StrCat(kCookie, "=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"));
+  h.Post("/logout", [tls](const httplib::Request& req, httplib::Response& res) {
+    if (CrossSite(req)) {  // another site must not log a user out either
+      res.status = 403;
+      res.set_content(web::ErrorPage(403, "a logout from another site is refused", web::PageStyle{}), kHtml);
+      return;
+    }
+    res.set_header("Set-Cookie", tls ? absl::StrCat(kTlsCookie, "=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict; Secure")
+                                     : absl::StrCat(kCookie, "=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"));
     res.status = 303;
     res.set_header("Location", "/login");
   });

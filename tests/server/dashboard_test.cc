@@ -239,6 +239,9 @@ TEST_F(DashboardTest, TokensInAHeaderOrTheLoginCookieWithTeamsAsTheApiHasThem) {
   EXPECT_EQ(revoked->status, 303);
   EXPECT_EQ(revoked->get_header_value("Location"), "/login?expired=1");
   EXPECT_NE(revoked->get_header_value("Set-Cookie").find("Max-Age=0"), std::string::npos);
+  auto forged_out = Http().Post("/logout", {{"Origin", "https://evil.example"}}, "", "application/x-www-form-urlencoded");
+  ASSERT_TRUE(forged_out);
+  EXPECT_EQ(forged_out->status, 403);
   auto out = Http().Post("/logout", "", "application/x-www-form-urlencoded");
   ASSERT_TRUE(out);
   EXPECT_EQ(out->status, 303);
@@ -246,7 +249,7 @@ TEST_F(DashboardTest, TokensInAHeaderOrTheLoginCookieWithTeamsAsTheApiHasThem) {
 }
 
 TEST_F(DashboardTest, TlsWithTheServersCertificatesAndTheSameNetworkRules) {
-  Token("admin", "", "ops");
+  const std::string admin = Token("admin", "", "ops");
   InfraRsiServer::Options o;
   o.tls_cert_pem = Pem("server.pem");
   o.tls_key_pem = Pem("server.key");
@@ -262,6 +265,15 @@ TEST_F(DashboardTest, TlsWithTheServersCertificatesAndTheSameNetworkRules) {
   auto posted = tls.Post("/login", httplib::Params{{"token", "wrong"}});
   ASSERT_TRUE(posted);
   EXPECT_EQ(posted->status, 401);
+  // Under TLS the cookie is Secure and host-only ("__Host-").
+  auto in = tls.Post("/login", httplib::Params{{"token", admin}});
+  ASSERT_TRUE(in);
+  EXPECT_EQ(in->status, 303);
+  const std::string set = in->get_header_value("Set-Cookie");
+  EXPECT_EQ(set.rfind("__Host-infrarsi_token=" + admin + "; Path=/; HttpOnly; SameSite=Strict; Secure", 0), 0u) << set;
+  auto page = tls.Get("/", {{"Cookie", set.substr(0, set.find(';'))}});
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
   server_->Shutdown(absl::Seconds(1));
   server_.reset();
 
@@ -291,6 +303,7 @@ TEST(RequestTokenTest, HeaderFirstThenTheCookie) {
   EXPECT_EQ(RequestToken("Bearer abc", "infrarsi_token=def"), "abc");
   EXPECT_EQ(RequestToken("", "x=1; infrarsi_token=def; y=2"), "def");
   EXPECT_EQ(RequestToken("", "infrarsi_tokenx=def"), "");
+  EXPECT_EQ(RequestToken("", "__Host-infrarsi_token=tls; infrarsi_token=plain"), "tls");
   EXPECT_EQ(RequestToken("Basic abc", ""), "");
   EXPECT_EQ(RequestToken("", ""), "");
 }
