@@ -161,8 +161,7 @@ bool AgentRegistry::AllowsTrial(const storage::AgentRecord& a, const SessionSpec
   if (spec.executor_kind == SessionSpec::ExecutorKind::kProcess && !scope.commands.empty()) {
     auto cfg = DecodeConfigJson(t.config);
     if (!cfg.ok()) return false;
-    std::vector<std::string> argv;
-    for (const std::string& arg : spec.process.argv) argv.push_back(SubstituteKnobs(arg, *cfg));
+    const std::vector<std::string> argv = SubstituteCommand(spec.process.argv, *cfg);
     if (!CommandAllowed(argv, scope.commands)) return false;
   }
   return true;

@@ -63,8 +63,7 @@ void BuildApplyPlan(const ApplyInputs& in, v1::ApplyResponse* out) {
   // replayed or simulated sessions.
   y << YAML::Key << "command" << YAML::Value;
   if (spec.executor_kind == SessionSpec::ExecutorKind::kProcess) {
-    std::vector<std::string> argv;
-    for (const std::string& a : spec.process.argv) argv.push_back(SubstituteKnobs(a, in.config));
+    const std::vector<std::string> argv = SubstituteCommand(spec.process.argv, in.config);
     y << YAML::Flow << YAML::BeginSeq;
     for (const std::string& a : argv) y << YAML::DoubleQuoted << a;
     y << YAML::EndSeq;

@@ -30,7 +30,7 @@ std::string LlmPriorRequestJson(const SessionSpec& spec, const std::string& mode
       "{\"role\":\"user\",\"content\":", JsonQuote(question), "}]}");
 }
 
-absl::StatusOr<Priors> ParseLlmPriorResponse(const std::string& body, const SessionSpec& spec) {
+absl::StatusOr<std::string> LlmAnswerContent(const std::string& body) {
   YAML::Node root;
   try {
     root = YAML::Load(body);
@@ -60,6 +60,13 @@ absl::StatusOr<Priors> ParseLlmPriorResponse(const std::string& body, const Sess
   if (content.empty() || content.front() != '{') {
     return absl::InvalidArgumentError("response content: not a JSON object");
   }
+  return content;
+}
+
+absl::StatusOr<Priors> ParseLlmPriorResponse(const std::string& body, const SessionSpec& spec) {
+  auto answer = LlmAnswerContent(body);
+  if (!answer.ok()) return answer.status();
+  const std::string& content = *answer;
   auto priors = ParsePriors(content);
   if (!priors.ok()) {
     return absl::InvalidArgumentError(

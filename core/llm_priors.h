@@ -21,6 +21,11 @@ namespace infrarsi {
 // spec's knob effects (temperature 0, JSON only).
 std::string LlmPriorRequestJson(const SessionSpec& spec, const std::string& model);
 
+// The first choice's message content of a /chat/completions response body,
+// out of a ``` fence if it is in one; INVALID_ARGUMENT unless it is a JSON
+// object's text.
+absl::StatusOr<std::string> LlmAnswerContent(const std::string& body);
+
 // Reads a /chat/completions response body: the first choice's message
 // content must parse as priors and pass ValidatePriorsFor(spec).
 // INVALID_ARGUMENT says what was wrong, naming the field.

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "core/patch_scope.h"
 #include "core/status_macros.h"
 #include "google/protobuf/struct.pb.h"
@@ -158,8 +159,10 @@ std::vector<std::string> Placeholders(const std::string& arg) {
   while ((pos = arg.find('{', pos)) != std::string::npos) {
     const size_t end = arg.find('}', pos + 1);
     if (end == std::string::npos) break;
-    const std::string name = arg.substr(pos + 1, end - pos - 1);
-    if (ValidIdentifier(name)) out.push_back(name);
+    std::string name = arg.substr(pos + 1, end - pos - 1);
+    // A switch, "{name?TEXT}": its knob is the name before '?'.
+    if (const size_t q = name.find('?'); q != std::string::npos) name = name.substr(0, q) + "?";
+    if (ValidIdentifier(std::string(absl::StripSuffix(name, "?")))) out.push_back(name);
     pos = end + 1;
   }
   return out;
@@ -415,10 +418,22 @@ absl::Status ParseExecutor(const YAML::Node& root, const SpecParseOptions& optio
     return FieldError("executor.process.command", "is empty");
   }
   for (const std::string& arg : spec.process.argv) {
-    for (const std::string& ph : Placeholders(arg)) {
-      if (!spec.FindKnob(ph)) {
+    for (std::string ph : Placeholders(arg)) {
+      const bool is_switch = !ph.empty() && ph.back() == '?';
+      if (is_switch) ph.pop_back();
+      const Knob* knob = spec.FindKnob(ph);
+      if (!knob) {
         return FieldError("executor.process.command",
-                          absl::StrCat("placeholder {", ph, "} is not a knob"));
+                          absl::StrCat("placeholder {", ph, is_switch ? "?...}" : "}", " is not a knob"));
+      }
+      if (is_switch) {
+        for (const std::string& v : knob->values) {
+          if (v != "true" && v != "false") {
+            return FieldError("executor.process.command",
+                              absl::StrCat("switch {", ph, "?...} needs knobs.", ph,
+                                           " to take only true and false, not '", v, "'"));
+          }
+        }
       }
     }
   }
@@ -1029,11 +1044,33 @@ std::string SubstituteKnobs(const std::string& arg, const Config& config) {
     const size_t close = arg.find('}', open + 1);
     if (close == std::string::npos) break;
     out += arg.substr(pos, open - pos);
-    auto it = config.find(arg.substr(open + 1, close - open - 1));
-    out += it != config.end() ? it->second : arg.substr(open, close - open + 1);
+    const std::string inner = arg.substr(open + 1, close - open - 1);
+    const size_t q = inner.find('?');
+    auto it = config.find(q == std::string::npos ? inner : inner.substr(0, q));
+    if (it == config.end()) {
+      out += arg.substr(open, close - open + 1);
+    } else if (q == std::string::npos) {
+      out += it->second;
+    } else if (it->second == "true") {
+      out += inner.substr(q + 1);
+    }
     pos = close + 1;
   }
   out += arg.substr(pos);
+  return out;
+}
+
+std::vector<std::string> SubstituteCommand(const std::vector<std::string>& argv,
+                                           const Config& config) {
+  std::vector<std::string> out;
+  for (const std::string& a : argv) {
+    std::string v = SubstituteKnobs(a, config);
+    const bool lone_switch = a.size() > 2 && a.front() == '{' && a.back() == '}' &&
+                             a.find('?') != std::string::npos &&
+                             a.find('{', 1) == std::string::npos;
+    if (lone_switch && v.empty()) continue;
+    out.push_back(std::move(v));
+  }
   return out;
 }
 

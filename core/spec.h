@@ -251,8 +251,15 @@ bool IsValidName(const std::string& s);
 // anything. Used so that no command ever passes through a shell.
 absl::StatusOr<std::vector<std::string>> SplitCommandLine(const std::string& command);
 
-// Replaces every "{name}" in `arg` by config[name]; other text is kept.
+// Replaces every "{name}" in `arg` by config[name], and every switch
+// "{name?TEXT}" by TEXT where config[name] is "true" (by nothing where it
+// is not); other text is kept.
 std::string SubstituteKnobs(const std::string& arg, const Config& config);
+// A whole command: each argument substituted, and an argument that is one
+// switch alone dropped when the switch is off (so that a flag Megatron
+// takes bare, `--sequence-parallel`, is present or absent, never "").
+std::vector<std::string> SubstituteCommand(const std::vector<std::string>& argv,
+                                           const Config& config);
 
 // A canonical text of everything the contract locks (hashed at Init).
 std::string ContractText(const SessionSpec& spec);

@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<LlmPriorClient>> LlmPriorClient::Create(const Opt
   return c;
 }
 
-absl::StatusOr<Priors> LlmPriorClient::Ask(const SessionSpec& spec) const {
+absl::StatusOr<std::string> LlmPriorClient::Post(const std::string& request_json) const {
   httplib::Client cli(scheme_host_port_);
   const auto secs = absl::ToInt64Seconds(options_.timeout);
   const auto usecs = absl::ToInt64Microseconds(options_.timeout) % 1000000;
@@ -39,7 +39,7 @@ absl::StatusOr<Priors> LlmPriorClient::Ask(const SessionSpec& spec) const {
   cli.set_write_timeout(secs, usecs);
   httplib::Headers headers;
   if (!options_.api_key.empty()) headers.emplace("Authorization", "Bearer " + options_.api_key);
-  auto res = cli.Post(path_, headers, LlmPriorRequestJson(spec, options_.model), "application/json");
+  auto res = cli.Post(path_, headers, request_json, "application/json");
   if (!res) {
     return absl::UnavailableError(absl::StrCat("llm endpoint ", scheme_host_port_, path_, ": ",
                                                httplib::to_string(res.error())));
@@ -48,7 +48,13 @@ absl::StatusOr<Priors> LlmPriorClient::Ask(const SessionSpec& spec) const {
     return absl::UnavailableError(absl::StrCat("llm endpoint ", scheme_host_port_, path_,
                                                ": HTTP ", res->status));
   }
-  return ParseLlmPriorResponse(res->body, spec);
+  return res->body;
+}
+
+absl::StatusOr<Priors> LlmPriorClient::Ask(const SessionSpec& spec) const {
+  auto body = Post(LlmPriorRequestJson(spec, options_.model));
+  if (!body.ok()) return body.status();
+  return ParseLlmPriorResponse(*body, spec);
 }
 
 }  // namespace infrarsi

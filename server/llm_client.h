@@ -35,6 +35,10 @@ class LlmPriorClient {
   // endpoint cannot be reached or answers an HTTP error; INVALID_ARGUMENT
   // when the answer is not valid priors.
   absl::StatusOr<Priors> Ask(const SessionSpec& spec) const;
+  // One /chat/completions POST of `request_json`; the response body.
+  // UNAVAILABLE when the endpoint cannot be reached, is slower than the
+  // timeout, or answers an HTTP error.
+  absl::StatusOr<std::string> Post(const std::string& request_json) const;
 
  private:
   explicit LlmPriorClient(Options o) : options_(std::move(o)) {}

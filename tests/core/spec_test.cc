@@ -499,6 +499,51 @@ TEST(SpecTest, SubstituteKnobs) {
   EXPECT_EQ(SubstituteKnobs("plain", c), "plain");
 }
 
+// Bare flags (Megatron's `--sequence-parallel`) as true/false knobs: a
+// switch "{knob?TEXT}" is TEXT when on and the argument is gone when off.
+TEST(SpecTest, SwitchesAddOrDropABareFlag) {
+  const std::vector<std::string> argv = {"train.py", "{sp?--sequence-parallel}", "--mbs", "{mbs}",
+                                         "--x={sp?1}"};
+  EXPECT_EQ(SubstituteCommand(argv, {{"sp", "true"}, {"mbs", "2"}}),
+            (std::vector<std::string>{"train.py", "--sequence-parallel", "--mbs", "2", "--x=1"}));
+  EXPECT_EQ(SubstituteCommand(argv, {{"sp", "false"}, {"mbs", "2"}}),
+            (std::vector<std::string>{"train.py", "--mbs", "2", "--x="}));
+  auto spec = ParseSpec(R"(
+name: s
+workload: {model: m, global_batch: 8, seq_len: 64}
+hardware: {gpu: cpu, count: 1}
+knobs: {sp: [false, true], mbs: [1, 2]}
+baseline: {sp: false, mbs: 1}
+budget: {max_trials: 4}
+executor:
+  process: {command: "python3 train.py {sp?--sequence-parallel} --mbs {mbs}", workdir: /tmp}
+)", Opts());
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  auto bad = ParseSpec(R"(
+name: s
+workload: {model: m, global_batch: 8, seq_len: 64}
+hardware: {gpu: cpu, count: 1}
+knobs: {sp: [false, true], mbs: [1, 2]}
+baseline: {sp: false, mbs: 1}
+budget: {max_trials: 4}
+executor:
+  process: {command: "python3 train.py {mbs?--sequence-parallel}", workdir: /tmp}
+)", Opts());
+  EXPECT_EQ(std::string(bad.status().message()),
+            "executor.process.command: switch {mbs?...} needs knobs.mbs to take only true and false, not '1'");
+  auto unknown = ParseSpec(R"(
+name: s
+workload: {model: m, global_batch: 8, seq_len: 64}
+hardware: {gpu: cpu, count: 1}
+knobs: {mbs: [1, 2]}
+baseline: {mbs: 1}
+budget: {max_trials: 4}
+executor:
+  process: {command: "python3 train.py {sp?--sequence-parallel}", workdir: /tmp}
+)", Opts());
+  EXPECT_EQ(std::string(unknown.status().message()), "executor.process.command: placeholder {sp?...} is not a knob");
+}
+
 TEST(SpecTest, ConfigEncodingRoundTrips) {
   Config c{{"a", "1"}, {"quote\"d", "x\\y"}, {"z", "line\nbreak"}};
   const std::string json = EncodeConfigJson(c);

@@ -144,7 +144,9 @@ std::string TrialCommand(const CodePolicy& policy, const v1::TrialAssignment& tr
                          std::vector<std::string>* argv) {
   const v1::ProcessSpec& spec = trial.executor().process();
   const Config config(trial.config().begin(), trial.config().end());
-  for (const std::string& a : spec.argv()) argv->push_back(SubstituteKnobs(a, config));
+  for (std::string& a : SubstituteCommand({spec.argv().begin(), spec.argv().end()}, config)) {
+    argv->push_back(std::move(a));
+  }
   return CodePolicyRefusal(policy, *argv, spec.workdir(), !spec.source().repository().empty());
 }
 

@@ -1,0 +1,772 @@
+#include "core/draft.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <functional>
+#include <cmath>
+#include <regex>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "core/llm_priors.h"
+#include "core/spec.h"
+
+namespace infrarsi {
+namespace {
+
+absl::Status Field(const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+std::string Basename(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Facts: flags whose value the draft reads but never turns into a knob.
+const std::vector<std::string> kGlobalBatch = {"--global-batch-size", "--global_batch_size",
+                                               "--global-batch", "--global_batch",
+                                               "--train_batch_size", "--train-batch-size"};
+const std::vector<std::string> kSeqLen = {"--seq-length", "--seq_length", "--seq-len", "--seq_len",
+                                          "--block_size", "--block-size", "--max-seq-len",
+                                          "--max_seq_len"};
+const std::vector<std::string> kSeed = {"--seed", "--data-seed", "--data_seed"};
+const std::vector<std::string> kLayers = {"--num-layers", "--num_layers", "--n_layer", "--n-layer"};
+const std::vector<std::string> kHidden = {"--hidden-size", "--hidden_size", "--n_embd", "--dim"};
+const std::vector<std::string> kHeads = {"--num-attention-heads", "--num_attention_heads",
+                                         "--n_head", "--n-head", "--heads"};
+const std::vector<std::string> kGroups = {"--num-query-groups", "--num_query_groups"};
+const std::vector<std::string> kFfn = {"--ffn-hidden-size", "--ffn_hidden_size"};
+const std::vector<std::string> kVocab = {"--vocab-size", "--vocab_size"};
+const std::vector<std::string> kExperts = {"--num-experts", "--num_experts"};
+const std::vector<std::string> kModelName = {"--model", "--model-name", "--model_name"};
+// What the job computes: an LLM must not turn these into knobs either.
+const std::vector<std::string> kComputes = {
+    "--lr", "--min-lr", "--train-iters", "--train-samples", "--data-path", "--split",
+    "--weight-decay", "--clip-grad", "--init-method-std", "--adam-beta1", "--adam-beta2",
+    "--bf16", "--fp16", "--fp8-format", "--fp8", "--tokenizer-type", "--tokenizer-model",
+    "--max-position-embeddings", "--rampup-batch-size", "--grad-accum", "--gradient_accumulation_steps",
+    "--gradient-accumulation-steps", "--steps", "--warmup", "--lr-warmup-fraction", "--lr-decay-style",
+    "--moe-router-topk", "--kv-channels", "--swiglu", "--position-embedding-type", "--rotary-base",
+    "--hidden-dropout", "--attention-dropout", "--save", "--load", "--mock-data"};
+
+bool In(const std::vector<std::string>& spellings, const std::string& flag) {
+  return std::find(spellings.begin(), spellings.end(), flag) != spellings.end();
+}
+
+// One flag of the script's arguments: where it is and what it says.
+struct Arg {
+  std::string flag;
+  size_t flag_at = 0;           // index in the command
+  std::optional<size_t> value_at;  // the value's index ("--f v"); none for "--f=v" or bare
+  std::string value;
+  bool equals = false;  // "--f=v"
+  bool bare = false;
+};
+
+// The script's flags in `cmd` from `from` on.
+std::vector<Arg> ParseArgs(const std::vector<std::string>& cmd, size_t from) {
+  std::vector<Arg> out;
+  for (size_t i = from; i < cmd.size(); ++i) {
+    const std::string& w = cmd[i];
+    if (!absl::StartsWith(w, "--") || w.size() < 3) continue;
+    Arg a;
+    a.flag_at = i;
+    if (const size_t eq = w.find('='); eq != std::string::npos) {
+      a.flag = w.substr(0, eq);
+      a.value = w.substr(eq + 1);
+      a.equals = true;
+    } else if (i + 1 < cmd.size() && !absl::StartsWith(cmd[i + 1], "--") &&
+               !absl::StrContains(cmd[i + 1], "?--")) {  // a drafted switch is a flag
+      a.flag = w;
+      a.value = cmd[i + 1];
+      a.value_at = i + 1;
+    } else {
+      a.flag = w;
+      a.bare = true;
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+const Arg* FindArg(const std::vector<Arg>& args, const std::vector<std::string>& spellings) {
+  for (const Arg& a : args) {
+    if (In(spellings, a.flag)) return &a;
+  }
+  return nullptr;
+}
+
+std::optional<int64_t> IntOf(const Arg* a) {
+  int64_t v = 0;
+  if (a == nullptr || a->bare || !absl::SimpleAtoi(a->value, &v)) return std::nullopt;
+  return v;
+}
+
+std::string KnobName(const std::string& flag) {
+  std::string n(absl::StripPrefix(flag, "--"));
+  for (char& c : n) {
+    if (c == '-') c = '_';
+    c = absl::ascii_tolower(c);
+  }
+  return n;
+}
+
+std::vector<std::string> Strs(const std::vector<int64_t>& v) {
+  std::vector<std::string> out;
+  for (int64_t x : v) out.push_back(absl::StrCat(x));
+  return out;
+}
+
+// Powers of two in [1, limit] with `keep`, and `baseline` (sorted).
+std::vector<int64_t> PowersOfTwo(int64_t limit, const std::function<bool(int64_t)>& keep,
+                                 int64_t baseline) {
+  std::set<int64_t> v = {baseline};
+  for (int64_t x = 1; x <= limit; x *= 2) {
+    if (keep(x)) v.insert(x);
+  }
+  return {v.begin(), v.end()};
+}
+
+// A YAML scalar: plain where that reads back as the same string, else
+// double-quoted.
+std::string Y(const std::string& s) {
+  static const std::regex plain(R"([A-Za-z0-9_][A-Za-z0-9_./+-]*)");
+  if (!s.empty() && std::regex_match(s, plain) && s != "null" && s != "~" && s != "yes" &&
+      s != "no" && s != "on" && s != "off") {
+    return s;
+  }
+  return JsonQuote(s);
+}
+
+std::string Comment(const std::string& text) {
+  std::string t = absl::StrReplaceAll(text, {{"\n", " "}, {"\r", " "}});
+  return absl::StrCat("# ", t);
+}
+
+}  // namespace
+
+std::map<std::string, std::vector<std::string>> ScriptChoices(const std::string& text) {
+  std::map<std::string, std::vector<std::string>> out;
+  static const std::regex call(
+      R"re(add_argument\(\s*["'](--[A-Za-z0-9_-]+)["'][^()]*?choices\s*=\s*[\[(]([^\])]*)[\])])re");
+  static const std::regex item(R"re(\s*(?:"([^"]*)"|'([^']*)'|([0-9.]+))\s*)re");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), call); it != std::sregex_iterator(); ++it) {
+    std::vector<std::string> values;
+    bool ok = true;
+    for (absl::string_view part : absl::StrSplit((*it)[2].str(), ',')) {
+      const std::string p(absl::StripAsciiWhitespace(part));
+      if (p.empty()) continue;
+      std::smatch m;
+      if (!std::regex_match(p, m, item)) {
+        ok = false;  // not a literal: nothing known
+        break;
+      }
+      values.push_back(m[1].matched ? m[1].str() : m[2].matched ? m[2].str() : m[3].str());
+    }
+    if (ok && values.size() >= 2) out[(*it)[1].str()] = values;
+  }
+  return out;
+}
+
+absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
+  if (in.argv.empty()) return Field("argv", "the launch command is empty (give it after --)");
+  if (in.gpu.empty()) return Field("gpu", "required (e.g. H100, A100-80GB, cpu)");
+  if (in.gpus < 0) return Field("gpus", "must be positive");
+  if (!in.repository_url.empty() && !in.workdir.empty()) {
+    return Field("repository", "give a repository or a working folder, not both");
+  }
+  Draft d;
+  d.gpu = in.gpu;
+  d.intent = in.intent;
+  std::vector<std::string> cmd;
+  size_t i = 0;
+  // Environment assignments before the program are not passed by an agent.
+  while (i < in.argv.size() && in.argv[i].find('=') != std::string::npos &&
+         !absl::StartsWith(in.argv[i], "-")) {
+    d.notes.push_back(absl::StrCat("left out ", in.argv[i],
+                                   ": an agent passes only allowed environment variables "
+                                   "(its operator's --env-allow)"));
+    ++i;
+  }
+  if (i == in.argv.size()) return Field("argv", "no program after the environment assignments");
+  // The launcher, and what it says about the GPUs.
+  int nproc = 0, nnodes = 0;
+  const std::string prog = Basename(in.argv[i]);
+  auto take_int = [&](const std::string& w, const std::string& next, const std::vector<std::string>& names,
+                      int* out, size_t* used) {
+    for (const std::string& n : names) {
+      if (w == n) {
+        *used = 2;
+        return absl::SimpleAtoi(next, out);
+      }
+      if (absl::StartsWith(w, n + "=")) {
+        *used = 1;
+        return absl::SimpleAtoi(w.substr(n.size() + 1), out);
+      }
+    }
+    return false;
+  };
+  bool srun = false;
+  if (prog == "srun") {
+    // Slurm is the executor's: srun and its options go; the job's size
+    // becomes hardware.count and executor.slurm.
+    srun = true;
+    ++i;
+    while (i < in.argv.size() && absl::StartsWith(in.argv[i], "-")) {
+      const std::string& w = in.argv[i];
+      const std::string next = i + 1 < in.argv.size() ? in.argv[i + 1] : "";
+      size_t used = 1;
+      int v = 0;
+      if (take_int(w, next, {"-N", "--nodes"}, &v, &used)) {
+        nnodes = v;
+      } else if (take_int(w, next, {"--ntasks-per-node", "--gpus-per-node"}, &v, &used)) {
+        nproc = std::max(nproc, v);
+      } else if (w.find('=') == std::string::npos && i + 1 < in.argv.size() &&
+                 !absl::StartsWith(next, "-") && w.size() == 2) {
+        used = 2;  // "-p gpu" and the like
+      }
+      i += used;
+    }
+    d.notes.push_back("srun left out: the slurm executor places each trial (executor.slurm)");
+  }
+  // torchrun, python -m torch.distributed.{run,launch}, deepspeed.
+  size_t program_at = i;
+  if (i < in.argv.size()) {
+    const std::string p = Basename(in.argv[i]);
+    bool launcher = p == "torchrun" || p == "deepspeed";
+    if (absl::StartsWith(p, "python") && i + 2 < in.argv.size() && in.argv[i + 1] == "-m" &&
+        (in.argv[i + 2] == "torch.distributed.run" || in.argv[i + 2] == "torch.distributed.launch")) {
+      launcher = true;
+      cmd.insert(cmd.end(), {in.argv[i], in.argv[i + 1]});
+      i += 2;
+    }
+    if (launcher) {
+      cmd.push_back(in.argv[i]);
+      ++i;
+      // Its options, each with whether it is the rendezvous (which a Slurm
+      // job's environment gives torchrun instead: PET_NNODES, ...).
+      std::vector<std::pair<std::vector<std::string>, bool>> opts;
+      while (i < in.argv.size() && absl::StartsWith(in.argv[i], "-")) {
+        const std::string& w = in.argv[i];
+        const std::string next = i + 1 < in.argv.size() ? in.argv[i + 1] : "";
+        size_t used = 1;
+        int v = 0;
+        const bool has_value = w.find('=') == std::string::npos && !absl::StartsWith(next, "-") &&
+                               w != "--standalone";
+        bool rendezvous = false;
+        if (take_int(w, next, {"--nproc_per_node", "--nproc-per-node", "--num_gpus", "--num-gpus"}, &v, &used)) {
+          nproc = v;
+          rendezvous = true;
+        } else if (take_int(w, next, {"--nnodes", "--num_nodes", "--num-nodes"}, &v, &used)) {
+          nnodes = v;
+          rendezvous = true;
+        } else {
+          used = has_value ? 2 : 1;
+          for (const char* r : {"--node_rank", "--node-rank", "--master_addr", "--master-addr",
+                                "--master_port", "--master-port", "--rdzv", "--standalone"}) {
+            rendezvous = rendezvous || absl::StartsWith(w, r);
+          }
+        }
+        std::vector<std::string> words;
+        for (size_t k = 0; k < used && i + k < in.argv.size(); ++k) words.push_back(in.argv[i + k]);
+        opts.push_back({words, rendezvous});
+        i += used;
+      }
+      for (const auto& [words, rendezvous] : opts) {
+        if (rendezvous && nnodes > 1) {
+          d.notes.push_back(absl::StrCat("left out ", absl::StrJoin(words, " "),
+                                         ": each Slurm job gives torchrun its rendezvous (PET_* variables)"));
+          continue;
+        }
+        cmd.insert(cmd.end(), words.begin(), words.end());
+      }
+    }
+    program_at = cmd.size();
+  }
+  // The program (python script.py, or a script run directly) and its flags.
+  for (; i < in.argv.size(); ++i) cmd.push_back(in.argv[i]);
+  if (program_at >= cmd.size()) return Field("argv", "no training program in the command");
+  size_t script_at = program_at;
+  while (script_at < cmd.size() && !absl::EndsWith(cmd[script_at], ".py")) {
+    if (absl::StartsWith(cmd[script_at], "--")) break;
+    ++script_at;
+  }
+  const std::string script = script_at < cmd.size() && absl::EndsWith(cmd[script_at], ".py")
+                                 ? cmd[script_at]
+                                 : cmd[program_at];
+  const std::vector<Arg> args = ParseArgs(cmd, std::min(script_at + 1, cmd.size()));
+
+  // GPUs.
+  nnodes = std::max(nnodes, 1);
+  const int launched = nproc > 0 ? nproc * nnodes : 0;
+  if (in.gpus > 0 && launched > 0 && in.gpus != launched) {
+    return Field("gpus", absl::StrCat("given as ", in.gpus, " but the command launches ", nproc,
+                                      " per node on ", nnodes, " nodes (", launched, ")"));
+  }
+  d.gpus = in.gpus > 0 ? in.gpus : launched > 0 ? launched : 1;
+  d.nodes = nnodes;
+  if (d.gpus % d.nodes != 0) {
+    return Field("gpus", absl::StrCat(d.gpus, " GPUs do not split evenly over ", d.nodes, " nodes"));
+  }
+  d.gpus_per_node = d.gpus / d.nodes;
+  if (srun && d.nodes == 1 && nproc == 0) d.gpus_per_node = d.gpus;
+
+  // Workload facts.
+  auto fact = [&](const std::vector<std::string>& spellings, int64_t given, const char* field,
+                  int64_t* out) -> absl::Status {
+    const std::optional<int64_t> flag = IntOf(FindArg(args, spellings));
+    if (flag && given > 0 && *flag != given) {
+      return Field(field, absl::StrCat("given as ", given, " but the command says ",
+                                       FindArg(args, spellings)->flag, " ", *flag));
+    }
+    *out = flag ? *flag : given;
+    if (*out <= 0) {
+      return Field(field, absl::StrCat("the command has no ", spellings.front(),
+                                       " flag: give it (--", absl::StrReplaceAll(field, {{"_", "-"}}),
+                                       " N)"));
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status st = fact(kGlobalBatch, in.global_batch, "global_batch", &d.global_batch); !st.ok()) return st;
+  if (absl::Status st = fact(kSeqLen, in.seq_len, "seq_len", &d.seq_len); !st.ok()) return st;
+  if (const auto seed = IntOf(FindArg(args, kSeed))) {
+    if (in.data_seed && *in.data_seed != *seed) {
+      return Field("data_seed", absl::StrCat("given as ", *in.data_seed, " but the command says ", *seed));
+    }
+    d.data_seed = seed;
+  } else {
+    d.data_seed = in.data_seed;
+  }
+  const int64_t layers = IntOf(FindArg(args, kLayers)).value_or(0);
+  const int64_t hidden = IntOf(FindArg(args, kHidden)).value_or(0);
+  const int64_t heads = IntOf(FindArg(args, kHeads)).value_or(0);
+  const int64_t groups = IntOf(FindArg(args, kGroups)).value_or(heads);
+  const int64_t ffn = IntOf(FindArg(args, kFfn)).value_or(hidden > 0 ? 4 * hidden : 0);
+  const int64_t vocab = IntOf(FindArg(args, kVocab)).value_or(0);
+  const int64_t experts = IntOf(FindArg(args, kExperts)).value_or(0);
+  const bool swiglu = FindArg(args, {"--swiglu"}) != nullptr;
+  if (layers > 0 && hidden > 0) {
+    // Dense weights per layer (attention with grouped KV, the MLP), plus
+    // the embedding: for the MFU plausibility check, a floor not a ceiling.
+    const double kv = heads > 0 ? static_cast<double>(groups) / static_cast<double>(heads) : 1.0;
+    const double attn = (2.0 + 2.0 * kv) * static_cast<double>(hidden) * static_cast<double>(hidden);
+    const double mlp = (swiglu ? 3.0 : 2.0) * static_cast<double>(hidden) * static_cast<double>(ffn);
+    d.params = static_cast<double>(layers) * (attn + mlp) +
+               static_cast<double>(vocab) * static_cast<double>(hidden);
+  }
+  // Precision is the contract's: the dtypes the command computes in.
+  if (FindArg(args, {"--fp8-format", "--fp8"})) {
+    d.precision = {"bf16", "fp8"};
+  } else if (FindArg(args, {"--bf16"})) {
+    d.precision = {"bf16"};
+  } else if (FindArg(args, {"--fp16"})) {
+    d.precision = {"fp16"};
+  } else {
+    d.precision = {"fp32"};
+  }
+  const std::string stem(absl::StripSuffix(Basename(script), ".py"));
+  if (const Arg* m = FindArg(args, kModelName); m && !m->bare) {
+    d.model = m->value;
+  } else if (!in.model.empty()) {
+    d.model = in.model;
+  } else {
+    d.model = layers > 0 && hidden > 0 ? absl::StrCat(stem, "-", layers, "l-", hidden, "h") : stem;
+  }
+  d.name = in.name.empty() ? absl::StrCat(stem, "-", absl::AsciiStrToLower(in.gpu), "-x", d.gpus) : in.name;
+  if (!IsValidName(d.name)) {
+    return Field("name", absl::StrCat("'", d.name, "' is not a valid name (letters, digits, '-', '_', '.')"));
+  }
+
+  // Knobs.
+  d.command = cmd;
+  std::set<std::string> used_flags;
+  auto add = [&](const Arg& a, std::vector<std::string> values, const std::string& why,
+                 const std::string& source) {
+    if (used_flags.count(a.flag)) return;
+    DraftKnob k;
+    k.flag = a.flag;
+    k.name = KnobName(a.flag);
+    k.source = source;
+    k.why = why;
+    if (a.bare) {
+      k.form = DraftKnob::Form::kSwitch;
+      k.baseline = "true";
+      k.values = {"false", "true"};
+      d.command[a.flag_at] = absl::StrCat("{", k.name, "?", a.flag, "}");
+    } else {
+      k.baseline = a.value;
+      if (std::find(values.begin(), values.end(), a.value) == values.end()) values.push_back(a.value);
+      k.values = values;
+      if (a.equals) {
+        d.command[a.flag_at] = absl::StrCat(a.flag, "={", k.name, "}");
+      } else {
+        d.command[*a.value_at] = absl::StrCat("{", k.name, "}");
+      }
+    }
+    if (k.values.size() < 2) return;  // nothing to choose
+    used_flags.insert(a.flag);
+    d.knobs.push_back(std::move(k));
+  };
+  const int64_t world = d.gpus;
+  const int64_t tp = IntOf(FindArg(args, {"--tensor-model-parallel-size", "--tensor_model_parallel_size"})).value_or(1);
+  const int64_t pp = IntOf(FindArg(args, {"--pipeline-model-parallel-size", "--pipeline_model_parallel_size"})).value_or(1);
+  const int64_t cp = IntOf(FindArg(args, {"--context-parallel-size", "--context_parallel_size"})).value_or(1);
+  const bool megatron = FindArg(args, {"--tensor-model-parallel-size", "--micro-batch-size",
+                                       "--num-layers", "--use-mcore-models"}) != nullptr;
+  const int64_t dp = std::max<int64_t>(1, world / std::max<int64_t>(1, tp * pp * cp));
+  const bool has_accum = FindArg(args, {"--grad-accum", "--gradient_accumulation_steps",
+                                        "--gradient-accumulation-steps"}) != nullptr;
+  for (const Arg& a : args) {
+    if (In({"--tensor-model-parallel-size", "--tensor_model_parallel_size"}, a.flag) && !a.bare) {
+      const auto v = PowersOfTwo(std::min<int64_t>(d.gpus_per_node, 8), [&](int64_t x) {
+        return (heads == 0 || heads % x == 0) && (groups == 0 || groups % x == 0) && world % x == 0;
+      }, tp);
+      add(a, Strs(v), absl::StrCat("tensor parallel: within a node (", d.gpus_per_node,
+                                   " GPUs), dividing the heads", heads > 0 ? absl::StrCat(" (", heads, ")") : "",
+                                   groups != heads ? absl::StrCat(" and query groups (", groups, ")") : ""),
+          "command");
+    } else if (In({"--pipeline-model-parallel-size", "--pipeline_model_parallel_size"}, a.flag) && !a.bare) {
+      const auto v = PowersOfTwo(std::min<int64_t>(world, 16), [&](int64_t x) {
+        return (layers == 0 || layers % x == 0) && world % x == 0;
+      }, pp);
+      add(a, Strs(v), absl::StrCat("pipeline parallel: dividing the layers",
+                                   layers > 0 ? absl::StrCat(" (", layers, ")") : "", " and the GPUs"),
+          "command");
+    } else if (In({"--context-parallel-size", "--context_parallel_size"}, a.flag) && !a.bare) {
+      const auto v = PowersOfTwo(std::min<int64_t>(world, 8), [&](int64_t x) {
+        return d.seq_len % (2 * x) == 0 && world % x == 0 && (x == 1 || d.seq_len / x >= 1024);
+      }, cp);
+      add(a, Strs(v), "context parallel: splits each sequence (at least 1k tokens a rank)", "command");
+    } else if (In({"--expert-model-parallel-size", "--expert_model_parallel_size"}, a.flag) && !a.bare) {
+      const int64_t ep = IntOf(&a).value_or(1);
+      const auto v = PowersOfTwo(std::min<int64_t>(world, 64), [&](int64_t x) {
+        return (experts == 0 || experts % x == 0) && world % x == 0;
+      }, ep);
+      add(a, Strs(v), absl::StrCat("expert parallel: dividing the experts",
+                                   experts > 0 ? absl::StrCat(" (", experts, ")") : ""), "command");
+    } else if (In({"--micro-batch-size", "--micro_batch_size", "--micro-batch", "--micro_batch", "--mbs",
+                   "--train_micro_batch_size_per_gpu"}, a.flag) && !a.bare) {
+      if (has_accum) {
+        d.notes.push_back(absl::StrCat(a.flag, " kept: the command also sets gradient accumulation, "
+                                       "which would have to change with it"));
+        continue;
+      }
+      const int64_t base = IntOf(&a).value_or(1);
+      const int64_t per_replica = d.global_batch / dp;
+      const auto v = PowersOfTwo(std::min<int64_t>(per_replica, d.gpu == "cpu" ? per_replica : 16), [&](int64_t x) {
+        return per_replica % x == 0;
+      }, base);
+      add(a, Strs(v), absl::StrCat("micro-batch: dividing the ", per_replica,
+                                   " sequences per data-parallel replica (global batch ", d.global_batch,
+                                   " over ", dp, "); the rest is accumulation, so the step computes the same"),
+          "command");
+    } else if (In({"--recompute-granularity", "--recompute_granularity"}, a.flag) && !a.bare) {
+      add(a, {"selective", "full"}, "activation recompute: selective (attention) or full layers", "command");
+    } else if (In({"--recompute", "--activation-checkpointing", "--checkpoint-activations",
+                   "--gradient-checkpointing", "--gradient_checkpointing"}, a.flag) && !a.bare) {
+      const std::string lower = absl::AsciiStrToLower(a.value);
+      if (lower == "true" || lower == "false" || lower == "1" || lower == "0") {
+        add(a, lower == "1" || lower == "0" ? std::vector<std::string>{"0", "1"}
+                                            : std::vector<std::string>{"false", "true"},
+            "activation checkpointing: memory for time", "command");
+      }
+    } else if (In({"--attention-backend"}, a.flag) && !a.bare) {
+      add(a, {"auto", "flash", "fused", "unfused"}, "Megatron's attention backends (local is for debugging)",
+          "command");
+    } else if (In({"--ddp-bucket-size"}, a.flag) && !a.bare) {
+      const int64_t b = IntOf(&a).value_or(0);
+      if (b > 0) add(a, Strs({b / 2, b, b * 2, b * 4}), "data-parallel bucket size: overlap against launch overhead", "command");
+    } else if (In({"--zero-stage", "--zero_stage"}, a.flag) && !a.bare) {
+      add(a, {"1", "2", "3"}, "ZeRO stage: shards optimizer state (1), gradients (2), parameters (3)", "command");
+    } else if (In({"--threads", "--num-threads", "--num_threads"}, a.flag) && !a.bare) {
+      const int64_t t = IntOf(&a).value_or(0);
+      if (t > 0) {
+        add(a, Strs(t > 1 ? std::vector<int64_t>{t / 2, t, t * 2} : std::vector<int64_t>{t, t * 2}),
+            "intra-op threads: the command's, half and twice (the hosts' cores are not known here)",
+            "command");
+      }
+    } else if (a.bare && In({"--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
+                             "--tp-comm-overlap", "--use-flash-attn", "--cross-entropy-loss-fusion",
+                             "--recompute-activations", "--manual-gc"}, a.flag)) {
+      add(a, {}, absl::StrCat(a.flag, " on or off: how the step runs, not what it computes"), "command");
+    } else if (a.bare && a.flag == "--sequence-parallel") {
+      add(a, {}, "sequence parallel on or off (only acts with tensor parallel > 1)", "command");
+    } else if (a.bare && a.flag == "--grad-reduce-in-bf16") {
+      add(a, {}, "gradient reduction in bf16 or fp32: changes the numbers slightly; the loss check judges it",
+          "command");
+    } else if (auto c = in.script_choices.find(a.flag); c != in.script_choices.end() && !a.bare &&
+                                                        !In(kComputes, a.flag)) {
+      add(a, c->second, absl::StrCat("the script's own choices for ", a.flag), "script");
+    }
+  }
+  // Megatron switches the command does not have but could: only the ones
+  // that never change the numbers and need nothing else.
+  if (megatron && !FindArg(args, {"--use-distributed-optimizer"}) && world > 1) {
+    d.notes.push_back("--use-distributed-optimizer is off in the command; add it (bare) to let the "
+                      "search try it");
+  }
+  for (const Arg& a : args) {
+    if (!used_flags.count(a.flag) && In({"--fp8-format", "--bf16", "--fp16"}, a.flag)) {
+      d.notes.push_back(absl::StrCat(a.flag, " kept: precision is the contract's, not a knob"));
+    }
+  }
+  if (d.knobs.empty()) {
+    return Field("argv", "no launch flag the draft knows and no flag with declared choices: nothing to tune "
+                         "(known: parallel degrees, micro-batch, recompute, overlap and optimizer "
+                         "switches, attention backend, bucket size, ZeRO stage, threads)");
+  }
+  // Scope: the job's files.
+  for (const std::string& f : in.files) {
+    const std::string base = Basename(f);
+    if (!absl::EndsWith(base, ".py")) continue;
+    const std::string lower = absl::AsciiStrToLower(base);
+    if (lower == "infrarsi_harness.py" || absl::StrContains(lower, "data") ||
+        absl::StrContains(lower, "token")) {
+      d.protected_files.push_back(f);
+    } else {
+      d.editable.push_back(f);
+    }
+  }
+  d.repository_url = in.repository_url;
+  d.workdir = in.workdir;
+  const bool cpu = absl::AsciiStrToLower(in.gpu) == "cpu";
+  d.timeout_s = in.timeout_s > 0 ? in.timeout_s : cpu ? 300 : 1800;
+  size_t space = 1;
+  for (const DraftKnob& k : d.knobs) space = std::min<size_t>(space * k.values.size(), 1 << 20);
+  d.max_trials = static_cast<int>(std::min<size_t>(space - 1, cpu ? 12 : 24));
+  d.doctor_repeats = 5;
+  d.verify_candidates = 2;
+  d.verify_runs = cpu ? 4 : 3;
+  return d;
+}
+
+std::string DraftYaml(const Draft& d) {
+  std::string y;
+  auto line = [&](const std::string& s) { absl::StrAppend(&y, s, "\n"); };
+  line("# Drafted by `infrarsi draft` from the team's own launch command. Review it,");
+  line("# then `infrarsi session create` it. Every choice says why; `# llm:` marks");
+  line("# what a language model proposed (validated like everything else).");
+  if (!d.intent.empty()) line(Comment(absl::StrCat("Intent: ", d.intent)));
+  line(absl::StrCat("name: ", Y(d.name)));
+  line("# What the job computes: fixed by the contract, never a knob.");
+  std::string workload = absl::StrCat("workload: {model: ", Y(d.model), ", global_batch: ", d.global_batch,
+                                      ", seq_len: ", d.seq_len);
+  if (d.params > 0) absl::StrAppend(&workload, ", params: ", static_cast<int64_t>(d.params));
+  line(workload + "}");
+  if (d.params > 0) line("# params: dense weights estimated from the model flags (for the MFU check).");
+  line(absl::StrCat("hardware: {gpu: ", Y(d.gpu), ", count: ", d.gpus, "}",
+                    d.nodes > 1 ? absl::StrCat("   # ", d.nodes, " nodes of ", d.gpus_per_node) : ""));
+  line("knobs:");
+  for (const DraftKnob& k : d.knobs) {
+    line(absl::StrCat("  ", Comment(absl::StrCat(k.source == "llm" ? "llm: " : "", k.why, " (", k.flag,
+                                                 k.source == "script" ? ", from the script's choices" : "",
+                                                 ")"))));
+    std::vector<std::string> vals;
+    for (const std::string& v : k.values) vals.push_back(Y(v));
+    line(absl::StrCat("  ", k.name, ": [", absl::StrJoin(vals, ", "), "]"));
+  }
+  line("# As the command runs today.");
+  std::vector<std::string> base;
+  for (const DraftKnob& k : d.knobs) base.push_back(absl::StrCat(k.name, ": ", Y(k.baseline)));
+  line(absl::StrCat("baseline: {", absl::StrJoin(base, ", "), "}"));
+  line(absl::StrCat("# At most ", d.max_trials, " settings of the space; the run may stop earlier when no "
+                    "setting is expected to beat the best."));
+  line(absl::StrCat("budget: {max_trials: ", d.max_trials, "}"));
+  line(absl::StrCat("# Baseline runs to measure the noise; A/B pairs each top candidate must clear it in."));
+  line(absl::StrCat("doctor: {repeats: ", d.doctor_repeats, "}"));
+  line(absl::StrCat("verify: {candidates: ", d.verify_candidates, ", runs: ", d.verify_runs, "}"));
+  if (!d.repository_url.empty()) {
+    line("# Trials run in fresh work trees of this repository at its locked commit.");
+    line(absl::StrCat("repository: {url: ", Y(d.repository_url), ", base: HEAD}"));
+  }
+  line("executor:");
+  line("  process:");
+  line("    # The command as given; {knob} is filled in per trial, {knob?--flag} is the");
+  line("    # flag when the knob is true and nothing when it is false. Never run by a shell.");
+  std::vector<std::string> argv;
+  for (const std::string& a : d.command) argv.push_back(JsonQuote(a));
+  line(absl::StrCat("    command: [", absl::StrJoin(argv, ", "), "]"));
+  if (!d.workdir.empty()) line(absl::StrCat("    workdir: ", Y(d.workdir)));
+  line(absl::StrCat("    timeout_s: ", d.timeout_s));
+  if (d.nodes > 1) {
+    line("  # More than one node: each trial is one Slurm job (docs/spec.md#slurm).");
+    line(absl::StrCat("  slurm: {gpus_per_node: ", d.gpus_per_node, "}"));
+  }
+  line("contract:");
+  if (d.data_seed) {
+    line(absl::StrCat("  data_seed: ", *d.data_seed, "   # every trial must read the same data"));
+  } else {
+    line("  # data_seed: the command states none; set it to have the harness's seed checked.");
+  }
+  std::vector<std::string> prec;
+  for (const std::string& p : d.precision) prec.push_back(Y(p));
+  line(absl::StrCat("  precision: [", absl::StrJoin(prec, ", "), "]   # the dtypes the command computes in"));
+  if (!d.editable.empty() || !d.protected_files.empty()) {
+    line("  # Patches may change the model and the training loop; the data pipeline and the");
+    line("  # harness that measures are protected (their hashes are locked at init).");
+    std::vector<std::string> e, p;
+    for (const std::string& f : d.editable) e.push_back(Y(f));
+    for (const std::string& f : d.protected_files) p.push_back(Y(f));
+    line(absl::StrCat("  editable: [", absl::StrJoin(e, ", "), "]"));
+    line(absl::StrCat("  protected: [", absl::StrJoin(p, ", "), "]"));
+  }
+  for (const std::string& n : d.notes) line(Comment(n));
+  return y;
+}
+
+std::string DraftLlmRequestJson(const Draft& d, const DraftInput& in, const std::string& model) {
+  std::string knobs;
+  for (const DraftKnob& k : d.knobs) {
+    absl::StrAppend(&knobs, "- ", k.flag, ": [", absl::StrJoin(k.values, ", "), "], now ", k.baseline, "\n");
+  }
+  std::string choices;
+  for (const auto& [flag, values] : in.script_choices) {
+    absl::StrAppend(&choices, "- ", flag, ": [", absl::StrJoin(values, ", "), "]\n");
+  }
+  const std::string question = absl::StrCat(
+      "A team wants this training job faster without changing what it computes: ", in.intent,
+      "\nIt runs on ", d.gpus, " x ", d.gpu, ". Its command:\n", absl::StrJoin(in.argv, " "),
+      "\nKnobs already drafted:\n", knobs, "Choices the script declares:\n", choices,
+      "Propose at most 4 more knobs: flags of this command (or of the script's choices) whose "
+      "other values could make a step faster without changing the loss, each with 2 to 8 values "
+      "including the command's current one. Never a flag of the data, the batch, the sequence "
+      "length, the precision, the learning rate or the model's shape. Answer with one JSON object "
+      "only: {\"knobs\": [{\"flag\": \"--name\", \"values\": [\"a\", \"b\"], \"rationale\": \"...\"}]}");
+  return absl::StrCat("{\"model\":", JsonQuote(model), ",\"temperature\":0,\"messages\":[",
+                      "{\"role\":\"system\",\"content\":", JsonQuote("Answer with JSON only."), "},",
+                      "{\"role\":\"user\",\"content\":", JsonQuote(question), "}]}");
+}
+
+absl::Status MergeLlmDraftAnswer(const std::string& body, const DraftInput& in,
+                                 const std::string& llm_model, Draft* d) {
+  auto content = LlmAnswerContent(body);
+  if (!content.ok()) return content.status();
+  YAML::Node root;
+  try {
+    root = YAML::Load(*content);
+  } catch (const YAML::Exception& e) {
+    return Field("response content", absl::StrCat("not JSON: ", e.msg));
+  }
+  if (!root.IsMap() || !root["knobs"] || !root["knobs"].IsSequence()) {
+    return Field("response content.knobs", "missing or not a list");
+  }
+  // Where each of the script's flags is in the drafted command.
+  size_t script_at = 0;
+  while (script_at < d->command.size() && !absl::EndsWith(d->command[script_at], ".py")) ++script_at;
+  const std::vector<Arg> args = ParseArgs(d->command, std::min(script_at + 1, d->command.size()));
+  static const std::regex value_re(R"([A-Za-z0-9._:+-]{1,64})");
+  int accepted = 0;
+  for (size_t idx = 0; idx < root["knobs"].size(); ++idx) {
+    const YAML::Node p = root["knobs"][idx];
+    const std::string where = absl::StrCat("llm knob ", idx + 1);
+    auto refuse = [&](const std::string& flag, const std::string& why) {
+      d->notes.push_back(absl::StrCat("llm (", llm_model, ") proposed ", flag.empty() ? where : flag,
+                                      ": refused: ", why));
+    };
+    if (!p.IsMap() || !p["flag"] || !p["flag"].IsScalar()) {
+      refuse("", "no flag");
+      continue;
+    }
+    const std::string flag = p["flag"].Scalar();
+    if (!std::regex_match(flag, std::regex(R"(--[A-Za-z0-9][A-Za-z0-9_-]{0,62})"))) {
+      refuse(flag.substr(0, 64), "not a flag");
+      continue;
+    }
+    if (accepted >= 4) {
+      refuse(flag, "more than 4 proposals");
+      continue;
+    }
+    if (In(kComputes, flag) || In(kGlobalBatch, flag) || In(kSeqLen, flag) || In(kSeed, flag) ||
+        In(kLayers, flag) || In(kHidden, flag) || In(kHeads, flag) || In(kGroups, flag) ||
+        In(kFfn, flag) || In(kVocab, flag) || In(kExperts, flag)) {
+      refuse(flag, "it sets what the job computes (the contract's), not how it runs");
+      continue;
+    }
+    bool known = false;
+    for (const DraftKnob& k : d->knobs) known = known || k.flag == flag;
+    if (known) {
+      refuse(flag, "already a knob");
+      continue;
+    }
+    const Arg* arg = nullptr;
+    for (const Arg& a : args) {
+      if (a.flag == flag) arg = &a;
+    }
+    if (arg == nullptr) {
+      refuse(flag, "not a flag of the command");
+      continue;
+    }
+    if (!p["values"] || !p["values"].IsSequence() || p["values"].size() < 2 || p["values"].size() > 8) {
+      refuse(flag, "values: 2 to 8 needed");
+      continue;
+    }
+    std::vector<std::string> values;
+    bool ok = true;
+    for (const auto& v : p["values"]) {
+      if (!v.IsScalar() || !std::regex_match(v.Scalar(), value_re)) {
+        ok = false;
+        break;
+      }
+      if (std::find(values.begin(), values.end(), v.Scalar()) == values.end()) values.push_back(v.Scalar());
+    }
+    if (!ok) {
+      refuse(flag, "values: each must be 1-64 letters, digits or ._:+-");
+      continue;
+    }
+    const std::string current = arg->bare ? "true" : arg->value;
+    if (arg->bare) {
+      std::sort(values.begin(), values.end());
+      if (values != std::vector<std::string>{"false", "true"}) {
+        refuse(flag, "a bare flag is on or off: values must be false and true");
+        continue;
+      }
+    } else if (std::find(values.begin(), values.end(), current) == values.end()) {
+      refuse(flag, absl::StrCat("values must include the command's own, ", current));
+      continue;
+    }
+    if (auto c = in.script_choices.find(flag); c != in.script_choices.end()) {
+      bool inside = true;
+      for (const std::string& v : values) {
+        inside = inside && std::find(c->second.begin(), c->second.end(), v) != c->second.end();
+      }
+      if (!inside) {
+        refuse(flag, absl::StrCat("values outside the script's choices [", absl::StrJoin(c->second, ", "), "]"));
+        continue;
+      }
+    }
+    std::string rationale = p["rationale"] && p["rationale"].IsScalar() ? p["rationale"].Scalar() : "";
+    if (rationale.size() > 200) rationale = rationale.substr(0, 200) + "...";
+    DraftKnob k;
+    k.flag = flag;
+    k.name = KnobName(flag);
+    for (const DraftKnob& other : d->knobs) {
+      if (other.name == k.name) k.name += "_llm";
+    }
+    k.values = values;
+    k.baseline = current;
+    k.source = "llm";
+    k.why = absl::StrCat("proposed by ", llm_model, ": ", rationale.empty() ? "no reason given" : rationale);
+    if (arg->bare) {
+      k.form = DraftKnob::Form::kSwitch;
+      d->command[arg->flag_at] = absl::StrCat("{", k.name, "?", flag, "}");
+    } else if (arg->equals) {
+      d->command[arg->flag_at] = absl::StrCat(flag, "={", k.name, "}");
+    } else {
+      d->command[*arg->value_at] = absl::StrCat("{", k.name, "}");
+    }
+    d->knobs.push_back(std::move(k));
+    ++accepted;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace infrarsi

@@ -1,0 +1,115 @@
+// `infrarsi draft`: a session spec drafted from the command a team already
+// runs. Pure: the CLI reads the files (the script's own argparse choices,
+// the job folder's file list) and the LLM's answer, and hands them here.
+//
+// The draft recognises launch flags it knows, in Megatron-LM's spelling and
+// in common scripts' (parallel degrees, micro-batch and global batch,
+// recompute, distributed optimizer, sequence parallel, overlap flags, bucket
+// size, attention backend, fused kernels, ZeRO stage, threads), and flags
+// whose values the script itself declares (`choices=`). Each becomes a knob
+// with values that make sense for the hardware and the model (divisibility
+// by the GPUs, heads, layers, experts, the batch), the command's value as
+// the baseline. The workload facts (global batch, sequence length, seed,
+// precision) go to the contract, never to a knob: a knob may change how
+// the job runs, never what it computes. Everything else in the command is
+// kept as written. The result is deterministic: the same input drafts the
+// same YAML, with a comment on every choice.
+//
+// An LLM may add knobs (MergeLlmDraftAnswer): only flags the command has or
+// the script declares, values that pass the same checks, the command's own
+// value kept as the baseline; each marked as the LLM's in the YAML, and
+// each refusal said in a comment.
+//
+// Thread safety: free functions over their arguments.
+#ifndef INFRARSI_CORE_DRAFT_H_
+#define INFRARSI_CORE_DRAFT_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace infrarsi {
+
+struct DraftInput {
+  // The launch command, one word per element (torchrun / python / srun /
+  // deepspeed ... script.py --flags). Required.
+  std::vector<std::string> argv;
+  std::string gpu;  // hardware.gpu, e.g. "H100" or "cpu". Required.
+  int gpus = 0;     // total GPUs; 0: from the launcher (nproc x nodes), else 1
+  std::string intent;  // the team's sentence, kept as a comment
+  std::string name;    // the session's name; "": from the script
+  std::string model;   // workload.model; "": from the script and sizes
+  // Workload facts for commands that do not carry them as flags (a flag in
+  // the command that disagrees is an error naming both).
+  int64_t global_batch = 0;
+  int64_t seq_len = 0;
+  std::optional<int64_t> data_seed;
+  // The script's argparse choices, flag -> values (read from the script by
+  // the caller; empty when it has none or could not be read).
+  std::map<std::string, std::vector<std::string>> script_choices;
+  // Files of the job's folder or repository (relative paths), for the
+  // editable and protected scope; empty: no scope is drafted.
+  std::vector<std::string> files;
+  // Where trials run: a repository URL (relative to the spec's folder) or
+  // a working folder; at most one.
+  std::string repository_url;
+  std::string workdir;
+  int timeout_s = 0;  // 0: 1800 on GPUs, 300 on CPU
+};
+
+// A knob the draft proposes.
+struct DraftKnob {
+  std::string name;
+  std::string flag;  // as the command spells it
+  std::vector<std::string> values;
+  std::string baseline;
+  enum class Form { kValue, kSwitch } form = Form::kValue;  // "--f {k}" or "{k?--f}"
+  std::string why;     // the comment
+  std::string source;  // "command", "script", or "llm"
+};
+
+struct Draft {
+  std::string name, model, intent;
+  int64_t global_batch = 0, seq_len = 0;
+  double params = 0;  // 0: not estimated
+  std::string gpu;
+  int gpus = 1, nodes = 1, gpus_per_node = 1;
+  std::vector<DraftKnob> knobs;
+  std::vector<std::string> command;  // with {knob} and {knob?flag} in place
+  std::optional<int64_t> data_seed;
+  std::vector<std::string> precision;
+  std::vector<std::string> editable, protected_files;
+  std::string repository_url, workdir;
+  int timeout_s = 0;
+  int max_trials = 0, doctor_repeats = 0, verify_candidates = 0, verify_runs = 0;
+  std::vector<std::string> notes;  // what was kept fixed and why; refusals
+};
+
+// INVALID_ARGUMENT naming the field (argv, gpu, gpus, global_batch,
+// seq_len, ...) when the command or the facts are unusable.
+absl::StatusOr<Draft> DraftSpec(const DraftInput& in);
+
+// The spec as YAML, a comment on every choice; ParseSpec reads it.
+std::string DraftYaml(const Draft& draft);
+
+// argparse choices declared in a Python script's text: for each
+// add_argument("--flag", ..., choices=[...]) with literal strings or
+// numbers, flag -> values. Anything else is ignored.
+std::map<std::string, std::vector<std::string>> ScriptChoices(const std::string& script_text);
+
+// The /chat/completions request asking an LLM for more knobs.
+std::string DraftLlmRequestJson(const Draft& draft, const DraftInput& in, const std::string& model);
+// Reads the LLM's answer ({"knobs": [{"flag", "values", "rationale"}]}):
+// each proposal that passes is added to `draft` (source "llm"), each that
+// does not is noted with its reason. INVALID_ARGUMENT when the answer is
+// unreadable as a whole (the draft is then unchanged).
+absl::Status MergeLlmDraftAnswer(const std::string& response_body, const DraftInput& in,
+                                 const std::string& llm_model, Draft* draft);
+
+}  // namespace infrarsi
+
+#endif  // INFRARSI_CORE_DRAFT_H_

@@ -1,0 +1,302 @@
+// `infrarsi draft`: specs drafted from real launch lines (Megatron-LM's
+// example scripts, expanded as bash runs them; the tiny-gpt example), the
+// checks on what a team or an LLM gives, and that every draft parses.
+#include "core/draft.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "core/spec.h"
+
+namespace infrarsi {
+namespace {
+
+std::vector<std::string> Words(const std::string& line) {
+  auto w = SplitCommandLine(line);
+  EXPECT_TRUE(w.ok()) << w.status();
+  return w.ok() ? *w : std::vector<std::string>{};
+}
+
+// Megatron-LM examples/gpt3/train_gpt3_175b_distributed.sh (commit
+// 157006d6), its arrays expanded, with NUM_NODES=16 as its comment says to
+// set for the 128 GPUs that tp 8 x pp 16 need, and its path arguments set.
+const char kGpt3[] =
+    "torchrun --nproc_per_node 8 --nnodes 16 --master_addr localhost --master_port 6000 "
+    "examples/classes/pretrain_gpt.py --num-layers 96 --hidden-size 12288 --num-attention-heads 96 "
+    "--seq-length 2048 --max-position-embeddings 2048 --attention-backend auto --micro-batch-size 1 "
+    "--global-batch-size 1536 --rampup-batch-size 16 16 5859375 --train-iters 500000 "
+    "--weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.95 --init-method-std 0.006 --clip-grad 1.0 "
+    "--fp16 --lr 6.0e-5 --lr-decay-style cosine --min-lr 6.0e-6 --lr-warmup-fraction .001 "
+    "--lr-decay-iters 430000 --tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 "
+    "--data-path /data/gpt_text_document --vocab-file /data/gpt2-vocab.json "
+    "--merge-file /data/gpt2-merges.txt --split 949,50,1 --log-interval 100 --save-interval 10000 "
+    "--eval-interval 1000 --save /ckpt --load /ckpt --eval-iters 10 --tensorboard-dir /tb";
+
+// Megatron-LM examples/llama/train_llama3_8b_h100_fp8.sh (commit 157006d6)
+// with its defaults (one node of 8, mock data), arrays expanded.
+const char kLlama3[] =
+    "torchrun --nproc_per_node 8 --nnodes 1 --node_rank 0 --master_addr localhost --master_port 6000 "
+    "examples/classes/pretrain_gpt.py --use-mcore-models --num-layers 32 --hidden-size 4096 "
+    "--ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention --num-query-groups 8 "
+    "--kv-channels 128 --seq-length 8192 --max-position-embeddings 8192 --position-embedding-type rope "
+    "--rotary-base 1000000 --rotary-percent 1.0 --attention-dropout 0.0 --hidden-dropout 0.0 --swiglu "
+    "--init-method-std 0.0134 --attention-backend fused --apply-layernorm-1p "
+    "--untie-embeddings-and-output-weights --disable-bias-linear --micro-batch-size 1 "
+    "--global-batch-size 128 --train-samples 1953125000 --lr-decay-samples 1949218748 "
+    "--lr-warmup-samples 3906252 --lr 0.00015 --min-lr 0.00001 --decoupled-lr 5.0e-4 "
+    "--decoupled-min-lr 4.5e-5 --lr-decay-style cosine --clip-grad 1.0 --weight-decay 0.1 "
+    "--adam-beta1 0.9 --adam-beta2 0.95 --bf16 --grad-reduce-in-bf16 --cross-entropy-loss-fusion "
+    "--calculate-per-token-loss --manual-gc --empty-unused-memory-level 1 --exit-duration-in-mins 235 "
+    "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --fp8-format hybrid "
+    "--fp8-amax-history-len 1024 --fp8-amax-compute-algo max --fp8-param-gather "
+    "--tensor-model-parallel-size 1 --context-parallel-size 1 --sequence-parallel --mock-data "
+    "--tokenizer-type NullTokenizer --vocab-size 128256 --data-cache-path /cache --tiktoken-pattern v2 "
+    "--split 99,1,0 --no-create-attention-mask-in-dataloader --no-mmap-bin-files --num-workers 1 "
+    "--log-interval 1 --eval-iters 32 --eval-interval 100 --save-interval 1000 --log-throughput "
+    "--ckpt-format torch_dist --distributed-timeout-minutes 60 --save /ckpt --load /ckpt "
+    "--tensorboard-dir /tb";
+
+const char kTinyGpt[] =
+    "python3 train.py --micro-batch 1 --threads 1 --recompute true --attn matmul --optimizer adamw";
+
+std::string ReadSource(const std::string& rel) {
+  std::ifstream in(std::string(INFRARSI_SOURCE_DIR) + "/" + rel);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const DraftKnob* KnobOf(const Draft& d, const std::string& name) {
+  for (const DraftKnob& k : d.knobs) {
+    if (k.name == name) return &k;
+  }
+  return nullptr;
+}
+
+using Values = std::vector<std::string>;
+
+// The YAML reads back as a spec with the same knobs and baseline.
+void ExpectParses(const Draft& d) {
+  const std::string yaml = DraftYaml(d);
+  SpecParseOptions o;
+  o.spec_dir = "/specs";
+  o.may_name_urls = true;  // as on an open loopback server or for an admin
+  std::map<std::string, std::string> files;
+  for (const std::string& p : d.protected_files) files["contract.protected[" + p + "]"] = "x";
+  o.files = &files;
+  auto spec = ParseSpec(yaml, o);
+  ASSERT_TRUE(spec.ok()) << spec.status() << "\n" << yaml;
+  ASSERT_EQ(spec->knobs.size(), d.knobs.size());
+  for (const DraftKnob& k : d.knobs) {
+    const Knob* s = spec->FindKnob(k.name);
+    ASSERT_NE(s, nullptr) << k.name;
+    EXPECT_EQ(s->values, k.values) << k.name;
+    EXPECT_EQ(spec->baseline.at(k.name), k.baseline) << k.name;
+  }
+  // The baseline's command is the command as given.
+  EXPECT_EQ(spec->global_batch, d.global_batch);
+  EXPECT_EQ(spec->seq_len, d.seq_len);
+}
+
+TEST(DraftTest, Gpt3On128GpusFromMegatronsExample) {
+  DraftInput in;
+  in.argv = Words(kGpt3);
+  in.gpu = "A100-80GB";
+  in.intent = "faster without changing what it computes";
+  auto d = DraftSpec(in);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->gpus, 128);
+  EXPECT_EQ(d->nodes, 16);
+  EXPECT_EQ(d->gpus_per_node, 8);
+  EXPECT_EQ(d->global_batch, 1536);
+  EXPECT_EQ(d->seq_len, 2048);
+  EXPECT_EQ(d->precision, Values{"fp16"});
+  ASSERT_NE(KnobOf(*d, "tensor_model_parallel_size"), nullptr);
+  // Within a node, dividing the 96 heads.
+  EXPECT_EQ(KnobOf(*d, "tensor_model_parallel_size")->values, (Values{"1", "2", "4", "8"}));
+  EXPECT_EQ(KnobOf(*d, "tensor_model_parallel_size")->baseline, "8");
+  // Dividing the 96 layers and the 128 GPUs.
+  EXPECT_EQ(KnobOf(*d, "pipeline_model_parallel_size")->values, (Values{"1", "2", "4", "8", "16"}));
+  // dp = 128 / (8 x 16) = 1: the micro-batch divides the 1536 sequences.
+  EXPECT_EQ(KnobOf(*d, "micro_batch_size")->values, (Values{"1", "2", "4", "8", "16"}));
+  EXPECT_EQ(KnobOf(*d, "attention_backend")->values, (Values{"auto", "flash", "fused", "unfused"}));
+  // What it computes is never a knob.
+  for (const char* fixed : {"lr", "global_batch_size", "seq_length", "fp16", "train_iters", "num_layers"}) {
+    EXPECT_EQ(KnobOf(*d, fixed), nullptr) << fixed;
+  }
+  const std::string yaml = DraftYaml(*d);
+  // Sixteen nodes: a Slurm job per trial, which gives torchrun its rendezvous.
+  EXPECT_NE(yaml.find("slurm: {gpus_per_node: 8}"), std::string::npos) << yaml;
+  const std::string command = yaml.substr(yaml.find("    command:"));
+  EXPECT_EQ(command.substr(0, command.find('\n')).find("--master_addr"), std::string::npos);
+  EXPECT_NE(yaml.find("# left out --master_addr localhost: each Slurm job gives torchrun its rendezvous"),
+            std::string::npos);
+  EXPECT_NE(yaml.find("\"--rampup-batch-size\", \"16\", \"16\", \"5859375\""), std::string::npos)
+      << "flags it does not know stay as written";
+  EXPECT_NE(yaml.find("\"--tensor-model-parallel-size\", \"{tensor_model_parallel_size}\""), std::string::npos);
+  EXPECT_NE(yaml.find("# Intent: faster without changing what it computes"), std::string::npos);
+  ExpectParses(*d);
+  // Deterministic.
+  EXPECT_EQ(DraftYaml(*DraftSpec(in)), yaml);
+}
+
+TEST(DraftTest, Llama3Fp8OnOneNodeWithItsSwitches) {
+  DraftInput in;
+  in.argv = Words(kLlama3);
+  in.gpu = "H100";
+  auto d = DraftSpec(in);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->gpus, 8);
+  EXPECT_EQ(d->nodes, 1);
+  EXPECT_EQ(d->precision, (Values{"bf16", "fp8"}));
+  // Heads 32 and query groups 8.
+  EXPECT_EQ(KnobOf(*d, "tensor_model_parallel_size")->values, (Values{"1", "2", "4", "8"}));
+  // 8192 tokens, at least 1k a rank.
+  EXPECT_EQ(KnobOf(*d, "context_parallel_size")->values, (Values{"1", "2", "4", "8"}));
+  // dp 8: 16 sequences per replica.
+  EXPECT_EQ(KnobOf(*d, "micro_batch_size")->values, (Values{"1", "2", "4", "8", "16"}));
+  for (const char* s : {"use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather",
+                        "sequence_parallel", "cross_entropy_loss_fusion", "grad_reduce_in_bf16", "manual_gc"}) {
+    const DraftKnob* k = KnobOf(*d, s);
+    ASSERT_NE(k, nullptr) << s;
+    EXPECT_EQ(k->form, DraftKnob::Form::kSwitch);
+    EXPECT_EQ(k->values, (Values{"false", "true"}));
+    EXPECT_EQ(k->baseline, "true");
+  }
+  const std::string yaml = DraftYaml(*d);
+  EXPECT_NE(yaml.find("\"{sequence_parallel?--sequence-parallel}\""), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("\"--master_addr\", \"localhost\""), std::string::npos) << "one node keeps its rendezvous";
+  EXPECT_NE(yaml.find("params: 7"), std::string::npos) << "about 7.5e9 dense weights";
+  ExpectParses(*d);
+  // The baseline's command is the command as given.
+  std::map<std::string, std::string> base;
+  for (const DraftKnob& k : d->knobs) base[k.name] = k.baseline;
+  EXPECT_EQ(SubstituteCommand(d->command, base), Words(kLlama3));
+}
+
+TEST(DraftTest, TinyGptFromTheScriptsOwnChoices) {
+  const std::string script = ReadSource("deploy/examples/tiny-gpt/train.py");
+  DraftInput in;
+  in.argv = Words(kTinyGpt);
+  in.gpu = "cpu";
+  in.global_batch = 8;
+  in.seq_len = 64;
+  in.data_seed = 1234;
+  in.script_choices = ScriptChoices(script);
+  in.files = {"data.py", "infrarsi_harness.py", "model.py", "train.py"};
+  in.repository_url = "repo";
+  ASSERT_EQ(in.script_choices.at("--attn"), (Values{"matmul", "einsum"}));
+  auto d = DraftSpec(in);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(KnobOf(*d, "micro_batch")->values, (Values{"1", "2", "4", "8"}));
+  EXPECT_EQ(KnobOf(*d, "threads")->values, (Values{"1", "2"}));
+  EXPECT_EQ(KnobOf(*d, "recompute")->values, (Values{"false", "true"}));
+  EXPECT_EQ(KnobOf(*d, "attn")->values, (Values{"matmul", "einsum"}));
+  EXPECT_EQ(KnobOf(*d, "attn")->source, "script");
+  EXPECT_EQ(KnobOf(*d, "optimizer")->values, (Values{"adamw", "adamw_foreach"}));
+  EXPECT_EQ(d->editable, (Values{"model.py", "train.py"}));
+  EXPECT_EQ(d->protected_files, (Values{"data.py", "infrarsi_harness.py"}));
+  EXPECT_EQ(d->precision, Values{"fp32"});
+  const std::string yaml = DraftYaml(*d);
+  EXPECT_NE(yaml.find("data_seed: 1234"), std::string::npos);
+  EXPECT_NE(yaml.find("repository: {url: repo, base: HEAD}"), std::string::npos);
+  ExpectParses(*d);
+}
+
+TEST(DraftTest, BadInputIsNamed) {
+  DraftInput in;
+  in.gpu = "H100";
+  EXPECT_EQ(DraftSpec(in).status().message(), "argv: the launch command is empty (give it after --)");
+  in.argv = Words(kTinyGpt);
+  in.seq_len = 64;
+  EXPECT_EQ(DraftSpec(in).status().message(),
+            "global_batch: the command has no --global-batch-size flag: give it (--global-batch N)");
+  in.argv = Words(kLlama3);
+  in.gpus = 16;
+  EXPECT_EQ(DraftSpec(in).status().message(),
+            "gpus: given as 16 but the command launches 8 per node on 1 nodes (8)");
+  in.gpus = 0;
+  in.global_batch = 256;
+  EXPECT_EQ(DraftSpec(in).status().message(),
+            "global_batch: given as 256 but the command says --global-batch-size 128");
+  in = DraftInput();
+  in.gpu = "cpu";
+  in.global_batch = 8;
+  in.seq_len = 64;
+  in.argv = Words("python3 train.py --lr 0.1 --steps 10");
+  EXPECT_TRUE(absl::StartsWith(DraftSpec(in).status().message(), "argv: no launch flag the draft knows"));
+  in.argv = Words(kTinyGpt);
+  in.gpu = "";
+  EXPECT_EQ(DraftSpec(in).status().message(), "gpu: required (e.g. H100, A100-80GB, cpu)");
+}
+
+TEST(DraftTest, ScriptChoicesReadsLiteralListsOnly) {
+  const auto c = ScriptChoices(R"(
+p.add_argument("--attn", default="a", choices=["a", "b"])
+p.add_argument('--n', type=int, choices=(1, 2, 4))
+p.add_argument("--x", choices=CHOICES)
+p.add_argument("--one", choices=["only"])
+)");
+  EXPECT_EQ(c.size(), 2u);
+  EXPECT_EQ(c.at("--attn"), (Values{"a", "b"}));
+  EXPECT_EQ(c.at("--n"), (Values{"1", "2", "4"}));
+}
+
+// An OpenAI-compatible answer whose message content is `content`.
+std::string Answer(const std::string& content) {
+  return "{\"choices\": [{\"message\": {\"role\": \"assistant\", \"content\": " + JsonQuote(content) + "}}]}";
+}
+
+TEST(DraftTest, AnLlmMayAddOnlyValidatedKnobsAndEveryRefusalIsSaid) {
+  DraftInput in;
+  in.argv = Words(kLlama3);
+  in.gpu = "H100";
+  auto base = DraftSpec(in);
+  ASSERT_TRUE(base.ok());
+  // Unreadable answers leave the draft as it was.
+  for (const std::string& body : {std::string("not json at all {"), std::string("{\"choices\": []}"),
+                                  Answer("sure! here are knobs"), Answer("{\"knobs\": 3}")}) {
+    Draft d = *base;
+    EXPECT_FALSE(MergeLlmDraftAnswer(body, in, "m", &d).ok()) << body;
+    EXPECT_EQ(DraftYaml(d), DraftYaml(*base));
+  }
+  Draft d = *base;
+  const std::string content = R"J({"knobs": [
+    {"flag": "--empty-unused-memory-level", "values": ["0", "1", "2"], "rationale": "less allocator churn"},
+    {"flag": "--global-batch-size", "values": ["64", "128"], "rationale": "smaller batch is faster"},
+    {"flag": "--lr", "values": ["0.00015", "0.0003"]},
+    {"flag": "--num-workers", "values": ["2", "4"], "rationale": "misses the current value"},
+    {"flag": "--not-in-the-command", "values": ["1", "2"]},
+    {"flag": "--log-throughput", "values": ["on", "off"]},
+    {"flag": "--micro-batch-size", "values": ["1", "2"]},
+    {"flag": "--exit-duration-in-mins", "values": ["235", "$(rm -rf /)"]},
+    {"flag": "--calculate-per-token-loss", "values": ["true", "false"], "rationale": "a switch"}
+  ]})J";
+  ASSERT_TRUE(MergeLlmDraftAnswer(Answer("```json\n" + std::string(content) + "\n```"), in, "m", &d).ok());
+  const DraftKnob* k = KnobOf(d, "empty_unused_memory_level");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->source, "llm");
+  EXPECT_EQ(k->baseline, "1");
+  ASSERT_NE(KnobOf(d, "calculate_per_token_loss"), nullptr) << DraftYaml(d);
+  EXPECT_EQ(d.knobs.size(), base->knobs.size() + 2);
+  const std::string yaml = DraftYaml(d);
+  EXPECT_NE(yaml.find("# llm: proposed by m: less allocator churn"), std::string::npos) << yaml;
+  for (const char* why : {
+           "--global-batch-size: refused: it sets what the job computes",
+           "--lr: refused: it sets what the job computes",
+           "--num-workers: refused: values must include the command's own, 1",
+           "--not-in-the-command: refused: not a flag of the command",
+           "--log-throughput: refused: a bare flag is on or off",
+           "--micro-batch-size: refused: already a knob",
+           "--exit-duration-in-mins: refused: values: each must be"}) {
+    EXPECT_NE(yaml.find(why), std::string::npos) << why << "\n" << yaml;
+  }
+  ExpectParses(d);
+}
+
+}  // namespace
+}  // namespace infrarsi
