@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "client/credential_flags.h"
 #include "client/cli/demo.h"
+#include "client/cli/draft_cmd.h"
 #include "client/cli/local_apply.h"
 #include "client/cli/report_format.h"
 #include "client/rpc_client.h"
@@ -211,6 +212,36 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 16));
   demo->add_option("--max-trials", demo_opts.max_trials, "trial budget (0: the spec's)");
 
+  infrarsi::client::DraftOptions draft_opts;
+  std::vector<std::string> draft_cmd;
+  int64_t draft_seed = -1;
+  double llm_timeout_s = 60;
+  auto* draft = app.add_subcommand(
+      "draft", "draft a session spec from the training command you run: "
+               "infrarsi draft --gpu H100 [--gpus N] [--intent TEXT] [-o spec.yaml] -- torchrun ... train.py --flags");
+  draft->add_option("--gpu", draft_opts.input.gpu, "the GPU model (hardware.gpu), e.g. H100, A100-80GB, cpu")
+      ->required();
+  draft->add_option("--gpus", draft_opts.input.gpus, "GPUs in all (default: what the launcher starts)");
+  draft->add_option("--intent", draft_opts.input.intent, "what you want, in a sentence (kept as a comment)");
+  draft->add_option("--name", draft_opts.input.name, "the session's name (default: script-gpu-xN)");
+  draft->add_option("--model", draft_opts.input.model, "workload.model (default: from the script and its sizes)");
+  draft->add_option("--global-batch", draft_opts.input.global_batch,
+                    "global batch, when the command has no batch flag");
+  draft->add_option("--seq-len", draft_opts.input.seq_len, "sequence length, when the command has no such flag");
+  draft->add_option("--data-seed", draft_seed, "the data seed, when the command has no --seed flag");
+  draft->add_option("--repo", draft_opts.repo,
+                    "the job's git repository: trials run in its work trees; its Python files give the "
+                    "editable and protected scope");
+  draft->add_option("--workdir", draft_opts.workdir, "else the folder the command runs in (default: here)");
+  draft->add_option("-o,--out", draft_opts.out, "write the spec to this new file (default: stdout)");
+  draft->add_option("--timeout-s", draft_opts.input.timeout_s, "a trial's time limit (default 1800; 300 on cpu)");
+  draft->add_option("--llm-endpoint", draft_opts.llm_endpoint,
+                    "an OpenAI-compatible base URL whose model may add knobs (each validated); API key "
+                    "from INFRARSI_LLM_API_KEY");
+  draft->add_option("--llm-model", draft_opts.llm_model, "the model's name (with --llm-endpoint)");
+  draft->add_option("--llm-timeout-s", llm_timeout_s, "how long to wait for its answer")->capture_default_str();
+  draft->add_option("command", draft_cmd, "the launch command, after --")->required();
+
   infrarsi::client::CredentialFlags cred_flags;
   cred_flags.AddTo(app);
   CLI11_PARSE(app, argc, argv);
@@ -226,6 +257,14 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
 
   if (*optimum) return SimOptimum(spec_path, top, json);
+  if (*draft) {
+    draft_opts.input.argv = draft_cmd;
+    if (draft_seed >= 0) draft_opts.input.data_seed = draft_seed;
+    if (const char* key = std::getenv("INFRARSI_LLM_API_KEY")) draft_opts.llm_api_key = key;
+    draft_opts.llm_timeout = absl::Seconds(llm_timeout_s);
+    const absl::Status st = infrarsi::client::RunDraft(draft_opts, std::cout, std::cerr);
+    return st.ok() ? 0 : Fail(st);
+  }
   if (*demo) {
     const absl::Status st = infrarsi::client::RunDemo(demo_opts, std::cout);
     return st.ok() ? 0 : Fail(st);

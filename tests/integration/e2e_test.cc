@@ -793,6 +793,61 @@ TEST_F(EndToEndTest, TinyGptTunedForRealWithPatchesAndCommitted) {
               promoted.speedup(), promoted.ci_low(), promoted.ci_high(), patches_on.size(), harmful);
 }
 
+// `infrarsi draft` from the tiny-gpt command, and the drafted spec, as
+// written, through all five stages: create, doctor, run, report, apply.
+TEST_F(EndToEndTest, DraftedTinyGptSpecRunsAllFiveStagesUnchanged) {
+  const std::string python = TorchPython();
+  if (python.empty()) GTEST_SKIP() << "no python3 with torch (deploy/install_deps.sh installs python3-torch)";
+  const std::string example = std::string(INFRARSI_SOURCE_DIR) + "/deploy/examples/tiny-gpt";
+  const std::string repo = dir_ + "/tiny-gpt";
+  {
+    Subprocess make({"/bin/sh", example + "/make_repo.sh", repo}, dir_ + "/make_repo.log");
+    make.ReadAll();
+    ASSERT_EQ(make.Wait(), 0) << ReadText(dir_ + "/make_repo.log");
+  }
+  fs::create_directories(dir_ + "/specs");
+  const std::string spec = dir_ + "/specs/drafted.yaml";
+  std::string out, err;
+  // The draft needs no server.
+  ASSERT_EQ(Cli({"draft", "--gpu", "cpu", "--global-batch", "8", "--seq-len", "64", "--data-seed", "1234",
+                 "--repo", repo, "--intent", "faster without changing what it computes", "-o", spec,
+                 "--", python, "train.py", "--micro-batch", "1", "--threads", "1", "--recompute", "true",
+                 "--attn", "matmul", "--optimizer", "adamw"},
+                &out, &err), 0) << err;
+  EXPECT_NE(err.find("wrote " + spec + " (5 knobs)"), std::string::npos) << err;
+  const std::string yaml = ReadText(spec);
+  EXPECT_NE(yaml.find("attn: [matmul, einsum]"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("repository: {url: \"../tiny-gpt\", base: HEAD}"), std::string::npos) << yaml;
+  // Drafting again over an existing file is refused: nothing is overwritten.
+  EXPECT_EQ(Cli({"draft", "--gpu", "cpu", "--global-batch", "8", "--seq-len", "64", "-o", spec, "--",
+                 python, "train.py", "--micro-batch", "1"}, &out, &err), 1);
+  EXPECT_NE(err.find("--out: " + spec + " exists"), std::string::npos) << err;
+  EXPECT_EQ(ReadText(spec), yaml);
+
+  StartServer();
+  StartAgent("process", "cpu", 1);
+  const std::string id = CliCreate(spec);
+  CliDoctorAndRun(id);
+  auto rep = client_->Report(id);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_EQ(rep->contract().tokens_per_step(), 512);
+  EXPECT_TRUE(rep->contract().data_seed_set());
+  const auto& v = rep->verification();
+  if (v.promoted_rank() <= 0) {
+    for (const auto& t : rep->trials()) {
+      std::printf("trial %ld %s %s %.4f s %s\n", static_cast<long>(t.id()), t.purpose().c_str(),
+                  t.status().c_str(), t.step_time_s(), t.error().c_str());
+    }
+  }
+  ASSERT_GT(v.promoted_rank(), 0) << v.summary();
+  ASSERT_EQ(Cli({"report", id}, &out, &err), 0) << err;
+  ASSERT_EQ(Cli({"apply", id, "--repo", repo, "--branch", "infrarsi/drafted"}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("committed "), std::string::npos) << out;
+  auto s = client_->GetSession(id);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->stage_name(), "applied");
+}
+
 }  // namespace
 // Without Slurm, two 8-GPU agents cannot hold a 16-GPU session: doctor
 // says so at once instead of waiting.

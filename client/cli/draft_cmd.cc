@@ -1,0 +1,123 @@
+#include "client/cli/draft_cmd.h"
+
+#include <git2.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/file_util.h"
+#include "server/llm_client.h"
+
+namespace infrarsi::client {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The Python files committed at HEAD of the repository at `path`.
+absl::StatusOr<std::vector<std::string>> CommittedPythonFiles(const std::string& path) {
+  git_libgit2_init();
+  git_repository* repo = nullptr;
+  if (git_repository_open(&repo, path.c_str()) != 0) {
+    git_libgit2_shutdown();
+    return absl::InvalidArgumentError(absl::StrCat("--repo: '", path, "' is not a git repository"));
+  }
+  std::unique_ptr<git_repository, void (*)(git_repository*)> r(repo, git_repository_free);
+  git_object* tree_obj = nullptr;
+  if (git_revparse_single(&tree_obj, repo, "HEAD^{tree}") != 0) {
+    git_libgit2_shutdown();
+    return absl::InvalidArgumentError(absl::StrCat("--repo: '", path, "' has no commit"));
+  }
+  std::vector<std::string> files;
+  git_tree_walk(
+      reinterpret_cast<git_tree*>(tree_obj), GIT_TREEWALK_PRE,
+      [](const char* root, const git_tree_entry* e, void* payload) {
+        const std::string name = git_tree_entry_name(e);
+        if (git_tree_entry_type(e) == GIT_OBJECT_BLOB && absl::EndsWith(name, ".py")) {
+          static_cast<std::vector<std::string>*>(payload)->push_back(std::string(root) + name);
+        }
+        return 0;
+      },
+      &files);
+  git_object_free(tree_obj);
+  r.reset();
+  git_libgit2_shutdown();
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string Relative(const fs::path& target, const fs::path& from) {
+  std::error_code ec;
+  fs::path rel = fs::relative(fs::absolute(target), fs::absolute(from), ec);
+  if (ec || rel.empty()) return fs::absolute(target).lexically_normal().string();
+  return rel.string();
+}
+
+}  // namespace
+
+absl::Status RunDraft(DraftOptions o, std::ostream& out, std::ostream& log) {
+  if (!o.repo.empty() && !o.workdir.empty()) {
+    return absl::InvalidArgumentError("--repo, --workdir: give one (trials run in the repository's work tree)");
+  }
+  if (!o.out.empty() && fs::exists(o.out)) {
+    return absl::AlreadyExistsError(absl::StrCat("--out: ", o.out, " exists; choose another file"));
+  }
+  const fs::path spec_dir = o.out.empty() ? fs::current_path() : fs::absolute(o.out).parent_path();
+  const fs::path job = !o.repo.empty() ? fs::path(o.repo) : !o.workdir.empty() ? fs::path(o.workdir)
+                                                                              : fs::current_path();
+  if (!fs::is_directory(job)) {
+    return absl::InvalidArgumentError(absl::StrCat(o.repo.empty() ? "--workdir" : "--repo", ": '",
+                                                   job.string(), "' is not a folder"));
+  }
+  DraftInput& in = o.input;
+  // The script's own choices, when it can be read.
+  for (const std::string& w : in.argv) {
+    if (!absl::EndsWith(w, ".py")) continue;
+    const fs::path script = fs::path(w).is_absolute() ? fs::path(w) : job / w;
+    auto text = ReadRegularFile(script.string(), 4 << 20, "argv");
+    if (text.ok()) {
+      in.script_choices = ScriptChoices(*text);
+    } else {
+      log << "draft: cannot read " << script.string() << " (" << text.status().message()
+          << "): its flags' choices are unknown\n";
+    }
+    break;
+  }
+  if (!o.repo.empty()) {
+    auto files = CommittedPythonFiles(o.repo);
+    if (!files.ok()) return files.status();
+    in.files = *files;
+    in.repository_url = Relative(o.repo, spec_dir);
+  } else {
+    in.workdir = Relative(job, spec_dir);
+  }
+  auto draft = DraftSpec(in);
+  if (!draft.ok()) return draft.status();
+  if (!o.llm_endpoint.empty()) {
+    LlmPriorClient::Options lo;
+    lo.endpoint = o.llm_endpoint;
+    lo.model = o.llm_model;
+    lo.api_key = o.llm_api_key;
+    lo.timeout = o.llm_timeout;
+    auto client = LlmPriorClient::Create(lo);
+    if (!client.ok()) return client.status();
+    auto body = (*client)->Post(DraftLlmRequestJson(*draft, in, o.llm_model));
+    absl::Status st = body.ok() ? MergeLlmDraftAnswer(*body, in, o.llm_model, &*draft) : body.status();
+    if (!st.ok()) {
+      // The draft stands without it: deterministic, and said.
+      draft->notes.push_back(absl::StrCat("llm (", o.llm_model, ") not used: ", st.message()));
+      log << "draft: the LLM's answer was not used: " << st.message() << "\n";
+    }
+  }
+  const std::string yaml = DraftYaml(*draft);
+  if (o.out.empty()) {
+    out << yaml;
+    return absl::OkStatus();
+  }
+  if (absl::Status st = WriteFileAtomically(o.out, yaml, "--out"); !st.ok()) return st;
+  log << "wrote " << o.out << " (" << draft->knobs.size() << " knobs)\n";
+  return absl::OkStatus();
+}
+
+}  // namespace infrarsi::client
