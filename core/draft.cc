@@ -538,6 +538,7 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
   }
   d.repository_url = in.repository_url;
   d.workdir = in.workdir;
+  d.optimizer_in_window = in.watches_optimizer;
   const bool cpu = absl::AsciiStrToLower(in.gpu) == "cpu";
   d.timeout_s = in.timeout_s > 0 ? in.timeout_s : cpu ? 300 : 1800;
   size_t space = 1;
@@ -606,6 +607,11 @@ std::string DraftYaml(const Draft& d) {
     line(absl::StrCat("  data_seed: ", *d.data_seed, "   # every trial must read the same data"));
   } else {
     line("  # data_seed: the command states none; set it to have the harness's seed checked.");
+  }
+  if (d.optimizer_in_window) {
+    line("  # The script counts its optimizer steps (harness.watch_optimizer): every timed");
+    line("  # step must contain exactly one, so no setting or patch moves it out of the timer.");
+    line("  optimizer_in_window: true");
   }
   std::vector<std::string> prec;
   for (const std::string& p : d.precision) prec.push_back(Y(p));

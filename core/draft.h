@@ -51,6 +51,9 @@ struct DraftInput {
   // The script's argparse choices, flag -> values (read from the script by
   // the caller; empty when it has none or could not be read).
   std::map<std::string, std::vector<std::string>> script_choices;
+  // The script counts its optimizer steps through InfraRSI's harness
+  // (harness.watch_optimizer): the contract then requires one per timed step.
+  bool watches_optimizer = false;
   // Files of the job's folder or repository (relative paths), for the
   // editable and protected scope; empty: no scope is drafted.
   std::vector<std::string> files;
@@ -81,6 +84,7 @@ struct Draft {
   std::vector<DraftKnob> knobs;
   std::vector<std::string> command;  // with {knob} and {knob?flag} in place
   std::optional<int64_t> data_seed;
+  bool optimizer_in_window = false;
   std::vector<std::string> precision;
   std::vector<std::string> editable, protected_files;
   std::string repository_url, workdir;

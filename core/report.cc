@@ -48,7 +48,8 @@ v1::TrialView TrialViewOf(const storage::TrialRecord& t) {
 }
 
 absl::StatusOr<std::vector<Observation>> SearchHistoryOf(
-    int gpu_count, const std::vector<storage::TrialRecord>& trials, double* gpu_seconds) {
+    const SessionSpec& spec, const std::vector<storage::TrialRecord>& trials, double* gpu_seconds) {
+  const int gpu_count = spec.gpu_count;
   std::vector<Observation> history;
   *gpu_seconds = 0;
   for (const auto& t : trials) {
@@ -56,6 +57,7 @@ absl::StatusOr<std::vector<Observation>> SearchHistoryOf(
     if (t.purpose == "verify") continue;
     Observation o;
     ASSIGN_OR_RETURN(o.config, DecodeConfigJson(t.config));
+    FillKnobDefaults(spec, &o.config);
     o.status = t.status;
     o.step_time_s = t.step_time_s;
     o.peak_mem_gib = t.peak_mem_gib;
@@ -100,7 +102,13 @@ absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
   v1::SessionReport::FailedTrials* failed = rep.mutable_failed_trials();
   double total = 0, infra = 0;
   for (const auto& t : trials) {
-    *rep.add_trials() = TrialViewOf(t);
+    v1::TrialView* view = rep.add_trials();
+    *view = TrialViewOf(t);
+    for (const Knob& k : in.spec.knobs) {
+      if (!view->config().contains(k.name) && in.spec.baseline.count(k.name)) {
+        (*view->mutable_config())[k.name] = in.spec.baseline.at(k.name);
+      }
+    }
     total += t.cost_s + t.lost_s;
     infra += t.lost_s;
     if (t.status == ts::kViolation) {
@@ -125,6 +133,7 @@ absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
     c.error = t.error;
     c.cost_s = t.cost_s;
     ASSIGN_OR_RETURN(c.config, DecodeConfigJson(t.config));
+    FillKnobDefaults(in.spec, &c.config);
     costs.push_back(std::move(c));
   }
   for (const BrokenHost& h : FindBrokenHosts(trials)) {
@@ -168,6 +177,19 @@ absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
     *rep.add_integrity() = std::move(c);
   }
 
+  for (const LlmPatchOutcome& o : in.llm_round.outcomes) {
+    v1::SessionReport::LlmPatch* p = rep.add_llm_patches();
+    p->set_name(o.name);
+    p->set_rationale(o.rationale);
+    p->set_accepted(o.accepted);
+    p->set_reason(o.reason);
+    for (const std::string& path : o.paths) p->add_paths(path);
+    p->set_has_prior(o.has_prior);
+    p->set_prior_time(o.prior_time);
+    if (o.accepted) p->set_knob(PatchKnobName(o.name));
+  }
+  rep.set_llm_patches_note(in.llm_round.note);
+
   v1::SearchSummary* search = rep.mutable_search();
   search->set_strategy(optimizer.Name());
   search->set_priors(in.priors_label);
@@ -179,7 +201,7 @@ absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
     if (t.purpose == "search" && !t.tag.empty()) (*search->mutable_proposals_by_reason())[t.tag]++;
   }
   double unused = 0;
-  ASSIGN_OR_RETURN(std::vector<Observation> history, SearchHistoryOf(in.spec.gpu_count, trials, &unused));
+  ASSIGN_OR_RETURN(std::vector<Observation> history, SearchHistoryOf(in.spec, trials, &unused));
   if (!history.empty()) {
     SearchContext ctx;
     ctx.spec = &in.spec;

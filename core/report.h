@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/llm_patches.h"
 #include "core/optimizer.h"
 #include "core/priors.h"
 #include "core/spec.h"
@@ -36,6 +37,7 @@ struct ReportInputs {
   int warm_starts = 0;
   int related_trials = 0;
   std::string stop_reason;  // why the search stopped early, if it did
+  LlmPatchRound llm_round;  // the LLM's patch proposals, if it was asked
 };
 
 // The report of `in` with its `trials` (all of the session's, by id);
@@ -49,9 +51,10 @@ v1::TrialView TrialViewOf(const storage::TrialRecord& t);
 
 // What the search learns from `trials` (verification re-runs left out: the
 // search has their first measurement), and the GPU-seconds all of them cost
-// on `gpu_count` GPUs.
+// on the spec's GPUs. Settings recorded before a knob existed read as its
+// baseline value (FillKnobDefaults).
 absl::StatusOr<std::vector<Observation>> SearchHistoryOf(
-    int gpu_count, const std::vector<storage::TrialRecord>& trials, double* gpu_seconds);
+    const SessionSpec& spec, const std::vector<storage::TrialRecord>& trials, double* gpu_seconds);
 
 }  // namespace infrarsi
 

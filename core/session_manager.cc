@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/agent_health.h"
+#include "core/patch_scope.h"
 #include "core/agent_policy.h"
 #include "core/agent_registry.h"
 #include "core/agent_report.h"
@@ -61,10 +62,34 @@ bool IsLeased(const std::string& status) {
 // What a session's search started from, as stored with the session:
 // {"priors_label": ..., "warm_starts": N, "related": N, "priors": {...}}.
 template <typename Inputs>
-std::string EncodeSearchRecord(const Inputs& in) {
+std::string EncodeSearchRecord(const Inputs& in, const LlmPatchRound& llm) {
   return absl::StrCat(R"({"priors_label":)", JsonQuote(in.priors_label), R"(,"warm_starts":)",
                       in.warm_start_count, R"(,"related":)", in.related_count, R"(,"priors":)",
-                      in.priors ? EncodePriorsJson(*in.priors) : "null", "}");
+                      in.priors ? EncodePriorsJson(*in.priors) : "null",
+                      llm.asked || !llm.note.empty() ? absl::StrCat(R"(,"llm_patches":)", EncodeLlmPatchRound(llm)) : "",
+                      "}");
+}
+
+// What the LLM is shown of a session's editable scope: its files at the
+// locked commit, as far as they fit.
+std::vector<std::pair<std::string, std::string>> EditableFiles(const SessionSpec& spec,
+                                                               const SourceRepo* repo) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (repo == nullptr) return out;
+  auto files = repo->ListFiles(spec.repository.url, spec.repository.base_commit);
+  if (!files.ok()) return out;
+  size_t total = 0;
+  for (const std::string& f : *files) {
+    bool editable = false;
+    for (const std::string& g : spec.contract.editable) editable = editable || GlobMatch(g, f);
+    for (const std::string& g : spec.contract.protected_files) editable = editable && !GlobMatch(g, f);
+    if (!editable) continue;
+    auto text = repo->ReadFile(spec.repository.url, spec.repository.base_commit, f, 64 << 10);
+    if (!text.ok() || total + text->size() > kMaxLlmContextBytes) continue;
+    total += text->size();
+    out.emplace_back(f, *std::move(text));
+  }
+  return out;
 }
 
 v1::Contract ContractProto(const SessionSpec& spec, const std::string& hash) {
@@ -283,7 +308,22 @@ absl::StatusOr<std::unique_ptr<SessionManager::SessionState>> SessionManager::Re
   s->verification = FromJson<v1::Verification>(s->rec.verification);
   // What its search started from, for the report (a running session's
   // search is started again by Load).
-  if (!s->rec.search.empty()) s->search = DecodeSearchRecord(s->rec.search);
+  if (!s->rec.search.empty()) {
+    s->search = DecodeSearchRecord(s->rec.search);
+    // The LLM's admitted patches are candidates of this session as its
+    // own are: back into the spec (asked once, never again).
+    try {
+      const YAML::Node n = YAML::Load(s->rec.search);
+      if (n["llm_patches"] && n["llm_patches"].IsMap()) {
+        YAML::Emitter e;
+        e << YAML::Flow << YAML::DoubleQuoted << n["llm_patches"];
+        s->llm_round = DecodeLlmPatchRound(e.c_str());
+        RETURN_IF_ERROR(RestoreLlmPatches(s->llm_round, &s->spec));
+      }
+    } catch (const YAML::Exception&) {
+      // Written by this code; an unreadable record has no LLM patches.
+    }
+  }
   ASSIGN_OR_RETURN(auto trials, storage->ListTrials(s->rec.id));
   for (const auto& t : trials) {
     s->host_failures += t.status == ts::kFailed || t.status == ts::kTimeout;
@@ -900,6 +940,10 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
   // The spec and the team are fixed: read without the lock.
   if (options_.priors_for) priors = options_.priors_for(s->spec);
   ASSIGN_OR_RETURN(seeds, bank_->SeedsFor(s->spec, s->rec.id, s->rec.team));
+  // The LLM's patches, once, before the search: admitted onto a copy of the
+  // spec outside the lock (git checks each), swapped in under it.
+  std::optional<std::pair<SessionSpec, LlmPatchRound>> llm;
+  if (options_.llm_patches) llm = AskLlmPatches(*s, seeds);
   absl::ReleasableMutexLock lock(&s->sync.mu);
   // Looked at again: another call may have started it meanwhile.
   if (StageFromName(s->rec.stage) != v1::STAGE_DOCTORED) {
@@ -910,6 +954,10 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
     if (std::string why = registry_.WhyNoneCanHold(RequirementOf(*s)); !why.empty()) {
       return absl::FailedPreconditionError(why);
     }
+  }
+  if (llm) {
+    s->spec = std::move(llm->first);
+    s->llm_round = std::move(llm->second);
   }
   RETURN_IF_ERROR(StartSearchLocked(*s, std::move(priors), std::move(seeds)));
   s->stop_reason.clear();
@@ -928,6 +976,40 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
   absl::MutexLock again(&s->sync.mu);
   v1::SessionSummary out = SummaryOf(*s);
   out.set_last_event_seq(watch_from);
+  return out;
+}
+
+std::optional<std::pair<SessionSpec, LlmPatchRound>> SessionManager::AskLlmPatches(
+    SessionState& s, const Bank::Seeds& seeds) {
+  v1::DoctorReport doctor;
+  {
+    absl::MutexLock lock(&s.sync.mu);
+    if (s.llm_round.asked || !s.llm_round.note.empty()) return std::nullopt;  // once per session
+    doctor = s.doctor;
+  }
+  std::pair<SessionSpec, LlmPatchRound> out{s.spec, LlmPatchRound()};
+  LlmPatchRound& round = out.second;
+  if (s.spec.repository.url.empty() || s.spec.contract.editable.empty()) {
+    round.note = "not asked: the session has no repository or no editable scope";
+    return out;
+  }
+  LlmPatchContext ctx;
+  ctx.spec = &s.spec;
+  ctx.doctor = &doctor;
+  ctx.files = EditableFiles(s.spec, options_.source_repo);
+  ctx.bank = absl::StrCat(seeds.related.size(), " trials of this workload from other sessions, ",
+                          seeds.warm_starts.size(), " of their best settings");
+  auto body = options_.llm_patches(ctx);
+  if (!body.ok()) {
+    round.note = absl::StrCat("not used: ", body.status().message());
+    return out;
+  }
+  auto admitted = AdmitLlmPatches(*body, options_.source_repo, &out.first);
+  if (!admitted.ok()) {
+    round.note = absl::StrCat("not used: ", admitted.status().message());
+    return out;
+  }
+  round = *std::move(admitted);
   return out;
 }
 
@@ -957,7 +1039,7 @@ absl::Status SessionManager::StartSearchLocked(
   in->related = std::move(seeds.related);
   in->warm_start_count = static_cast<int>(in->warm_starts.size());
   in->related_count = static_cast<int>(in->related.size());
-  s.rec.search = EncodeSearchRecord(*in);
+  s.rec.search = EncodeSearchRecord(*in, s.llm_round);
   s.search = std::move(in);
   return absl::OkStatus();
 }
@@ -1074,7 +1156,7 @@ absl::Status SessionManager::ProposePending(const std::string& only, bool wait_f
     auto trials = session_reader_->ListTrials(id);
     if (!trials.ok()) return give_up(trials.status(), /*retry=*/true, "");
     double gpu_s = 0;
-    auto history = SearchHistoryOf(in->spec.gpu_count, *trials, &gpu_s);
+    auto history = SearchHistoryOf(in->spec, *trials, &gpu_s);
     if (!history.ok()) return give_up(history.status(), /*retry=*/true, "");
     if (in->spec.max_gpu_hours > 0 && gpu_s >= in->spec.max_gpu_hours * 3600) {
       RETURN_IF_ERROR(give_up(absl::OkStatus(), /*retry=*/false,
@@ -2084,6 +2166,7 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
     in.best_config = s->best_config;
     search = s->search;
     in.stop_reason = s->stop_reason;
+    in.llm_round = s->llm_round;
   }
   in.priors = search->priors ? &*search->priors : nullptr;
   in.priors_label = search->priors_label;

@@ -57,6 +57,7 @@
 #include "core/optimizer.h"
 #include "core/priors.h"
 #include "core/spec.h"
+#include "core/llm_patches.h"
 #include "core/stage.h"
 #include "core/trial_queue.h"
 #include "core/trial_status.h"
@@ -107,6 +108,13 @@ class SessionManager {
     // (the server's is libgit2, on its mirror of the registered repository).
     // Null: patches are checked as text only.
     const SourceRepo* source_repo = nullptr;
+    // Code patches from a language model: asked once per session when its
+    // run starts (outside the lock: it may block on the network), shown the
+    // doctor's profile, the editable files (read through `source_repo`), the
+    // contract and what the bank knows; returns the model's response body.
+    // Its proposals are admitted as a spec's patches are (core/
+    // llm_patches.h). Null: no session asks.
+    std::function<absl::StatusOr<std::string>(const LlmPatchContext&)> llm_patches;
   };
 
   // Loads every session from storage and resumes the active ones.
@@ -259,6 +267,9 @@ class SessionManager {
     // changed after: a proposal made outside the lock holds them.
     std::shared_ptr<const SearchInputs> search = std::make_shared<const SearchInputs>();
     std::string stop_reason;  // set when the search stops early
+    // The LLM's patch proposals, asked once when the run starts (stored in
+    // rec.search; its admitted patches are in `spec`).
+    LlmPatchRound llm_round;
     // Why its work waits (SessionSummary.notice); not stored: the reaper
     // says it again after a restart.
     std::string notice;
@@ -415,6 +426,12 @@ class SessionManager {
   // Sets s.search: the priors, the bank's best settings of workloads like
   // this session's (in its space) and the bank's trials of the same
   // workload on any GPU (in its space), what the session's team may read.
+  // The LLM's patches for `s` (once per session): the spec with the
+  // admitted ones and the round; none when already asked. Not under the
+  // session's lock (it takes it briefly).
+  std::optional<std::pair<SessionSpec, LlmPatchRound>> AskLlmPatches(SessionState& s,
+                                                                     const Bank::Seeds& seeds)
+      ABSL_LOCKS_EXCLUDED(s.sync.mu);
   absl::Status StartSearchLocked(SessionState& s,
                                  std::pair<std::optional<Priors>, std::string> priors,
                                  Bank::Seeds seeds);

@@ -30,6 +30,23 @@ class SourceRepo {
   // The git blob SHA-1 of `path` in commit `base`; NOT_FOUND when absent.
   virtual absl::StatusOr<std::string> BlobAt(const std::string& repo, const std::string& base,
                                              const std::string& path) const = 0;
+  // What an LLM asked for patches is shown: every file path of commit
+  // `base`, and one file's text (FAILED_PRECONDITION when larger than
+  // `max_bytes`). Optional: UNIMPLEMENTED by default.
+  virtual absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& repo,
+                                                             const std::string& base) const {
+    (void)repo;
+    (void)base;
+    return absl::UnimplementedError("this repository reader lists no files");
+  }
+  virtual absl::StatusOr<std::string> ReadFile(const std::string& repo, const std::string& base,
+                                               const std::string& path, size_t max_bytes) const {
+    (void)repo;
+    (void)base;
+    (void)path;
+    (void)max_bytes;
+    return absl::UnimplementedError("this repository reader reads no files");
+  }
 };
 
 }  // namespace infrarsi

@@ -531,12 +531,16 @@ absl::Status ParseRepository(const YAML::Node& root, const SpecParseOptions& opt
   return absl::OkStatus();
 }
 
+}  // namespace
+
 // "patch_<name>" with the characters a knob name may not hold as '_'.
 std::string PatchKnobName(const std::string& patch) {
   std::string out = "patch_";
   for (char c : patch) out += absl::ascii_isalnum(c) ? c : '_';
   return out;
 }
+
+namespace {
 
 absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& options,
                            SessionSpec& spec) {
@@ -667,31 +671,7 @@ absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& optio
         }
         ps.diff = *sent;
       }
-      if (ps.diff.size() > kMaxPatchBytes) {
-        return FieldError(field, absl::StrCat("larger than the limit of ", kMaxPatchBytes, " bytes"));  // NOLINT
-      }
-      auto files = ParsePatchedFiles(ps.diff);
-      if (!files.ok()) return FieldError(field, files.status().message());
-      RETURN_IF_ERROR(CheckPatchScope(ps.name, *files, c.editable, c.protected_files));
-      for (const PatchedFile& f : *files) ps.paths.push_back(f.path);
-      if (options.source_repo != nullptr && !spec.repository.base_commit.empty()) {
-        // Git's own reading of the diff: it must apply to the base commit,
-        // and the files it changes are held to the same scope.
-        auto paths = options.source_repo->CheckPatch(spec.repository.url,
-                                                     spec.repository.base_commit, {}, ps.diff);
-        if (!paths.ok()) return FieldError(field, paths.status().message());
-        std::vector<PatchedFile> by_git;
-        for (const std::string& path : *paths) by_git.push_back({path});
-        RETURN_IF_ERROR(CheckPatchScope(ps.name, by_git, c.editable, c.protected_files));
-        ps.paths = *paths;
-      }
-      ps.knob = PatchKnobName(ps.name);
-      if (spec.FindKnob(ps.knob) != nullptr) {
-        return FieldError(field, absl::StrCat("its switch '", ps.knob, "' clashes with another knob"));
-      }
-      spec.knobs.push_back({ps.knob, {"off", "on"}});
-      spec.baseline[ps.knob] = "off";
-      spec.patches.push_back(std::move(ps));
+      RETURN_IF_ERROR(AddCheckedPatch(std::move(ps), options.source_repo, field, &spec));
     }
   }
   // Pairs that do not apply one after the other are never combined.
@@ -707,6 +687,56 @@ absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& optio
   }
   return absl::OkStatus();
 }
+
+}  // namespace
+
+absl::Status AddCheckedPatch(PatchSpec ps, const SourceRepo* source_repo, const std::string& field,
+                             SessionSpec* out) {
+  SessionSpec& spec = *out;
+  const ContractSpec& c = spec.contract;
+  if (!IsValidName(ps.name)) {
+    return FieldError(field, "names must be unique and use letters, digits, '-', '_' or '.'");
+  }
+  for (const PatchSpec& other : spec.patches) {
+    if (other.name == ps.name) {
+      return FieldError(field, "names must be unique and use letters, digits, '-', '_' or '.'");
+    }
+  }
+  if (spec.repository.url.empty()) {
+    return FieldError(field, "patches need a repository to apply to (repository: {name: ...})");
+  }
+  if (spec.patches.size() >= static_cast<size_t>(kMaxPatches)) {
+    return FieldError("patches", absl::StrCat("at most ", kMaxPatches, " patches"));
+  }
+  if (ps.diff.size() > kMaxPatchBytes) {
+    return FieldError(field, absl::StrCat("larger than the limit of ", kMaxPatchBytes, " bytes"));  // NOLINT
+  }
+  auto files = ParsePatchedFiles(ps.diff);
+  if (!files.ok()) return FieldError(field, files.status().message());
+  RETURN_IF_ERROR(CheckPatchScope(ps.name, *files, c.editable, c.protected_files));
+  ps.paths.clear();
+  for (const PatchedFile& f : *files) ps.paths.push_back(f.path);
+  if (source_repo != nullptr && !spec.repository.base_commit.empty()) {
+    // Git's own reading of the diff: it must apply to the base commit,
+    // and the files it changes are held to the same scope.
+    auto paths = source_repo->CheckPatch(spec.repository.url, spec.repository.base_commit, {}, ps.diff);
+    if (!paths.ok()) return FieldError(field, paths.status().message());
+    std::vector<PatchedFile> by_git;
+    for (const std::string& path : *paths) by_git.push_back({path});
+    RETURN_IF_ERROR(CheckPatchScope(ps.name, by_git, c.editable, c.protected_files));
+    ps.paths = *paths;
+  }
+  ps.knob = PatchKnobName(ps.name);
+  if (spec.FindKnob(ps.knob) != nullptr) {
+    return FieldError(field, absl::StrCat("its switch '", ps.knob, "' clashes with another knob"));
+  }
+  spec.knobs.push_back({ps.knob, {"off", "on"}});
+  spec.baseline[ps.knob] = "off";
+  spec.patches.push_back(std::move(ps));
+  return absl::OkStatus();
+}
+
+namespace {
 
 absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
                                           const SpecParseOptions& options) {
@@ -1033,6 +1063,15 @@ absl::StatusOr<std::vector<std::string>> SplitCommandLine(const std::string& com
   }
   if (in_word) out.push_back(std::move(cur));
   return out;
+}
+
+void FillKnobDefaults(const SessionSpec& spec, Config* config) {
+  for (const Knob& k : spec.knobs) {
+    if (!config->count(k.name)) {
+      auto b = spec.baseline.find(k.name);
+      if (b != spec.baseline.end()) (*config)[k.name] = b->second;
+    }
+  }
 }
 
 std::string SubstituteKnobs(const std::string& arg, const Config& config) {

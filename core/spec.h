@@ -251,6 +251,25 @@ bool IsValidName(const std::string& s);
 // anything. Used so that no command ever passes through a shell.
 absl::StatusOr<std::vector<std::string>> SplitCommandLine(const std::string& command);
 
+// Adds patch `ps` (name, diff, rationale, prior) to `spec` exactly as a
+// spec's own patches are added at Init: a valid, unique name; the size
+// limit; the files the diff names and (with `source_repo`) the files git
+// says it changes, held to the editable scope and off the protected files;
+// a clean apply to the locked base commit; its switch knob ("patch_<name>",
+// off/on, baseline off). INVALID_ARGUMENT naming `field` otherwise, with
+// `spec` unchanged.
+absl::Status AddCheckedPatch(PatchSpec ps, const SourceRepo* source_repo, const std::string& field,
+                             SessionSpec* spec);
+
+// A setting recorded before some knobs existed (an LLM's patch knobs join
+// after the doctor's runs): each missing knob at its baseline value, which
+// is what the trial ran (a patch knob's baseline is off).
+void FillKnobDefaults(const SessionSpec& spec, Config* config);
+
+// A patch's switch knob: "patch_<name>", other characters than letters and
+// digits as '_'.
+std::string PatchKnobName(const std::string& patch);
+
 // Replaces every "{name}" in `arg` by config[name], and every switch
 // "{name?TEXT}" by TEXT where config[name] is "true" (by nothing where it
 // is not); other text is kept.

@@ -221,6 +221,52 @@ absl::StatusOr<std::string> GitCommitter::BlobAt(const std::string& repo_path,
   return id;
 }
 
+absl::StatusOr<std::vector<std::string>> GitCommitter::ListFiles(const std::string& repo_path,
+                                                               const std::string& base) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(const std::string local, LocalLocked(repo_path, /*fetch=*/false));
+  ASSIGN_OR_RETURN(RepoPtr repo, OpenRepo(local, "repository"));
+  ASSIGN_OR_RETURN(CommitPtr commit, CommitOf(repo.get(), base));
+  ASSIGN_OR_RETURN(TreePtr tree, TreeOf(commit.get()));
+  std::vector<std::string> files;
+  git_tree_walk(
+      tree.get(), GIT_TREEWALK_PRE,
+      [](const char* root, const git_tree_entry* e, void* payload) {
+        if (git_tree_entry_type(e) == GIT_OBJECT_BLOB) {
+          static_cast<std::vector<std::string>*>(payload)->push_back(std::string(root) +
+                                                                      git_tree_entry_name(e));
+        }
+        return 0;
+      },
+      &files);
+  return files;
+}
+
+absl::StatusOr<std::string> GitCommitter::ReadFile(const std::string& repo_path, const std::string& base,
+                                                   const std::string& path, size_t max_bytes) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(const std::string local, LocalLocked(repo_path, /*fetch=*/false));
+  ASSIGN_OR_RETURN(RepoPtr repo, OpenRepo(local, "repository"));
+  ASSIGN_OR_RETURN(CommitPtr commit, CommitOf(repo.get(), base));
+  ASSIGN_OR_RETURN(TreePtr tree, TreeOf(commit.get()));
+  git_tree_entry* entry = nullptr;
+  if (git_tree_entry_bypath(&entry, tree.get(), path.c_str()) != 0) {
+    return absl::NotFoundError(absl::StrCat("file not found in commit ", base.substr(0, 12), ": ", path));
+  }
+  git_blob* blob = nullptr;
+  const int rc = git_blob_lookup(&blob, repo.get(), git_tree_entry_id(entry));
+  git_tree_entry_free(entry);
+  if (rc != 0) return absl::NotFoundError(absl::StrCat(path, " is not a file in ", base.substr(0, 12)));
+  const size_t size = static_cast<size_t>(git_blob_rawsize(blob));
+  std::string text;
+  if (size <= max_bytes) text.assign(static_cast<const char*>(git_blob_rawcontent(blob)), size);
+  git_blob_free(blob);
+  if (size > max_bytes) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": ", size, " bytes, more than ", max_bytes));
+  }
+  return text;
+}
+
 absl::StatusOr<CommitResult> GitCommitter::Commit(const CommitRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(RepoPtr repo, OpenRepo(req.repo_path, "repo_path"));

@@ -34,6 +34,10 @@ class GitCommitter : public Committer, public SourceRepo {
                                                       const std::string& diff) const override;
   absl::StatusOr<std::string> BlobAt(const std::string& repo, const std::string& base,
                                      const std::string& path) const override;
+  absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& repo,
+                                                     const std::string& base) const override;
+  absl::StatusOr<std::string> ReadFile(const std::string& repo, const std::string& base,
+                                       const std::string& path, size_t max_bytes) const override;
 
  private:
   // The local repository for `url`: itself when local, else its mirror

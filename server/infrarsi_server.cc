@@ -174,6 +174,15 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
     if (!file_priors) return {*std::move(answer), "llm"};
     return {BlendPriors(*file_priors, *answer, spec), "file+llm"};
   };
+  if (options.llm_patches) {
+    if (!llm) return absl::InvalidArgumentError("llm_patches: needs an LLM endpoint (--llm-endpoint)");
+    const std::string model = options.llm_model;
+    mo.llm_patches = [llm, model](const LlmPatchContext& ctx) -> absl::StatusOr<std::string> {
+      absl::StatusOr<std::string> body = llm->Post(LlmPatchRequestJson(ctx, model));
+      if (!body.ok()) spdlog::warn("session {}: LLM patches not used: {}", ctx.spec->name, body.status().ToString());
+      return body;
+    };
+  }
   s->optimizer_ = std::make_unique<ModelOptimizer>();
   mo.optimizer = s->optimizer_.get();
   ASSIGN_OR_RETURN(s->manager_, SessionManager::Create(mo));

@@ -74,6 +74,10 @@ class InfraRsiServer {
     std::string llm_model;
     std::string llm_api_key;
     absl::Duration llm_timeout = absl::Seconds(30);
+    // Also ask the endpoint, once per session when its run starts, for code
+    // patches within the session's editable scope (core/llm_patches.h):
+    // each is admitted only as a spec's own patch would be.
+    bool llm_patches = false;
     // TLS: the server's certificate chain and private key (PEM). With a
     // client CA, clients must present a certificate it signed (mutual TLS).
     // Without TLS the server listens only on a loopback address unless

@@ -116,6 +116,10 @@ int main(int argc, char** argv) {
                  "http://127.0.0.1:8080/v1 (optional; a bad or missing answer falls back to "
                  "--priors)");
   app.add_option("--llm-model", opts.llm_model, "model name sent to --llm-endpoint");
+  app.add_flag("--llm-patches", opts.llm_patches,
+               "also ask --llm-endpoint, once per session when its run starts, for code patches "
+               "within the editable scope (each checked as a spec's own patch: scope, protected "
+               "files, a clean apply; its trials judged by the contract)");
   app.add_option("--llm-key-env", llm_key_env,
                  "environment variable holding the endpoint's API key (may be unset)")
       ->capture_default_str();

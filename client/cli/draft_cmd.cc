@@ -78,6 +78,7 @@ absl::Status RunDraft(DraftOptions o, std::ostream& out, std::ostream& log) {
     auto text = ReadRegularFile(script.string(), 4 << 20, "argv");
     if (text.ok()) {
       in.script_choices = ScriptChoices(*text);
+      in.watches_optimizer = absl::StrContains(*text, "watch_optimizer(");
     } else {
       log << "draft: cannot read " << script.string() << " (" << text.status().message()
           << "): its flags' choices are unknown\n";

@@ -160,6 +160,20 @@ std::string FormatReport(const v1::SessionReport& r) {
                       "\n");
     }
   }
+  if (r.llm_patches_size() > 0 || !r.llm_patches_note().empty()) {
+    absl::StrAppend(&out, "Patches an LLM proposed", r.llm_patches_note().empty() ? "" : absl::StrCat(" (", r.llm_patches_note(), ")"),
+                    ":\n");
+    for (const auto& p : r.llm_patches()) {
+      if (p.accepted()) {
+        absl::StrAppendFormat(&out, "  %s: admitted as knob %s (changes %s)%s: %s\n", p.name(), p.knob(),
+                              absl::StrJoin(p.paths(), ", "),
+                              p.has_prior() ? absl::StrFormat(", prior %+.2f", p.prior_time()) : "",
+                              p.rationale());
+      } else {
+        absl::StrAppendFormat(&out, "  %s: refused: %s\n", p.name(), p.reason());
+      }
+    }
+  }
   for (const auto& b : r.broken_hosts()) {
     absl::StrAppendFormat(
         &out, "Broken host: agent %s failed %d trial(s) that succeeded on other agents%s; first: %s\n",

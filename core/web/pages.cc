@@ -516,6 +516,20 @@ std::string ContractSection(const v1::SessionReport& r) {
     }
     absl::StrAppend(&out, "</tbody></table>");
   }
+  if (r.llm_patches_size() > 0 || !r.llm_patches_note().empty()) {
+    absl::StrAppend(&out, "<h3>Patches an LLM proposed</h3>");
+    if (!r.llm_patches_note().empty()) {
+      absl::StrAppend(&out, "<p class=\"muted\" id=\"llm-note\">", Escape(r.llm_patches_note()), "</p>");
+    }
+    absl::StrAppend(&out, "<table id=\"llm-patches\"><thead><tr><th>patch</th><th>verdict</th><th>files</th>"
+                          "<th>rationale / reason</th></tr></thead><tbody>");
+    for (const auto& p : r.llm_patches()) {
+      absl::StrAppend(&out, "<tr data-accepted=\"", p.accepted() ? "1" : "0", "\">", Td(p.name()), "<td><span class=\"badge ",
+                      p.accepted() ? "ok\">admitted" : "bad\">refused", "</span></td>", Td(absl::StrJoin(p.paths(), ", ")),
+                      Td(p.accepted() ? p.rationale() : p.reason()), "</tr>");
+    }
+    absl::StrAppend(&out, "</tbody></table>");
+  }
   if (!r.broken_hosts().empty()) {
     absl::StrAppend(&out, "<h3>Broken hosts</h3><table id=\"broken-hosts\"><tbody>");
     for (const auto& b : r.broken_hosts()) {

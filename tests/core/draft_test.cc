@@ -2,6 +2,7 @@
 // example scripts, expanded as bash runs them; the tiny-gpt example), the
 // checks on what a team or an LLM gives, and that every draft parses.
 #include "core/draft.h"
+#include "core/llm_patches.h"
 
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/spec.h"
 
@@ -187,6 +189,7 @@ TEST(DraftTest, TinyGptFromTheScriptsOwnChoices) {
   in.seq_len = 64;
   in.data_seed = 1234;
   in.script_choices = ScriptChoices(script);
+  in.watches_optimizer = true;
   in.files = {"data.py", "infrarsi_harness.py", "model.py", "train.py"};
   in.repository_url = "repo";
   ASSERT_EQ(in.script_choices.at("--attn"), (Values{"matmul", "einsum"}));
@@ -203,6 +206,7 @@ TEST(DraftTest, TinyGptFromTheScriptsOwnChoices) {
   EXPECT_EQ(d->precision, Values{"fp32"});
   const std::string yaml = DraftYaml(*d);
   EXPECT_NE(yaml.find("data_seed: 1234"), std::string::npos);
+  EXPECT_NE(yaml.find("  optimizer_in_window: true"), std::string::npos);
   EXPECT_NE(yaml.find("repository: {url: repo, base: HEAD}"), std::string::npos);
   ExpectParses(*d);
 }
@@ -296,6 +300,71 @@ TEST(DraftTest, AnLlmMayAddOnlyValidatedKnobsAndEveryRefusalIsSaid) {
     EXPECT_NE(yaml.find(why), std::string::npos) << why << "\n" << yaml;
   }
   ExpectParses(d);
+}
+
+}  // namespace
+}  // namespace infrarsi
+
+namespace infrarsi {
+namespace {
+
+// The LLM's patches as stored with a session and read back after a restart:
+// the same patch knobs, the same refusals, and nothing asked again.
+TEST(LlmPatchesTest, AdmittedPatchesSurviveARestartAndRefusalsKeepTheirReasons) {
+  SpecParseOptions o;
+  o.spec_dir = "/specs";
+  o.may_name_urls = true;
+  auto parsed = ParseSpec(R"(
+name: s
+workload: {model: m, global_batch: 8, seq_len: 64}
+hardware: {gpu: cpu, count: 1}
+knobs: {mbs: [1, 2]}
+baseline: {mbs: 1}
+budget: {max_trials: 4}
+repository: {url: /repo}
+contract: {editable: [model.py], protected: [data.py]}
+executor:
+  process: {command: "python3 train.py --mbs {mbs}"}
+)", o);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const SessionSpec original = *parsed;
+  const std::string good =
+      "diff --git a/model.py b/model.py\n--- a/model.py\n+++ b/model.py\n@@ -1,1 +1,1 @@\n-a\n+b\n";
+  const std::string bad =
+      "diff --git a/data.py b/data.py\n--- a/data.py\n+++ b/data.py\n@@ -1,1 +1,1 @@\n-a\n+b\n";
+  const std::string content = absl::StrCat(R"({"patches": [{"name": "fast", "diff": )", JsonQuote(good),
+                                           R"(, "rationale": "r", "prior": {"time": -0.2}},)",
+                                           R"({"name": "data", "diff": )", JsonQuote(bad), "}]}");
+  const std::string body = absl::StrCat(R"({"choices":[{"message":{"content":)", JsonQuote(content), "}}]})");
+  SessionSpec spec = original;
+  auto round = AdmitLlmPatches(body, nullptr, &spec);
+  ASSERT_TRUE(round.ok()) << round.status();
+  ASSERT_EQ(round->outcomes.size(), 2u);
+  EXPECT_TRUE(round->outcomes[0].accepted);
+  EXPECT_FALSE(round->outcomes[1].accepted);
+  EXPECT_NE(round->outcomes[1].reason.find("data.py"), std::string::npos) << round->outcomes[1].reason;
+  ASSERT_NE(spec.FindKnob("patch_llm_fast"), nullptr);
+  EXPECT_EQ(spec.baseline.at("patch_llm_fast"), "off");
+  // Stored and restored onto the spec as Init parsed it.
+  const LlmPatchRound back = DecodeLlmPatchRound(EncodeLlmPatchRound(*round));
+  EXPECT_TRUE(back.asked);
+  ASSERT_EQ(back.outcomes.size(), 2u);
+  EXPECT_EQ(back.outcomes[1].reason, round->outcomes[1].reason);
+  SessionSpec restored = original;
+  ASSERT_TRUE(RestoreLlmPatches(back, &restored).ok());
+  ASSERT_EQ(restored.patches.size(), 1u);
+  EXPECT_EQ(restored.patches[0].diff, good);
+  EXPECT_TRUE(restored.patches[0].has_prior);
+  EXPECT_DOUBLE_EQ(restored.patches[0].prior_time, -0.2);
+  EXPECT_EQ(restored.knobs.size(), spec.knobs.size());
+  // A doctor trial recorded before the knob existed reads as its baseline.
+  Config old = {{"mbs", "2"}};
+  FillKnobDefaults(restored, &old);
+  EXPECT_EQ(old.at("patch_llm_fast"), "off");
+  // An unreadable answer changes nothing.
+  SessionSpec untouched = original;
+  EXPECT_FALSE(AdmitLlmPatches("{\"choices\": [{\"message\": {\"content\": \"no\"}}]}", nullptr, &untouched).ok());
+  EXPECT_EQ(untouched.knobs.size(), original.knobs.size());
 }
 
 }  // namespace

@@ -638,17 +638,6 @@ TEST_F(EndToEndTest, TokensRolesAndTeams) {
   EXPECT_EQ(ss.str().find(vision), std::string::npos);
 }
 
-// A python3 that imports torch (Debian's python3-torch), or "".
-std::string TorchPython() {
-  for (const char* py : {"/usr/bin/python3", "/usr/local/bin/python3"}) {
-    if (!fs::exists(py)) continue;
-    Subprocess p({py, "-c", "import torch"}, "/dev/null");
-    p.ReadAll();
-    const int status = p.Wait();
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return py;
-  }
-  return "";
-}
 
 
 // The content of `path` in the tree of `rev`, or "" when absent.

@@ -46,12 +46,12 @@ class EndToEndTest : public ::testing::Test {
 
   // Starts the server; `listen` defaults to a free port.
   void StartServer(const std::string& listen = "127.0.0.1:0", double lease_timeout_s = 30) {
-    server_ = std::make_unique<testing::Subprocess>(
-        std::vector<std::string>{INFRARSI_SERVER_BIN, "--listen", listen, "--db",
-                                 dir_ + "/infrarsi.db", "--lease-timeout-s",
-                                 absl::StrCat(lease_timeout_s), "--log-level", "warn",
-                                 "--http-listen", "127.0.0.1:0"},
-        dir_ + "/server.log");
+    std::vector<std::string> argv = {INFRARSI_SERVER_BIN, "--listen", listen, "--db",
+                                     dir_ + "/infrarsi.db", "--lease-timeout-s",
+                                     absl::StrCat(lease_timeout_s), "--log-level", "warn",
+                                     "--http-listen", "127.0.0.1:0"};
+    argv.insert(argv.end(), server_extra_.begin(), server_extra_.end());
+    server_ = std::make_unique<testing::Subprocess>(argv, dir_ + "/server.log");
     address_ = server_->WaitForLinePrefix("infrarsi-server listening on ");
     ASSERT_FALSE(address_.empty()) << "server did not start; see " << dir_ << "/server.log";
     // The dashboard, on a port of its own (the second line).
@@ -215,6 +215,7 @@ executor:
   std::string dir_;
   std::string address_;
   std::string dashboard_;  // "http://127.0.0.1:PORT/"
+  std::vector<std::string> server_extra_;  // more flags for the next StartServer
   std::unique_ptr<testing::Subprocess> server_;
   std::vector<std::unique_ptr<testing::Subprocess>> agents_;
   std::unique_ptr<client::RpcClient> client_;
@@ -227,6 +228,18 @@ inline std::string ReadText(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// A python3 that imports torch (Debian's python3-torch), or "".
+inline std::string TorchPython() {
+  for (const char* py : {"/usr/bin/python3", "/usr/local/bin/python3"}) {
+    if (!e2e_fs::exists(py)) continue;
+    testing::Subprocess p({py, "-c", "import torch"}, "/dev/null");
+    p.ReadAll();
+    const int status = p.Wait();
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return py;
+  }
+  return "";
 }
 
 inline std::string ServerTokenCommand(const std::string& db, const std::vector<std::string>& args) {
