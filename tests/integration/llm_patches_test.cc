@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "core/spec.h"
 #include "tests/integration/end_to_end_fixture.h"
 
@@ -257,6 +258,29 @@ executor:
     EXPECT_EQ(rep->llm_patches_note().rfind(c.note, 0), 0u) << c.what << ": " << rep->llm_patches_note();
     EXPECT_EQ(rep->stage(), "searched") << c.what << ": the run went on";
   }
+}
+
+// `infrarsi draft --llm-endpoint`: the model's extra knobs, validated and
+// marked; an endpoint that does not answer leaves the deterministic draft.
+TEST_F(LlmPatchesTest, DraftTakesOnlyValidatedKnobsFromTheModelAndStandsWithoutIt) {
+  const std::string cmd = "python3 train.py --global-batch 8 --seq-len 64 --micro-batch 1 --num-workers 2 --lr 0.1";
+  llm_.Say(R"({"knobs": [{"flag": "--num-workers", "values": ["1", "2", "4"], "rationale": "data loading overlap"},
+                         {"flag": "--lr", "values": ["0.1", "0.2"], "rationale": "converges faster"}]})");
+  std::vector<std::string> args = {"draft", "--gpu", "cpu", "--workdir", dir_, "--llm-endpoint", llm_.url(),
+                                   "--llm-model", "canned", "--"};
+  for (absl::string_view w : absl::StrSplit(cmd, ' ')) args.emplace_back(w);
+  std::string out, err;
+  ASSERT_EQ(Cli(args, &out, &err), 0) << err;
+  EXPECT_NE(out.find("# llm: proposed by canned: data loading overlap (--num-workers)"), std::string::npos) << out;
+  EXPECT_NE(out.find("num_workers: [1, 2, 4]"), std::string::npos) << out;
+  EXPECT_NE(out.find("--lr: refused: it sets what the job computes"), std::string::npos) << out;
+  EXPECT_EQ(llm_.requests(), 1);
+  // Without the model: the same draft as with none, saying why.
+  llm_.Stop();
+  ASSERT_EQ(Cli(args, &out, &err), 0) << err;
+  EXPECT_EQ(out.find("num_workers"), std::string::npos) << out;
+  EXPECT_NE(out.find("# llm (canned) not used: llm endpoint"), std::string::npos) << out;
+  EXPECT_NE(err.find("draft: the LLM's answer was not used"), std::string::npos) << err;
 }
 
 }  // namespace
