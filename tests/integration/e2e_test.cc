@@ -660,11 +660,8 @@ TEST_F(EndToEndTest, TinyGptTunedForRealWithPatchesAndCommitted) {
   if (python.empty()) GTEST_SKIP() << "no python3 with torch (deploy/install_deps.sh installs python3-torch)";
   const std::string example = std::string(INFRARSI_SOURCE_DIR) + "/deploy/examples/tiny-gpt";
   const std::string repo = dir_ + "/tiny-gpt";
-  {
-    Subprocess make({"/bin/sh", example + "/make_repo.sh", repo}, dir_ + "/make_repo.log");
-    make.ReadAll();
-    ASSERT_EQ(make.Wait(), 0) << ReadText(dir_ + "/make_repo.log");
-  }
+  MakeTinyGptRepo(repo);
+  if (HasFatalFailure()) return;
   const std::string model_before = ReadText(repo + "/model.py");
   // The example's spec, pointed at this repository and interpreter.
   fs::create_directories(dir_ + "/example");
@@ -789,11 +786,8 @@ TEST_F(EndToEndTest, DraftedTinyGptSpecRunsAllFiveStagesUnchanged) {
   if (python.empty()) GTEST_SKIP() << "no python3 with torch (deploy/install_deps.sh installs python3-torch)";
   const std::string example = std::string(INFRARSI_SOURCE_DIR) + "/deploy/examples/tiny-gpt";
   const std::string repo = dir_ + "/tiny-gpt";
-  {
-    Subprocess make({"/bin/sh", example + "/make_repo.sh", repo}, dir_ + "/make_repo.log");
-    make.ReadAll();
-    ASSERT_EQ(make.Wait(), 0) << ReadText(dir_ + "/make_repo.log");
-  }
+  MakeTinyGptRepo(repo);
+  if (HasFatalFailure()) return;
   fs::create_directories(dir_ + "/specs");
   const std::string spec = dir_ + "/specs/drafted.yaml";
   std::string out, err;

@@ -205,6 +205,19 @@ executor:
     return path;
   }
 
+  // deploy/examples/tiny-gpt's repository, made by its make_repo.sh at
+  // `path` (the job the real-training tests tune).
+  void MakeTinyGptRepo(const std::string& path) {
+    const std::string example = std::string(INFRARSI_SOURCE_DIR) + "/deploy/examples/tiny-gpt";
+    testing::Subprocess make({"/bin/sh", example + "/make_repo.sh", path}, dir_ + "/make_repo.log");
+    make.ReadAll();
+    const int status = make.Wait();
+    std::ifstream log(dir_ + "/make_repo.log");
+    std::stringstream ss;
+    ss << log.rdbuf();
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ss.str();
+  }
+
   std::string MakeRepo() {
     const std::string path = dir_ + "/target";
     EXPECT_FALSE(testing::MakeGitRepo(path, {{"train.py", "train\n"}}).empty());

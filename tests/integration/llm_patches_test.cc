@@ -119,11 +119,8 @@ TEST_F(LlmPatchesTest, EveryProposalIsAdmittedAsAUserPatchOrRefusedAndCheatsAreC
   const std::string src = std::string(INFRARSI_SOURCE_DIR);
   const std::string example = src + "/deploy/examples/tiny-gpt";
   const std::string repo = dir_ + "/tiny-gpt";
-  {
-    testing::Subprocess make({"/bin/sh", example + "/make_repo.sh", repo}, dir_ + "/make_repo.log");
-    make.ReadAll();
-    ASSERT_EQ(make.Wait(), 0) << ReadText(dir_ + "/make_repo.log");
-  }
+  MakeTinyGptRepo(repo);
+  if (HasFatalFailure()) return;
   e2e_fs::create_directories(dir_ + "/specs");
   const std::string spec = dir_ + "/specs/drafted.yaml";
   std::string out, err;
