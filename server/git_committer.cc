@@ -112,6 +112,20 @@ std::vector<std::string> DiffPaths(git_diff* diff) {
 
 // `tree` with `diff` applied. FAILED_PRECONDITION with git's reason (which
 // names the file) when it does not apply.
+// A repository and the tree of one of its commits (the tree needs the
+// repository open).
+struct TreeAt {
+  RepoPtr repo;
+  TreePtr tree;
+};
+absl::StatusOr<TreeAt> OpenTreeAt(const std::string& local, const std::string& base) {
+  TreeAt t;
+  ASSIGN_OR_RETURN(t.repo, OpenRepo(local, "repository"));
+  ASSIGN_OR_RETURN(CommitPtr commit, CommitOf(t.repo.get(), base));
+  ASSIGN_OR_RETURN(t.tree, TreeOf(commit.get()));
+  return t;
+}
+
 absl::StatusOr<TreePtr> Apply(git_repository* repo, git_tree* tree, const std::string& diff) {
   ASSIGN_OR_RETURN(DiffPtr parsed, ParseDiff(diff));
   git_index* raw_index = nullptr;
@@ -209,11 +223,9 @@ absl::StatusOr<std::string> GitCommitter::BlobAt(const std::string& repo_path,
                                                  const std::string& path) const {
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(const std::string local, LocalLocked(repo_path, /*fetch=*/false));
-  ASSIGN_OR_RETURN(RepoPtr repo, OpenRepo(local, "repository"));
-  ASSIGN_OR_RETURN(CommitPtr commit, CommitOf(repo.get(), base));
-  ASSIGN_OR_RETURN(TreePtr tree, TreeOf(commit.get()));
+  ASSIGN_OR_RETURN(TreeAt at, OpenTreeAt(local, base));
   git_tree_entry* entry = nullptr;
-  if (git_tree_entry_bypath(&entry, tree.get(), path.c_str()) != 0) {
+  if (git_tree_entry_bypath(&entry, at.tree.get(), path.c_str()) != 0) {
     return absl::NotFoundError(absl::StrCat("file not found in commit ", base.substr(0, 12), ": ", path));
   }
   const std::string id = OidHex(*git_tree_entry_id(entry));
@@ -225,12 +237,10 @@ absl::StatusOr<std::vector<std::string>> GitCommitter::ListFiles(const std::stri
                                                                const std::string& base) const {
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(const std::string local, LocalLocked(repo_path, /*fetch=*/false));
-  ASSIGN_OR_RETURN(RepoPtr repo, OpenRepo(local, "repository"));
-  ASSIGN_OR_RETURN(CommitPtr commit, CommitOf(repo.get(), base));
-  ASSIGN_OR_RETURN(TreePtr tree, TreeOf(commit.get()));
+  ASSIGN_OR_RETURN(TreeAt at, OpenTreeAt(local, base));
   std::vector<std::string> files;
   git_tree_walk(
-      tree.get(), GIT_TREEWALK_PRE,
+      at.tree.get(), GIT_TREEWALK_PRE,
       [](const char* root, const git_tree_entry* e, void* payload) {
         if (git_tree_entry_type(e) == GIT_OBJECT_BLOB) {
           static_cast<std::vector<std::string>*>(payload)->push_back(std::string(root) +
@@ -246,15 +256,13 @@ absl::StatusOr<std::string> GitCommitter::ReadFile(const std::string& repo_path,
                                                    const std::string& path, size_t max_bytes) const {
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(const std::string local, LocalLocked(repo_path, /*fetch=*/false));
-  ASSIGN_OR_RETURN(RepoPtr repo, OpenRepo(local, "repository"));
-  ASSIGN_OR_RETURN(CommitPtr commit, CommitOf(repo.get(), base));
-  ASSIGN_OR_RETURN(TreePtr tree, TreeOf(commit.get()));
+  ASSIGN_OR_RETURN(TreeAt at, OpenTreeAt(local, base));
   git_tree_entry* entry = nullptr;
-  if (git_tree_entry_bypath(&entry, tree.get(), path.c_str()) != 0) {
+  if (git_tree_entry_bypath(&entry, at.tree.get(), path.c_str()) != 0) {
     return absl::NotFoundError(absl::StrCat("file not found in commit ", base.substr(0, 12), ": ", path));
   }
   git_blob* blob = nullptr;
-  const int rc = git_blob_lookup(&blob, repo.get(), git_tree_entry_id(entry));
+  const int rc = git_blob_lookup(&blob, at.repo.get(), git_tree_entry_id(entry));
   git_tree_entry_free(entry);
   if (rc != 0) return absl::NotFoundError(absl::StrCat(path, " is not a file in ", base.substr(0, 12)));
   const size_t size = static_cast<size_t>(git_blob_rawsize(blob));
