@@ -6,6 +6,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <deque>
+#include <functional>
+#include <map>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -75,6 +79,51 @@ bool CrossSite(const httplib::Request& req) {
 }
 
 }  // namespace
+
+class Dashboard::ReportCache {
+ public:
+  // The report of session `id` as of event `seq`: the cached one when it
+  // was built at that seq, else `build`'s (cached when it succeeds). Every
+  // change to a session's trials or stage is an event, so a report of the
+  // same seq is the same report.
+  absl::StatusOr<v1::SessionReport> Get(const std::string& id, int64_t seq,
+                                        const std::function<absl::StatusOr<v1::SessionReport>()>& build) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = entries_.find(id);
+      if (it != entries_.end() && it->second.first == seq) return *it->second.second;
+    }
+    absl::StatusOr<v1::SessionReport> r = build();
+    if (!r.ok()) return r;
+    absl::MutexLock lock(&mu_);
+    ++builds_;
+    if (!entries_.count(id)) {
+      order_.push_back(id);
+      if (order_.size() > kEntries) {
+        entries_.erase(order_.front());
+        order_.pop_front();
+      }
+    }
+    entries_[id] = {seq, std::make_shared<const v1::SessionReport>(*r)};
+    return r;
+  }
+  int64_t builds() const {
+    absl::MutexLock lock(&mu_);
+    return builds_;
+  }
+
+ private:
+  static constexpr size_t kEntries = 64;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::pair<int64_t, std::shared_ptr<const v1::SessionReport>>> entries_
+      ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> order_ ABSL_GUARDED_BY(mu_);  // insertion order, for eviction
+  int64_t builds_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+Dashboard::Dashboard() : reports_(std::make_unique<ReportCache>()) {}
+
+int64_t Dashboard::reports_built() const { return reports_->builds(); }
 
 std::string RequestToken(const std::string& authorization, const std::string& cookie_header) {
   absl::string_view a = absl::StripAsciiWhitespace(authorization);
@@ -284,13 +333,19 @@ void Dashboard::Route() {
     res.set_content(web::SessionListPage(*list, web::PageStyle{false, WhoLabel(*who)}), kHtml);
   });
   // /sessions/<id>, /sessions/<id>/content, /sessions/<id>/report.json
+  ReportCache* cache = reports_.get();
   h.Get(R"(/sessions/([A-Za-z0-9._-]+)(/content|/report\.json)?)",
-        [o, caller, fail](const httplib::Request& req, httplib::Response& res) {
+        [o, caller, fail, cache](const httplib::Request& req, httplib::Response& res) {
           auto who = caller(req, res);
           if (!who) return;
           const std::string id = req.matches[1];
           const std::string part = req.matches[2];
-          auto report = o->manager->Report(id, *who);
+          // The summary first: it checks the caller may read the session
+          // and names the event its state is as of.
+          auto summary = o->manager->GetSession(id, *who);
+          if (!summary.ok()) return fail(res, summary.status(), *who);
+          auto report = cache->Get(id, summary->last_event_seq(),
+                                   [&] { return o->manager->Report(id, *who); });
           if (!report.ok()) return fail(res, report.status(), *who);
           if (part == "/report.json") {
             google::protobuf::util::JsonPrintOptions jo;
@@ -302,8 +357,6 @@ void Dashboard::Route() {
             res.set_content(json, "application/json");
             return;
           }
-          auto summary = o->manager->GetSession(id, *who);
-          if (!summary.ok()) return fail(res, summary.status(), *who);
           res.set_content(part == "/content" ? web::SessionContent(*report, *summary)
                                              : web::SessionPage(*report, *summary,
                                                                 web::PageStyle{false, WhoLabel(*who)}),

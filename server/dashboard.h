@@ -57,10 +57,17 @@ class Dashboard {
   ~Dashboard();  // stops serving; waits for handlers in flight
   int port() const { return port_; }
   bool tls() const { return !options_.tls_cert_pem.empty(); }
+  // Reports built for session pages so far: a page polled while its session
+  // did not change reuses the report of the same event (tests, operators).
+  int64_t reports_built() const;
 
  private:
-  Dashboard() = default;
+  // Reports by session, each as of its newest event seq; a few dozen
+  // sessions at most. Thread-safe.
+  class ReportCache;
+  Dashboard();
   void Route();
+  std::unique_ptr<ReportCache> reports_;
   Options options_;
   int port_ = 0;
   std::unique_ptr<httplib::Server> http_;

@@ -117,6 +117,7 @@ class InfraRsiServer {
   int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
   // The dashboard's port (0: none).
   int http_port() const { return dashboard_ ? dashboard_->port() : 0; }
+  const Dashboard* dashboard() const { return dashboard_.get(); }
   SessionManager* manager() { return manager_.get(); }
 
   // Graceful: wakes long polls and watchers, lets in-flight RPCs finish (up

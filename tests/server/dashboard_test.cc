@@ -135,6 +135,26 @@ TEST_F(DashboardTest, AnOpenLoopbackServerShowsEverythingWithSafeHeaders) {
   auto part = Http().Get("/sessions/" + id + "/content");
   ASSERT_TRUE(part);
   EXPECT_EQ(part->body.rfind("<div id=\"content\"", 0), 0u) << part->body.substr(0, 200);
+  // A live page polling a session that did not change reuses its report;
+  // a change (an event) makes a new one.
+  const int64_t built = server_->dashboard()->reports_built();
+  ASSERT_EQ(Http().Get("/sessions/" + id + "/content")->status, 200);
+  ASSERT_EQ(Http().Get("/sessions/" + id + "/report.json")->status, 200);
+  EXPECT_EQ(server_->dashboard()->reports_built(), built);
+  v1::RegisterAgentRequest reg;
+  reg.set_host("h");
+  reg.set_gpu_model("H200");
+  reg.set_gpu_count(1);
+  reg.add_executors("replay");
+  ASSERT_TRUE(server_->manager()->RegisterAgent(reg).ok());
+  v1::DoctorRequest doctor;
+  doctor.set_session_id(id);
+  doctor.set_repeats(2);
+  ASSERT_TRUE(server_->manager()->Doctor(doctor).ok());
+  auto after = Http().Get("/sessions/" + id + "/content");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(server_->dashboard()->reports_built(), built + 1);
+  EXPECT_NE(after->body.find("data-stage=\"doctoring\""), std::string::npos);
   auto json = Http().Get("/sessions/" + id + "/report.json");
   ASSERT_TRUE(json);
   EXPECT_EQ(json->get_header_value("Content-Type"), "application/json");
