@@ -147,6 +147,46 @@ std::string Y(const std::string& s) {
   return JsonQuote(s);
 }
 
+// Valid UTF-8 without control characters: what a spec file can hold.
+bool PrintableUtf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7f) return false;
+      ++i;
+      continue;
+    }
+    int extra = 0;
+    uint32_t cp = 0;
+    if ((c & 0xe0) == 0xc0) {
+      extra = 1;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      extra = 2;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      extra = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + extra >= s.size()) return false;  // cut short
+    for (int k = 1; k <= extra; ++k) {
+      const unsigned char d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    // Overlong forms, surrogates, beyond Unicode, and C1 controls.
+    if ((extra == 1 && cp < 0x80) || (extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff || (cp >= 0x80 && cp < 0xa0)) {
+      return false;
+    }
+    i += extra + 1;
+  }
+  return true;
+}
+
 std::string Comment(const std::string& text) {
   std::string t = absl::StrReplaceAll(text, {{"\n", " "}, {"\r", " "}});
   return absl::StrCat("# ", t);
@@ -179,6 +219,16 @@ std::map<std::string, std::vector<std::string>> ScriptChoices(const std::string&
 
 absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
   if (in.argv.empty()) return Field("argv", "the launch command is empty (give it after --)");
+  for (size_t w = 0; w < in.argv.size(); ++w) {
+    if (!PrintableUtf8(in.argv[w])) {
+      return Field("argv", absl::StrCat("word ", w + 1, " is not printable UTF-8 text"));
+    }
+  }
+  for (const auto& [field, text] : std::vector<std::pair<const char*, const std::string*>>{
+           {"gpu", &in.gpu}, {"intent", &in.intent}, {"name", &in.name}, {"model", &in.model},
+           {"repository", &in.repository_url}, {"workdir", &in.workdir}}) {
+    if (!PrintableUtf8(*text)) return Field(field, "is not printable UTF-8 text");
+  }
   if (in.gpu.empty()) return Field("gpu", "required (e.g. H100, A100-80GB, cpu)");
   if (in.gpus < 0) return Field("gpus", "must be positive");
   if (!in.repository_url.empty() && !in.workdir.empty()) {
@@ -373,7 +423,8 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
   } else {
     d.precision = {"fp32"};
   }
-  const std::string stem(absl::StripSuffix(Basename(script), ".py"));
+  std::string stem(absl::StripSuffix(Basename(script), ".py"));
+  if (stem.empty()) stem = "job";
   if (const Arg* m = FindArg(args, kModelName); m && !m->bare) {
     d.model = m->value;
   } else if (!in.model.empty()) {
@@ -401,18 +452,21 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
       k.form = DraftKnob::Form::kSwitch;
       k.baseline = "true";
       k.values = {"false", "true"};
-      d.command[a.flag_at] = absl::StrCat("{", k.name, "?", a.flag, "}");
     } else {
       k.baseline = a.value;
       if (std::find(values.begin(), values.end(), a.value) == values.end()) values.push_back(a.value);
       k.values = values;
-      if (a.equals) {
-        d.command[a.flag_at] = absl::StrCat(a.flag, "={", k.name, "}");
-      } else {
-        d.command[*a.value_at] = absl::StrCat("{", k.name, "}");
-      }
     }
-    if (k.values.size() < 2) return;  // nothing to choose
+    // One value is nothing to choose: the flag stays as written (found by
+    // fuzz_llm: a placeholder was left for a knob never drafted).
+    if (k.values.size() < 2) return;
+    if (a.bare) {
+      d.command[a.flag_at] = absl::StrCat("{", k.name, "?", a.flag, "}");
+    } else if (a.equals) {
+      d.command[a.flag_at] = absl::StrCat(a.flag, "={", k.name, "}");
+    } else {
+      d.command[*a.value_at] = absl::StrCat("{", k.name, "}");
+    }
     used_flags.insert(a.flag);
     d.knobs.push_back(std::move(k));
   };

@@ -238,6 +238,36 @@ TEST(DraftTest, BadInputIsNamed) {
   EXPECT_EQ(DraftSpec(in).status().message(), "gpu: required (e.g. H100, A100-80GB, cpu)");
 }
 
+// Found by fuzz_llm (tests/fuzz/crashes/llm/): each drafted a spec that did
+// not parse.
+TEST(DraftTest, WhatFuzzingFoundIsRefusedOrDraftedSoundly) {
+  DraftInput in;
+  in.gpu = "H100";
+  in.global_batch = 64;
+  in.seq_len = 2048;
+  in.argv = {"tok\x01un", "train.py", "--micro-batch-size", "2"};
+  EXPECT_EQ(DraftSpec(in).status().message(), "argv: word 1 is not printable UTF-8 text");
+  in.argv = {"torchrun", "--nproc_per_\xa5\xa5node", "8", "train.py", "--micro-batch-size", "2"};
+  EXPECT_EQ(DraftSpec(in).status().message(), "argv: word 2 is not printable UTF-8 text");
+  in.argv = {"python3", "train.py", "--micro-batch-size", "2"};
+  in.intent = "caf\xc3\xa9 \xe2\x9c\x93";  // UTF-8 is fine
+  EXPECT_TRUE(DraftSpec(in).ok());
+  // A flag with one sensible value stays as written, not a placeholder of
+  // a knob that was never drafted (one GPU: tensor parallel 1 only).
+  in.argv = Words("python3 train.py --micro-batch-size 2 --tensor-model-parallel-size 1");
+  auto d = DraftSpec(in);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(KnobOf(*d, "tensor_model_parallel_size"), nullptr);
+  EXPECT_NE(std::find(d->command.begin(), d->command.end(), "1"), d->command.end());
+  ExpectParses(*d);
+  // A script called ".py" still names a model.
+  in.argv = Words("python3 .py --micro-batch-size 2");
+  d = DraftSpec(in);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->model, "job");
+  ExpectParses(*d);
+}
+
 TEST(DraftTest, ScriptChoicesReadsLiteralListsOnly) {
   const auto c = ScriptChoices(R"(
 p.add_argument("--attn", default="a", choices=["a", "b"])

@@ -11,7 +11,7 @@ build=$1
 secs=${2:-20}
 CXX=${FUZZ_CXX:-clang++} cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j2 >/dev/null
-for f in spec patch metrics report; do
+for f in spec patch metrics report llm; do
   bin="$build/fuzz_$f"
   if ls "$here/crashes/$f"/* >/dev/null 2>&1; then
     "$bin" -runs=0 "$here"/crashes/$f/* >/dev/null 2>&1 || { echo "fuzz_$f: a recorded crash is back"; exit 1; }
