@@ -192,6 +192,14 @@ v1::SessionReport Finished() {
   ic->set_ran(false);
   ic->set_detail("simulated");
   r.mutable_contract()->set_tokens_per_step(32768);
+  auto* ok = r.add_llm_patches();
+  ok->set_name("llm-fused");
+  ok->set_accepted(true);
+  ok->set_rationale("one kernel");
+  ok->add_paths("model.py");
+  auto* no = r.add_llm_patches();
+  no->set_name("llm-<b>data</b>");
+  no->set_reason("patches[llm-data]: data.py is protected");
   return r;
 }
 
@@ -234,6 +242,13 @@ TEST(PagesTest, ASessionPageHasEveryPlotFigureAndTrialAndEscapesTheSpec) {
   EXPECT_NE(page.find("id=\"content\" data-live=\"0\""), std::string::npos);
   EXPECT_NE(page.find("<script src=\"/static/dashboard.js\"></script>"), std::string::npos);
   EXPECT_NE(page.find("team a · reader"), std::string::npos);
+  // The LLM's proposals: the admitted one with its files, the refused one
+  // with its reason, its name escaped.
+  EXPECT_EQ(Count(page, "<tr data-accepted=\"1\">"), 1);
+  EXPECT_EQ(Count(page, "<tr data-accepted=\"0\">"), 1);
+  EXPECT_NE(page.find("data.py is protected"), std::string::npos);
+  EXPECT_NE(page.find("llm-&lt;b&gt;data&lt;/b&gt;"), std::string::npos);
+  EXPECT_EQ(page.find("<b>data</b>"), std::string::npos);
 }
 
 TEST(PagesTest, AStandaloneReportRefersToNothingOutsideItself) {
