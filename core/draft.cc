@@ -724,8 +724,17 @@ absl::Status MergeLlmDraftAnswer(const std::string& body, const DraftInput& in,
   while (script_at < d->command.size() && !absl::EndsWith(d->command[script_at], ".py")) ++script_at;
   const std::vector<Arg> args = ParseArgs(d->command, std::min(script_at + 1, d->command.size()));
   static const std::regex value_re(R"([A-Za-z0-9._:+-]{1,64})");
+  static const std::regex flag_re(R"(--[A-Za-z0-9][A-Za-z0-9_-]{0,62})");
+  // Read as far as the cap: the rest is one note, however many there are.
+  constexpr size_t kMaxRead = 16;
+  constexpr int kMaxAccepted = 4;
+  const size_t proposed = root["knobs"].size();
+  if (proposed > kMaxRead) {
+    d->notes.push_back(absl::StrCat("llm (", llm_model, ") proposed ", proposed - kMaxRead,
+                                    " more knobs: not read (at most ", kMaxRead, " are)"));
+  }
   int accepted = 0;
-  for (size_t idx = 0; idx < root["knobs"].size(); ++idx) {
+  for (size_t idx = 0; idx < std::min(proposed, kMaxRead); ++idx) {
     const YAML::Node p = root["knobs"][idx];
     const std::string where = absl::StrCat("llm knob ", idx + 1);
     auto refuse = [&](const std::string& flag, const std::string& why) {
@@ -737,12 +746,12 @@ absl::Status MergeLlmDraftAnswer(const std::string& body, const DraftInput& in,
       continue;
     }
     const std::string flag = p["flag"].Scalar();
-    if (!std::regex_match(flag, std::regex(R"(--[A-Za-z0-9][A-Za-z0-9_-]{0,62})"))) {
+    if (!std::regex_match(flag, flag_re)) {
       refuse(flag.substr(0, 64), "not a flag");
       continue;
     }
-    if (accepted >= 4) {
-      refuse(flag, "more than 4 proposals");
+    if (accepted >= kMaxAccepted) {
+      refuse(flag, absl::StrCat("more than ", kMaxAccepted, " knobs"));
       continue;
     }
     if (In(kComputes, flag) || In(kGlobalBatch, flag) || In(kSeqLen, flag) || In(kSeed, flag) ||

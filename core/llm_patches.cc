@@ -69,15 +69,13 @@ absl::StatusOr<LlmPatchRound> AdmitLlmPatches(const std::string& body, const Sou
   SessionSpec work = *spec;
   const size_t before = work.patches.size();
   int admitted = 0;
-  for (size_t i = 0; i < root["patches"].size(); ++i) {
+  // Read as far as the cap: the rest is one outcome (the round is stored
+  // with the session), however many there are.
+  const size_t proposed = root["patches"].size();
+  for (size_t i = 0; i < std::min(proposed, static_cast<size_t>(kMaxLlmProposals)); ++i) {
     const YAML::Node p = root["patches"][i];
     LlmPatchOutcome o;
     o.name = absl::StrCat("proposal ", i + 1);
-    if (i >= static_cast<size_t>(kMaxLlmProposals)) {
-      o.reason = absl::StrCat("more than ", kMaxLlmProposals, " proposals");
-      round.outcomes.push_back(std::move(o));
-      continue;
-    }
     if (!p.IsMap() || !p["name"] || !p["name"].IsScalar() || !p["diff"] || !p["diff"].IsScalar()) {
       o.reason = "a proposal needs a name and a diff";
       round.outcomes.push_back(std::move(o));
@@ -125,6 +123,13 @@ absl::StatusOr<LlmPatchRound> AdmitLlmPatches(const std::string& body, const Sou
     o.diff = added.diff;
     round.outcomes.push_back(std::move(o));
     ++admitted;
+  }
+  if (proposed > static_cast<size_t>(kMaxLlmProposals)) {
+    LlmPatchOutcome rest;
+    rest.name = absl::StrCat("proposals ", kMaxLlmProposals + 1, "-", proposed);
+    rest.reason = absl::StrCat(proposed - kMaxLlmProposals, " more proposals not read (at most ",
+                               kMaxLlmProposals, " are)");
+    round.outcomes.push_back(std::move(rest));
   }
   // Pairs that do not apply one after the other are never combined, as
   // for a spec's own patches.

@@ -37,18 +37,33 @@ absl::StatusOr<std::string> LlmPriorClient::Post(const std::string& request_json
   cli.set_connection_timeout(secs, usecs);
   cli.set_read_timeout(secs, usecs);
   cli.set_write_timeout(secs, usecs);
-  httplib::Headers headers;
-  if (!options_.api_key.empty()) headers.emplace("Authorization", "Bearer " + options_.api_key);
-  auto res = cli.Post(path_, headers, request_json, "application/json");
-  if (!res) {
-    return absl::UnavailableError(absl::StrCat("llm endpoint ", scheme_host_port_, path_, ": ",
-                                               httplib::to_string(res.error())));
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path_;
+  if (!options_.api_key.empty()) req.set_header("Authorization", "Bearer " + options_.api_key);
+  req.set_header("Content-Type", "application/json");
+  req.body = request_json;
+  // The answer as it streams in, stopped at the cap: the endpoint is not
+  // trusted with this process's memory.
+  std::string body;
+  bool too_big = false;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    if (body.size() + n > kMaxAnswerBytes) {
+      too_big = true;
+      return false;
+    }
+    body.append(data, n);
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error error = httplib::Error::Success;
+  const std::string where = absl::StrCat("llm endpoint ", scheme_host_port_, path_);
+  if (!cli.send(req, res, error)) {
+    if (too_big) return absl::UnavailableError(absl::StrCat(where, ": answer larger than ", kMaxAnswerBytes, " bytes"));
+    return absl::UnavailableError(absl::StrCat(where, ": ", httplib::to_string(error)));
   }
-  if (res->status != 200) {
-    return absl::UnavailableError(absl::StrCat("llm endpoint ", scheme_host_port_, path_,
-                                               ": HTTP ", res->status));
-  }
-  return res->body;
+  if (res.status != 200) return absl::UnavailableError(absl::StrCat(where, ": HTTP ", res.status));
+  return body;
 }
 
 absl::StatusOr<Priors> LlmPriorClient::Ask(const SessionSpec& spec) const {

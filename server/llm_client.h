@@ -37,8 +37,10 @@ class LlmPriorClient {
   absl::StatusOr<Priors> Ask(const SessionSpec& spec) const;
   // One /chat/completions POST of `request_json`; the response body.
   // UNAVAILABLE when the endpoint cannot be reached, is slower than the
-  // timeout, or answers an HTTP error.
+  // timeout, answers an HTTP error, or sends more than kMaxAnswerBytes
+  // (refused as it streams in).
   absl::StatusOr<std::string> Post(const std::string& request_json) const;
+  static constexpr size_t kMaxAnswerBytes = 4 << 20;
 
  private:
   explicit LlmPriorClient(Options o) : options_(std::move(o)) {}

@@ -330,6 +330,14 @@ TEST(DraftTest, AnLlmMayAddOnlyValidatedKnobsAndEveryRefusalIsSaid) {
     EXPECT_NE(yaml.find(why), std::string::npos) << why << "\n" << yaml;
   }
   ExpectParses(d);
+  // A flood of proposals: read as far as the cap, the rest one note.
+  std::string flood = R"({"knobs": [)";
+  for (int i = 0; i < 5000; ++i) absl::StrAppend(&flood, i ? "," : "", R"({"flag": "--f)", i, R"("})");
+  absl::StrAppend(&flood, "]}");
+  Draft flooded = *base;
+  ASSERT_TRUE(MergeLlmDraftAnswer(Answer(flood), in, "m", &flooded).ok());
+  EXPECT_EQ(flooded.notes.size(), base->notes.size() + 17);
+  EXPECT_EQ(flooded.notes[base->notes.size()], "llm (m) proposed 4984 more knobs: not read (at most 16 are)");
 }
 
 }  // namespace
@@ -391,6 +399,17 @@ executor:
   Config old = {{"mbs", "2"}};
   FillKnobDefaults(restored, &old);
   EXPECT_EQ(old.at("patch_llm_fast"), "off");
+  // A flood of proposals is read only as far as the cap: the rest are one
+  // line in the round (which is stored with the session), not thousands.
+  std::string flood = R"({"patches": [)";
+  for (int i = 0; i < 5000; ++i) absl::StrAppend(&flood, i ? "," : "", R"({"name": "p)", i, R"("})");
+  absl::StrAppend(&flood, "]}");
+  SessionSpec flooded = original;
+  auto many = AdmitLlmPatches(
+      absl::StrCat(R"({"choices":[{"message":{"content":)", JsonQuote(flood), "}}]})"), nullptr, &flooded);
+  ASSERT_TRUE(many.ok()) << many.status();
+  ASSERT_EQ(many->outcomes.size(), static_cast<size_t>(kMaxLlmProposals) + 1);
+  EXPECT_EQ(many->outcomes.back().reason, "4992 more proposals not read (at most 8 are)");
   // An unreadable answer changes nothing.
   SessionSpec untouched = original;
   EXPECT_FALSE(AdmitLlmPatches("{\"choices\": [{\"message\": {\"content\": \"no\"}}]}", nullptr, &untouched).ok());

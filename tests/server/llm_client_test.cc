@@ -93,6 +93,23 @@ TEST(LlmPriorClientTest, AsksTheEndpointAndValidatesItsAnswer) {
   EXPECT_NE(down.message().find("HTTP 503"), std::string::npos);
 }
 
+// The endpoint is not trusted with the server's memory either: an answer
+// larger than the cap is refused as it streams in, not after.
+TEST(LlmPriorClientTest, AnOversizedAnswerIsRefused) {
+  StandIn llm;
+  LlmPriorClient::Options o;
+  o.endpoint = llm.url();
+  o.model = "m";
+  auto client = LlmPriorClient::Create(o);
+  ASSERT_TRUE(client.ok());
+  llm.Answer(200, Chat(std::string(LlmPriorClient::kMaxAnswerBytes + 1, 'x')));
+  const absl::Status st = (*client)->Post("{}").status();
+  EXPECT_TRUE(absl::IsUnavailable(st)) << st;
+  EXPECT_NE(st.message().find("larger than"), std::string::npos) << st;
+  llm.Answer(200, Chat("small"));
+  EXPECT_TRUE((*client)->Post("{}").ok());
+}
+
 TEST(LlmPriorClientTest, UnreachableAndBadOptions) {
   LlmPriorClient::Options o;
   o.endpoint = "http://127.0.0.1:1/v1";  // nothing listens on port 1
