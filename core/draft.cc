@@ -105,10 +105,28 @@ const Arg* FindArg(const std::vector<Arg>& args, const std::vector<std::string>&
   return nullptr;
 }
 
+// Sizes and counts the draft computes with; anything larger is no size
+// (and no product of a few of them overflows).
+constexpr int64_t kMaxFlagInt = int64_t{1} << 40;
+
 std::optional<int64_t> IntOf(const Arg* a) {
   int64_t v = 0;
-  if (a == nullptr || a->bare || !absl::SimpleAtoi(a->value, &v)) return std::nullopt;
+  if (a == nullptr || a->bare || !absl::SimpleAtoi(a->value, &v) || v < 0 || v > kMaxFlagInt) {
+    return std::nullopt;
+  }
   return v;
+}
+
+// Puts knob `name`'s placeholder where `a` is in `command`: the switch for
+// a bare flag, else its value.
+void PlaceKnob(const Arg& a, const std::string& name, std::vector<std::string>* command) {
+  if (a.bare) {
+    (*command)[a.flag_at] = absl::StrCat("{", name, "?", a.flag, "}");
+  } else if (a.equals) {
+    (*command)[a.flag_at] = absl::StrCat(a.flag, "={", name, "}");
+  } else {
+    (*command)[*a.value_at] = absl::StrCat("{", name, "}");
+  }
 }
 
 std::string KnobName(const std::string& flag) {
@@ -265,11 +283,9 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
     }
     return false;
   };
-  bool srun = false;
   if (prog == "srun") {
     // Slurm is the executor's: srun and its options go; the job's size
     // becomes hardware.count and executor.slurm.
-    srun = true;
     ++i;
     while (i < in.argv.size() && absl::StartsWith(in.argv[i], "-")) {
       const std::string& w = in.argv[i];
@@ -353,9 +369,14 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
   const std::string script = script_at < cmd.size() && absl::EndsWith(cmd[script_at], ".py")
                                  ? cmd[script_at]
                                  : cmd[program_at];
-  const std::vector<Arg> args = ParseArgs(cmd, std::min(script_at + 1, cmd.size()));
+  d.args_from = std::min(script_at + 1, cmd.size());
+  const std::vector<Arg> args = ParseArgs(cmd, d.args_from);
 
   // GPUs.
+  if (nproc < 0 || nproc > 4096 || nnodes < 0 || nnodes > 65536) {
+    return Field("argv", absl::StrCat("the launcher's ", nproc, " processes per node on ", nnodes,
+                                      " nodes is not a job size"));
+  }
   nnodes = std::max(nnodes, 1);
   const int launched = nproc > 0 ? nproc * nnodes : 0;
   if (in.gpus > 0 && launched > 0 && in.gpus != launched) {
@@ -368,7 +389,6 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
     return Field("gpus", absl::StrCat(d.gpus, " GPUs do not split evenly over ", d.nodes, " nodes"));
   }
   d.gpus_per_node = d.gpus / d.nodes;
-  if (srun && d.nodes == 1 && nproc == 0) d.gpus_per_node = d.gpus;
 
   // Workload facts.
   auto fact = [&](const std::vector<std::string>& spellings, int64_t given, const char* field,
@@ -379,6 +399,7 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
                                        FindArg(args, spellings)->flag, " ", *flag));
     }
     *out = flag ? *flag : given;
+    if (*out > kMaxFlagInt) return Field(field, absl::StrCat(*out, " is larger than ", kMaxFlagInt));
     if (*out <= 0) {
       return Field(field, absl::StrCat("the command has no ", spellings.front(),
                                        " flag: give it (--", absl::StrReplaceAll(field, {{"_", "-"}}),
@@ -460,13 +481,7 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
     // One value is nothing to choose: the flag stays as written (found by
     // fuzz_llm: a placeholder was left for a knob never drafted).
     if (k.values.size() < 2) return;
-    if (a.bare) {
-      d.command[a.flag_at] = absl::StrCat("{", k.name, "?", a.flag, "}");
-    } else if (a.equals) {
-      d.command[a.flag_at] = absl::StrCat(a.flag, "={", k.name, "}");
-    } else {
-      d.command[*a.value_at] = absl::StrCat("{", k.name, "}");
-    }
+    PlaceKnob(a, k.name, &d.command);
     used_flags.insert(a.flag);
     d.knobs.push_back(std::move(k));
   };
@@ -476,7 +491,11 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
   const int64_t cp = IntOf(FindArg(args, {"--context-parallel-size", "--context_parallel_size"})).value_or(1);
   const bool megatron = FindArg(args, {"--tensor-model-parallel-size", "--micro-batch-size",
                                        "--num-layers", "--use-mcore-models"}) != nullptr;
-  const int64_t dp = std::max<int64_t>(1, world / std::max<int64_t>(1, tp * pp * cp));
+  // In doubles: the degrees are the team's numbers, their product may not fit.
+  const int64_t dp = std::max<int64_t>(
+      1, static_cast<int64_t>(static_cast<double>(world) /
+                              std::max(1.0, static_cast<double>(tp) * static_cast<double>(pp) *
+                                                static_cast<double>(cp))));
   const bool has_accum = FindArg(args, {"--grad-accum", "--gradient_accumulation_steps",
                                         "--gradient-accumulation-steps"}) != nullptr;
   for (const Arg& a : args) {
@@ -720,9 +739,7 @@ absl::Status MergeLlmDraftAnswer(const std::string& body, const DraftInput& in,
     return Field("response content.knobs", "missing or not a list");
   }
   // Where each of the script's flags is in the drafted command.
-  size_t script_at = 0;
-  while (script_at < d->command.size() && !absl::EndsWith(d->command[script_at], ".py")) ++script_at;
-  const std::vector<Arg> args = ParseArgs(d->command, std::min(script_at + 1, d->command.size()));
+  const std::vector<Arg> args = ParseArgs(d->command, d->args_from);
   static const std::regex value_re(R"([A-Za-z0-9._:+-]{1,64})");
   static const std::regex flag_re(R"(--[A-Za-z0-9][A-Za-z0-9_-]{0,62})");
   // Read as far as the cap: the rest is one note, however many there are.
@@ -824,14 +841,8 @@ absl::Status MergeLlmDraftAnswer(const std::string& body, const DraftInput& in,
     k.baseline = current;
     k.source = "llm";
     k.why = absl::StrCat("proposed by ", llm_model, ": ", rationale.empty() ? "no reason given" : rationale);
-    if (arg->bare) {
-      k.form = DraftKnob::Form::kSwitch;
-      d->command[arg->flag_at] = absl::StrCat("{", k.name, "?", flag, "}");
-    } else if (arg->equals) {
-      d->command[arg->flag_at] = absl::StrCat(flag, "={", k.name, "}");
-    } else {
-      d->command[*arg->value_at] = absl::StrCat("{", k.name, "}");
-    }
+    if (arg->bare) k.form = DraftKnob::Form::kSwitch;
+    PlaceKnob(*arg, k.name, &d->command);
     d->knobs.push_back(std::move(k));
     ++accepted;
   }

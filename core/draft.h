@@ -83,6 +83,7 @@ struct Draft {
   int gpus = 1, nodes = 1, gpus_per_node = 1;
   std::vector<DraftKnob> knobs;
   std::vector<std::string> command;  // with {knob} and {knob?flag} in place
+  size_t args_from = 0;  // where the script's own flags start in `command`
   std::optional<int64_t> data_seed;
   bool optimizer_in_window = false;
   std::vector<std::string> precision;

@@ -260,6 +260,14 @@ TEST(DraftTest, WhatFuzzingFoundIsRefusedOrDraftedSoundly) {
   EXPECT_EQ(KnobOf(*d, "tensor_model_parallel_size"), nullptr);
   EXPECT_NE(std::find(d->command.begin(), d->command.end(), "1"), d->command.end());
   ExpectParses(*d);
+  // Sizes no job has are refused, not multiplied.
+  in.argv = Words("torchrun --nproc_per_node 2000000000 --nnodes 2000000000 train.py --micro-batch-size 2");
+  EXPECT_EQ(DraftSpec(in).status().message(),
+            "argv: the launcher's 2000000000 processes per node on 2000000000 nodes is not a job size");
+  in.argv = Words("python3 train.py --micro-batch-size 2");
+  in.global_batch = int64_t{1} << 62;
+  EXPECT_EQ(DraftSpec(in).status().message(), "global_batch: 4611686018427387904 is larger than 1099511627776");
+  in.global_batch = 64;
   // A script called ".py" still names a model.
   in.argv = Words("python3 .py --micro-batch-size 2");
   d = DraftSpec(in);
