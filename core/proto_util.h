@@ -26,6 +26,19 @@ inline std::string ToJson(const google::protobuf::Message& m) {
   return out;
 }
 
+// A message as users see it (`infrarsi report --json`, the dashboard's
+// report.json): indented, every field present (defaults included), field
+// names as in the proto.
+inline std::string ToStableJson(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions o;
+  o.add_whitespace = true;
+  o.always_print_primitive_fields = true;
+  o.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
+  return out;
+}
+
 // Stored JSON back as a message; empty or unreadable JSON: an empty one.
 template <typename T>
 T FromJson(const std::string& json) {

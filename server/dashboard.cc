@@ -12,7 +12,6 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -78,6 +77,59 @@ bool CrossSite(const httplib::Request& req) {
   return true;  // "null" and anything else
 }
 
+// The Set-Cookie value that keeps `token` for this browser session (""
+// clears it): HttpOnly (no page script reads it), SameSite=Strict (no
+// other site's request carries it), and under TLS Secure and "__Host-".
+std::string TokenCookie(bool tls, const std::string& token) {
+  return absl::StrCat(tls ? kTlsCookie : kCookie, "=", token, "; Path=/; HttpOnly; SameSite=Strict",
+                      tls ? "; Secure" : "", token.empty() ? "; Max-Age=0" : "");
+}
+
+// Loads the server's PEM certificate chain, key and (optional) client CA
+// into `ctx`; false when any of them cannot be used.
+bool UsePem(SSL_CTX& ctx, const std::string& cert_pem, const std::string& key_pem,
+            const std::string& client_ca_pem) {
+  auto bio_of = [](const std::string& pem) {
+    return BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  };
+  BIO* cb = bio_of(cert_pem);
+  X509* cert = PEM_read_bio_X509(cb, nullptr, nullptr, nullptr);
+  bool ok = cert != nullptr && SSL_CTX_use_certificate(&ctx, cert) == 1;
+  // The rest of the chain, if the PEM holds one.
+  while (ok) {
+    X509* extra = PEM_read_bio_X509(cb, nullptr, nullptr, nullptr);
+    if (extra == nullptr) break;
+    if (SSL_CTX_add_extra_chain_cert(&ctx, extra) != 1) {
+      X509_free(extra);
+      ok = false;
+    }
+  }
+  ERR_clear_error();
+  if (cert != nullptr) X509_free(cert);
+  BIO_free(cb);
+  BIO* kb = bio_of(key_pem);
+  EVP_PKEY* key = PEM_read_bio_PrivateKey(kb, nullptr, nullptr, nullptr);
+  ok = ok && key != nullptr && SSL_CTX_use_PrivateKey(&ctx, key) == 1 &&
+       SSL_CTX_check_private_key(&ctx) == 1;
+  if (key != nullptr) EVP_PKEY_free(key);
+  BIO_free(kb);
+  if (ok && !client_ca_pem.empty()) {
+    BIO* ab = bio_of(client_ca_pem);
+    X509_STORE* store = SSL_CTX_get_cert_store(&ctx);
+    int n = 0;
+    while (X509* ca = PEM_read_bio_X509(ab, nullptr, nullptr, nullptr)) {
+      n += X509_STORE_add_cert(store, ca) == 1;
+      X509_free(ca);
+    }
+    ERR_clear_error();
+    BIO_free(ab);
+    ok = n > 0;
+    SSL_CTX_set_verify(&ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  }
+  SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
+  return ok;
+}
+
 }  // namespace
 
 class Dashboard::ReportCache {
@@ -141,24 +193,14 @@ std::string RequestToken(const std::string& authorization, const std::string& co
 
 absl::StatusOr<std::unique_ptr<Dashboard>> Dashboard::Create(const Options& options) {
   if (options.manager == nullptr) return absl::InvalidArgumentError("dashboard: manager is required");
-  const size_t colon = options.listen.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(options.listen.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("http_listen: expected HOST:PORT, got '", options.listen, "'"));
-  }
-  const std::string host = options.listen.substr(0, colon);
+  ASSIGN_OR_RETURN(const auto listen, ParseHostPort("http_listen", options.listen));
+  const auto& [host, port] = listen;
   if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
     return absl::InvalidArgumentError("http_listen: TLS needs both a certificate and a key");
   }
   // Tokens cross this port as they cross the gRPC one: the same rule.
-  if (options.tls_cert_pem.empty() && !options.insecure && !ResolvesToLoopbackOnly(host)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "http_listen: refusing to serve the dashboard on ", host,
-        " without TLS; give a certificate and key (--tls-cert, --tls-key), listen on "
-        "127.0.0.1, or pass --insecure to accept plaintext on the network"));
-  }
+  RETURN_IF_ERROR(CheckPlaintext("http_listen", "the dashboard on ", host, ResolvesToLoopbackOnly(host),
+                                 !options.tls_cert_pem.empty(), options.insecure));
   std::unique_ptr<Dashboard> d(new Dashboard());
   d->options_ = options;
   if (options.tls_cert_pem.empty()) {
@@ -166,46 +208,7 @@ absl::StatusOr<std::unique_ptr<Dashboard>> Dashboard::Create(const Options& opti
   } else {
     const Options* o = &d->options_;
     auto ssl = std::make_unique<httplib::SSLServer>([o](SSL_CTX& ctx) {
-      auto bio_of = [](const std::string& pem) {
-        return BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
-      };
-      bool ok = true;
-      BIO* cb = bio_of(o->tls_cert_pem);
-      X509* cert = PEM_read_bio_X509(cb, nullptr, nullptr, nullptr);
-      ok = ok && cert != nullptr && SSL_CTX_use_certificate(&ctx, cert) == 1;
-      // The rest of the chain, if the PEM holds one.
-      while (ok) {
-        X509* extra = PEM_read_bio_X509(cb, nullptr, nullptr, nullptr);
-        if (extra == nullptr) break;
-        if (SSL_CTX_add_extra_chain_cert(&ctx, extra) != 1) {
-          X509_free(extra);
-          ok = false;
-        }
-      }
-      ERR_clear_error();
-      if (cert != nullptr) X509_free(cert);
-      BIO_free(cb);
-      BIO* kb = bio_of(o->tls_key_pem);
-      EVP_PKEY* key = PEM_read_bio_PrivateKey(kb, nullptr, nullptr, nullptr);
-      ok = ok && key != nullptr && SSL_CTX_use_PrivateKey(&ctx, key) == 1 &&
-           SSL_CTX_check_private_key(&ctx) == 1;
-      if (key != nullptr) EVP_PKEY_free(key);
-      BIO_free(kb);
-      if (ok && !o->tls_client_ca_pem.empty()) {
-        BIO* ab = bio_of(o->tls_client_ca_pem);
-        X509_STORE* store = SSL_CTX_get_cert_store(&ctx);
-        int n = 0;
-        while (X509* ca = PEM_read_bio_X509(ab, nullptr, nullptr, nullptr)) {
-          n += X509_STORE_add_cert(store, ca) == 1;
-          X509_free(ca);
-        }
-        ERR_clear_error();
-        BIO_free(ab);
-        ok = n > 0;
-        SSL_CTX_set_verify(&ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
-      }
-      SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
-      return ok;
+      return UsePem(ctx, o->tls_cert_pem, o->tls_key_pem, o->tls_client_ca_pem);
     });
     if (!ssl->is_valid()) {
       return absl::InvalidArgumentError(
@@ -256,10 +259,7 @@ void Dashboard::Route() {
       res.set_content(std::string(who.status().message()) + "\n", "text/plain; charset=utf-8");
     } else {
       // A cookie that no longer works (revoked) is dropped with the visit.
-      if (!token.empty()) {
-        res.set_header("Set-Cookie", tls ? absl::StrCat(kTlsCookie, "=; Path=/; Max-Age=0; Secure")
-                                         : absl::StrCat(kCookie, "=; Path=/; Max-Age=0"));
-      }
+      if (!token.empty()) res.set_header("Set-Cookie", TokenCookie(tls, ""));
       res.status = 303;
       res.set_header("Location", token.empty() ? "/login" : "/login?expired=1");
     }
@@ -306,8 +306,7 @@ void Dashboard::Route() {
     }
     // The token itself, so that its revocation ends the login at once; the
     // page's script cannot read it, and no other site's request carries it.
-    res.set_header("Set-Cookie", absl::StrCat(tls ? kTlsCookie : kCookie, "=", token,
-                                              "; Path=/; HttpOnly; SameSite=Strict", tls ? "; Secure" : ""));
+    res.set_header("Set-Cookie", TokenCookie(tls, token));
     res.status = 303;
     res.set_header("Location", "/");
   });
@@ -317,8 +316,7 @@ void Dashboard::Route() {
       res.set_content(web::ErrorPage(403, "a logout from another site is refused", web::PageStyle{}), kHtml);
       return;
     }
-    res.set_header("Set-Cookie", tls ? absl::StrCat(kTlsCookie, "=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict; Secure")
-                                     : absl::StrCat(kCookie, "=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"));
+    res.set_header("Set-Cookie", TokenCookie(tls, ""));
     res.status = 303;
     res.set_header("Location", "/login");
   });
@@ -348,13 +346,7 @@ void Dashboard::Route() {
                                    [&] { return o->manager->Report(id, *who); });
           if (!report.ok()) return fail(res, report.status(), *who);
           if (part == "/report.json") {
-            google::protobuf::util::JsonPrintOptions jo;
-            jo.add_whitespace = true;
-            jo.always_print_primitive_fields = true;
-            jo.preserve_proto_field_names = true;
-            std::string json;
-            (void)google::protobuf::util::MessageToJsonString(*report, &json, jo);
-            res.set_content(json, "application/json");
+            res.set_content(ToStableJson(*report), "application/json");  // as `report --json`
             return;
           }
           res.set_content(part == "/content" ? web::SessionContent(*report, *summary)

@@ -67,15 +67,29 @@ bool ResolvesToLoopbackOnly(const std::string& host) {
   return all;
 }
 
-absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Options& options) {
-  const size_t colon = options.listen.rfind(':');
+absl::StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& field,
+                                                          const std::string& text) {
+  const size_t colon = text.rfind(':');
   int port = -1;
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(options.listen.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("listen: expected HOST:PORT, got '", options.listen, "'"));
+  if (colon == std::string::npos || colon == 0 || !absl::SimpleAtoi(text.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": expected HOST:PORT, got '", text, "'"));
   }
-  const std::string host = options.listen.substr(0, colon);
+  return std::make_pair(text.substr(0, colon), port);
+}
+
+absl::Status CheckPlaintext(const std::string& field, const std::string& what, const std::string& host,
+                            bool loopback, bool tls, bool insecure) {
+  if (tls || insecure || loopback) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": refusing to serve ", what, host,
+      " without TLS; give a certificate and key (--tls-cert, --tls-key), listen on "
+      "127.0.0.1, or pass --insecure to accept plaintext on the network"));
+}
+
+absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Options& options) {
+  ASSIGN_OR_RETURN(const auto listen, ParseHostPort("listen", options.listen));
+  const std::string& host = listen.first;
   if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
     return absl::InvalidArgumentError(options.tls_cert_pem.empty()
                                           ? "tls_cert: required with tls_key"
@@ -91,24 +105,20 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
     return absl::InvalidArgumentError("max_long_polls_per_caller: must be >= 1");
   }
   // Tokens and commits cross this port: plaintext only where nobody else
-  // can listen, unless the operator says otherwise. The address the
-  // listener binds is what the name resolves to: judge that, not the string.
+  // can listen, unless the operator says otherwise.
+  // The address the listener binds is what the name resolves to: judge
+  // that, not the string.
+  const bool tls = !options.tls_cert_pem.empty();
   const bool loopback = ResolvesToLoopbackOnly(host);
-  if (options.tls_cert_pem.empty() && !options.insecure && !loopback) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "listen: refusing to serve ", host,
-        " without TLS; give a certificate and key (--tls-cert, --tls-key), listen on "
-        "127.0.0.1, or pass --insecure to accept plaintext on the network"));
-  }
-  if (const size_t c = options.http_listen.rfind(':'); !options.http_listen.empty() &&
-                                                       c != std::string::npos &&
-                                                       options.tls_cert_pem.empty() &&
-                                                       !options.insecure &&
-                                                       !ResolvesToLoopbackOnly(options.http_listen.substr(0, c))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "http_listen: refusing to serve the dashboard on ", options.http_listen.substr(0, c),
-        " without TLS; give a certificate and key (--tls-cert, --tls-key), listen on "
-        "127.0.0.1, or pass --insecure to accept plaintext on the network"));
+  RETURN_IF_ERROR(CheckPlaintext("listen", "", host, loopback, tls, options.insecure));
+  // The dashboard's address, checked before anything is opened (the same
+  // rules as its own Create).
+  bool http_loopback = true;
+  if (!options.http_listen.empty()) {
+    ASSIGN_OR_RETURN(const auto http, ParseHostPort("http_listen", options.http_listen));
+    http_loopback = ResolvesToLoopbackOnly(http.first);
+    RETURN_IF_ERROR(CheckPlaintext("http_listen", "the dashboard on ", http.first, http_loopback, tls,
+                                   options.insecure));
   }
   std::unique_ptr<InfraRsiServer> s(new InfraRsiServer());
   s->options_ = options;
@@ -127,9 +137,7 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
           " token create --role admin) or listen on 127.0.0.1"));
     }
     // The dashboard reads every session of an open server: the same rule.
-    if (const size_t c = options.http_listen.rfind(':');
-        tokens.empty() && !options.http_listen.empty() && c != std::string::npos &&
-        !ResolvesToLoopbackOnly(options.http_listen.substr(0, c))) {
+    if (tokens.empty() && !http_loopback) {
       return absl::FailedPreconditionError(absl::StrCat(
           "http_listen: no API token exists, so every visitor of ", options.http_listen,
           " would read every session; create one first (infrarsi-server --db ", options.db_path,

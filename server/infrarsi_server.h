@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
@@ -40,6 +41,18 @@ class CallLimiter;
 // elsewhere is not loopback, whatever it is called; "" and wildcard
 // addresses are not either.
 bool ResolvesToLoopbackOnly(const std::string& host);
+
+// "HOST:PORT" (port 0: any free one) as host and port; INVALID_ARGUMENT
+// "<field>: expected HOST:PORT, got '...'" otherwise (an empty host too).
+absl::StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& field,
+                                                          const std::string& text);
+
+// Whether `host` (`loopback`: ResolvesToLoopbackOnly(host)) may be served:
+// with TLS anywhere; without it only on loopback, unless `insecure`.
+// INVALID_ARGUMENT naming `field` and saying how to fix it otherwise. The
+// rule of the gRPC port and the dashboard alike.
+absl::Status CheckPlaintext(const std::string& field, const std::string& what, const std::string& host,
+                            bool loopback, bool tls, bool insecure);
 
 class InfraRsiServer {
  public:

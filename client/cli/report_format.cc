@@ -8,19 +8,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "google/protobuf/util/json_util.h"
+#include "core/proto_util.h"
 
 namespace infrarsi::client {
 
-std::string ToJson(const google::protobuf::Message& m) {
-  google::protobuf::util::JsonPrintOptions o;
-  o.add_whitespace = true;
-  o.always_print_primitive_fields = true;
-  o.preserve_proto_field_names = true;
-  std::string out;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
-  return out;
-}
+std::string ToJson(const google::protobuf::Message& m) { return ToStableJson(m); }
 
 std::string FormatConfig(const google::protobuf::Map<std::string, std::string>& c) {
   std::map<std::string, std::string> sorted(c.begin(), c.end());
