@@ -57,7 +57,7 @@ struct LlmPatchOutcome {
 
 // The one time a session asked.
 struct LlmPatchRound {
-  bool asked = false;
+  bool asked = false;  // the session's one ask has been made (or decided against)
   std::string note;  // why it was not asked, or why its answer was not used
   std::vector<LlmPatchOutcome> outcomes;
   std::vector<std::pair<std::string, std::string>> conflicts;  // patch pairs that do not stack

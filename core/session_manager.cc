@@ -66,7 +66,7 @@ std::string EncodeSearchRecord(const Inputs& in, const LlmPatchRound& llm) {
   return absl::StrCat(R"({"priors_label":)", JsonQuote(in.priors_label), R"(,"warm_starts":)",
                       in.warm_start_count, R"(,"related":)", in.related_count, R"(,"priors":)",
                       in.priors ? EncodePriorsJson(*in.priors) : "null",
-                      llm.asked || !llm.note.empty() ? absl::StrCat(R"(,"llm_patches":)", EncodeLlmPatchRound(llm)) : "",
+                      llm.asked ? absl::StrCat(R"(,"llm_patches":)", EncodeLlmPatchRound(llm)) : "",
                       "}");
 }
 
@@ -80,10 +80,10 @@ std::vector<std::pair<std::string, std::string>> EditableFiles(const SessionSpec
   if (!files.ok()) return out;
   size_t total = 0;
   for (const std::string& f : *files) {
-    bool editable = false;
-    for (const std::string& g : spec.contract.editable) editable = editable || GlobMatch(g, f);
-    for (const std::string& g : spec.contract.protected_files) editable = editable && !GlobMatch(g, f);
-    if (!editable) continue;
+    // In scope exactly as a patch changing it would be.
+    if (!CheckPatchScope("", {PatchedFile{f}}, spec.contract.editable, spec.contract.protected_files).ok()) {
+      continue;
+    }
     auto text = repo->ReadFile(spec.repository.url, spec.repository.base_commit, f, 64 << 10);
     if (!text.ok() || total + text->size() > kMaxLlmContextBytes) continue;
     total += text->size();
@@ -195,10 +195,15 @@ absl::StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(const Opt
 }
 
 std::shared_ptr<const SessionManager::SearchInputs> SessionManager::DecodeSearchRecord(
-    const std::string& json) {
+    const std::string& json, LlmPatchRound* llm) {
   auto in = std::make_shared<SearchInputs>();
   try {
     const YAML::Node n = YAML::Load(json);
+    if (llm != nullptr && n["llm_patches"] && n["llm_patches"].IsMap()) {
+      YAML::Emitter e;
+      e << YAML::Flow << YAML::DoubleQuoted << n["llm_patches"];
+      *llm = DecodeLlmPatchRound(e.c_str());
+    }
     if (n["priors_label"]) in->priors_label = n["priors_label"].as<std::string>();
     if (n["warm_starts"]) in->warm_start_count = n["warm_starts"].as<int>();
     if (n["related"]) in->related_count = n["related"].as<int>();
@@ -309,20 +314,10 @@ absl::StatusOr<std::unique_ptr<SessionManager::SessionState>> SessionManager::Re
   // What its search started from, for the report (a running session's
   // search is started again by Load).
   if (!s->rec.search.empty()) {
-    s->search = DecodeSearchRecord(s->rec.search);
+    s->search = DecodeSearchRecord(s->rec.search, &s->llm_round);
     // The LLM's admitted patches are candidates of this session as its
     // own are: back into the spec (asked once, never again).
-    try {
-      const YAML::Node n = YAML::Load(s->rec.search);
-      if (n["llm_patches"] && n["llm_patches"].IsMap()) {
-        YAML::Emitter e;
-        e << YAML::Flow << YAML::DoubleQuoted << n["llm_patches"];
-        s->llm_round = DecodeLlmPatchRound(e.c_str());
-        RETURN_IF_ERROR(RestoreLlmPatches(s->llm_round, &s->spec));
-      }
-    } catch (const YAML::Exception&) {
-      // Written by this code; an unreadable record has no LLM patches.
-    }
+    RETURN_IF_ERROR(RestoreLlmPatches(s->llm_round, &s->spec));
   }
   ASSIGN_OR_RETURN(auto trials, storage->ListTrials(s->rec.id));
   for (const auto& t : trials) {
@@ -984,11 +979,12 @@ std::optional<std::pair<SessionSpec, LlmPatchRound>> SessionManager::AskLlmPatch
   v1::DoctorReport doctor;
   {
     absl::MutexLock lock(&s.sync.mu);
-    if (s.llm_round.asked || !s.llm_round.note.empty()) return std::nullopt;  // once per session
+    if (s.llm_round.asked) return std::nullopt;  // once per session
     doctor = s.doctor;
   }
   std::pair<SessionSpec, LlmPatchRound> out{s.spec, LlmPatchRound()};
   LlmPatchRound& round = out.second;
+  round.asked = true;  // whatever comes of it, this was the session's one ask
   if (s.spec.repository.url.empty() || s.spec.contract.editable.empty()) {
     round.note = "not asked: the session has no repository or no editable scope";
     return out;

@@ -328,7 +328,9 @@ class SessionManager {
 
   // The stored record of what a search started from (the session record's
   // `search`), and the same inputs without what only proposals use.
-  static std::shared_ptr<const SearchInputs> DecodeSearchRecord(const std::string& json);
+  // `llm` (optional) receives the LLM's patch round stored with it.
+  static std::shared_ptr<const SearchInputs> DecodeSearchRecord(const std::string& json,
+                                                                LlmPatchRound* llm = nullptr);
   static std::shared_ptr<const SearchInputs> LightSearch(const SearchInputs& in);
 
   explicit SessionManager(const Options& options);

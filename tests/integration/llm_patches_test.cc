@@ -205,6 +205,20 @@ TEST_F(LlmPatchesTest, EveryProposalIsAdmittedAsAUserPatchOrRefusedAndCheatsAreC
   ASSERT_EQ(Cli({"report", id}, &out, &err), 0) << err;
   EXPECT_NE(out.find("Patches an LLM proposed:"), std::string::npos) << out;
   EXPECT_NE(out.find("llm-touch-data: refused:"), std::string::npos) << out;
+  // A restarted server keeps the proposals, the patch knobs and their
+  // trials' verdicts, and does not ask again.
+  agents_.clear();
+  server_.reset();
+  StartWithLlm(30);
+  auto again = client_->Report(id);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(again->llm_patches_size(), 8);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(again->llm_patches(i).accepted(), rep->llm_patches(i).accepted());
+    EXPECT_EQ(again->llm_patches(i).reason(), rep->llm_patches(i).reason());
+  }
+  EXPECT_EQ(again->failure_costs_size(), rep->failure_costs_size());
+  EXPECT_EQ(llm_.patch_requests(), 1);
 }
 
 // Answers that cannot be used: the run goes on without patches, saying why.
