@@ -38,6 +38,7 @@ v1::TrialView TrialViewOf(const storage::TrialRecord& t) {
   v.set_cost_s(t.cost_s);
   v.set_error(t.error);
   v.set_note(t.note);
+  v.set_isolation(t.isolation);
   v.set_violation(t.violation);
   v.set_tag(t.tag);
   if (t.observed_steps > 0) v.set_observed_step_time_s(t.observed_window_s / t.observed_steps);

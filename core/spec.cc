@@ -978,9 +978,28 @@ std::string SlurmOptionError(const std::string& option, std::string* name) {
   for (char c : option) {
     if (!absl::ascii_isgraph(c)) return "no spaces or control characters";
   }
-  if (SlurmReservedOptions().count(*name)) {
+  const std::string reserved = SlurmReservedOption(*name);
+  if (reserved == *name) {
     return absl::StrCat(*name, " is set by InfraRSI from the spec (hardware, executor.slurm) "
                                "and the agent's policy");
+  }
+  if (!reserved.empty()) {
+    return absl::StrCat(*name, " abbreviates ", reserved,
+                        " (sbatch takes any unambiguous prefix of an option), which InfraRSI "
+                        "sets from the spec and the agent's policy");
+  }
+  return "";
+}
+
+std::string SlurmReservedOption(const std::string& name) {
+  if (name.size() < 3) return "";
+  // sbatch, like getopt_long, reads "--ui" as "--uid" and "--expor" as
+  // "--export": any prefix of a reserved name is that name to it.
+  for (const std::string& r : SlurmReservedOptions()) {
+    if (r == name) return r;
+  }
+  for (const std::string& r : SlurmReservedOptions()) {
+    if (absl::StartsWith(r, name)) return r;
   }
   return "";
 }

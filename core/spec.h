@@ -67,6 +67,9 @@ struct SlurmPlacementSpec {
 // The sbatch options the slurm executor sets itself: a spec (or an
 // operator) may not pass them as extra options.
 const std::set<std::string>& SlurmReservedOptions();
+// The reserved option `name` ("--ui") is or abbreviates ("--uid"), as
+// sbatch reads any prefix of a long option; "" when none.
+std::string SlurmReservedOption(const std::string& name);
 
 // "" when `option` ("--name=value" or "--name") is well-formed, else why
 // not. `name` receives "--name".

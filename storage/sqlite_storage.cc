@@ -221,6 +221,10 @@ ALTER TABLE trials ADD COLUMN slurm TEXT NOT NULL DEFAULT '';
     R"sql(
 ALTER TABLE trials ADD COLUMN lost_s REAL NOT NULL DEFAULT 0;
 )sql",
+    // v14: what each trial ran under on its host (the agent's sandbox).
+    R"sql(
+ALTER TABLE trials ADD COLUMN isolation TEXT NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -384,7 +388,7 @@ constexpr char kTrialCols[] =
     "session_id, purpose, config, status, attempts, lease_agent, lease_token, "
     "lease_deadline_ms, step_time_s, peak_mem_gib, cost_s, error, note, agent, created_ms, "
     "finished_ms, violation, tag, pin_agent, observed_window_s, observed_steps, clock_slack_s, "
-    "leased_ms, lease_token_id, refused_by, executor, slurm, lost_s";
+    "leased_ms, lease_token_id, refused_by, executor, slurm, lost_s, isolation";
 
 void BindTrial(Stmt& st, const TrialRecord& t) {
   st.Bind(t.session_id).Bind(t.purpose).Bind(t.config).Bind(t.status).Bind(t.attempts)
@@ -392,7 +396,8 @@ void BindTrial(Stmt& st, const TrialRecord& t) {
       .Bind(t.peak_mem_gib).Bind(t.cost_s).Bind(t.error).Bind(t.note).Bind(t.agent)
       .Bind(t.created_ms).Bind(t.finished_ms).Bind(t.violation).Bind(t.tag).Bind(t.pin_agent)
       .Bind(t.observed_window_s).Bind(t.observed_steps).Bind(t.clock_slack_s).Bind(t.leased_ms)
-      .Bind(t.lease_token_id).Bind(t.refused_by).Bind(t.executor).Bind(t.slurm).Bind(t.lost_s);
+      .Bind(t.lease_token_id).Bind(t.refused_by).Bind(t.executor).Bind(t.slurm).Bind(t.lost_s)
+      .Bind(t.isolation);
 }
 
 TrialRecord ReadTrial(const Stmt& st) {
@@ -427,6 +432,7 @@ TrialRecord ReadTrial(const Stmt& st) {
   t.executor = st.Text(c++);
   t.slurm = st.Text(c++);
   t.lost_s = st.Real(c++);
+  t.isolation = st.Text(c++);
   return t;
 }
 
@@ -701,7 +707,7 @@ absl::Status SqliteStorage::UpdateTrial(const TrialRecord& t) {
           "lease_agent=?, lease_token=?, lease_deadline_ms=?, step_time_s=?, peak_mem_gib=?, "
           "cost_s=?, error=?, note=?, agent=?, created_ms=?, finished_ms=?, violation=?, tag=?, "
           "pin_agent=?, observed_window_s=?, observed_steps=?, clock_slack_s=?, leased_ms=?, "
-          "lease_token_id=?, refused_by=?, executor=?, slurm=?, lost_s=? WHERE id=?");
+          "lease_token_id=?, refused_by=?, executor=?, slurm=?, lost_s=?, isolation=? WHERE id=?");
   BindTrial(st, t);
   st.Bind(t.id);
   RETURN_IF_ERROR(st.Run());

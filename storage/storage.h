@@ -127,6 +127,9 @@ struct TrialRecord {
   std::string slurm;
   // Wall seconds of its attempts the infrastructure failed.
   double lost_s = 0;
+  // What it ran under on its agent's host, as the agent stated it (""
+  // before schema v14 and for executors that run no tenant code).
+  std::string isolation;
 };
 
 struct StepRecord {

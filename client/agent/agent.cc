@@ -18,6 +18,7 @@
 #include "client/rpc_client.h"
 #include "core/agent_policy.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace infrarsi::client {
 namespace {
@@ -92,18 +93,34 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const Options& options) {
   RETURN_IF_ERROR(CheckExecutorNames(options.executors));
   std::unique_ptr<Agent> a(new Agent(options));
   if (a->options_.host.empty()) a->options_.host = DefaultHost();
-  if (a->options_.scratch_root.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    a->options_.scratch_root = absl::StrCat(tmp ? tmp : "/tmp", "/infrarsi-agent-", getpid());
+  const auto& names = a->options_.executors;
+  const bool runs_code = std::find(names.begin(), names.end(), "process") != names.end() ||
+                         std::find(names.begin(), names.end(), "slurm") != names.end();
+  if (runs_code) {
+    // The agent creates and owns its scratch root: one that exists must be
+    // its own and writable by no one else (a guessable path another user
+    // made first would hand it the trials' files).
+    auto root = OwnScratchRoot(a->options_.scratch_root);
+    if (!root.ok()) return root.status();
+    a->options_.scratch_root = *root;
   }
   auto channel = grpc::CreateChannel(options.server, ChannelCredentialsFor(options.tls));
   a->stub_ = v1::AgentService::NewStub(channel);
   a->replay_ = std::make_unique<ReplayExecutor>();
-  const auto& ex = a->options_.executors;
+  const auto& ex = names;
   if (std::find(ex.begin(), ex.end(), "process") != ex.end()) {
     // Tenants' code: only under the operator's policy.
     ProcessExecutor::Options po = a->options_.process;
     po.scratch_root = a->options_.scratch_root;
+    po.slots = std::max(1, a->options_.slots);
+    if (po.devices.empty() && a->options_.gpu_model != "cpu" && a->options_.gpu_count > 0) {
+      // The host's GPUs as this agent sees them; each slot gets its share.
+      if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v != nullptr && *v != '\0') {
+        po.devices = absl::StrSplit(v, ',', absl::SkipEmpty());
+      } else {
+        for (int i = 0; i < a->options_.gpu_count; ++i) po.devices.push_back(absl::StrCat(i));
+      }
+    }
     ASSIGN_OR_RETURN(po.allowed_commands,
                      ParseCommandPrefixes(a->options_.allow_commands, "allow_commands"));
     auto process = ProcessExecutor::Create(std::move(po));
@@ -117,6 +134,12 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const Options& options) {
     // Tenants' code on the cluster: the same code policy as `process`.
     SlurmExecutor::Options so = a->options_.slurm;
     if (so.scratch_root.empty()) so.scratch_root = a->options_.scratch_root;
+    // The shared folder's trial folders (0700) and git cache (0700) are
+    // the agent's user's alone; the folder itself must be its own too.
+    auto shared = OwnScratchRoot(so.scratch_root);
+    if (!shared.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("--slurm-shared-dir: ", shared.status().message()));
+    }
     ASSIGN_OR_RETURN(so.allowed_commands,
                      ParseCommandPrefixes(a->options_.allow_commands, "allow_commands"));
     so.allow_any_command = a->options_.process.allow_any_command;

@@ -149,9 +149,19 @@ int main(int argc, char** argv) {
   app.add_option("--workdir-root", workdir_root,
                  "folder trials' workdirs must be inside (default: none, only trials of a "
                  "repository run, in fresh work trees)");
+  std::string sandbox = "on", trial_uids;
+  app.add_option("--sandbox", sandbox,
+                 "on: each process trial in its own PID, mount and IPC namespaces, with private "
+                 "/tmp, /var/tmp and /dev/shm, the agent's folders hidden, as its own id of "
+                 "--trial-uids (the agent must be root); off: none of that, deliberately")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--trial-uids", trial_uids,
+                 "with --sandbox=on: the ids trials run as, FIRST-LAST (uid = gid; ids no "
+                 "account uses, at least --slots of them), e.g. 6200000-6200099");
   app.add_option("--run-as", run_as,
-                 "user trials run as (an agent running as root must name one; \"root\" "
-                 "deliberately)");
+                 "with --sandbox=off: the user every trial runs as (an agent running as root "
+                 "must name one; \"root\" deliberately)");
   app.add_option("--env-allow", env_allow,
                  "environment variable trials may see, beside PATH, LANG, LC_*, TZ and the CUDA "
                  "device variables (repeatable; never INFRARSI_*)");
@@ -196,7 +206,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.05, 60.0));
   app.add_option("--serve-team", teams, "a team whose trials this agent runs (repeatable; default: any)");
-  app.add_option("--scratch", o.scratch_root, "folder for per-trial scratch files");
+  app.add_option("--scratch", o.scratch_root,
+                 "folder for per-trial scratch files: created by the agent (0711), or one it owns "
+                 "that no one else may write (default: a fresh /tmp/infrarsi-agent-XXXXXX)");
   app.add_option("--lease-wait-s", lease_wait_s, "long-poll wait per lease request")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 30.0));
@@ -305,6 +317,16 @@ int main(int argc, char** argv) {
   o.process.allow_any_command = policy.allow_any_command;
   o.process.workdir_root = policy.workdir_root;
   o.process.run_as = policy.run_as;
+  o.process.sandbox = sandbox == "on";
+  if (!trial_uids.empty()) {
+    if (absl::Status st = infrarsi::client::ParseIdRange(trial_uids, "--trial-uids",
+                                                         &o.process.trial_first_id,
+                                                         &o.process.trial_id_count);
+        !st.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
+      return 2;
+    }
+  }
   o.process.allow_root = policy.run_as == "root";
   for (const std::string& name : policy.env_allow) o.process.env_allow.push_back(name);
   // Scripts (and tests) wait for this line to know the agent can take work.

@@ -69,6 +69,24 @@ std::string FormatReport(const v1::SessionReport& r) {
                         search, doctor, verify, r.failed_trials().count(),
                         by.empty() ? "none" : absl::StrJoin(by, ", ", absl::PairFormatter(" ")),
                         r.failed_trials().cost_s(), r.total_cost_s());
+  // What the trials ran under on their hosts, each kind once with a count.
+  // (each trial's uid and GPUs are its own: grouped as such).
+  std::map<std::string, int> isolation;
+  for (const auto& t : r.trials()) {
+    if (t.isolation().empty()) continue;
+    std::string key = t.isolation();
+    for (const auto& [field, shown] : {std::pair<std::string, std::string>{"; uid ", "; its own uid"},
+                                       {"; GPUs ", "; its slot's GPUs"}}) {
+      const size_t at = key.find(field);
+      if (at == std::string::npos) continue;
+      const size_t end = key.find(';', at + 2);
+      key = key.substr(0, at) + shown + (end == std::string::npos ? "" : key.substr(end));
+    }
+    ++isolation[key];
+  }
+  for (const auto& [what, n] : isolation) {
+    absl::StrAppendFormat(&out, "  isolation (%d trials): %s\n", n, what);
+  }
   if (r.infra_cost_s() > 0) {
     absl::StrAppendFormat(&out,
                           "  of which %.1f s in attempts the infrastructure failed (re-run, not "

@@ -67,6 +67,7 @@ std::string Fill(std::string arg, int ms, int steps) {
 std::vector<Result> RunMany(const Program& p, int ms, int steps, int runs,
                             const std::string& scratch) {
   infrarsi::client::ProcessExecutor::Options o;
+  o.sandbox = false;  // the bench times the clock, not the sandbox
   o.scratch_root = scratch;
   o.allow_any_command = true;  // the bench's own programs
   o.workdir_root = p.workdir;

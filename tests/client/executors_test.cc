@@ -228,6 +228,8 @@ class ProcessExecutorTest : public ::testing::Test {
     p->set_timeout_s(timeout_s);
     p->set_watchdog_s(watchdog_s);
     ProcessExecutor::Options o;
+  o.sandbox = false;
+    o.sandbox = false;  // the sandbox has tests of its own (sandbox_test.cc)
     o.scratch_root = dir_ + "/scratch";
     o.poll_interval = absl::Milliseconds(10);
     return Make(o)->Run(a, sink ? sink : &local_sink_);
@@ -264,6 +266,8 @@ class ProcessExecutorTest : public ::testing::Test {
   // folder: the executor and the trial.
   std::unique_ptr<ProcessExecutor> ShellAsNobody() {
     ProcessExecutor::Options o;
+  o.sandbox = false;
+    o.sandbox = false;  // the sandbox has tests of its own (sandbox_test.cc)
     o.scratch_root = dir_ + "/scratch";
     o.allowed_commands = {{"/bin/sh", "-c"}};
     o.workdir_root = dir_;
@@ -330,6 +334,7 @@ TEST_F(ProcessExecutorTest, MissingProgramFails) {
   a.mutable_executor()->mutable_process()->add_argv(dir_ + "/no-such-program");
   a.mutable_executor()->mutable_process()->set_workdir(dir_);
   ProcessExecutor::Options o;
+  o.sandbox = false;
   o.scratch_root = dir_;
   auto out = Make(o)->Run(a, &local_sink_);
   ASSERT_TRUE(out.ok());
@@ -381,6 +386,7 @@ TEST_F(ProcessExecutorTest, ProtectedFileChangedByTheTrialIsReported) {
       9, "harness_trainer.py", {"--mode", "tamper", "--steps", "1", "--step-ms", "10"});
   (*a.mutable_executor()->mutable_process()->mutable_protected_hashes())["infrarsi_harness.py"] = *hash;
   ProcessExecutor::Options o;
+  o.sandbox = false;
   o.scratch_root = dir_ + "/scratch";
   auto out = Make(o)->Run(a, &local_sink_);
   ASSERT_TRUE(out.ok()) << out.status();
@@ -418,6 +424,7 @@ TEST_F(ProcessExecutorTest, TheAgentsClockTimesEveryLineAndTheExit) {
   const v1::TrialAssignment a = ScriptTrial(
       3, "timing_hacks.py", {"--mode", "at_exit", "--steps", "3", "--step-ms", "50"});
   ProcessExecutor::Options o;
+  o.sandbox = false;
   o.scratch_root = dir_ + "/scratch";
   CollectingSink sink;
   auto batched = Make(o)->Run(a, &sink);
@@ -440,6 +447,7 @@ TEST_F(ProcessExecutorTest, ArgumentsAreNeverInterpretedByAShell) {
 // Tenants' code runs only under the operator's policy.
 TEST_F(ProcessExecutorTest, AnUnsafePolicyIsRefusedAtCreate) {
   ProcessExecutor::Options o;
+  o.sandbox = false;
   o.scratch_root = dir_ + "/scratch";
   auto none = ProcessExecutor::Create(o);  // no commands named: it would run anyone's
   EXPECT_EQ(none.status().message().rfind("allowed_commands: ", 0), 0u) << none.status();
@@ -459,6 +467,7 @@ TEST_F(ProcessExecutorTest, AnUnsafePolicyIsRefusedAtCreate) {
 TEST_F(ProcessExecutorTest, CommandsAndWorkdirsOutsideThePolicyAreRefusedNotRun) {
   const std::string marker = dir_ + "/ran";
   ProcessExecutor::Options o;
+  o.sandbox = false;
   o.scratch_root = dir_ + "/scratch";
   o.allowed_commands = {{FAKE_TRAINER, "--steps"}};
   o.workdir_root = dir_ + "/jobs";
@@ -576,6 +585,7 @@ TEST_F(ProcessExecutorTest, PatchedTrialsRunInACleanWorkTreeOfTheBaseCommit) {
   const std::string base = testing::MakeGitRepo(repo, {{"train.py", "print('train')\n"}});
   ASSERT_FALSE(base.empty());
   ProcessExecutor::Options o;
+  o.sandbox = false;
   o.scratch_root = dir_ + "/scratch";
   auto ex = Make(o);
   auto run = [&](const std::string& pattern, const std::string& diff) {

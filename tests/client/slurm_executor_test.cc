@@ -604,6 +604,19 @@ TEST(SlurmClientTest, ParsesScontrolsJobLine) {
   EXPECT_FALSE(ParseScontrolJob("").known);
 }
 
+// What the agent checks of the cluster's own isolation (docs/operations.md
+// asks for proctrack/cgroup and job_container/tmpfs).
+TEST(SlurmClientTest, ParsesTheClustersIsolationFromScontrolShowConfig) {
+  const auto iso = ParseScontrolConfig(
+      "Configuration data as of 2026-12-01T20:00:00\nAccountingStorageType   = (null)\n"
+      "JobContainerType        = job_container/tmpfs\nProctrackType           = proctrack/cgroup\n");
+  EXPECT_EQ(iso.proctrack, "proctrack/cgroup");
+  EXPECT_EQ(iso.job_container, "job_container/tmpfs");
+  const auto bare = ParseScontrolConfig("ProctrackType = proctrack/linuxproc\nJobContainerType = (null)\n");
+  EXPECT_EQ(bare.proctrack, "proctrack/linuxproc");
+  EXPECT_EQ(bare.job_container, "");
+}
+
 TEST(SlurmExecutorCreateTest, AnUnsafePolicyIsRefused) {
   SlurmExecutor::Options o;
   o.scratch_root = "/tmp";
@@ -611,6 +624,8 @@ TEST(SlurmExecutorCreateTest, AnUnsafePolicyIsRefused) {
   EXPECT_NE(SlurmExecutor::Create(o).status().message().find("allowed_commands"), std::string::npos);
   o.allow_any_command = true;
   o.allowed_options = {"--uid"};
+  EXPECT_NE(SlurmExecutor::Create(o).status().message().find("allowed_options"), std::string::npos);
+  o.allowed_options = {"--ui"};  // sbatch reads it as --uid
   EXPECT_NE(SlurmExecutor::Create(o).status().message().find("allowed_options"), std::string::npos);
   o.allowed_options = {};
   o.env_allow = {"INFRARSI_TOKEN"};

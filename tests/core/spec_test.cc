@@ -253,6 +253,12 @@ TEST(SpecTest, SlurmPlacementParsesAndNamesBadFields) {
       {"{time_limit_min: -1}", "16", "executor.slurm.time_limit_min: must be in [0, 10080]"},
       {"{gpus_per_node: 8}", "12", "executor.slurm.gpus_per_node: hardware.count 12 is not a whole"},
       {"{sbatch_options: [--uid=0]}", "16", "executor.slurm.sbatch_options[0]: --uid is set by InfraRSI"},
+      // sbatch takes any unambiguous prefix: these were --uid, --export and
+      // --wrap to it, and only the agent's allowlist stopped them.
+      {"{sbatch_options: [--ui=0]}", "16", "executor.slurm.sbatch_options[0]: --ui abbreviates --uid"},
+      {"{sbatch_options: [--expor=ALL]}", "16", "executor.slurm.sbatch_options[0]: --expor abbreviates --export"},
+      {"{sbatch_options: [--wra=id]}", "16", "executor.slurm.sbatch_options[0]: --wra abbreviates --wrap"},
+      {"{sbatch_options: [--gre=gpu:8]}", "16", "executor.slurm.sbatch_options[0]: --gre abbreviates --gres"},
       {"{sbatch_options: ['--comment=a b']}", "16", "executor.slurm.sbatch_options[0]: no spaces"},
       {"{sbatch_options: [-N2]}", "16", "executor.slurm.sbatch_options[0]: '-N2' must be a long option"},
       {"{nodes: 2}", "16", "executor.slurm.nodes: unknown field"},

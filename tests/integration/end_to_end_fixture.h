@@ -62,6 +62,12 @@ class EndToEndTest : public ::testing::Test {
     client_ = *client::RpcClient::Create(o);
   }
 
+  // Agent n's pool of trial ids: disjoint from every other agent's.
+  static std::string TrialUids(int n) {
+    const int first = 6200000 + 256 * n;
+    return absl::StrCat(first, "-", first + 255);
+  }
+
   testing::Subprocess& StartAgent(const std::string& executors, const std::string& gpu = "H200",
                          int gpus = 1, const std::vector<std::string>& extra = {}) {
     const int n = static_cast<int>(agents_.size());
@@ -79,8 +85,20 @@ class EndToEndTest : public ::testing::Test {
     if (runs_code && std::find(extra.begin(), extra.end(), "--allow-command") == extra.end()) {
       for (const char* flag : {"--allow-any-command"}) argv.push_back(flag);
     }
-    if (runs_code && std::find(extra.begin(), extra.end(), "--run-as") == extra.end()) {
-      argv.insert(argv.end(), {"--run-as", geteuid() == 0 ? "root" : getpwuid(geteuid())->pw_name});
+    auto given = [&](const char* flag) {
+      return std::find(extra.begin(), extra.end(), flag) != extra.end();
+    };
+    if (runs_code && !given("--run-as") && !given("--trial-uids") && !given("--sandbox")) {
+      const std::string me = geteuid() == 0 ? "root" : getpwuid(geteuid())->pw_name;
+      if (executors == "slurm") {
+        argv.insert(argv.end(), {"--run-as", me});  // jobs run as Slurm runs them
+      } else if (geteuid() == 0) {
+        // The sandbox as deployed: each trial its own id (a range per agent).
+        argv.insert(argv.end(), {"--trial-uids", TrialUids(n)});
+      } else {
+        // Not root: no ids to switch to, so without the sandbox, deliberately.
+        argv.insert(argv.end(), {"--sandbox", "off", "--run-as", me});
+      }
     }
     if (runs_code && std::find(extra.begin(), extra.end(), "--workdir-root") == extra.end()) {
       argv.insert(argv.end(), {"--workdir-root", dir_});

@@ -83,7 +83,20 @@ TEST_F(TenancyTest, TenantsCommandsRunOnlyUnderTheOperatorsPolicyWithoutTheAgent
                    "--allow-command", "/bin/sh"},
                   &err),
               1);
+    // The sandbox is on unless said otherwise, and needs its pool of ids.
+    EXPECT_NE(err.find("--trial-uids"), std::string::npos) << err;
+    // Without it, as before: as root only when said.
+    EXPECT_EQ(Run({INFRARSI_AGENT_BIN, "--server", address_, "--executors", "process",
+                   "--allow-command", "/bin/sh", "--sandbox", "off"},
+                  &err),
+              1);
     EXPECT_NE(err.find("--run-as"), std::string::npos) << err;
+    // One uid shared by every trial is no sandbox.
+    EXPECT_EQ(Run({INFRARSI_AGENT_BIN, "--server", address_, "--executors", "process",
+                   "--allow-command", "/bin/sh", "--run-as", "nobody"},
+                  &err),
+              1);
+    EXPECT_NE(err.find("--sandbox=off"), std::string::npos) << err;
   }
   if (geteuid() != 0) GTEST_SKIP() << "running trials as another user needs a root agent";
   // The operator's agent: shells only, as nobody, in this folder. Its token
@@ -91,7 +104,8 @@ TEST_F(TenancyTest, TenantsCommandsRunOnlyUnderTheOperatorsPolicyWithoutTheAgent
   fs::permissions(dir_, fs::perms::all);
   setenv("INFRARSI_TOKEN", agent_tok.c_str(), 1);
   StartAgent("process", "cpu", 1,
-             {"--allow-command", "/bin/sh -c", "--run-as", "nobody", "--workdir-root", dir_});
+             {"--allow-command", "/bin/sh -c", "--sandbox", "off", "--run-as", "nobody",
+              "--workdir-root", dir_});
   unsetenv("INFRARSI_TOKEN");
   // The trial looks for the agent's token wherever a root trial found it:
   // its own environment, and its parent's command line and environment.
@@ -126,6 +140,93 @@ executor:
   EXPECT_NE(error.find("infrarsi-agent"), std::string::npos) << "the parent was read: " << error;
   EXPECT_EQ(error.find(agent_tok), std::string::npos) << "the trial saw the agent's token: " << error;
   EXPECT_EQ(error.find("INFRARSI_TOKEN"), std::string::npos) << error;
+}
+
+// Two teams' trials at once on one agent started with the documented
+// flags (two slots, its sandbox on): team A's trial looks for team B's
+// everywhere the old executor let it (B's processes, environ and cwd
+// through /proc, B's folder and secret beside its own, B's metrics file to
+// forge an OOM into, /tmp for what B left), and finds nothing. Before, all
+// --run-as trials ran as one user on the host's /proc and /tmp: A read B's
+// environment and source, stopped it, and B's doctor failed "oom=1".
+TEST_F(TenancyTest, TwoTeamsTrialsOnOneSealedAgentReachNothingOfEachOther) {
+  if (geteuid() != 0) GTEST_SKIP() << "the sandbox needs an agent running as root";
+  const std::string db = dir_ + "/infrarsi.db";
+  const std::string agent_tok = ServerTokenCommand(db, {"create", "--role", "agent"});
+  const std::string team_a = ServerTokenCommand(db, {"create", "--role", "submitter", "--team", "a"});
+  const std::string team_b = ServerTokenCommand(db, {"create", "--role", "submitter", "--team", "b"});
+  StartServer();
+  fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec);
+  StartAgent("process", "cpu", 1,
+             {"--token-file", TokenFile(agent_tok), "--allow-command", "/bin/sh -c", "--slots", "2",
+              "--workdir-root", dir_});
+  WriteFile("job/b.sh",
+            "echo B-SECRET-1234 > \"$HOME/secret\"; echo B-LEFT > /tmp/b-left; i=0; "
+            "while [ $i -lt 100 ]; do echo \"{\\\"step\\\":$i,\\\"loss\\\":1,\\\"tokens\\\":64,"
+            "\\\"step_time_s\\\":0.1,\\\"peak_mem_gib\\\":1,\\\"warmup\\\":true}\" >> \"$INFRARSI_METRICS\"; "
+            "sleep 0.1; i=$((i+1)); done; : TEAMB-RUNNING; id -u >&2; exit 5\n");
+  // A: another session's process is one whose environment names a session
+  // id that is not A's own.
+  WriteFile("job/a.sh",
+            "seen=0; n=0; while [ $n -lt 60 ] && [ $seen = 0 ]; do for p in /proc/[0-9]*; do "
+            "if tr '\\000' '\\n' < $p/environ 2>/dev/null | grep '^INFRARSI_SESSION_ID=' | "
+            "grep -qv \"=$INFRARSI_SESSION_ID\\$\"; then seen=1; kill -STOP ${p#/proc/}; fi; done; "
+            "sleep 0.1; n=$((n+1)); done; "
+            "echo seen=$seen >&2; cat \"$(dirname \"$HOME\")\"/*/secret /tmp/b-left 2>/dev/null >&2; "
+            "for f in \"$(dirname \"$HOME\")\"/*/metrics.jsonl; do [ \"$f\" = \"$INFRARSI_METRICS\" ] || "
+            "{ (echo '{\"event\":\"oom\"}' >> \"$f\") 2>/dev/null && echo forged >&2; }; done; "
+            "echo siblings=$(ls \"$(dirname \"$HOME\")\" | wc -l) >&2; id -u >&2; exit 3\n");
+  fs::permissions(dir_ + "/job", fs::perms::owner_all | fs::perms::others_read |
+                                     fs::perms::others_exec | fs::perms::group_read | fs::perms::group_exec);
+  auto spec_for = [&](const std::string& team) {
+    return WriteFile("job/" + team + ".yaml", absl::StrCat("name: probe-", team, R"(
+workload: {model: m, global_batch: 8, seq_len: 8}
+hardware: {gpu: cpu, count: 1}
+knobs: {x: [a]}
+baseline: {x: a}
+budget: {max_trials: 1}
+doctor: {repeats: 1}
+executor:
+  process: {command: ["/bin/sh", "-c", ". ./)", team, R"(.sh"], timeout_s: 60}
+)"));
+  };
+  std::string out, err;
+  ASSERT_EQ(Cli({"--token-file", TokenFile(team_b), "session", "create", spec_for("b")}, &out, &err), 0) << err;
+  const std::string b_id(absl::StripAsciiWhitespace(out));
+  ASSERT_EQ(Cli({"--token-file", TokenFile(team_a), "session", "create", spec_for("a")}, &out, &err), 0) << err;
+  const std::string a_id(absl::StripAsciiWhitespace(out));
+  v1::DoctorRequest d;
+  d.set_session_id(b_id);
+  ASSERT_TRUE(As(team_b)->Doctor(d).ok());
+  d.set_session_id(a_id);
+  ASSERT_TRUE(As(team_a)->Doctor(d).ok());
+  for (const auto& [id, token] : {std::pair{a_id, team_a}, std::pair{b_id, team_b}}) {
+    auto s = As(token)->WatchWhile(id, v1::STAGE_DOCTORING, absl::Seconds(120),
+                                   [](const v1::SessionEvent&) {});
+    ASSERT_TRUE(s.ok()) << s.status();
+  }
+  auto a_rep = As(team_a)->Report(a_id);
+  auto b_rep = As(team_b)->Report(b_id);
+  ASSERT_TRUE(a_rep.ok() && b_rep.ok());
+  ASSERT_EQ(a_rep->trials_size(), 1);
+  ASSERT_EQ(b_rep->trials_size(), 1);
+  const std::string a = a_rep->trials(0).error();
+  const std::string b = b_rep->trials(0).error();
+  EXPECT_NE(a.find("seen=0"), std::string::npos) << a;
+  EXPECT_EQ(a.find("B-SECRET"), std::string::npos) << a;
+  EXPECT_EQ(a.find("B-LEFT"), std::string::npos) << a;
+  EXPECT_EQ(a.find("forged"), std::string::npos) << a;
+  EXPECT_NE(a.find("siblings=1"), std::string::npos) << a;
+  // B ran to its own end: not stopped (a timeout), not an OOM.
+  EXPECT_EQ(b_rep->trials(0).status(), "failed") << b;
+  EXPECT_NE(b.find("exit code 5"), std::string::npos) << b;
+  // Neither ran as the other's uid; the report says what each ran under.
+  const std::string a_uid = a.substr(a.rfind("siblings=1\n") + 11, 7);
+  const std::string b_uid = b.substr(b.find("exit code 5: ") + 13, 7);
+  EXPECT_NE(a_uid, b_uid) << a << " | " << b;
+  EXPECT_NE(a_rep->trials(0).isolation().find("own PID, mount and IPC namespaces"), std::string::npos)
+      << a_rep->trials(0).isolation();
 }
 
 // Attack 2: a stolen agent token leased team B's trials (their commands,

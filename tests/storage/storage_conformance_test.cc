@@ -187,12 +187,14 @@ TEST_P(StorageConformance, TrialsByIdAndStatus) {
   t.refused_by = "agt-1,agt-2";
   t.slurm = R"({"job_id":"42","state":"RUNNING"})";
   t.lost_s = 12.5;
+  t.isolation = "sandbox: own PID, mount and IPC namespaces; uid 62001";
   ASSERT_TRUE(db_->UpdateTrial(t).ok());
   back = db_->GetTrial(*id1);
   EXPECT_EQ(back->lease_token_id, "tok-agent");
   EXPECT_EQ(back->refused_by, "agt-1,agt-2");
   EXPECT_EQ(back->slurm, R"({"job_id":"42","state":"RUNNING"})");
   EXPECT_DOUBLE_EQ(back->lost_s, 12.5);
+  EXPECT_EQ(back->isolation, "sandbox: own PID, mount and IPC namespaces; uid 62001");
   EXPECT_EQ(db_->ListTrials("s")->size(), 3u);
   EXPECT_TRUE(absl::IsNotFound(db_->GetTrial(999).status()));
 }

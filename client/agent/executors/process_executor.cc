@@ -5,7 +5,9 @@
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,6 +18,7 @@
 #include <thread>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <sstream>
 
@@ -40,17 +43,6 @@ using SteadyClock = std::chrono::steady_clock;
 
 double SecondsSince(SteadyClock::time_point t0, SteadyClock::time_point t) {
   return std::chrono::duration<double>(t - t0).count();
-}
-
-// Gives `path` and everything under it to the trial's user.
-void GiveTo(const fs::path& path, uid_t uid, gid_t gid) {
-  std::error_code ec;
-  (void)lchown(path.c_str(), uid, gid);
-  if (!fs::is_directory(path, ec)) return;
-  for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::end(it);
-       it.increment(ec)) {
-    (void)lchown(it->path().c_str(), uid, gid);
-  }
 }
 
 }  // namespace
@@ -81,6 +73,30 @@ absl::StatusOr<std::unique_ptr<ProcessExecutor>> ProcessExecutor::Create(Options
       return absl::InvalidArgumentError(
           absl::StrCat("workdir_root: ", o.workdir_root, " is not a folder"));
     }
+  }
+  if (o.sandbox && !o.run_as.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "run_as: with the sandbox each trial runs as its own id of trial_uids (--trial-uids), "
+        "not as '", o.run_as, "' shared by all; --run-as is for --sandbox=off"));
+  }
+  if (o.sandbox) {
+    Sandbox::Options so;
+    so.enabled = true;
+    so.scratch_root = o.scratch_root;
+    so.hidden = {o.git_cache_root};
+    so.first_id = o.trial_first_id;
+    so.id_count = o.trial_id_count;
+    so.devices = o.devices;
+    so.slots = o.slots;
+    ASSIGN_OR_RETURN(ex->sandbox_, Sandbox::Create(std::move(so)));
+    return ex;
+  }
+  {
+    Sandbox::Options so;
+    so.enabled = false;
+    so.devices = o.devices;
+    so.slots = o.slots;
+    ASSIGN_OR_RETURN(ex->sandbox_, Sandbox::Create(std::move(so)));
   }
   if (!o.run_as.empty()) {
     const passwd* pw = getpwnam(o.run_as.c_str());
@@ -163,11 +179,13 @@ absl::StatusOr<std::string> FreshTrialFolder(const std::string& root,
   const fs::path dir =
       fs::path(root) / absl::StrCat("trial-", trial.trial_id(), "-", trial.attempt());
   std::error_code ec;
-  fs::remove_all(dir, ec);
-  fs::create_directories(dir, ec);
-  if (ec) {
-    return absl::InternalError(
-        absl::StrCat(executor, ": scratch dir ", dir.string(), ": ", ec.message()));
+  fs::create_directories(root, ec);  // the agent made it already (OwnScratchRoot)
+  if (absl::Status st = RemoveTreeNoFollow(dir.string()); !st.ok()) {
+    return absl::InternalError(absl::StrCat(executor, ": scratch dir: ", st.message()));
+  }
+  if (mkdir(dir.c_str(), 0700) != 0) {
+    return absl::InternalError(absl::StrCat(executor, ": scratch dir ", dir.string(), ": ",
+                                            std::strerror(errno)));
   }
   return dir.string();
 }
@@ -200,10 +218,13 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
       !why.empty()) {
     return RefusedOutcome(why);
   }
+  // This trial's id and GPUs, held while it runs: no other running trial
+  // has them.
+  ASSIGN_OR_RETURN(Sandbox::Lease lease, sandbox_->Acquire());
+  const bool sealed = sandbox_->enabled();
   ASSIGN_OR_RETURN(const std::string folder,
                    FreshTrialFolder(options_.scratch_root, trial, "process"));
   const fs::path scratch(folder);
-  std::error_code ec;
   const std::string metrics_path = (scratch / "metrics.jsonl").string();
   const std::string stdout_path = (scratch / "stdout.log").string();
   const std::string stderr_path = (scratch / "stderr.log").string();
@@ -218,8 +239,10 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   const ScopedFd out_fd(create(stdout_path, O_WRONLY));
   const ScopedFd err_fd(create(stderr_path, O_RDWR));
   if (metrics_fd.fd < 0 || out_fd.fd < 0 || err_fd.fd < 0) {
+    const std::string why = std::strerror(errno);
+    (void)RemoveTreeNoFollow(scratch.string());
     return absl::InternalError(absl::StrCat("process: cannot create the trial's files in ",
-                                            scratch.string(), ": ", std::strerror(errno)));
+                                            scratch.string(), ": ", why));
   }
 
   // The code to run: the workdir as it is, or a fresh patched work tree.
@@ -234,15 +257,26 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
       outcome.set_clock("agent");
       outcome.set_poll_interval_s(absl::ToDoubleSeconds(options_.poll_interval));
       outcome.set_wall_s(absl::ToDoubleSeconds(absl::Now() - made));
-      fs::remove_all(scratch, ec);
+      outcome.set_isolation(sandbox_->Describe(lease));
+      (void)RemoveTreeNoFollow(scratch.string());
       return outcome;
     }
   }
 
-  // The trial's user owns its scratch folder (its tree, its metrics file).
-  if (switch_user_) GiveTo(scratch, uid_, gid_);
+  // The trial's user owns its scratch folder (its tree, its metrics file),
+  // which no one else may enter; links inside are never followed.
+  const bool switch_user = sealed || switch_user_;
+  const uid_t uid = sealed ? lease.uid() : uid_;
+  const gid_t gid = sealed ? lease.gid() : gid_;
+  if (switch_user) {
+    if (absl::Status st = ChownTreeNoFollow(scratch.string(), uid, gid); !st.ok()) {
+      (void)RemoveTreeNoFollow(scratch.string());
+      return absl::InternalError(absl::StrCat("process: ", st.message()));
+    }
+  }
   // Protected files must be as Init locked them, before and after.
   v1::TrialOutcome outcome;
+  outcome.set_isolation(sandbox_->Describe(lease));
   for (const std::string& bad : ChangedProtectedFiles(workdir, spec.protected_hashes())) {
     outcome.add_protected_changed(bad + " (before the trial)");
   }
@@ -250,10 +284,16 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   // The environment: an allowlist from the agent's, never all of it (the
   // agent's token must not reach a trial), and the trial's own.
   std::vector<std::string> env_strings;
+  const std::set<std::string> devices_vars = {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"};
   for (const std::string& name : options_.env_allow) {
+    if (!lease.visible_devices().empty() && devices_vars.count(name) > 0) continue;
     if (const char* v = std::getenv(name.c_str()); v != nullptr) {
       env_strings.push_back(absl::StrCat(name, "=", v));
     }
+  }
+  if (!lease.visible_devices().empty()) {
+    // This slot's GPUs only: a trial beside it on the same host has others.
+    env_strings.push_back("CUDA_VISIBLE_DEVICES=" + lease.visible_devices());
   }
   if (std::getenv("PATH") == nullptr ||
       std::find(options_.env_allow.begin(), options_.env_allow.end(), "PATH") ==
@@ -271,36 +311,74 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   for (auto& e : env_strings) cenv.push_back(e.data());
   cenv.push_back(nullptr);
 
+  // The sandbox's mounts, prepared here: the child only makes system calls.
+  SealPlan plan;
+  if (sealed) {
+    auto planned = sandbox_->PlanFor(scratch.string(), workdir);
+    if (!planned.ok()) {
+      (void)RemoveTreeNoFollow(scratch.string());
+      return planned.status();
+    }
+    plan = *std::move(planned);
+  }
+  // The sandbox's init reports the trial's own exit status here (its own
+  // is only "the namespace ended").
+  int status_pipe[2] = {-1, -1};
+  if (sealed && pipe2(status_pipe, O_CLOEXEC) != 0) {
+    (void)RemoveTreeNoFollow(scratch.string());
+    return absl::InternalError(absl::StrCat("process: pipe: ", std::strerror(errno)));
+  }
   const char* user = options_.run_as.c_str();
-  const bool switch_user = switch_user_;
-  const uid_t uid = uid_;
-  const gid_t gid = gid_;
-  const absl::Time start = absl::Now();
-  // The agent's clock: monotonic, started just before the process is.
-  const SteadyClock::time_point t0 = SteadyClock::now();
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError(absl::StrCat("process: fork: ", std::strerror(errno)));
-  if (pid == 0) {
-    // Child: own process group, cwd, redirected output, then exec (no shell).
-    setpgid(0, 0);
+  const bool pool_id = sealed;
+  // What the trial's own process does: redirect, drop privileges, exec.
+  auto run_trial = [&]() {
     const int devnull = open("/dev/null", O_RDONLY);
     dup2(out_fd.fd, 1);
     dup2(err_fd.fd, 2);
     if (devnull >= 0) dup2(devnull, 0);
     // Drop to the trial's user: groups, then group, then user.
-    if (switch_user && (initgroups(user, gid) != 0 || setgid(gid) != 0 || setuid(uid) != 0 ||
-                        getuid() != uid)) {
-      dprintf(2, "infrarsi: cannot run as %s: %s\n", user, std::strerror(errno));
+    const bool dropped =
+        !switch_user ||
+        ((pool_id ? setgroups(0, nullptr) == 0 : initgroups(user, gid) == 0) && setgid(gid) == 0 &&
+         setuid(uid) == 0 && getuid() == uid && geteuid() == uid);
+    if (!dropped) {
+      dprintf(2, "infrarsi: cannot run as uid %u: %s\n", static_cast<unsigned>(uid),
+              std::strerror(errno));
       _exit(126);
     }
     if (!workdir.empty() && chdir(workdir.c_str()) != 0) {
       dprintf(2, "infrarsi: cannot enter workdir %s: %s\n", workdir.c_str(), std::strerror(errno));
       _exit(126);
     }
+    // Nothing of the agent's open files (sockets, the status pipe) reaches
+    // the trial.
+    syscall(SYS_close_range, 3U, ~0U, 0U);
     execvpe(cargv[0], cargv.data(), cenv.data());
     dprintf(2, "infrarsi: cannot run %s: %s\n", cargv[0], std::strerror(errno));
     _exit(127);
+  };
+  const absl::Time start = absl::Now();
+  // The agent's clock: monotonic, started just before the process is.
+  const SteadyClock::time_point t0 = SteadyClock::now();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const std::string why = std::strerror(errno);
+    if (sealed) {
+      close(status_pipe[0]);
+      close(status_pipe[1]);
+    }
+    (void)RemoveTreeNoFollow(scratch.string());
+    return absl::InternalError(absl::StrCat("process: fork: ", why));
   }
+  if (pid == 0) {
+    // Child: own process group; sandboxed, the keeper of the trial's
+    // namespaces (its init's end ends every process the trial started).
+    setpgid(0, 0);
+    if (!sealed) run_trial();
+    close(status_pipe[0]);
+    RunSealed(plan, status_pipe[1], err_fd.fd, run_trial);
+  }
+  if (sealed) close(status_pipe[1]);
   setpgid(pid, pid);  // also from the parent, to win the race with kill()
 
   LineTailer tailer(metrics_fd.fd);
@@ -382,8 +460,17 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     }
     absl::SleepFor(options_.poll_interval);
   }
-  // Kill any grandchildren the process left behind in its group.
+  // Kill any grandchildren the process left behind in its group (a
+  // sandbox's namespace has ended with its init already).
   kill(-pid, SIGKILL);
+  if (sealed) {
+    int trial_status = 0;
+    if (read(status_pipe[0], &trial_status, sizeof(trial_status)) ==
+        static_cast<ssize_t>(sizeof(trial_status))) {
+      wstatus = trial_status;  // the trial's own exit, not its init's
+    }
+    close(status_pipe[0]);
+  }
   outcome.set_clock("agent");
   outcome.set_wall_s(SecondsSince(t0, ended));
   outcome.set_poll_interval_s(
@@ -415,7 +502,7 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
                                 : absl::StrCat("killed by signal ", WTERMSIG(wstatus));
     outcome.set_error(absl::StrCat(how, ": ", err_tail.substr(err_tail.size() > 500 ? err_tail.size() - 500 : 0)));
   }
-  fs::remove_all(scratch, ec);
+  (void)RemoveTreeNoFollow(scratch.string());
   return outcome;
 }
 

@@ -30,6 +30,7 @@
 
 #include "absl/time/time.h"
 #include "client/agent/executors/executor.h"
+#include "client/agent/executors/sandbox.h"
 #include "client/agent/executors/work_tree.h"
 #include "core/agent_policy.h"
 
@@ -58,8 +59,9 @@ std::string CodePolicyRefusal(const CodePolicy& policy, const std::vector<std::s
 std::string TrialCommand(const CodePolicy& policy, const v1::TrialAssignment& trial,
                          std::vector<std::string>* argv);
 v1::TrialOutcome RefusedOutcome(std::string why);
-// A fresh, empty folder for this attempt of the trial under `root`;
-// `executor` names the error's source.
+// A fresh, empty folder (0700) for this attempt of the trial under `root`
+// (what was there is removed without following links); `executor` names
+// the error's source.
 absl::StatusOr<std::string> FreshTrialFolder(const std::string& root,
                                              const v1::TrialAssignment& trial,
                                              const char* executor);
@@ -88,11 +90,27 @@ class ProcessExecutor : public Executor {
     //   resolved); empty: only trials of a repository (fresh work trees)
     //   run;
     std::string workdir_root;
-    // - the user trials run as (its uid, gid and groups), e.g. "nobody";
-    //   empty: the agent's own, which Create refuses for root unless
-    //   `allow_root` says so deliberately;
+    // - the sandbox (sandbox.h): on by default, each trial in its own PID,
+    //   mount and IPC namespaces as its own id of the pool below; Create
+    //   fails naming what the host lacks. Off only deliberately; then
+    //   trials run as `run_as`, in a process group, on the host's /tmp;
+    bool sandbox = true;
+    // - with the sandbox: the ids trials run as (uid = gid), first ..
+    //   first + count - 1, at least `slots` of them, used by no account;
+    uid_t trial_first_id = 0;
+    int trial_id_count = 0;
+    // - without it: the user trials run as (its uid, gid and groups), e.g.
+    //   "nobody"; empty: the agent's own, which Create refuses for root
+    //   unless `allow_root` says so deliberately. With the sandbox it must
+    //   be empty (each trial has an id of its own);
     std::string run_as;
     bool allow_root = false;
+    // The agent's GPU devices (CUDA ordinals or UUIDs) and the trials it
+    // runs at once: each trial gets devices.size() / slots of them in
+    // CUDA_VISIBLE_DEVICES, never another running trial's. Empty: trials
+    // see the agent's CUDA_VISIBLE_DEVICES, if env_allow passes it.
+    std::vector<std::string> devices;
+    int slots = 1;
     // - the environment names passed from the agent's environment (HOME and
     //   TMPDIR are the trial's scratch folder); INFRARSI_ names are refused.
     std::vector<std::string> env_allow = DefaultEnvAllow();
@@ -118,6 +136,7 @@ class ProcessExecutor : public Executor {
 
   Options options_;
   std::unique_ptr<WorkTrees> work_trees_;
+  std::unique_ptr<Sandbox> sandbox_;
   // The run_as user, resolved at Create.
   bool switch_user_ = false;
   uid_t uid_ = 0;

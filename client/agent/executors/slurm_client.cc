@@ -213,4 +213,25 @@ absl::StatusOr<std::vector<std::string>> CommandSlurmClient::DownNodes(
   return down;
 }
 
+SlurmClient::Isolation ParseScontrolConfig(const std::string& text) {
+  SlurmClient::Isolation iso;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    const size_t eq = line.find('=');
+    if (eq == absl::string_view::npos) continue;
+    const absl::string_view key = absl::StripAsciiWhitespace(line.substr(0, eq));
+    std::string value(absl::StripAsciiWhitespace(line.substr(eq + 1)));
+    if (value == "(null)") value.clear();
+    if (key == "ProctrackType") iso.proctrack = value;
+    if (key == "JobContainerType") iso.job_container = value;
+  }
+  return iso;
+}
+
+absl::StatusOr<SlurmClient::Isolation> CommandSlurmClient::ClusterIsolation() {
+  auto r = Run("scontrol", {"show", "config"}, {});
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) return absl::UnavailableError(absl::StrCat("scontrol: ", Trimmed(r->err)));
+  return ParseScontrolConfig(r->out);
+}
+
 }  // namespace infrarsi::client

@@ -41,6 +41,15 @@ class SlurmClient {
   // responding.
   virtual absl::StatusOr<std::vector<std::string>> DownNodes(
       const std::vector<std::string>& nodes) = 0;
+  // How the cluster isolates jobs: `scontrol show config`'s ProctrackType
+  // and JobContainerType ("proctrack/cgroup", "job_container/tmpfs"; ""
+  // when unset). UNIMPLEMENTED where a client cannot tell.
+  struct Isolation {
+    std::string proctrack, job_container;
+  };
+  virtual absl::StatusOr<Isolation> ClusterIsolation() {
+    return absl::UnimplementedError("this Slurm client cannot read the cluster's configuration");
+  }
 };
 
 // Runs Slurm's commands (found on PATH unless `bin_dir` is set), each
@@ -63,6 +72,7 @@ class CommandSlurmClient : public SlurmClient {
   absl::Status Cancel(const std::string& job_id) override;
   absl::StatusOr<std::vector<std::string>> ExpandNodes(const std::string& nodelist) override;
   absl::StatusOr<std::vector<std::string>> DownNodes(const std::vector<std::string>& nodes) override;
+  absl::StatusOr<Isolation> ClusterIsolation() override;
 
  private:
   struct Result {
@@ -73,6 +83,9 @@ class CommandSlurmClient : public SlurmClient {
                              const std::vector<std::string>& env);
   Options options_;
 };
+
+// `scontrol show config` output's isolation keys (exposed for tests).
+SlurmClient::Isolation ParseScontrolConfig(const std::string& text);
 
 // `scontrol show job -o` output parsed (exposed for tests).
 SlurmClient::Job ParseScontrolJob(const std::string& text);

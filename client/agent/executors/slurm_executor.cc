@@ -1,5 +1,7 @@
 #include "client/agent/executors/slurm_executor.h"
 
+#include <spdlog/spdlog.h>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -189,7 +191,7 @@ absl::StatusOr<std::unique_ptr<SlurmExecutor>> SlurmExecutor::Create(Options opt
     }
   }
   for (const std::string& o : options.allowed_options) {
-    if (!absl::StartsWith(o, "--") || absl::StrContains(o, "=") || SlurmReservedOptions().count(o)) {
+    if (!absl::StartsWith(o, "--") || absl::StrContains(o, "=") || !SlurmReservedOption(o).empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "allowed_options: '", o, "' must be an option name (--name) InfraRSI does not set"));
     }
@@ -213,6 +215,34 @@ SlurmExecutor::SlurmExecutor(Options options) : options_(std::move(options)) {
   WorkTrees::Options wo;
   wo.cache_root = options_.git_cache_root;
   work_trees_ = std::make_unique<WorkTrees>(wo);
+}
+
+std::string SlurmExecutor::Isolation() {
+  std::call_once(isolation_once_, [this] {
+    auto iso = options_.slurm->ClusterIsolation();
+    std::string what = "slurm job as the agent's user; trial folder and git cache 0700";
+    if (!iso.ok()) {
+      isolation_ = absl::StrCat(what, "; the cluster's isolation unknown (", iso.status().message(), ")");
+      return;
+    }
+    absl::StrAppend(&what, "; ProctrackType ", iso->proctrack.empty() ? "unset" : iso->proctrack,
+                    ", JobContainerType ", iso->job_container.empty() ? "unset" : iso->job_container);
+    // What docs/operations.md asks the operator to enable.
+    if (iso->proctrack != "proctrack/cgroup") {
+      spdlog::warn("slurm: ProctrackType is {}, not proctrack/cgroup: a process a trial starts "
+                   "outside its job step may outlive the job",
+                   iso->proctrack.empty() ? "unset" : iso->proctrack);
+      absl::StrAppend(&what, " (a job's stray processes may outlive it)");
+    }
+    if (iso->job_container != "job_container/tmpfs") {
+      spdlog::warn("slurm: JobContainerType is {}, not job_container/tmpfs: jobs on one node share "
+                   "/tmp and /dev/shm",
+                   iso->job_container.empty() ? "unset" : iso->job_container);
+      absl::StrAppend(&what, " (jobs on a node share /tmp and /dev/shm)");
+    }
+    isolation_ = what;
+  });
+  return isolation_;
 }
 
 std::string SlurmExecutor::BatchScript(
@@ -376,6 +406,7 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
   }
   v1::TrialOutcome outcome;
   outcome.set_clock("agent");
+  outcome.set_isolation(Isolation());
   outcome.set_poll_interval_s(absl::ToDoubleSeconds(options_.poll_interval));
 
   std::string workdir = spec.workdir();

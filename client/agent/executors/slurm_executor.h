@@ -40,6 +40,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -130,9 +131,15 @@ class SlurmExecutor : public Executor {
   std::string Placement(const v1::TrialAssignment& trial, std::vector<std::string>* args,
                         int* gpus_on_node) const;
 
+  // What a job runs under on this cluster, read once from the controller
+  // (TrialOutcome.isolation); a warning is logged for what it lacks.
+  std::string Isolation();
+
   Options options_;
   std::unique_ptr<WorkTrees> work_trees_;
   std::atomic<bool> aborting_{false};
+  std::once_flag isolation_once_;
+  std::string isolation_;  // set once under isolation_once_
 };
 
 }  // namespace infrarsi::client

@@ -1,5 +1,7 @@
 #include "client/agent/executors/work_tree.h"
 
+#include <sys/stat.h>
+
 #include <git2.h>
 #include <git2/sys/mempack.h>
 #include <git2/sys/odb_backend.h>
@@ -48,6 +50,10 @@ absl::StatusOr<RepoPtr> CachedClone(const fs::path& cache, const std::string& ur
   if (raw == nullptr) {
     std::error_code ec;
     fs::create_directories(cache.parent_path(), ec);
+    // The agent's alone: a bare clone holds every file of the repository,
+    // protected ones too, and on a Slurm agent it sits on a shared
+    // filesystem other users of the cluster can reach.
+    chmod(cache.parent_path().c_str(), 0700);
     git_clone_options co = GIT_CLONE_OPTIONS_INIT;
     co.bare = 1;
     if (git_clone(&raw, url.c_str(), cache.c_str(), &co) != 0) {
@@ -110,6 +116,15 @@ absl::Status WorkTrees::Make(const v1::SourceSpec& source, const std::string& di
   }
   TreePtr tree(raw_tree);
   for (const v1::SourceSpec::Patch& p : source.patches()) {
+    // Regular files only, whatever the server sent: no link or gitlink is
+    // written into a trial's tree.
+    auto files = ParsePatchedFiles(p.diff());
+    if (!files.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("patch ", p.name(), ": ", files.status().message()));
+    }
+    if (absl::Status st = CheckPatchFileKinds(p.name(), *files); !st.ok()) {
+      return absl::FailedPreconditionError(st.message());
+    }
     const std::string text = GitStyleDiff(p.diff());  // plain `diff -u` output too
     git_diff* raw_diff = nullptr;
     if (git_diff_from_buffer(&raw_diff, text.data(), text.size()) != 0) {
