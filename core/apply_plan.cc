@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/patch_scope.h"
+#include "core/status_macros.h"
 
 namespace infrarsi {
 
@@ -112,7 +114,7 @@ void BuildApplyPlan(const ApplyInputs& in, v1::ApplyResponse* out) {
   if (!spec.repository.base_commit.empty()) {
     absl::StrAppend(&message, "Tuned on: ", spec.repository.base_commit, "\n");
   }
-  out->set_message(message);
+  out->set_message(ShowControlChars(message));
   out->set_base_commit(spec.repository.base_commit);
   for (const std::string& p : paths) out->add_files(p);
   for (const PatchSpec* p : patches) {
@@ -126,6 +128,51 @@ void BuildApplyPlan(const ApplyInputs& in, v1::ApplyResponse* out) {
   out->set_author_name(kApplyAuthorName);
   out->set_author_email(kApplyAuthorEmail);
   out->set_author_time_unix_s(in.decided_unix_s);
+}
+
+absl::Status CheckApplyPlan(const v1::ApplyResponse& plan) {
+  for (int i = 0; i < plan.patches_size(); ++i) {
+    const auto& p = plan.patches(i);
+    const std::string field = absl::StrCat("plan.patches[", i, "]");
+    auto files = ParsePatchedFiles(p.diff());
+    if (!files.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": ", files.status().message()));
+    }
+    // The scope is the whole repository but git's own files: the CLI does
+    // not take the server's word for the contract's.
+    if (absl::Status st = CheckPatchScope(p.name(), *files, {"**"}, {}); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": ", st.message()));
+    }
+  }
+  for (int i = 0; i < plan.new_files_size(); ++i) {
+    const std::string& path = plan.new_files(i).path();
+    const std::string field = absl::StrCat("plan.new_files[", i, "]");
+    const PatchedFile f{path};
+    if (absl::Status st = CheckPatchScope("", {f}, {"infrarsi/**"}, {}); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": '", ShowControlChars(path), "' is not a plain path below infrarsi/ (",
+          st.message().substr(st.message().find(": ") + 2), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string ShowControlChars(absl::string_view message) {
+  std::string out;
+  out.reserve(message.size());
+  for (size_t i = 0; i < message.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(message[i]);
+    const unsigned char next = i + 1 < message.size() ? static_cast<unsigned char>(message[i + 1]) : 0;
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      absl::StrAppendFormat(&out, "\\x%02x", c);
+    } else if (c == 0xc2 && next >= 0x80 && next <= 0x9f) {
+      absl::StrAppendFormat(&out, "\\u%04x", next);
+      ++i;
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
 }
 
 }  // namespace infrarsi

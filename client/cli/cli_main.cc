@@ -17,6 +17,7 @@
 #include "client/cli/local_apply.h"
 #include "client/cli/report_format.h"
 #include "client/rpc_client.h"
+#include "client/terminal_safe.h"
 #include "core/file_util.h"
 #include "core/web/pages.h"
 #include "core/stage.h"
@@ -80,6 +81,9 @@ absl::StatusOr<v1::SessionSummary> Follow(RpcClient& c, const std::string& id, v
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Whatever a server sends is printed with its control characters shown,
+  // never obeyed by the terminal.
+  infrarsi::client::InstallTerminalSafeOutput();
   CLI::App app{
       "infrarsi: submit and follow InfraRSI tuning sessions (init, doctor, run, report, "
       "apply), query the experience bank, or run the self-contained demo."};

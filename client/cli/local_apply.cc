@@ -1,6 +1,7 @@
 #include "client/cli/local_apply.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/apply_plan.h"
 #include "core/committer.h"
 #include "core/status_macros.h"
 #include "server/git_committer.h"
@@ -16,10 +17,16 @@ absl::StatusOr<LocalApply> ApplyLocally(RpcClient& client, const std::string& se
   req.set_dry_run(dry_run);
   LocalApply out;
   ASSIGN_OR_RETURN(out.plan, client.Apply(req));
+  // The server's plan is held to the rules its patches met at Init before
+  // anything is written to the caller's clone.
+  if (absl::Status st = CheckApplyPlan(out.plan); !st.ok()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the server's apply plan is refused, nothing was written: ", st.message()));
+  }
   CommitRequest cr;
   cr.repo_path = repo;
   cr.branch = branch;
-  cr.message = out.plan.message();
+  cr.message = ShowControlChars(out.plan.message());
   cr.base_commit = out.plan.base_commit();
   for (const auto& p : out.plan.patches()) cr.patches.emplace_back(p.name(), p.diff());
   for (const auto& f : out.plan.new_files()) cr.files.emplace_back(f.path(), f.content());

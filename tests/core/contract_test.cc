@@ -328,9 +328,9 @@ TEST(PatchScopeTest, CorpusIsRefusedNamingThePath) {
       // escapes through ..
       {"--- a/model/../../etc/passwd\n+++ b/model/../../etc/passwd\n@@ -1 +1 @@\n-a\n+b\n",
        "escapes the editable scope ('..' in the path)"},
-      // escapes through an absolute path
+      // an absolute path: git reads it as the repository's etc/hosts
       {"--- /etc/hosts\n+++ /etc/hosts\n@@ -1 +1 @@\n-a\n+b\n",
-       "escapes the editable scope (absolute path)"},
+       "'etc/hosts' is outside the editable scope"},
       // a symlink inside the scope pointing anywhere
       {"diff --git a/model/link b/model/link\nnew file mode 120000\nindex 0000000..1111111\n"
        "--- /dev/null\n+++ b/model/link\n@@ -0,0 +1 @@\n+/etc/shadow\n",
@@ -351,6 +351,59 @@ TEST(PatchScopeTest, CorpusIsRefusedNamingThePath) {
     EXPECT_EQ(st.message().substr(0, 11), "patches[p]:") << st.message();
   }
   EXPECT_FALSE(ParsePatchedFiles("no headers here").ok());
+}
+
+// libgit2 reads a mode in any spelling its parser takes ("0120000" is a
+// link as "120000" is), and the text check recognised only the literal
+// "new file mode 120000": an LLM's patch of that form made train.py a link,
+// was promoted at 3.00x and committed. Scope is now decided on libgit2's
+// own parse, the one that applies the patch: only regular files, no mode
+// changes, no gitlinks, none of git's own files unless named.
+TEST(PatchScopeTest, OnlyRegularFilesInAnySpellingOfTheirMode) {
+  const auto scope = [](const std::string& diff, std::vector<std::string> editable = {"src/**"}) {
+    auto files = ParsePatchedFiles(diff);
+    if (!files.ok()) return files.status();
+    return CheckPatchScope("p", *files, editable, {"data.py"});
+  };
+  struct Case {
+    std::string diff, expect;
+  };
+  const std::vector<Case> cases = {
+      {"diff --git a/src/train.py b/src/train.py\nnew file mode 0120000\nindex 0000000..1111111\n"
+       "--- /dev/null\n+++ b/src/train.py\n@@ -0,0 +1 @@\n+/home/trial/fast.py\n\\ No newline at end of file\n",
+       "'src/train.py' is a symbolic link"},
+      {"diff --git a/src/train.py b/src/train.py\nold mode 100644\nnew mode 0120000\n",
+       "'src/train.py' is a symbolic link"},
+      {"diff --git a/src/vendor b/src/vendor\nnew file mode 160000\nindex 0000000..1234567\n"
+       "--- /dev/null\n+++ b/src/vendor\n@@ -0,0 +1 @@\n+Subproject commit 1234567890123456789012345678901234567890\n",
+       "is a gitlink"},
+      {"diff --git a/src/run.sh b/src/run.sh\nold mode 100644\nnew mode 100755\n",
+       "changes its mode (100644 -> 100755)"},
+      {"diff --git a/src/.gitattributes b/src/.gitattributes\nnew file mode 100644\nindex 0000000..1111111\n"
+       "--- /dev/null\n+++ b/src/.gitattributes\n@@ -0,0 +1 @@\n+*.py filter=evil\n",
+       "is one of git's own files"},
+      {"diff --git a/src/.gitmodules b/src/.gitmodules\nnew file mode 100644\nindex 0000000..1111111\n"
+       "--- /dev/null\n+++ b/src/.gitmodules\n@@ -0,0 +1,2 @@\n+[submodule \"x\"]\n+\turl = ext::sh -c id\n",
+       "is one of git's own files"},
+      // A rename away from a protected file changes it too.
+      {"diff --git a/data.py b/src/data.py\nsimilarity index 100%\nrename from data.py\nrename to src/data.py\n",
+       "'data.py' is a protected file"},
+  };
+  for (const Case& c : cases) {
+    const absl::Status st = scope(c.diff);
+    ASSERT_FALSE(st.ok()) << c.expect;
+    EXPECT_NE(st.message().find(c.expect), std::string::npos) << st.message();
+  }
+  // A .git* file the contract names exactly is a source file like any.
+  EXPECT_TRUE(scope(cases[4].diff, {"src/**", "src/.gitattributes"}).ok());
+  // An ordinary edit and a new executable script pass.
+  EXPECT_TRUE(scope("--- a/src/m.py\n+++ b/src/m.py\n@@ -1 +1 @@\n-a\n+b\n").ok());
+  EXPECT_TRUE(scope("diff --git a/src/new.sh b/src/new.sh\nnew file mode 100755\nindex 0000000..1111111\n"
+                    "--- /dev/null\n+++ b/src/new.sh\n@@ -0,0 +1 @@\n+echo\n").ok());
+  auto files = ParsePatchedFiles(cases[0].diff);
+  ASSERT_TRUE(files.ok());
+  EXPECT_EQ((*files)[0].new_mode, 0120000u);
+  EXPECT_TRUE((*files)[0].symlink);
 }
 
 TEST(PatchScopeTest, ControlBytesInPathsAreRefused) {

@@ -17,8 +17,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (scope.ok()) {
     for (const auto& f : *files) {
       // Accepted paths are relative, have no ".." segment and no control
-      // byte, are not protected and not symbolic links.
+      // byte, are not protected and not symbolic links (as libgit2 read them).
       if (f.path.empty() || f.path[0] == '/' || f.path == "data.py" || f.symlink) __builtin_trap();
+      // Only regular files, on both sides, keeping their mode.
+      for (uint32_t mode : {f.old_mode, f.new_mode}) {
+        if (mode != 0 && mode != 0100644 && mode != 0100755) __builtin_trap();
+      }
+      if (f.old_mode != 0 && f.new_mode != 0 && f.old_mode != f.new_mode) __builtin_trap();
       size_t start = 0;
       while (true) {
         const size_t slash = f.path.find('/', start);

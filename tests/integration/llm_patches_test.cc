@@ -222,6 +222,83 @@ TEST_F(LlmPatchesTest, EveryProposalIsAdmittedAsAUserPatchOrRefusedAndCheatsAreC
 }
 
 // Answers that cannot be used: the run goes on without patches, saying why.
+// What was admitted before and reached a commit: a patch making an
+// editable file a symbolic link in the mode spelling "0120000" (libgit2
+// reads it as 120000; the old text check knew only the literal), and
+// gitlinks and git's own files (.gitattributes filters, .gitmodules URLs),
+// even with the whole repository editable. Each is refused on libgit2's own
+// parse, naming why.
+TEST_F(LlmPatchesTest, LinksGitlinksAndGitsOwnFilesAreRefusedInAnySpelling) {
+  const std::string repo = MakeRepo();
+  const std::string spec = WriteFile("specs/llm.yaml", absl::StrCat(R"(
+name: llm-links
+workload: {model: fake, global_batch: 32, seq_len: 128}
+hardware: {gpu: H200, count: 1}
+knobs:
+  ms: [60, 100]
+baseline: {ms: 100}
+budget: {max_trials: 1}
+doctor: {repeats: 2}
+repository: {url: )", repo, R"(}
+contract: {editable: ["**"]}
+executor:
+  process:
+    command: ")", FAKE_TRAINER, R"( --steps 4 --step-ms {ms}"
+    timeout_s: 60
+)"));
+  const std::string link =
+      "diff --git a/train.py b/train.py\ndeleted file mode 100644\n--- a/train.py\n+++ /dev/null\n"
+      "@@ -1 +0,0 @@\n-train\n"
+      "diff --git a/train.py b/train.py\nnew file mode 0120000\n--- /dev/null\n+++ b/train.py\n"
+      "@@ -0,0 +1 @@\n+/tmp/fast-train.py\n\\ No newline at end of file\n";
+  const std::string gitlink =
+      "diff --git a/vendor b/vendor\nnew file mode 160000\n--- /dev/null\n+++ b/vendor\n@@ -0,0 +1 @@\n"
+      "+Subproject commit 1234567890123456789012345678901234567890\n";
+  const std::string attributes =
+      "diff --git a/.gitattributes b/.gitattributes\nnew file mode 100644\n--- /dev/null\n"
+      "+++ b/.gitattributes\n@@ -0,0 +1 @@\n+*.py filter=fast\n";
+  const std::string modules =
+      "diff --git a/.gitmodules b/.gitmodules\nnew file mode 100644\n--- /dev/null\n+++ b/.gitmodules\n"
+      "@@ -0,0 +1,3 @@\n+[submodule \"x\"]\n+\tpath = x\n+\turl = ext::sh -c touch% /tmp/pwned\n";
+  const std::string notes =
+      "diff --git a/notes.md b/notes.md\nnew file mode 100644\n--- /dev/null\n+++ b/notes.md\n@@ -0,0 +1 @@\n+n\n";
+  llm_.Say(absl::StrCat(
+      "```json\n{\"patches\": [", Proposal("link-train", link, -1.0, "a faster trainer"), ",",
+      Proposal("vendor", gitlink, -0.1, "pin a dependency"), ",",
+      Proposal("attributes", attributes, -0.1, "normalise line endings"), ",",
+      Proposal("modules", modules, -0.1, "a submodule"), ",",
+      // Its rationale tries to rewrite the terminal: moved up a line, the
+      // line cleared, a title set.
+      Proposal("notes", notes, -0.1,
+               "notes\x1b]0;owned\x07\x1b[1A\x1b[2Kreviewed by security"),
+      "]}\n```"));
+  StartWithLlm(30);
+  StartAgent("process", "H200", 1);
+  const std::string id = CliCreate(spec);
+  CliDoctorAndRun(id);
+  auto rep = client_->Report(id);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  std::map<std::string, v1::SessionReport::LlmPatch> by_name;
+  for (const auto& p : rep->llm_patches()) by_name[p.name()] = p;
+  ASSERT_EQ(rep->llm_patches_size(), 5);
+  const std::map<std::string, std::string> why = {
+      {"llm-link-train", "'train.py' is a symbolic link"},  // was admitted, promoted at 3.00x, committed
+      {"llm-vendor", "is a gitlink"},
+      {"llm-attributes", "is one of git's own files"},
+      {"llm-modules", "is one of git's own files"}};
+  for (const auto& [name, reason] : why) {
+    EXPECT_FALSE(by_name[name].accepted()) << name;
+    EXPECT_NE(by_name[name].reason().find(reason), std::string::npos) << name << ": " << by_name[name].reason();
+  }
+  EXPECT_TRUE(by_name["llm-notes"].accepted()) << by_name["llm-notes"].reason();
+  // The report prints the rationale with its escapes shown, not obeyed.
+  std::string out, err;
+  ASSERT_EQ(Cli({"report", id}, &out, &err), 0) << err;
+  EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;
+  EXPECT_EQ(out.find('\x07'), std::string::npos) << out;
+  EXPECT_NE(out.find("notes\\x1b]0;owned\\x07\\x1b[1A"), std::string::npos) << out;
+}
+
 TEST_F(LlmPatchesTest, BadSlowAndMissingAnswersAreSaidAndTheRunGoesOn) {
   const std::string repo = MakeRepo();
   // The fake trainer: a process job of a repository, fast.
