@@ -56,6 +56,19 @@ AgentClockTiming TimeOnAgentClock(const TrialEvidence& e) {
   return t;
 }
 
+TailCharge ChargeForTail(const AgentClockTiming& t, const ContractReference& ref) {
+  TailCharge charge;
+  if (!t.valid || ref.tail_s < 0 || t.window_steps <= 0) return charge;
+  charge.extra_s = std::max(0.0, t.tail_s - ref.tail_s);
+  if (charge.extra_s <= 0) return charge;
+  charge.step_time_s = (t.observed_s + charge.extra_s) / t.window_steps;
+  charge.note = absl::StrFormat(
+      "charged %.4f s: the process ran %.4f s after its last metrics line, the baseline at most "
+      "%.4f s; work no step reports counts against its step time (%.6f s per timed step)",
+      charge.extra_s, t.tail_s, ref.tail_s, charge.step_time_s);
+  return charge;
+}
+
 std::optional<Violation> CheckContract(const ContractSpec& c, const ContractReference& ref,
                                        const TrialEvidence& e) {
   auto v = [](std::string kind, std::string reason) {
@@ -150,28 +163,15 @@ std::optional<Violation> CheckContract(const ContractSpec& c, const ContractRefe
     const AgentClockTiming t = TimeOnAgentClock(e);
     if (!t.valid) return v("instrumentation", absl::StrCat("agent's clock: ", t.why_not));
     const double tol = c.timing_tolerance;
-    // Time the process spent after its last line beyond what the baseline
-    // did is work no step reports.
-    const double extra_tail = ref.tail_s >= 0 ? std::max(0.0, t.tail_s - ref.tail_s) : 0.0;
-    const double accountable = t.observed_s + extra_tail;
-    // The exit is seen up to one poll late too.
-    const double slack = t.slack_s + (extra_tail > 0 ? e.poll_interval_s : 0.0);
-    if (t.reported_s < (1.0 - tol) * accountable - slack) {
-      std::string why = absl::StrFormat(
-          "the %d timed steps report %.4f s in total but the agent's clock saw %.4f s between "
-          "the line before the first of them and the last one",
-          t.window_steps, t.reported_s, t.observed_s);
-      if (extra_tail > tol * t.observed_s) {
-        absl::StrAppendFormat(&why,
-                              ", and the process ran %.4f s after its last metrics line "
-                              "(the baseline at most %.4f s)",
-                              t.tail_s, ref.tail_s);
-      }
-      absl::StrAppendFormat(&why,
-                            ": the trial reports faster than it ran (tolerance %.0f%%, clock "
-                            "resolution %.4f s)",
-                            100 * tol, slack);
-      return v("timing", why);
+    // The tail after the last line is charged (ChargeForTail), never
+    // judged here: how long it takes varies without bound on a real host.
+    if (t.reported_s < (1.0 - tol) * t.observed_s - t.slack_s) {
+      return v("timing",
+               absl::StrFormat(
+                   "the %d timed steps report %.4f s in total but the agent's clock saw %.4f s "
+                   "between the line before the first of them and the last one: the trial "
+                   "reports faster than it ran (tolerance %.0f%%, clock resolution %.4f s)",
+                   t.window_steps, t.reported_s, t.observed_s, 100 * tol, t.slack_s));
     }
     if (t.observed_s < (1.0 - tol) * t.reported_s - t.slack_s) {
       return v("timing",

@@ -56,7 +56,7 @@ struct ContractReference {
   std::vector<double> losses;     // the baseline's loss at each step
   int expected_timed_steps = 0;   // 0: not checked
   // Agent's clock: the longest the baseline ran after its last metrics
-  // line; < 0: unknown (the tail is then not checked).
+  // line; < 0: unknown (nothing is then charged for a tail).
   double tail_s = -1;
   // Model FLOPs of one optimizer step and the dense peak of all the
   // session's GPUs together, FLOP/s; either 0: the MFU rule is skipped.
@@ -86,6 +86,21 @@ struct AgentClockTiming {
   double slack_s = 0;
 };
 AgentClockTiming TimeOnAgentClock(const TrialEvidence& e);
+
+// Time after the last metrics line is no evidence of cheating: a
+// checkpoint write, NCCL teardown or a busy host make it vary without
+// bound. But it is time the trial ran that no step reports, so work moved
+// there (lines written ahead of the work) must not look like a speed-up.
+// The trial is charged instead of accused: its step time is at least its
+// timed window plus what its tail ran beyond the baseline's longest tail,
+// per timed step. What a charge says, for the trial's note.
+struct TailCharge {
+  double extra_s = 0;      // tail beyond the baseline's; 0: nothing charged
+  double step_time_s = 0;  // (window + extra) / window steps
+  std::string note;
+};
+// Only with the agent's clock, a known baseline tail and a valid window.
+TailCharge ChargeForTail(const AgentClockTiming& timing, const ContractReference& reference);
 
 // The first rule the trial breaks, or none. The order is fixed so that a
 // trial breaking several rules always gets the same verdict.

@@ -1857,6 +1857,7 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
     t.status = status;
     t.error = o.error().substr(0, kMaxReportTextBytes);
     t.note = o.note().substr(0, kMaxReportTextBytes);
+    t.isolation = o.isolation().substr(0, kMaxReportTextBytes);
     t.peak_mem_gib = peak;
     t.cost_s = o.wall_s();
     t.agent = t.lease_agent;
@@ -1921,6 +1922,17 @@ void SessionManager::ApplyContractLocked(const SessionState& s, storage::TrialRe
     t.status = ts::kViolation;
     t.violation = v->kind;
     t.error = absl::StrCat(v->kind, ": ", v->reason);
+    return;
+  }
+  if (t.status != ts::kOk || !e.agent_clock) return;
+  // Time it ran after its last line beyond the baseline's is charged to
+  // its steps: no accusation (a checkpoint write varies), and no gain
+  // from work moved past the last line either.
+  const TailCharge charge = ChargeForTail(TimeOnAgentClock(e), ref);
+  if (charge.extra_s > 0 && charge.step_time_s > t.step_time_s) {
+    t.step_time_s = charge.step_time_s;
+    t.note = (t.note.empty() ? charge.note : absl::StrCat(t.note, "; ", charge.note))
+                 .substr(0, kMaxReportTextBytes);
   }
 }
 

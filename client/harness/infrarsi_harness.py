@@ -17,7 +17,7 @@ sessions lock its hash at init, and the agent refuses a trial that changed it.
             s.phases["fwd_bwd_s"] = ...  # optional
     # on an out-of-memory error: h.oom()
 
-Only the standard library is needed; torch is used when present (CUDA
+Only the standard library is needed; torch is used when the script imported it (CUDA
 synchronisation, peak reserved memory).
 """
 
@@ -25,14 +25,17 @@ import contextlib
 import json
 import math
 import os
+import sys
 import time
 
 
 def _torch_cuda():
+    # Only a torch the training script imported itself: importing it here
+    # would add a second or more of start-up and teardown to a script that
+    # never uses it, time the step counts nowhere.
+    torch = sys.modules.get("torch")
     try:
-        import torch  # noqa: WPS433 (optional dependency)
-
-        if torch.cuda.is_available():
+        if torch is not None and torch.cuda.is_available():
             return torch
     except Exception:  # pylint: disable=broad-except
         pass

@@ -201,22 +201,39 @@ TEST(ContractTest, LinesThatArriveTogetherAreCaughtAndSaySo) {
   EXPECT_TRUE(CheckContract(Contract(), Steps(3), e).has_value());
 }
 
-TEST(ContractTest, WorkAfterTheLastLineCountsAgainstTheReportedTime) {
-  // Lines at a steady fake pace of 0.1 s while the work takes 0.3 s a step:
-  // the process runs on for ~0.8 s after its last line.
+// Lines at a steady fake pace of 0.1 s while the work takes 0.3 s a step:
+// the process runs on for ~0.8 s after its last line. That tail is charged
+// to its steps (no gain from work moved past the last line), and is no
+// accusation: an honest run's tail (a checkpoint write, a busy host's
+// teardown) varies as much. Before, any tail past the baseline's longest
+// was a "timing" violation, and honest trials on a loaded host were
+// judged cheats.
+TEST(ContractTest, WorkAfterTheLastLineIsChargedNotAccused) {
   TrialEvidence e = Clocked(0.1, 3, 1.0, 0.001);
   e.wall_s += 0.8;
-  auto v = CheckContract(Contract(), Steps(3), e);
-  ASSERT_TRUE(v.has_value());
-  EXPECT_EQ(v->kind, "timing");
-  EXPECT_NE(v->reason.find("after its last metrics line"), std::string::npos) << v->reason;
-  // The doctor's own runs have no reference yet: the tail is not judged.
+  EXPECT_FALSE(CheckContract(Contract(), Steps(3), e).has_value());
+  const AgentClockTiming t = TimeOnAgentClock(e);
+  const TailCharge c = ChargeForTail(t, Steps(3));
+  EXPECT_NEAR(c.extra_s, t.tail_s - 0.06, 1e-9);
+  EXPECT_GT(c.extra_s, 0.78);
+  // Charged, its steps take what the work took: ~0.37 s, not the 0.1 s
+  // the lines claim.
+  EXPECT_NEAR(c.step_time_s, (t.observed_s + c.extra_s) / 3, 1e-9);
+  EXPECT_GT(c.step_time_s, 0.35);
+  EXPECT_NE(c.note.find("after its last metrics line"), std::string::npos) << c.note;
+  // The doctor's own runs have no reference yet: nothing is charged.
   ContractReference first = Steps(3);
   first.tail_s = -1;
-  EXPECT_FALSE(CheckContract(Contract(), first, e).has_value());
-  // A tail like the baseline's is fine.
+  EXPECT_EQ(ChargeForTail(t, first).extra_s, 0);
+  // A tail like the baseline's costs nothing.
   e.wall_s -= 0.8;
-  EXPECT_FALSE(CheckContract(Contract(), Steps(3), e).has_value());
+  EXPECT_EQ(ChargeForTail(TimeOnAgentClock(e), Steps(3)).extra_s, 0);
+  // A checkpoint write of any length after honest lines: never a violation.
+  for (double checkpoint : {0.5, 3.0, 60.0}) {
+    TrialEvidence honest = Clocked(0.2, 3, 1.0, 0.001);
+    honest.wall_s += checkpoint;
+    EXPECT_FALSE(CheckContract(Contract(), Steps(3), honest).has_value()) << checkpoint;
+  }
 }
 
 TEST(ContractTest, TheWindowNeedsALineBeforeItsFirstTimedStep) {

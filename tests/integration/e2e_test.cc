@@ -14,8 +14,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -264,6 +266,59 @@ executor:
   EXPECT_EQ(rep->doctor().timed_steps(), 3);
 }
 
+// Honest trials on a busy host (CPU hogs on every core beside them), each
+// writing a "checkpoint" of random length after its last step, are never
+// judged cheats. Before, a tail longer than the doctor's longest was a
+// "timing" violation (on a loaded machine the Slurm suite's honest trials
+// were), and a false violation removes a good setting for good. The closing
+// note quotes the figures this prints.
+TEST_F(EndToEndTest, HonestTrialsOnABusyHostAreNeverJudgedCheats) {
+  StartProcessJob("timing_hacks.py");
+  std::vector<std::unique_ptr<testing::Subprocess>> hogs;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int i = 0; i < cores + 1; ++i) {
+    hogs.push_back(std::make_unique<testing::Subprocess>(
+        std::vector<std::string>{"/bin/sh", "-c", "while :; do :; done"}, "/dev/null"));
+  }
+  const std::string spec = WriteFile("job/busy.yaml", R"(
+name: busy-host
+workload: {model: tiny, global_batch: 32, seq_len: 128}
+hardware: {gpu: cpu, count: 1}
+knobs:
+  variant: [a, b, c, d, e, f, g, h, i, j, k, l]
+baseline: {variant: a}
+budget: {max_trials: 12, min_trials: 12}
+doctor: {repeats: 3}
+contract:
+  data_seed: 1234
+  precision: [bf16]
+  optimizer_in_window: true
+  protected: [infrarsi_harness.py]
+executor:
+  process: {command: "python3 timing_hacks.py --mode honest --steps 5 --step-ms 40 --tail-ms 1500", timeout_s: 60}
+)");
+  const std::string id = CliCreate(spec);
+  std::string out, err;
+  Cli({"doctor", id}, &out, &err);
+  Cli({"run", id}, &out, &err);
+  hogs.clear();
+  auto rep = client_->Report(id);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  int judged = 0, violations = 0;
+  for (const auto& t : rep->trials()) {
+    if (t.status() == "queued" || t.status() == "cancelled") continue;
+    ++judged;
+    if (t.status() == "violation") {
+      ++violations;
+      ADD_FAILURE() << "honest trial " << t.id() << " (" << t.purpose() << ") judged a cheat: " << t.error();
+    }
+  }
+  std::printf("honest trials on a busy host (%d CPU hogs on %d cores, 0-1.5 s checkpoint tails): "
+              "%d judged, %d violations\n", cores + 1, cores, judged, violations);
+  EXPECT_GE(judged, 12) << rep->stage();
+  EXPECT_EQ(violations, 0);
+}
+
 // The timing part of the corpus: processes that tell the time wrongly, at
 // step lengths from a few milliseconds to a second. Each is caught with a
 // reason that names it, none is promoted, and the honest baseline (the
@@ -282,7 +337,6 @@ TEST_F(EndToEndTest, TimingHacksAreCaughtAtEveryStepLength) {
       {5, 60, all}, {20, 15, all}, {70, 5, all}, {200, 3, all}, {1000, 3, {"under"}}};
   const std::map<std::string, std::string> kind = {{"under", "timing"},
                                                    {"at_exit", "timing"},
-                                                   {"pace_fast", "timing"},
                                                    {"pace_slow", "timed_steps"}};
   for (const Length& l : lengths) {
     SCOPED_TRACE(absl::StrCat(l.ms, " ms steps"));
@@ -322,15 +376,33 @@ executor:
         // on the agent's clock finds its gain is not real.
         continue;
       }
+      if (mode == "pace_fast") {
+        // Its lines run ahead of the work, which goes on after the last
+        // one: that tail is charged to its steps (not judged: honest tails
+        // vary), so it is no faster than the work it did.
+        if (t.status() == "ok") {
+          EXPECT_NE(t.note().find("charged"), std::string::npos) << t.note();
+          // Charged for the work its tail hid: near the honest step (the
+          // baseline's own longest tail goes uncharged).
+          EXPECT_GE(t.step_time_s(), 0.8 * rep->doctor().median_step_time_s()) << t.note();
+        } else {
+          EXPECT_EQ(t.status(), "violation") << t.error();  // its window alone gave it away
+        }
+        continue;
+      }
       EXPECT_EQ(t.status(), "violation") << mode << ": " << t.error();
       EXPECT_EQ(t.violation(), kind.at(mode)) << mode << ": " << t.error();
       EXPECT_EQ(t.error().rfind(kind.at(mode) + ":", 0), 0u) << t.error();
     }
     EXPECT_EQ(tried.size(), l.hacks.size());
     EXPECT_FALSE(client_->GetSession(id)->promoted()) << rep->verification().summary();
+    // What reaches verification moved work outside the timed window (into
+    // the warm-up, or past the last line where the charge leaves the
+    // baseline's own tail free): its gain vanishes over the whole run.
     for (const auto& c : rep->verification().candidates()) {
       EXPECT_FALSE(c.cleared()) << c.reason();
-      EXPECT_EQ(c.config().at("mode"), "warmup");
+      const std::string mode = c.config().at("mode");
+      EXPECT_TRUE(mode == "warmup" || mode == "pace_fast") << mode;
       EXPECT_NE(c.reason().find("whole run"), std::string::npos) << c.reason();
     }
     // No hack is in the bank as a finished, fast trial.
@@ -340,6 +412,11 @@ executor:
     ASSERT_TRUE(bank.ok());
     for (const auto& e : bank->entries()) {
       if (e.session_id() != id) continue;
+      if (e.config().at("mode") == "pace_fast") {
+        // In the bank at its charged step time: as slow as its work.
+        EXPECT_GE(e.step_time_s(), 0.8 * rep->doctor().median_step_time_s());
+        continue;
+      }
       EXPECT_EQ(e.config().at("mode"), "honest")
           << "a hack entered the bank as ok; verification: "
           << rep->verification().ShortDebugString();

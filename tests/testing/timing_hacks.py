@@ -16,6 +16,10 @@ losses and tokens; they differ only in how the metrics lines tell the time:
   warmup        the timed steps' work is done in the warm-up step: every line
                 is timed honestly, the timed steps look 5x faster
 
+--tail-ms N: after its last step the honest mode writes a "checkpoint" for
+a random 0..N ms (what a real job does after training), a tail no line
+reports.
+
 Standard library only.
 """
 
@@ -45,6 +49,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--step-ms", type=float, default=50)
     ap.add_argument("--factor", type=float, default=2)
+    ap.add_argument("--tail-ms", type=float, default=0)
     args = ap.parse_args()
     mode, sec, total = args.mode, args.step_ms / 1000.0, args.steps + args.warmup
 
@@ -64,6 +69,15 @@ def main():
                 time.sleep(sec)
                 opt.step()
                 s.loss = 10.0 - 0.05 * k
+        if args.tail_ms > 0:
+            import random  # noqa: E402
+
+            # A checkpoint write of random length, as a real job's end.
+            with open(os.path.join(os.environ.get("TMPDIR", "."), "ckpt"), "wb") as f:
+                end = time.monotonic() + random.uniform(0, args.tail_ms) / 1000.0
+                while time.monotonic() < end:
+                    f.write(b"\0" * 65536)
+                    time.sleep(0.002)
         return
 
     out = open(os.environ["INFRARSI_METRICS"], "a", encoding="utf-8")
