@@ -129,12 +129,17 @@ void PlaceKnob(const Arg& a, const std::string& name, std::vector<std::string>* 
   }
 }
 
+// A knob name (an identifier) for a flag: "--odd.flag" (torchtitan's
+// dotted overrides, found by fuzz_llm) and "--micro-batch" become
+// "odd_flag" and "micro_batch"; a name that would start with a digit gets
+// "k_" before it.
 std::string KnobName(const std::string& flag) {
   std::string n(absl::StripPrefix(flag, "--"));
   for (char& c : n) {
-    if (c == '-') c = '_';
     c = absl::ascii_tolower(c);
+    if (!absl::ascii_isalnum(c) && c != '_') c = '_';
   }
+  if (n.empty() || absl::ascii_isdigit(n[0])) n = "k_" + n;
   return n;
 }
 

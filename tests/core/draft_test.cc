@@ -274,6 +274,16 @@ TEST(DraftTest, WhatFuzzingFoundIsRefusedOrDraftedSoundly) {
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->model, "job");
   ExpectParses(*d);
+  // A dotted flag with declared choices (torchtitan's overrides look so)
+  // drafts an identifier for its knob; "odd.flag" made the spec unparsable.
+  in.argv = Words("python3 train.py --micro-batch-size 2 --odd.flag cr --9lives x");
+  in.script_choices = {{"--odd.flag", {"x", "y", "cr"}}, {"--9lives", {"x", "y"}}};
+  d = DraftSpec(in);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_NE(KnobOf(*d, "odd_flag"), nullptr);
+  EXPECT_NE(KnobOf(*d, "k_9lives"), nullptr);
+  EXPECT_NE(std::find(d->command.begin(), d->command.end(), "{odd_flag}"), d->command.end());
+  ExpectParses(*d);
 }
 
 TEST(DraftTest, ScriptChoicesReadsLiteralListsOnly) {
