@@ -18,16 +18,20 @@
 #include "core/proto_util.h"
 #include "core/status_macros.h"
 #include "core/web/pages.h"
+#include "server/http_gate.h"
 #include "server/infrarsi_server.h"
 
 namespace infrarsi::server {
 namespace {
 
-constexpr char kCookie[] = "infrarsi_token";
+// The cookie holds a login session's opaque id (LoginSessions), never an
+// API token: cookies are not separated by port, so any listener on this
+// host name receives it.
+constexpr char kCookie[] = "infrarsi_session";
 // Under TLS: a browser keeps a "__Host-" cookie only if it is Secure, for
 // this host alone and every path (no subdomain or plain-HTTP page can set
 // or shadow it).
-constexpr char kTlsCookie[] = "__Host-infrarsi_token";
+constexpr char kTlsCookie[] = "__Host-infrarsi_session";
 constexpr char kHtml[] = "text/html; charset=utf-8";
 // Nothing but this server: its script, inline styles (the pages' own) and
 // fetches of its own pages; no frames, no forms elsewhere.
@@ -77,12 +81,15 @@ bool CrossSite(const httplib::Request& req) {
   return true;  // "null" and anything else
 }
 
-// The Set-Cookie value that keeps `token` for this browser session (""
-// clears it): HttpOnly (no page script reads it), SameSite=Strict (no
-// other site's request carries it), and under TLS Secure and "__Host-".
-std::string TokenCookie(bool tls, const std::string& token) {
-  return absl::StrCat(tls ? kTlsCookie : kCookie, "=", token, "; Path=/; HttpOnly; SameSite=Strict",
-                      tls ? "; Secure" : "", token.empty() ? "; Max-Age=0" : "");
+// The Set-Cookie value that keeps login session `id` for this browser
+// ("" clears it) as long as the session lives: HttpOnly (no page script
+// reads it), SameSite=Strict (no other site's request carries it), and
+// under TLS Secure and "__Host-".
+std::string SessionCookie(bool tls, const std::string& id, absl::Duration lifetime) {
+  return absl::StrCat(tls ? kTlsCookie : kCookie, "=", id, "; Path=/; HttpOnly; SameSite=Strict",
+                      tls ? "; Secure" : "",
+                      id.empty() ? "; Max-Age=0"
+                                 : absl::StrCat("; Max-Age=", absl::ToInt64Seconds(lifetime)));
 }
 
 // Loads the server's PEM certificate chain, key and (optional) client CA
@@ -177,18 +184,24 @@ Dashboard::Dashboard() : reports_(std::make_unique<ReportCache>()) {}
 
 int64_t Dashboard::reports_built() const { return reports_->builds(); }
 
-std::string RequestToken(const std::string& authorization, const std::string& cookie_header) {
+RequestCredential CredentialOf(const std::string& authorization,
+                               const std::string& cookie_header) {
+  RequestCredential c;
   absl::string_view a = absl::StripAsciiWhitespace(authorization);
-  if (absl::ConsumePrefix(&a, "Bearer ")) return std::string(absl::StripAsciiWhitespace(a));
+  if (absl::ConsumePrefix(&a, "Bearer ")) {
+    c.bearer = std::string(absl::StripAsciiWhitespace(a));
+    return c;
+  }
   for (const char* name : {kTlsCookie, kCookie}) {
     for (absl::string_view part : absl::StrSplit(cookie_header, ';')) {
       part = absl::StripAsciiWhitespace(part);
       if (absl::ConsumePrefix(&part, name) && absl::ConsumePrefix(&part, "=")) {
-        return std::string(part);
+        c.session = std::string(part);
+        return c;
       }
     }
   }
-  return "";
+  return c;
 }
 
 absl::StatusOr<std::unique_ptr<Dashboard>> Dashboard::Create(const Options& options) {
@@ -203,35 +216,39 @@ absl::StatusOr<std::unique_ptr<Dashboard>> Dashboard::Create(const Options& opti
                                  !options.tls_cert_pem.empty(), options.insecure));
   std::unique_ptr<Dashboard> d(new Dashboard());
   d->options_ = options;
-  if (options.tls_cert_pem.empty()) {
-    d->http_ = std::make_unique<httplib::Server>();
-  } else {
-    const Options* o = &d->options_;
-    auto ssl = std::make_unique<httplib::SSLServer>([o](SSL_CTX& ctx) {
-      return UsePem(ctx, o->tls_cert_pem, o->tls_key_pem, o->tls_client_ca_pem);
-    });
-    if (!ssl->is_valid()) {
+  LoginSessions::Options lo;
+  lo.clock = options.clock;
+  lo.lifetime = options.login_lifetime;
+  d->logins_ = LoginSessions::Create(lo);
+  // cpp-httplib parses, routes and answers; the gate owns the socket and
+  // decides who gets a worker (http_gate.h).
+  d->http_ = HttpGate::NewRoutes();
+  if (!options.tls_cert_pem.empty()) {
+    d->ssl_ctx_ = SSL_CTX_new(TLS_server_method());
+    if (d->ssl_ctx_ == nullptr ||
+        !UsePem(*d->ssl_ctx_, options.tls_cert_pem, options.tls_key_pem, options.tls_client_ca_pem)) {
       return absl::InvalidArgumentError(
           "http_listen: the TLS certificate, key or client CA could not be used");
     }
-    d->http_ = std::move(ssl);
   }
   d->http_->set_payload_max_length(64 * 1024);  // a login form, nothing more
   d->Route();
-  d->port_ = port == 0 ? d->http_->bind_to_any_port(host)
-                       : (d->http_->bind_to_port(host, port) ? port : -1);
-  if (d->port_ <= 0) {
-    return absl::UnavailableError(absl::StrCat("http_listen: cannot listen on ", options.listen));
+  auto bound = HttpGate::Listen(host, port);
+  if (!bound.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("http_listen: cannot listen on ", options.listen, ": ", bound.status().message()));
   }
-  Dashboard* raw = d.get();
-  d->thread_ = std::thread([raw] { raw->http_->listen_after_bind(); });
+  d->port_ = bound->second;
+  ASSIGN_OR_RETURN(d->gate_, HttpGate::Start(options.gate, d->http_.get(), bound->first, d->ssl_ctx_));
   return d;
 }
 
 Dashboard::~Dashboard() {
-  if (http_) http_->stop();
-  if (thread_.joinable()) thread_.join();
+  gate_.reset();  // no handler runs after this
+  if (ssl_ctx_ != nullptr) SSL_CTX_free(ssl_ctx_);
 }
+
+int64_t Dashboard::refused_connections() const { return gate_ ? gate_->refused() : 0; }
 
 void Dashboard::Route() {
   httplib::Server& h = *http_;
@@ -240,10 +257,15 @@ void Dashboard::Route() {
 
   // The caller, or an answer already written (a redirect to the login
   // form for a browser, 401 for a script that sent a bad token).
-  auto caller = [o, tls](const httplib::Request& req, httplib::Response& res) -> std::optional<Principal> {
+  LoginSessions* logins = logins_.get();
+  auto caller = [o, tls, logins](const httplib::Request& req,
+                                 httplib::Response& res) -> std::optional<Principal> {
     const std::string authz = req.get_header_value("Authorization");
-    const std::string token = RequestToken(authz, req.get_header_value("Cookie"));
+    const RequestCredential cred = CredentialOf(authz, req.get_header_value("Cookie"));
     if (o->auth == nullptr) return Principal::Open();
+    // A login session stands for the token it was opened with, checked
+    // again on every request: its revocation ends the session at once.
+    const std::string token = cred.bearer.empty() ? logins->TokenOf(cred.session) : cred.bearer;
     absl::StatusOr<Principal> who = o->auth->Authenticate(token.empty() ? "" : absl::StrCat("Bearer ", token));
     if (who.ok()) {
       if (absl::Status st = Authorize(*who, Action::kRead); !st.ok()) {
@@ -258,10 +280,14 @@ void Dashboard::Route() {
       res.set_header("WWW-Authenticate", "Bearer");
       res.set_content(std::string(who.status().message()) + "\n", "text/plain; charset=utf-8");
     } else {
-      // A cookie that no longer works (revoked) is dropped with the visit.
-      if (!token.empty()) res.set_header("Set-Cookie", TokenCookie(tls, ""));
+      // A session that no longer works (expired, ended, its token revoked)
+      // is ended and its cookie dropped with the visit.
+      if (!cred.session.empty()) {
+        logins->End(cred.session);
+        res.set_header("Set-Cookie", SessionCookie(tls, "", absl::ZeroDuration()));
+      }
       res.status = 303;
-      res.set_header("Location", token.empty() ? "/login" : "/login?expired=1");
+      res.set_header("Location", cred.session.empty() ? "/login" : "/login?expired=1");
     }
     return std::nullopt;
   };
@@ -284,7 +310,7 @@ void Dashboard::Route() {
   h.Get("/login", [](const httplib::Request& req, httplib::Response& res) {
     res.set_content(web::LoginPage(req.has_param("expired") ? "That token no longer works: log in again." : ""), kHtml);
   });
-  h.Post("/login", [o, tls](const httplib::Request& req, httplib::Response& res) {
+  h.Post("/login", [o, tls, logins](const httplib::Request& req, httplib::Response& res) {
     if (CrossSite(req)) {
       res.status = 403;
       res.set_content(web::ErrorPage(403, "a login from another site is refused", web::PageStyle{}), kHtml);
@@ -304,19 +330,22 @@ void Dashboard::Route() {
       res.set_content(web::LoginPage(std::string(st.message())), kHtml);
       return;
     }
-    // The token itself, so that its revocation ends the login at once; the
-    // page's script cannot read it, and no other site's request carries it.
-    res.set_header("Set-Cookie", TokenCookie(tls, token));
+    // An opaque session id, never the token: the page's script cannot
+    // read it, no other site's request carries it, and it opens only
+    // these read-only pages until logout, revocation or expiry.
+    res.set_header("Set-Cookie", SessionCookie(tls, logins->Start(token), o->login_lifetime));
     res.status = 303;
     res.set_header("Location", "/");
   });
-  h.Post("/logout", [tls](const httplib::Request& req, httplib::Response& res) {
+  h.Post("/logout", [tls, logins](const httplib::Request& req, httplib::Response& res) {
     if (CrossSite(req)) {  // another site must not log a user out either
       res.status = 403;
       res.set_content(web::ErrorPage(403, "a logout from another site is refused", web::PageStyle{}), kHtml);
       return;
     }
-    res.set_header("Set-Cookie", TokenCookie(tls, ""));
+    // Ended on the server: the id is worthless even where it was copied.
+    logins->End(CredentialOf("", req.get_header_value("Cookie")).session);
+    res.set_header("Set-Cookie", SessionCookie(tls, "", absl::ZeroDuration()));
     res.status = 303;
     res.set_header("Location", "/login");
   });

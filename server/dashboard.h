@@ -3,8 +3,9 @@
 // and teams), asks the session manager as that caller, and hands the
 // answer to core/web for the HTML. Nothing here changes a session.
 //
-// Routes: GET /login, POST /login (a token from the form, kept in an
-// HttpOnly, SameSite=Strict session cookie), POST /logout; GET / (the
+// Routes: GET /login, POST /login (a token from the form opens a login
+// session kept by the server, core/login_sessions.h; the HttpOnly,
+// SameSite=Strict cookie holds only its opaque id), POST /logout (ends it); GET / (the
 // sessions), GET /sessions/<id> (live while it runs), /sessions/<id>/content
 // (what the live page swaps in), /sessions/<id>/report.json (as `infrarsi
 // report --json`), GET /agents, GET /bank, GET /static/dashboard.js.
@@ -14,8 +15,13 @@
 // Pages send a Content-Security-Policy that allows nothing but this server
 // (inline styles, its own script), and are never cached.
 //
-// Thread safety: handlers run on cpp-httplib's worker threads; the manager
-// and the authenticator are thread-safe.
+// Connections are accepted by an HttpGate (http_gate.h): a request gets a
+// worker only once it has arrived whole, each worker's hold is bounded, and
+// each client address is capped, so slow or idle clients cannot starve the
+// pages.
+//
+// Thread safety: handlers run on the gate's worker threads; the manager,
+// the authenticator and the login sessions are thread-safe.
 #ifndef INFRARSI_SERVER_DASHBOARD_H_
 #define INFRARSI_SERVER_DASHBOARD_H_
 
@@ -26,7 +32,9 @@
 #include "absl/status/statusor.h"
 #include "core/auth.h"
 #include "core/clock.h"
+#include "core/login_sessions.h"
 #include "core/session_manager.h"
+#include "server/http_gate.h"
 
 namespace httplib {
 class Server;
@@ -49,6 +57,11 @@ class Dashboard {
     std::string tls_key_pem;
     std::string tls_client_ca_pem;
     bool insecure = false;
+    // How long a login lasts (then the browser logs in again).
+    absl::Duration login_lifetime = absl::Hours(12);
+    // Slow and idle clients (http_gate.h): workers, deadlines, the cap
+    // per client address.
+    HttpGate::Options gate;
   };
   // Starts serving on its own thread. INVALID_ARGUMENT naming "http_listen"
   // for a bad address or plaintext off loopback; UNAVAILABLE when it
@@ -60,6 +73,8 @@ class Dashboard {
   // Reports built for session pages so far: a page polled while its session
   // did not change reuses the report of the same event (tests, operators).
   int64_t reports_built() const;
+  // Connections refused for their client's cap so far.
+  int64_t refused_connections() const;
 
  private:
   // Reports by session, each as of its newest event seq; a few dozen
@@ -68,15 +83,22 @@ class Dashboard {
   Dashboard();
   void Route();
   std::unique_ptr<ReportCache> reports_;
+  std::unique_ptr<LoginSessions> logins_;
   Options options_;
   int port_ = 0;
   std::unique_ptr<httplib::Server> http_;
-  std::thread thread_;
+  SSL_CTX* ssl_ctx_ = nullptr;  // owned; null without TLS
+  std::unique_ptr<HttpGate> gate_;
 };
 
-// The token a request carries: "Authorization: Bearer <t>" first, else the
-// session cookie; "" when neither. Exposed for tests.
-std::string RequestToken(const std::string& authorization, const std::string& cookie_header);
+// What a request carries: "Authorization: Bearer <t>" first, else the
+// login session's id from the cookie; both empty when neither. Exposed for
+// tests.
+struct RequestCredential {
+  std::string bearer;   // an API token
+  std::string session;  // a login session's id
+};
+RequestCredential CredentialOf(const std::string& authorization, const std::string& cookie_header);
 
 }  // namespace infrarsi::server
 

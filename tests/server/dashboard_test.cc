@@ -9,12 +9,24 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <thread>
+#include <vector>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/rpc_client.h"
+#include "core/clock.h"
+#include "core/login_sessions.h"
 #include "server/infrarsi_server.h"
 #include "server/tokens.h"
 #include "storage/sqlite_storage.h"
@@ -99,7 +111,7 @@ class DashboardTest : public ::testing::Test {
   static httplib::Headers Bearer(const std::string& token) {
     return {{"Authorization", "Bearer " + token}};
   }
-  // The cookie a successful login sets ("infrarsi_token=..."), or "".
+  // The cookie a successful login sets ("infrarsi_session=..."), or "".
   std::string Login(const std::string& token, int* status = nullptr, std::string* set_cookie = nullptr) {
     auto res = Http().Post("/login", httplib::Params{{"token", token}});
     EXPECT_TRUE(res);
@@ -228,6 +240,22 @@ TEST_F(DashboardTest, TokensInAHeaderOrTheLoginCookieWithTeamsAsTheApiHasThem) {
   EXPECT_NE(set_cookie.find("HttpOnly"), std::string::npos) << set_cookie;
   EXPECT_NE(set_cookie.find("SameSite=Strict"), std::string::npos) << set_cookie;
   EXPECT_EQ(set_cookie.find("Secure"), std::string::npos) << "plain HTTP: a Secure cookie would not come back";
+  // The cookie holds an opaque login session, never the token: any other
+  // listener on this host name receives it (cookies ignore ports), and the
+  // token would open the gRPC API to it.
+  EXPECT_EQ(set_cookie.find(bob), std::string::npos) << set_cookie;
+  EXPECT_EQ(cookie.rfind("infrarsi_session=", 0), 0u) << cookie;
+  EXPECT_EQ(cookie.size(), std::string("infrarsi_session=").size() + 64) << cookie;
+  EXPECT_NE(set_cookie.find("Max-Age=43200"), std::string::npos) << "it expires: " << set_cookie;
+  // What a stolen cookie is worth elsewhere: not a token for the API.
+  {
+    client::RpcClient::Options co;
+    co.server = absl::StrCat("127.0.0.1:", server_->port());
+    co.token = cookie.substr(cookie.find('=') + 1);
+    auto stolen = client::RpcClient::Create(co);
+    ASSERT_TRUE(stolen.ok());
+    EXPECT_FALSE((*stolen)->ListSessions(v1::ListSessionsRequest()).ok());
+  }
   auto b_list = Http().Get("/", {{"Cookie", cookie}});
   ASSERT_TRUE(b_list);
   EXPECT_EQ(b_list->status, 200);
@@ -266,6 +294,61 @@ TEST_F(DashboardTest, TokensInAHeaderOrTheLoginCookieWithTeamsAsTheApiHasThem) {
   ASSERT_TRUE(out);
   EXPECT_EQ(out->status, 303);
   EXPECT_NE(out->get_header_value("Set-Cookie").find("Max-Age=0"), std::string::npos);
+  // Logout ends the session on the server: a copy of the cookie is
+  // worthless after it.
+  const std::string alice_cookie = Login(alice, &status);
+  ASSERT_EQ(status, 303);
+  ASSERT_EQ(Http().Get("/", {{"Cookie", alice_cookie}})->status, 200);
+  ASSERT_EQ(Http().Post("/logout", {{"Cookie", alice_cookie}}, "", "application/x-www-form-urlencoded")->status, 303);
+  auto after = Http().Get("/", {{"Cookie", alice_cookie}});
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 303) << "the session outlived its logout";
+  // A made-up session id opens nothing.
+  EXPECT_EQ(Http().Get("/", {{"Cookie", "infrarsi_session=" + std::string(64, 'a')}})->status, 303);
+}
+
+// Dozens of clients that send their request a header line at a time (a
+// line every 300 ms, no token needed) hold no worker: the pages answer
+// beside them. Before, eight such sockets held cpp-httplib's whole pool
+// and every page timed out for as long as they kept sending.
+TEST_F(DashboardTest, SlowClientsDoNotStarveThePages) {
+  Start();
+  const std::string id = Session("", "busy");
+  std::atomic<bool> done{false};
+  std::vector<int> slow;
+  for (int i = 0; i < 40; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(server_->http_port()));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    const char head[] = "GET / HTTP/1.1\r\nHost: x\r\n";
+    ASSERT_GT(send(fd, head, sizeof(head) - 1, MSG_NOSIGNAL), 0);
+    slow.push_back(fd);
+  }
+  // They trickle a header line each until the test is done (at most 20 s,
+  // longer than the page's own timeout below).
+  std::thread trickle([&] {
+    for (int k = 0; k < 66 && !done; ++k) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      for (int fd : slow) (void)send(fd, "X-Slow: 1\r\n", 11, MSG_NOSIGNAL);
+    }
+  });
+  httplib::Client c("127.0.0.1", server_->http_port());
+  c.set_read_timeout(8, 0);
+  c.set_connection_timeout(8, 0);
+  int answered = 0;
+  for (int i = 0; i < 10; ++i) {
+    auto page = c.Get(i % 2 == 0 ? "/" : "/sessions/" + id);
+    if (page && page->status == 200) ++answered;
+  }
+  done = true;
+  trickle.join();
+  for (int fd : slow) close(fd);
+  EXPECT_EQ(answered, 10) << "the pages starved beside slow clients";
+  EXPECT_EQ(server_->dashboard()->refused_connections(), 0);
 }
 
 TEST_F(DashboardTest, TlsWithTheServersCertificatesAndTheSameNetworkRules) {
@@ -290,7 +373,9 @@ TEST_F(DashboardTest, TlsWithTheServersCertificatesAndTheSameNetworkRules) {
   ASSERT_TRUE(in);
   EXPECT_EQ(in->status, 303);
   const std::string set = in->get_header_value("Set-Cookie");
-  EXPECT_EQ(set.rfind("__Host-infrarsi_token=" + admin + "; Path=/; HttpOnly; SameSite=Strict; Secure", 0), 0u) << set;
+  EXPECT_EQ(set.rfind("__Host-infrarsi_session=", 0), 0u) << set;
+  EXPECT_NE(set.find("; Path=/; HttpOnly; SameSite=Strict; Secure; Max-Age="), std::string::npos) << set;
+  EXPECT_EQ(set.find(admin), std::string::npos) << "the token is in the cookie: " << set;
   auto page = tls.Get("/", {{"Cookie", set.substr(0, set.find(';'))}});
   ASSERT_TRUE(page);
   EXPECT_EQ(page->status, 200);
@@ -319,13 +404,46 @@ TEST_F(DashboardTest, TlsWithTheServersCertificatesAndTheSameNetworkRules) {
             "http_listen: expected HOST:PORT, got '127.0.0.1:99999'");
 }
 
-TEST(RequestTokenTest, HeaderFirstThenTheCookie) {
-  EXPECT_EQ(RequestToken("Bearer abc", "infrarsi_token=def"), "abc");
-  EXPECT_EQ(RequestToken("", "x=1; infrarsi_token=def; y=2"), "def");
-  EXPECT_EQ(RequestToken("", "infrarsi_tokenx=def"), "");
-  EXPECT_EQ(RequestToken("", "__Host-infrarsi_token=tls; infrarsi_token=plain"), "tls");
-  EXPECT_EQ(RequestToken("Basic abc", ""), "");
-  EXPECT_EQ(RequestToken("", ""), "");
+TEST(RequestCredentialTest, HeaderFirstThenTheSessionCookie) {
+  EXPECT_EQ(CredentialOf("Bearer abc", "infrarsi_session=def").bearer, "abc");
+  EXPECT_EQ(CredentialOf("Bearer abc", "infrarsi_session=def").session, "");
+  EXPECT_EQ(CredentialOf("", "x=1; infrarsi_session=def; y=2").session, "def");
+  EXPECT_EQ(CredentialOf("", "infrarsi_sessionx=def").session, "");
+  EXPECT_EQ(CredentialOf("", "__Host-infrarsi_session=tls; infrarsi_session=plain").session, "tls");
+  // The old cookie, holding a token, is no credential at all.
+  EXPECT_EQ(CredentialOf("", "infrarsi_token=irt_abc").session, "");
+  EXPECT_EQ(CredentialOf("Basic abc", "").bearer, "");
+  EXPECT_EQ(CredentialOf("", "").session, "");
+}
+
+// Logins expire, end at logout, and are capped: the oldest goes first.
+TEST(LoginSessionsTest, OpaqueExpiringAndBounded) {
+  FakeClock clock;
+  LoginSessions::Options o;
+  o.clock = &clock;
+  o.lifetime = absl::Hours(1);
+  o.max_sessions = 2;
+  auto logins = LoginSessions::Create(o);
+  const std::string a = logins->Start("irt_a");
+  EXPECT_EQ(a.size(), 64u);
+  EXPECT_EQ(a.find("irt_a"), std::string::npos);
+  EXPECT_EQ(logins->TokenOf(a), "irt_a");
+  clock.Advance(absl::Minutes(59));
+  EXPECT_EQ(logins->TokenOf(a), "irt_a");
+  clock.Advance(absl::Minutes(1));
+  EXPECT_EQ(logins->TokenOf(a), "") << "expired";
+  const std::string b = logins->Start("irt_b");
+  clock.Advance(absl::Seconds(1));
+  const std::string c = logins->Start("irt_c");
+  clock.Advance(absl::Seconds(1));
+  const std::string d = logins->Start("irt_d");  // past the cap: b goes
+  EXPECT_EQ(logins->size(), 2u);
+  EXPECT_EQ(logins->TokenOf(b), "");
+  EXPECT_EQ(logins->TokenOf(c), "irt_c");
+  logins->End(c);
+  EXPECT_EQ(logins->TokenOf(c), "");
+  EXPECT_EQ(logins->TokenOf(d), "irt_d");
+  EXPECT_EQ(logins->TokenOf(""), "");
 }
 
 }  // namespace
