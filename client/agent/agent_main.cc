@@ -137,7 +137,8 @@ int main(int argc, char** argv) {
   std::string policy_path;
   app.add_option("--policy", policy_path,
                  "YAML policy file: executors, teams, commands, allow_any_command, workdir_root, "
-                 "run_as, env_allow, slurm (flags given on the command line override it)");
+                 "run_as, sandbox, trial_uids, env_allow, slurm (flags given on the command line "
+                 "override it)");
   std::vector<std::string> commands, teams, env_allow;
   bool allow_any_command = false;
   std::string workdir_root, run_as;
@@ -317,6 +318,8 @@ int main(int argc, char** argv) {
   o.process.allow_any_command = policy.allow_any_command;
   o.process.workdir_root = policy.workdir_root;
   o.process.run_as = policy.run_as;
+  if (!app.count("--sandbox") && policy.sandbox) sandbox = *policy.sandbox;
+  if (!app.count("--trial-uids") && !policy.trial_uids.empty()) trial_uids = policy.trial_uids;
   o.process.sandbox = sandbox == "on";
   if (!trial_uids.empty()) {
     if (absl::Status st = infrarsi::client::ParseIdRange(trial_uids, "--trial-uids",

@@ -93,8 +93,9 @@ absl::StatusOr<AgentPolicy> ParseAgentPolicy(const std::string& yaml) {
   AgentPolicy p;
   if (root.IsNull()) return p;
   if (!root.IsMap()) return absl::InvalidArgumentError("policy: must be a YAML mapping");
-  const std::set<std::string> known = {"executors", "teams",   "commands", "allow_any_command",
-                                       "workdir_root", "run_as", "env_allow", "slurm"};
+  const std::set<std::string> known = {"executors",    "teams",  "commands",   "allow_any_command",
+                                       "workdir_root", "run_as", "sandbox",    "trial_uids",
+                                       "env_allow",    "slurm"};
   try {
     for (const auto& kv : root) {
       const std::string key = kv.first.as<std::string>();
@@ -112,9 +113,14 @@ absl::StatusOr<AgentPolicy> ParseAgentPolicy(const std::string& yaml) {
       ASSIGN_OR_RETURN(*out, Strings(root[key], key));
     }
     for (auto [key, out] : {std::pair{"workdir_root", &p.workdir_root},
-                            std::pair{"run_as", &p.run_as}}) {
+                            std::pair{"run_as", &p.run_as}, std::pair{"trial_uids", &p.trial_uids}}) {
       if (!root[key]) continue;
       ASSIGN_OR_RETURN(*out, String(root[key], key));
+    }
+    if (root["sandbox"]) {
+      ASSIGN_OR_RETURN(std::string v, String(root["sandbox"], "sandbox"));
+      if (v != "on" && v != "off") return Bad("sandbox", "must be on or off");
+      p.sandbox = v;
     }
     if (root["allow_any_command"]) {
       const std::string v = root["allow_any_command"].Scalar();

@@ -40,6 +40,10 @@ struct AgentPolicy {
   bool allow_any_command = false;
   std::string workdir_root;
   std::string run_as;
+  // The trial sandbox: "on" or "off" (unset: the flag's, on), and the
+  // pool of trial ids ("FIRST-LAST"; checked where it is used).
+  std::optional<std::string> sandbox;
+  std::string trial_uids;
   std::vector<std::string> env_allow;
   // The slurm section; unset fields keep the flags' defaults.
   struct Slurm {

@@ -4,6 +4,7 @@
 #include <pwd.h>
 #include <unistd.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <set>
@@ -629,6 +630,36 @@ TEST_F(ProcessExecutorTest, PatchedTrialsRunInACleanWorkTreeOfTheBaseCommit) {
     EXPECT_EQ(e.path().filename(), "git-cache") << e.path();
   }
   EXPECT_FALSE(std::filesystem::exists(repo + "/train.py"));  // never checked out there
+  // The bare clones hold every file, protected ones too: the agent's alone
+  // (on a Slurm agent they sit on a filesystem the cluster's users share;
+  // the cache was 0755).
+  struct stat st;
+  ASSERT_EQ(stat((dir_ + "/scratch/git-cache").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  // A patch that makes a link is refused by the agent too, whatever the
+  // server sent: no link is written into a trial's tree.
+  auto link = run("x", "diff --git a/fast b/fast\nnew file mode 0120000\n--- /dev/null\n+++ b/fast\n"
+                       "@@ -0,0 +1 @@\n+/etc/shadow\n\\ No newline at end of file\n");
+  ASSERT_TRUE(link.ok());
+  EXPECT_EQ(link->status(), "failed");
+  EXPECT_NE(link->error().find("is a symbolic link"), std::string::npos) << link->error();
+}
+
+// Each trial's folder is 0700 (it was 0755: on a Slurm agent's shared
+// filesystem any user of the cluster read a trial's tree and metrics).
+TEST(TrialFolderTest, IsFreshAndOnlyItsOwners) {
+  const std::string root = testing::MakeTempDir("folder");
+  v1::TrialAssignment a;
+  a.set_trial_id(3);
+  a.set_attempt(1);
+  std::filesystem::create_directories(root + "/trial-3-1/old");
+  auto dir = FreshTrialFolder(root, a, "slurm");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  struct stat st;
+  ASSERT_EQ(stat(dir->c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_FALSE(std::filesystem::exists(*dir + "/old")) << "not fresh";
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace

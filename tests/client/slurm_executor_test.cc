@@ -591,6 +591,15 @@ slurm:
   EXPECT_EQ(ParseAgentPolicy("slurm: [gpu]").status().message(), "policy.slurm: must be a mapping");
 }
 
+TEST(AgentPolicyFileTest, TheSandbox) {
+  auto p = ParseAgentPolicy("sandbox: on\ntrial_uids: 6200000-6200099\n");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->sandbox, "on");
+  EXPECT_EQ(p->trial_uids, "6200000-6200099");
+  EXPECT_FALSE(ParseAgentPolicy("")->sandbox.has_value());
+  EXPECT_EQ(ParseAgentPolicy("sandbox: maybe").status().message(), "policy.sandbox: must be on or off");
+}
+
 TEST(SlurmClientTest, ParsesScontrolsJobLine) {
   const SlurmClient::Job j = ParseScontrolJob(
       "JobId=12 JobName=x UserId=root(0) JobState=NODE_FAIL Reason=NodeDown Dependency=(null) "
