@@ -6,6 +6,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -343,6 +345,13 @@ void HttpGate::Poll() {
 }
 
 void HttpGate::Work() {
+  // A client gone mid-answer makes a TLS write raise SIGPIPE in this
+  // thread; blocked here, the write fails with EPIPE instead of ending the
+  // server (plain writes use MSG_NOSIGNAL).
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
   for (;;) {
     Conn c;
     std::string first;
