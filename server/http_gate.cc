@@ -69,14 +69,27 @@ void Address(int fd, bool peer, std::string& ip, int& port) {
   ip = buf;
 }
 
+// What both streams share: the socket, its addresses, waiting to write.
+class GateStream : public httplib::Stream {
+ public:
+  GateStream(int fd, int timeout_ms) : fd_(fd), timeout_ms_(timeout_ms) {}
+  bool is_writable() const override { return WaitFor(fd_, POLLOUT, timeout_ms_); }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { Address(fd_, true, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { Address(fd_, false, ip, port); }
+  socket_t socket() const override { return fd_; }
+
+ protected:
+  int fd_;
+  int timeout_ms_;
+};
+
 // Plain HTTP: what the poller read first (the whole request), then the
 // socket, each read and write bounded by `timeout_ms`.
-class FdStream : public httplib::Stream {
+class FdStream : public GateStream {
  public:
   FdStream(int fd, std::string first, int timeout_ms)
-      : fd_(fd), first_(std::move(first)), timeout_ms_(timeout_ms) {}
+      : GateStream(fd, timeout_ms), first_(std::move(first)) {}
   bool is_readable() const override { return pos_ < first_.size() || WaitFor(fd_, POLLIN, timeout_ms_); }
-  bool is_writable() const override { return WaitFor(fd_, POLLOUT, timeout_ms_); }
   ssize_t read(char* ptr, size_t size) override {
     if (pos_ < first_.size()) {
       const size_t n = std::min(size, first_.size() - pos_);
@@ -98,24 +111,18 @@ class FdStream : public httplib::Stream {
     }
     return static_cast<ssize_t>(size);
   }
-  void get_remote_ip_and_port(std::string& ip, int& port) const override { Address(fd_, true, ip, port); }
-  void get_local_ip_and_port(std::string& ip, int& port) const override { Address(fd_, false, ip, port); }
-  socket_t socket() const override { return fd_; }
 
  private:
-  int fd_;
   std::string first_;
   size_t pos_ = 0;
-  int timeout_ms_;
 };
 
 // TLS over a blocking socket whose reads and writes time out (SO_RCVTIMEO,
 // SO_SNDTIMEO).
-class SslStream : public httplib::Stream {
+class SslStream : public GateStream {
  public:
-  SslStream(int fd, SSL* ssl, int timeout_ms) : fd_(fd), ssl_(ssl), timeout_ms_(timeout_ms) {}
+  SslStream(int fd, SSL* ssl, int timeout_ms) : GateStream(fd, timeout_ms), ssl_(ssl) {}
   bool is_readable() const override { return SSL_pending(ssl_) > 0 || WaitFor(fd_, POLLIN, timeout_ms_); }
-  bool is_writable() const override { return WaitFor(fd_, POLLOUT, timeout_ms_); }
   ssize_t read(char* ptr, size_t size) override {
     const int n = SSL_read(ssl_, ptr, static_cast<int>(std::min<size_t>(size, 1 << 20)));
     return n > 0 ? n : -1;
@@ -129,14 +136,9 @@ class SslStream : public httplib::Stream {
     }
     return static_cast<ssize_t>(size);
   }
-  void get_remote_ip_and_port(std::string& ip, int& port) const override { Address(fd_, true, ip, port); }
-  void get_local_ip_and_port(std::string& ip, int& port) const override { Address(fd_, false, ip, port); }
-  socket_t socket() const override { return fd_; }
 
  private:
-  int fd_;
   SSL* ssl_;
-  int timeout_ms_;
 };
 
 // Whether `buf` holds a whole request: its head and as many body bytes as

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
@@ -67,9 +68,13 @@ absl::Status Errno(absl::string_view what, const std::string& path) {
   return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
 }
 
-absl::Status ChownAt(int dirfd, const std::string& shown, uid_t uid, gid_t gid, int depth) {
+// Visits everything below the directory `dirfd` without following a
+// link: each subdirectory is opened relative to its parent with
+// O_NOFOLLOW and walked before `visit(parent_fd, name, is_dir)` is called
+// for it (so a removal finds it empty). `shown` names `dirfd` in errors.
+absl::Status WalkBelow(int dirfd, const std::string& shown, int depth,
+                       const std::function<absl::Status(int, const char*, bool)>& visit) {
   if (depth > 256) return absl::FailedPreconditionError(absl::StrCat(shown, ": too deep"));
-  if (fchown(dirfd, uid, gid) != 0) return Errno("chown", shown);
   const int listing = dup(dirfd);
   if (listing < 0) return Errno("dup", shown);
   DIR* d = fdopendir(listing);
@@ -82,60 +87,23 @@ absl::Status ChownAt(int dirfd, const std::string& shown, uid_t uid, gid_t gid, 
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
     struct stat st;
     if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone
-    if (S_ISDIR(st.st_mode)) {
+    const bool is_dir = S_ISDIR(st.st_mode);
+    if (is_dir) {
       const int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (sub < 0) {
         result = Errno("open", shown + "/" + e->d_name);
         break;
       }
-      result = ChownAt(sub, shown + "/" + e->d_name, uid, gid, depth + 1);
+      result = WalkBelow(sub, shown + "/" + e->d_name, depth + 1, visit);
       close(sub);
       if (!result.ok()) break;
-    } else if (fchownat(dirfd, e->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) != 0 && errno != ENOENT) {
-      result = Errno("chown", shown + "/" + e->d_name);
-      break;
     }
+    result = visit(dirfd, e->d_name, is_dir);
+    if (!result.ok()) break;
   }
   closedir(d);
   return result;
 }
-
-absl::Status RemoveAt(int dirfd, const std::string& shown, int depth) {
-  if (depth > 256) return absl::FailedPreconditionError(absl::StrCat(shown, ": too deep"));
-  const int listing = dup(dirfd);
-  if (listing < 0) return Errno("dup", shown);
-  DIR* d = fdopendir(listing);
-  if (d == nullptr) {
-    close(listing);
-    return Errno("opendir", shown);
-  }
-  absl::Status result = absl::OkStatus();
-  while (dirent* e = readdir(d)) {
-    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-    struct stat st;
-    if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (S_ISDIR(st.st_mode)) {
-      const int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (sub < 0) {
-        result = Errno("open", shown + "/" + e->d_name);
-        break;
-      }
-      result = RemoveAt(sub, shown + "/" + e->d_name, depth + 1);
-      close(sub);
-      if (!result.ok()) break;
-      if (unlinkat(dirfd, e->d_name, AT_REMOVEDIR) != 0 && errno != ENOENT) {
-        result = Errno("rmdir", shown + "/" + e->d_name);
-        break;
-      }
-    } else if (unlinkat(dirfd, e->d_name, 0) != 0 && errno != ENOENT) {
-      result = Errno("unlink", shown + "/" + e->d_name);
-      break;
-    }
-  }
-  closedir(d);
-  return result;
-}
-
 
 }  // namespace
 
@@ -506,7 +474,16 @@ absl::StatusOr<std::string> OwnScratchRoot(const std::string& path) {
 absl::Status ChownTreeNoFollow(const std::string& dir, uid_t uid, gid_t gid) {
   const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return Errno("open", dir);
-  absl::Status st = ChownAt(fd, dir, uid, gid, 0);
+  absl::Status st = fchown(fd, uid, gid) == 0 ? absl::OkStatus() : Errno("chown", dir);
+  if (st.ok()) {
+    st = WalkBelow(fd, dir, 0, [&](int parent, const char* name, bool) {
+      // A link is changed itself, never what it points to.
+      if (fchownat(parent, name, uid, gid, AT_SYMLINK_NOFOLLOW) != 0 && errno != ENOENT) {
+        return Errno("chown", dir + "/.../" + name);
+      }
+      return absl::OkStatus();
+    });
+  }
   close(fd);
   return st;
 }
@@ -521,7 +498,12 @@ absl::Status RemoveTreeNoFollow(const std::string& path) {
   }
   const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return Errno("open", path);
-  absl::Status result = RemoveAt(fd, path, 0);
+  absl::Status result = WalkBelow(fd, path, 0, [&](int parent, const char* name, bool is_dir) {
+    if (unlinkat(parent, name, is_dir ? AT_REMOVEDIR : 0) != 0 && errno != ENOENT) {
+      return Errno("remove", path + "/.../" + name);
+    }
+    return absl::OkStatus();
+  });
   close(fd);
   if (result.ok() && rmdir(path.c_str()) != 0 && errno != ENOENT) result = Errno("rmdir", path);
   return result;
