@@ -161,8 +161,9 @@ int main(int argc, char** argv) {
                  "with --sandbox=on: the ids trials run as, FIRST-LAST (uid = gid; ids no "
                  "account uses, at least --slots of them), e.g. 6200000-6200099");
   app.add_option("--run-as", run_as,
-                 "with --sandbox=off: the user every trial runs as (an agent running as root "
-                 "must name one; \"root\" deliberately)");
+                 "with --sandbox=off: the user every process trial runs as (an agent running "
+                 "as root must name one; \"root\" deliberately); a slurm agent's jobs run as "
+                 "its own user (--run-as root: submit as root, deliberately)");
   app.add_option("--env-allow", env_allow,
                  "environment variable trials may see, beside PATH, LANG, LC_*, TZ and the CUDA "
                  "device variables (repeatable; never INFRARSI_*)");

@@ -202,14 +202,22 @@ TEST_F(SandboxTest, NothingATrialLeavesReachesTheNextOrOutlivesIt) {
 // inside, so that no trial leaves anything there for the next.
 TEST_F(SandboxTest, ASharedWorkdirIsReadOnlyInside) {
   REQUIRE_ROOT();
+  // A world-writable folder on the root filesystem that no cover names.
+  const std::string open_dir = "/var/infrarsi-sandbox-test-" + std::to_string(getpid());
+  fs::create_directories(open_dir);
+  fs::permissions(open_dir, fs::perms::all | fs::perms::sticky_bit);
   auto ex = Sealed();
   ASSERT_NE(ex, nullptr);
   const std::string out =
       Probe(*ex, 41, "touch " + dir_ + "/planted 2>/dev/null && echo planted >&2; "
-                     "touch \"$HOME/mine\" && echo home-ok >&2");
+                     "touch " + open_dir + "/left 2>/dev/null && echo left >&2; "
+                     "touch \"$HOME/mine\" /tmp/mine && echo home-ok >&2");
   EXPECT_EQ(out.find("planted"), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(dir_ + "/planted"));
+  EXPECT_EQ(out.find("left"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(open_dir + "/left"));
   EXPECT_NE(out.find("home-ok"), std::string::npos) << out;
+  fs::remove_all(open_dir);
 }
 
 // Each slot's trial gets its own share of the agent's GPUs, never the

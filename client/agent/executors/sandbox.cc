@@ -158,6 +158,14 @@ int SealInChild(SealPlan& plan, const char** err) {
   for (const SealPlan::Keep& k : plan.keep) {
     if (!k.read_only && !bind(k)) return -1;
   }
+  // The root mount read-only inside: a world-writable folder the covers
+  // missed (/var/crash, a 1777 folder an admin made) would otherwise carry
+  // a file to the next trial that gets the same id of the pool. The covers
+  // and the trial's folder are mounts of their own and stay writable.
+  if (mount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) {
+    *err = "/ (read-only)";
+    return -1;
+  }
   return 0;
 }
 

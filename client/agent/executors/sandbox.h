@@ -9,7 +9,9 @@
 //   /dev/shm and /run/lock that vanish with it; the agent's scratch root
 //   (and any other folder of the agent's it names, e.g. the git cache)
 //   covered by an empty tmpfs, with only the trial's own folder bound back
-//   in; a workdir outside the trial's folder bound read-only;
+//   in; a workdir outside the trial's folder bound read-only; the root
+//   mount read-only (no world-writable folder the covers missed carries a
+//   file to the next trial);
 // - its own IPC namespace (System V shared memory, semaphores, queues);
 // - its own uid: each running trial holds one id of the operator's pool
 //   (`--trial-uids FIRST-LAST`, ids no account uses), released when the
