@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -206,6 +207,11 @@ absl::StatusOr<std::unique_ptr<HttpGate>> HttpGate::Start(Options options, httpl
     close(listen_fd);
     return absl::InvalidArgumentError("http gate: workers and max_per_client must be >= 1");
   }
+  // A quarter of the process's descriptors at most: a flood of
+  // connections must leave the rest (the gRPC port, the database) theirs.
+  if (rlimit lim{}; getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+    options.max_open = std::min<size_t>(options.max_open, std::max<rlim_t>(1, lim.rlim_cur / 4));
+  }
   std::unique_ptr<HttpGate> g(new HttpGate(options, routes, listen_fd, ssl));
   if (pipe2(g->wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
     return absl::InternalError("http gate: pipe");
@@ -244,17 +250,18 @@ void HttpGate::Drop(const Conn& c) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = per_client_.find(c.client);
   if (it != per_client_.end() && --it->second <= 0) per_client_.erase(it);
+  --open_;
 }
 
 void HttpGate::Poll() {
-  struct Waiting {
-    Conn conn;
-    std::string buf;
-  };
-  std::vector<Waiting> waiting;
+  std::vector<Conn> waiting;
+  // Out of descriptors (EMFILE): the listening socket stays readable, so it
+  // is left out of poll() for a moment instead of spinning on it.
+  absl::Time accept_after = absl::InfinitePast();
   while (!stop_) {
-    std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-    for (const Waiting& w : waiting) fds.push_back({w.conn.fd, POLLIN, 0});
+    const bool accepting = absl::Now() >= accept_after;
+    std::vector<pollfd> fds = {{accepting ? listen_fd_ : -1, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+    for (const Conn& w : waiting) fds.push_back({w.fd, POLLIN, 0});
     if (poll(fds.data(), fds.size(), 200) < 0 && errno != EINTR) break;
     const absl::Time now = absl::Now();
     if (fds[1].revents != 0) {
@@ -265,44 +272,42 @@ void HttpGate::Poll() {
     // What arrived on the waiting connections: read it here (so that
     // poll() does not wake again for the same bytes); a complete request
     // goes to a worker.
-    std::vector<Waiting> still;
+    std::vector<Conn> still;
+    auto ready = [&](Conn& c) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ready_.push_back(std::move(c));
+      ready_cv_.notify_one();
+    };
     for (size_t i = 0; i < waiting.size(); ++i) {
-      Waiting& w = waiting[i];
+      Conn& w = waiting[i];
       const short rev = fds[i + 2].revents;
       bool keep = true;
       if (rev != 0) {
         if (ssl_ != nullptr) {
           // TLS: the handshake is the worker's, bounded by its deadline.
-          std::lock_guard<std::mutex> lock(mu_);
-          ready_.push_back(w.conn);
-          ready_cv_.notify_one();
+          ready(w);
           keep = false;
         } else {
           char chunk[8192];
-          const ssize_t n = recv(w.conn.fd, chunk, sizeof(chunk), MSG_DONTWAIT);
-          if (n > 0) w.buf.append(chunk, static_cast<size_t>(n));
-          const int complete = n > 0 ? RequestComplete(w.buf) : 0;
+          const ssize_t n = recv(w.fd, chunk, sizeof(chunk), MSG_DONTWAIT);
+          if (n > 0) w.first.append(chunk, static_cast<size_t>(n));
+          const int complete = n > 0 ? RequestComplete(w.first) : 0;
           if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-            Drop(w.conn);
+            Drop(w);
             keep = false;
-          } else if (complete < 0 || w.buf.size() > options_.max_request_bytes) {
-            Answer(w.conn.fd, complete < 0 ? "400 Bad Request" : "413 Content Too Large");
-            Drop(w.conn);
+          } else if (complete < 0 || w.first.size() > options_.max_request_bytes) {
+            Answer(w.fd, complete < 0 ? "400 Bad Request" : "413 Content Too Large");
+            Drop(w);
             keep = false;
           } else if (complete > 0) {
-            std::lock_guard<std::mutex> lock(mu_);
-            ready_.push_back(w.conn);
-            ready_.back().since = now;
-            // The bytes travel with it: the worker's stream reads them first.
-            ready_buffers_[w.conn.fd] = std::move(w.buf);
-            ready_cv_.notify_one();
+            ready(w);  // the bytes travel with it: the worker's stream reads them first
             keep = false;
           }
         }
       }
-      if (keep && now - w.conn.since > options_.head_deadline) {
-        Answer(w.conn.fd, "408 Request Timeout");
-        Drop(w.conn);
+      if (keep && now - w.since > options_.head_deadline) {
+        Answer(w.fd, "408 Request Timeout");
+        Drop(w);
         ++expired_;
         keep = false;
       }
@@ -313,16 +318,24 @@ void HttpGate::Poll() {
     if (fds[0].revents != 0) {
       for (;;) {
         const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd < 0) break;
+        if (fd < 0) {
+          if (errno == EMFILE || errno == ENFILE) accept_after = now + absl::Milliseconds(100);
+          break;
+        }
         std::string ip;
         int port = 0;
         Address(fd, true, ip, port);
         bool refuse = false;
         {
           std::lock_guard<std::mutex> lock(mu_);
-          refuse = per_client_[ip] >= options_.max_per_client || waiting.size() >= options_.max_waiting;
-          if (!refuse) ++per_client_[ip];
-          if (per_client_[ip] == 0) per_client_.erase(ip);
+          auto& mine = per_client_[ip];
+          refuse = mine >= options_.max_per_client || open_ >= options_.max_open;
+          if (!refuse) {
+            ++mine;
+            ++open_;
+          } else if (mine == 0) {
+            per_client_.erase(ip);
+          }
         }
         if (refuse) {
           Answer(fd, "503 Service Unavailable");
@@ -330,7 +343,7 @@ void HttpGate::Poll() {
           ++refused_;
           continue;
         }
-        waiting.push_back({Conn{fd, ip, now}, std::string()});
+        waiting.push_back(Conn{fd, ip, now, std::string()});
       }
     }
     // The watchdog: a worker's hold on a connection is bounded in total.
@@ -343,7 +356,7 @@ void HttpGate::Poll() {
       }
     }
   }
-  for (const Waiting& w : waiting) Drop(w.conn);
+  for (const Conn& w : waiting) Drop(w);
 }
 
 void HttpGate::Work() {
@@ -356,7 +369,6 @@ void HttpGate::Work() {
   pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
   for (;;) {
     Conn c;
-    std::string first;
     {
       std::unique_lock<std::mutex> lock(mu_);
       // The oldest ready request whose client holds less than its share.
@@ -370,19 +382,15 @@ void HttpGate::Work() {
       ready_cv_.wait(lock, [&] { return stop_ || eligible() != ready_.end(); });
       if (stop_) return;
       auto pick = eligible();
-      c = *pick;
+      c = std::move(*pick);
       ready_.erase(pick);
       ++serving_client_[c.client];
-      if (auto it = ready_buffers_.find(c.fd); it != ready_buffers_.end()) {
-        first = std::move(it->second);
-        ready_buffers_.erase(it);
-      }
       serving_[c.fd] = absl::Now();
     }
     const int timeout_ms = Millis(options_.io_timeout);
     auto* routes = static_cast<GatedRoutes*>(routes_);
     if (ssl_ == nullptr) {
-      FdStream stream(c.fd, std::move(first), timeout_ms);
+      FdStream stream(c.fd, std::move(c.first), timeout_ms);
       routes->Handle(stream);
     } else {
       const int flags = fcntl(c.fd, F_GETFL);

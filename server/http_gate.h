@@ -12,9 +12,10 @@
 // - a worker's hold on a connection is bounded in total (request_deadline):
 //   a watchdog shuts down a socket held longer, so a client that reads its
 //   answer (or, under TLS, sends its request) slowly frees its worker;
-// - each client address keeps at most max_per_client connections open
-//   (more are closed at once) and holds at most a quarter of the workers
-//   (its further requests wait for its own to finish);
+// - each client address keeps at most max_per_client connections open,
+//   all clients at most max_open (more are closed at once), and one
+//   address holds at most a quarter of the workers (its further requests
+//   wait for its own to finish);
 // - one request per connection (the answer says Connection: close).
 //
 // Thread safety: Start and the destructor from one thread; the gate runs
@@ -52,7 +53,11 @@ class HttpGate {
     absl::Duration request_deadline = absl::Seconds(30);   // a worker's hold on one connection
     absl::Duration io_timeout = absl::Seconds(5);          // one read or write
     int max_per_client = 64;                               // open connections per address
-    size_t max_waiting = 4096;                             // connections waiting, all clients
+    // Connections open at once, all clients (waiting, ready and served):
+    // each holds a descriptor of the server's (the gRPC port shares them)
+    // and up to max_request_bytes. Start lowers it to a quarter of the
+    // process's descriptor limit.
+    size_t max_open = 1024;
     size_t max_request_bytes = 72 * 1024;                  // head and body
   };
   // Serves `routes`' handlers (its own listen loop is never used) on the
@@ -78,7 +83,8 @@ class HttpGate {
   struct Conn {
     int fd = -1;
     std::string client;
-    absl::Time since;
+    absl::Time since;   // accepted at
+    std::string first;  // what the poller read of it (plain HTTP): the whole request
   };
   HttpGate(Options options, httplib::Server* routes, int listen_fd, SSL_CTX* ssl);
   void Poll();
@@ -97,8 +103,8 @@ class HttpGate {
   std::condition_variable ready_cv_;
   std::deque<Conn> ready_;                      // guarded by mu_: waiting for a worker
   std::map<int, absl::Time> serving_;           // guarded by mu_: fd -> when a worker took it
-  std::map<int, std::string> ready_buffers_;    // guarded by mu_: what the poller read of each
   std::map<std::string, int> per_client_;       // guarded by mu_: open connections per address
+  size_t open_ = 0;                             // guarded by mu_: their sum
   std::map<std::string, int> serving_client_;   // guarded by mu_: workers held per address
 
   std::thread poller_;

@@ -27,6 +27,7 @@
 #include "client/rpc_client.h"
 #include "core/clock.h"
 #include "core/login_sessions.h"
+#include "server/http_gate.h"
 #include "server/infrarsi_server.h"
 #include "server/tokens.h"
 #include "storage/sqlite_storage.h"
@@ -349,6 +350,56 @@ TEST_F(DashboardTest, SlowClientsDoNotStarveThePages) {
   for (int fd : slow) close(fd);
   EXPECT_EQ(answered, 10) << "the pages starved beside slow clients";
   EXPECT_EQ(server_->dashboard()->refused_connections(), 0);
+}
+
+// Connections past the gate's cap (all clients together) are refused at
+// once, never queued: each would hold one of the server's descriptors (the
+// gRPC port shares them) and a request's bytes.
+TEST(HttpGateTest, ConnectionsPastTheCapAreRefusedAtOnce) {
+  auto routes = HttpGate::NewRoutes();
+  routes->Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok", "text/plain");
+  });
+  auto bound = HttpGate::Listen("127.0.0.1", 0);
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  HttpGate::Options o;
+  o.max_open = 3;
+  auto gate = HttpGate::Start(o, routes.get(), bound->first, nullptr);
+  ASSERT_TRUE(gate.ok()) << gate.status();
+  auto connect_idle = [&] {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(bound->second));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    return fd;
+  };
+  std::vector<int> idle;
+  for (int i = 0; i < 3; ++i) idle.push_back(connect_idle());
+  // The fourth is answered 503 and closed, not left waiting.
+  const int extra = connect_idle();
+  char buf[64] = {0};
+  timeval tv{10, 0};
+  setsockopt(extra, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  const ssize_t n = recv(extra, buf, sizeof(buf) - 1, 0);
+  EXPECT_GT(n, 0);
+  EXPECT_EQ(std::string(buf).rfind("HTTP/1.1 503", 0), 0u) << buf;
+  close(extra);
+  EXPECT_GE((*gate)->refused(), 1);
+  // One idle connection gone: a page is served again.
+  close(idle.back());
+  idle.pop_back();
+  httplib::Client c("127.0.0.1", bound->second);
+  c.set_read_timeout(8, 0);
+  bool served = false;
+  for (int i = 0; i < 50 && !served; ++i) {
+    auto page = c.Get("/");
+    served = page && page->status == 200 && page->body == "ok";
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(served);
+  for (int fd : idle) close(fd);
 }
 
 TEST_F(DashboardTest, TlsWithTheServersCertificatesAndTheSameNetworkRules) {
