@@ -278,6 +278,13 @@ TEST_F(SandboxTest, CreateNamesWhatIsMissing) {
   EXPECT_NE(ProcessExecutor::Create(o).status().message().find("--sandbox=off"),
             std::string::npos);
   o.run_as.clear();
+  // A pool that holds a real account's uid (nobody's) would run trials as it.
+  o.trial_first_id = 65530;
+  o.trial_id_count = 10;
+  const auto nobody = ProcessExecutor::Create(o).status();
+  EXPECT_NE(nobody.message().find("of account 'nobody'"), std::string::npos) << nobody;
+  o.trial_first_id = 6300000;
+  o.trial_id_count = 2;
   o.devices = {"0"};
   EXPECT_NE(ProcessExecutor::Create(o).status().message().find("at least as many GPUs"),
             std::string::npos);

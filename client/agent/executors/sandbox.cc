@@ -1,6 +1,8 @@
 #include "client/agent/executors/sandbox.h"
 
 #include <dirent.h>
+#include <grp.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -276,6 +278,33 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Create(Options options) {
     return absl::InvalidArgumentError(absl::StrCat("trial_uids: ", o.id_count, " ids for ",
                                                    o.slots, " slots: each running trial needs one"));
   }
+  // "Ids no account uses" is checked, not trusted: a trial run as a real
+  // account's uid (nobody's 65534, a person's 1000) reads and writes what
+  // that account may, its home included.
+  const uid_t last = o.first_id + static_cast<uid_t>(o.id_count - 1);
+  auto taken = [&](uid_t id) { return id >= o.first_id && id <= last; };
+  setpwent();
+  while (const passwd* pw = getpwent()) {
+    if (taken(pw->pw_uid)) {
+      const std::string who = pw->pw_name;
+      endpwent();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "trial_uids: ", o.first_id, "-", last, " holds uid ", pw->pw_uid, " of account '",
+          who, "': name ids no account uses"));
+    }
+  }
+  endpwent();
+  setgrent();
+  while (const group* gr = getgrent()) {
+    if (taken(gr->gr_gid)) {
+      const std::string which = gr->gr_name;
+      endgrent();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "trial_uids: ", o.first_id, "-", last, " holds gid ", gr->gr_gid, " of group '",
+          which, "': name ids no group uses"));
+    }
+  }
+  endgrent();
   if (o.scratch_root.empty()) return absl::InvalidArgumentError("scratch_root: required");
   // The host's shared scratch folders, each once (/var/lock is often a
   // link to /run/lock).
