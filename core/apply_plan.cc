@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "core/patch_scope.h"
 #include "core/status_macros.h"
 
@@ -151,7 +152,7 @@ absl::Status CheckApplyPlan(const v1::ApplyResponse& plan) {
     if (absl::Status st = CheckPatchScope("", {f}, {"infrarsi/**"}, {}); !st.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           field, ": '", ShowControlChars(path), "' is not a plain path below infrarsi/ (",
-          st.message().substr(st.message().find(": ") + 2), ")"));
+          absl::StripPrefix(st.message(), "patches[]: "), ")"));
     }
   }
   return absl::OkStatus();

@@ -994,10 +994,9 @@ std::string SlurmOptionError(const std::string& option, std::string* name) {
 std::string SlurmReservedOption(const std::string& name) {
   if (name.size() < 3) return "";
   // sbatch, like getopt_long, reads "--ui" as "--uid" and "--expor" as
-  // "--export": any prefix of a reserved name is that name to it.
-  for (const std::string& r : SlurmReservedOptions()) {
-    if (r == name) return r;
-  }
+  // "--export": any prefix of a reserved name is that name to it. The set
+  // is sorted, so an exact name ("--gpus") comes before its extensions
+  // ("--gpus-per-node").
   for (const std::string& r : SlurmReservedOptions()) {
     if (absl::StartsWith(r, name)) return r;
   }

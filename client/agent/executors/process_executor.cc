@@ -79,25 +79,17 @@ absl::StatusOr<std::unique_ptr<ProcessExecutor>> ProcessExecutor::Create(Options
         "run_as: with the sandbox each trial runs as its own id of trial_uids (--trial-uids), "
         "not as '", o.run_as, "' shared by all; --run-as is for --sandbox=off"));
   }
-  if (o.sandbox) {
-    Sandbox::Options so;
-    so.enabled = true;
-    so.scratch_root = o.scratch_root;
-    so.hidden = {o.git_cache_root};
-    so.first_id = o.trial_first_id;
-    so.id_count = o.trial_id_count;
-    so.devices = o.devices;
-    so.slots = o.slots;
-    ASSIGN_OR_RETURN(ex->sandbox_, Sandbox::Create(std::move(so)));
-    return ex;
-  }
-  {
-    Sandbox::Options so;
-    so.enabled = false;
-    so.devices = o.devices;
-    so.slots = o.slots;
-    ASSIGN_OR_RETURN(ex->sandbox_, Sandbox::Create(std::move(so)));
-  }
+  // Off, the sandbox still shares the GPUs out over the slots.
+  Sandbox::Options so;
+  so.enabled = o.sandbox;
+  so.scratch_root = o.scratch_root;
+  so.hidden = {o.git_cache_root};
+  so.first_id = o.trial_first_id;
+  so.id_count = o.trial_id_count;
+  so.devices = o.devices;
+  so.slots = o.slots;
+  ASSIGN_OR_RETURN(ex->sandbox_, Sandbox::Create(std::move(so)));
+  if (o.sandbox) return ex;  // each trial's uid is the pool's, not run_as's
   if (!o.run_as.empty()) {
     const passwd* pw = getpwnam(o.run_as.c_str());
     if (pw == nullptr) {
