@@ -220,6 +220,28 @@ TEST_F(SandboxTest, ASharedWorkdirIsReadOnlyInside) {
   fs::remove_all(open_dir);
 }
 
+// A program outside the workdir that lives in /tmp (a build tree in /tmp,
+// as a clean clone's is) is still found: the private /tmp would hide it, so
+// the command's own absolute paths are bound back read-only. A clean
+// clone's suite failed "cannot run .../fake_trainer: No such file".
+TEST_F(SandboxTest, ACommandThatLivesInTmpStillRuns) {
+  REQUIRE_ROOT();
+  const std::string tools = testing::MakeTempDir("sandbox-tools");
+  fs::permissions(tools, fs::perms::owner_all | fs::perms::others_read | fs::perms::others_exec |
+                             fs::perms::group_read | fs::perms::group_exec);
+  const std::string prog = tools + "/prog.sh";
+  std::ofstream(prog) << "#!/bin/sh\necho ran-from-tmp >&2\ntouch \"$0\" 2>/dev/null && echo wrote >&2\nexit 3\n";
+  fs::permissions(prog, fs::perms::owner_all | fs::perms::others_read | fs::perms::others_exec |
+                            fs::perms::group_read | fs::perms::group_exec);
+  auto ex = Sealed();
+  ASSERT_NE(ex, nullptr);
+  auto out = ex->Run(Shell(71, prog, "a"), &sink_);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NE(out->error().find("ran-from-tmp"), std::string::npos) << out->error();
+  EXPECT_EQ(out->error().find("wrote"), std::string::npos) << "read-only: " << out->error();
+  fs::remove_all(tools);
+}
+
 // Each slot's trial gets its own share of the agent's GPUs, never the
 // whole host's list (which made two trials on one host share devices).
 TEST_F(SandboxTest, EachSlotGetsItsOwnGpus) {

@@ -306,7 +306,7 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   // The sandbox's mounts, prepared here: the child only makes system calls.
   SealPlan plan;
   if (sealed) {
-    auto planned = sandbox_->PlanFor(scratch.string(), workdir);
+    auto planned = sandbox_->PlanFor(scratch.string(), workdir, argv);
     if (!planned.ok()) {
       (void)RemoveTreeNoFollow(scratch.string());
       return planned.status();

@@ -17,6 +17,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 
@@ -117,7 +118,7 @@ int SealInChild(SealPlan& plan, const char** err) {
   // Opened here, in this namespace (a bind's source must be one of its
   // mounts), and before the covers hide them.
   for (SealPlan::Keep& k : plan.keep) {
-    k.fd = open(k.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    k.fd = open(k.path.c_str(), O_PATH | O_CLOEXEC | (k.is_file ? 0 : O_DIRECTORY));
     if (k.fd < 0) {
       *err = k.path.c_str();
       return -1;
@@ -135,8 +136,23 @@ int SealInChild(SealPlan& plan, const char** err) {
   auto bind = [&](const SealPlan::Keep& k) {
     char src[64];
     FdPath(k.fd, src, sizeof(src));
-    if (!MakeDirs(k.path.c_str()) ||
-        mount(src, k.path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+    bool target = false;
+    if (k.is_file) {
+      // A file is bound onto a file: the parent folders, then an empty one.
+      char parent[PATH_MAX];
+      const size_t n = std::strlen(k.path.c_str());
+      if (n < sizeof(parent)) {
+        std::memcpy(parent, k.path.c_str(), n + 1);
+        char* slash = std::strrchr(parent, '/');
+        if (slash != nullptr && slash != parent) *slash = '\0';
+        const int f = MakeDirs(parent) ? open(k.path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644) : -1;
+        if (f >= 0 || errno == EEXIST) target = true;
+        if (f >= 0) close(f);
+      }
+    } else {
+      target = MakeDirs(k.path.c_str());
+    }
+    if (!target || mount(src, k.path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
       *err = k.path.c_str();
       return false;
     }
@@ -413,7 +429,8 @@ void Sandbox::Release(Lease* lease) {
 }
 
 absl::StatusOr<SealPlan> Sandbox::PlanFor(const std::string& trial_dir,
-                                          const std::string& workdir) const {
+                                          const std::string& workdir,
+                                          const std::vector<std::string>& argv) const {
   SealPlan plan;
   plan.private_tmp = private_tmp_;
   plan.hidden.push_back(options_.scratch_root);
@@ -444,6 +461,21 @@ absl::StatusOr<SealPlan> Sandbox::PlanFor(const std::string& trial_dir,
   }
   if (st.ok() && !workdir.empty() && !inside) st = keep(workdir, true);
   if (!st.ok()) return st;
+  // The command's own files that a tmp cover would hide (never anything of
+  // the agent's: those stay covered).
+  for (const std::string& a : argv) {
+    if (a.empty() || a[0] != '/') continue;
+    std::error_code ec;
+    const fs::path real = fs::weakly_canonical(a, ec);
+    if (ec || !fs::exists(real, ec)) continue;
+    const std::string r = real.string();
+    auto under = [&](const std::string& d) { return r == d || absl::StartsWith(r, d + "/"); };
+    const bool in_tmp = std::any_of(private_tmp_.begin(), private_tmp_.end(), under);
+    const bool agents = std::any_of(plan.hidden.begin(), plan.hidden.end(), under) ||
+                        under(trial_dir) || (!workdir.empty() && under(workdir));
+    if (!in_tmp || agents) continue;
+    plan.keep.push_back({-1, r, true, !fs::is_directory(real, ec)});
+  }
   return plan;
 }
 

@@ -61,6 +61,7 @@ struct SealPlan {
     int fd = -1;
     std::string path;
     bool read_only = false;
+    bool is_file = false;  // a single file (a program), not a folder
   };
   std::vector<Keep> keep;
 };
@@ -142,7 +143,11 @@ class Sandbox {
   // The plan for one trial whose folder is `trial_dir` (inside the scratch
   // root) and whose code runs in `workdir` (its tree inside trial_dir, or
   // an operator's folder, then bound read-only).
-  absl::StatusOr<SealPlan> PlanFor(const std::string& trial_dir, const std::string& workdir) const;
+  // `argv`: the trial's command; an absolute path in it that lies under a
+  // private tmp folder (a program or script an operator keeps in /tmp) is
+  // bound back read-only, so the command still finds it.
+  absl::StatusOr<SealPlan> PlanFor(const std::string& trial_dir, const std::string& workdir,
+                                   const std::vector<std::string>& argv = {}) const;
   // What a trial ran under, for its outcome and the report.
   std::string Describe(const Lease& lease) const;
 
