@@ -9,8 +9,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "client/spec_files.h"
-#include "core/file_util.h"
-#include "core/status_macros.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
 
 namespace infrarsi::client {
 

@@ -5,9 +5,9 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "core/file_util.h"
+#include "base/file_util.h"
 #include "core/spec.h"
-#include "core/status_macros.h"
+#include "base/status_macros.h"
 
 namespace infrarsi::client {
 namespace {

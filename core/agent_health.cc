@@ -19,7 +19,7 @@ std::vector<BrokenHost> FindBrokenHosts(const std::vector<storage::TrialRecord>&
   }
   std::map<std::string, BrokenHost> by_agent;
   for (const auto& t : trials) {
-    if ((t.status != ts::kFailed && t.status != ts::kTimeout) || t.agent.empty()) continue;
+    if (!IsHostFailureStatus(t.status) || t.agent.empty()) continue;
     auto it = ok_on.find(t.config);
     if (it == ok_on.end()) continue;
     const bool elsewhere = it->second.size() > 1 || !it->second.count(t.agent);
@@ -59,7 +59,7 @@ std::vector<FailingNode> FindFailingNodes(const std::vector<storage::TrialRecord
     for (const std::string& n : job.failed_nodes()) {
       note(n, t, absl::StrCat("node failure in trial ", t.id));
     }
-    if (t.status != ts::kFailed && t.status != ts::kTimeout) continue;
+    if (!IsHostFailureStatus(t.status)) continue;
     auto it = ok_on.find(t.config);
     if (it == ok_on.end()) continue;
     // A node the setting never finished ok on is the suspect; one it

@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "core/patch_scope.h"
-#include "core/status_macros.h"
+#include "base/status_macros.h"
 
 namespace infrarsi {
 

@@ -1,7 +1,7 @@
 #include "core/assignment.h"
 
-#include "core/proto_util.h"
-#include "core/status_macros.h"
+#include "base/proto_util.h"
+#include "base/status_macros.h"
 
 namespace infrarsi {
 

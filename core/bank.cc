@@ -8,14 +8,16 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "core/proto_util.h"
-#include "core/status_macros.h"
+#include "base/proto_util.h"
+#include "base/status_macros.h"
+#include "core/trial_status.h"
 
 namespace infrarsi {
 namespace {
 
 constexpr const char* kStatuses[] = {"ok", "oom", "failed", "timeout", "violation", "cancelled"};
-constexpr const char* kPurposes[] = {"doctor", "search", "verify"};
+constexpr const char* kPurposes[] = {trial_purpose::kDoctor, trial_purpose::kSearch,
+                                     trial_purpose::kVerify};
 constexpr int kMaxKnobFilters = 64;
 constexpr size_t kMaxFilterBytes = 256;
 

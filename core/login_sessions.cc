@@ -1,6 +1,6 @@
 #include "core/login_sessions.h"
 
-#include "core/random.h"
+#include "base/random.h"
 
 namespace infrarsi {
 

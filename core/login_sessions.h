@@ -20,7 +20,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/clock.h"
+#include "base/clock.h"
 
 namespace infrarsi {
 

@@ -10,7 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/status_macros.h"
+#include "base/status_macros.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 

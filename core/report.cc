@@ -8,8 +8,8 @@
 #include "core/audit.h"
 #include "core/integrity.h"
 #include "core/model_optimizer.h"
-#include "core/proto_util.h"
-#include "core/status_macros.h"
+#include "base/proto_util.h"
+#include "base/status_macros.h"
 #include "core/trial_status.h"
 
 namespace infrarsi {
@@ -55,7 +55,7 @@ absl::StatusOr<std::vector<Observation>> SearchHistoryOf(
   *gpu_seconds = 0;
   for (const auto& t : trials) {
     *gpu_seconds += (t.cost_s + t.lost_s) * std::max(1, gpu_count);
-    if (t.purpose == "verify") continue;
+    if (t.purpose == trial_purpose::kVerify) continue;
     Observation o;
     ASSIGN_OR_RETURN(o.config, DecodeConfigJson(t.config));
     FillKnobDefaults(spec, &o.config);
@@ -199,7 +199,7 @@ absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
   search->set_stop_reason(in.verification.search_stop().empty() ? in.stop_reason
                                                                  : in.verification.search_stop());
   for (const auto& t : trials) {
-    if (t.purpose == "search" && !t.tag.empty()) (*search->mutable_proposals_by_reason())[t.tag]++;
+    if (t.purpose == trial_purpose::kSearch && !t.tag.empty()) (*search->mutable_proposals_by_reason())[t.tag]++;
   }
   double unused = 0;
   ASSIGN_OR_RETURN(std::vector<Observation> history, SearchHistoryOf(in.spec, trials, &unused));

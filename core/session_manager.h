@@ -45,7 +45,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "core/agent_policy.h"
 #include "core/agent_registry.h"
 #include "core/agent_report.h"

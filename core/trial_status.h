@@ -1,4 +1,5 @@
-// A trial's statuses, as stored and as the API shows them.
+// A trial's statuses and purposes, as stored and as the API shows them, and
+// the rules about them that more than one part needs (written once here).
 #ifndef INFRARSI_CORE_TRIAL_STATUS_H_
 #define INFRARSI_CORE_TRIAL_STATUS_H_
 
@@ -25,10 +26,37 @@ inline constexpr char kRefused[] = "refused";
 inline constexpr char kInfra[] = "infra";
 }  // namespace trial_status
 
+// Why a trial was run (storage::TrialRecord::purpose).
+namespace trial_purpose {
+inline constexpr char kDoctor[] = "doctor";  // a baseline run of the doctor
+inline constexpr char kSearch[] = "search";  // a setting the search proposed
+inline constexpr char kVerify[] = "verify";  // an A/B re-run of the verification
+}  // namespace trial_purpose
+
 // Queued, leased or running: not finished yet.
 inline bool IsInFlightStatus(const std::string& status) {
   return status == trial_status::kQueued || status == trial_status::kLeased ||
          status == trial_status::kRunning;
+}
+
+// Leased or running: an agent holds it.
+inline bool IsLeasedStatus(const std::string& status) {
+  return status == trial_status::kLeased || status == trial_status::kRunning;
+}
+
+// A finished trial's status that may be its host's fault (it failed or ran
+// out of time), where the setting itself may be fine: the evidence of a
+// broken host, and what the agents' "failed" counts show. An OOM, a
+// contract violation or a cancel is the setting's (or the team's) doing.
+inline bool IsHostFailureStatus(const std::string& status) {
+  return status == trial_status::kFailed || status == trial_status::kTimeout;
+}
+
+// One of the outcomes an agent may report (TrialOutcome.status).
+inline bool IsAgentOutcome(const std::string& status) {
+  return status == trial_status::kOk || status == trial_status::kOom ||
+         status == trial_status::kFailed || status == trial_status::kTimeout ||
+         status == trial_status::kRefused || status == trial_status::kInfra;
 }
 
 }  // namespace infrarsi

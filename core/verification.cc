@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/doctor.h"
-#include "core/proto_util.h"
-#include "core/status_macros.h"
+#include "base/proto_util.h"
+#include "base/status_macros.h"
 #include "core/trial_status.h"
 
 namespace infrarsi {
@@ -29,7 +29,7 @@ absl::StatusOr<VerificationPlan> PlanVerification(const SessionSpec& spec,
   // interleaved with the baseline in random A/B order on one agent.
   std::vector<const storage::TrialRecord*> ok;
   for (const auto& t : trials) {
-    if (t.purpose == "search" && t.status == ts::kOk && t.step_time_s < baseline_step_time_s) {
+    if (t.purpose == trial_purpose::kSearch && t.status == ts::kOk && t.step_time_s < baseline_step_time_s) {
       ok.push_back(&t);
     }
   }
@@ -63,7 +63,7 @@ absl::StatusOr<VerificationPlan> PlanVerification(const SessionSpec& spec,
         const bool is_base = (k == 0) == base_first;
         storage::TrialRecord t;
         t.session_id = session_id;
-        t.purpose = "verify";
+        t.purpose = trial_purpose::kVerify;
         t.config = is_base ? baseline : ok[r]->config;
         t.status = ts::kQueued;
         t.tag = absl::StrCat("c", r + 1, "/r", run, "/", is_base ? "base" : "cand");
@@ -86,7 +86,7 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
   std::map<int, std::string> disqualified;
   std::map<int, std::vector<int64_t>> cand_trials;  // each candidate's own verify runs
   for (const auto& t : trials) {
-    if (t.purpose != "verify") continue;
+    if (t.purpose != trial_purpose::kVerify) continue;
     if (IsInFlightStatus(t.status)) return out;  // not done yet
     int rank = 0, run = 0;
     char arm[8] = {0};

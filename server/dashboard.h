@@ -31,7 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/auth.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "core/login_sessions.h"
 #include "core/session_manager.h"
 #include "server/http_gate.h"

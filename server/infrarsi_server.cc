@@ -22,7 +22,7 @@
 #include "core/priors.h"
 #include "server/llm_client.h"
 #include "core/session_manager.h"
-#include "core/status_macros.h"
+#include "base/status_macros.h"
 #include "server/git_committer.h"
 #include "server/services.h"
 #include "storage/sqlite_storage.h"

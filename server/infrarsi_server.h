@@ -14,7 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "core/auth.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "server/dashboard.h"
 #include "server/git_committer.h"
 #include "server/metrics_endpoint.h"
@@ -147,7 +147,7 @@ class InfraRsiServer {
   int port_ = 0;
   std::unique_ptr<storage::SqliteStorage> storage_;
   std::unique_ptr<GitCommitter> committer_;
-  std::unique_ptr<Authenticator> auth_;  // also the sessions' SourceRepo
+  std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<SessionManager> manager_;
   std::unique_ptr<SessionServiceImpl> session_service_;

@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "core/status_macros.h"
+#include "base/status_macros.h"
 #include "grpcpp/support/status.h"
 
 namespace infrarsi::server {

@@ -21,7 +21,7 @@
 #include <sstream>
 #include <thread>
 
-#include "core/file_util.h"
+#include "base/file_util.h"
 #include "server/infrarsi_server.h"
 #include "server/tokens.h"
 #include "storage/sqlite_storage.h"

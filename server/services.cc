@@ -5,7 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/stage.h"
-#include "core/status_macros.h"
+#include "base/status_macros.h"
 #include "server/grpc_status.h"
 
 namespace infrarsi::server {

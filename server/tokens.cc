@@ -7,9 +7,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/auth.h"
-#include "core/random.h"
+#include "base/random.h"
 #include "core/spec.h"
-#include "core/status_macros.h"
+#include "base/status_macros.h"
 
 namespace infrarsi::server {
 

@@ -88,9 +88,9 @@ struct TokenRecord {
 struct TrialRecord {
   int64_t id = 0;  // assigned by InsertTrial
   std::string session_id;
-  std::string purpose;  // "doctor" or "search"
+  std::string purpose;  // "doctor", "search" or "verify" (core/trial_status.h)
   std::string config;   // canonical encoding, owned by core
-  std::string status;   // queued, leased, running, ok, oom, failed, timeout, cancelled
+  std::string status;   // queued, leased, running, ok, oom, failed, timeout, violation, cancelled
   int32_t attempts = 0;
   std::string lease_agent;
   std::string lease_token;

@@ -14,7 +14,7 @@
 #include "client/agent/executors/process_executor.h"
 #include "client/agent/executors/replay_executor.h"
 #include "client/agent/executors/sim_executor.h"
-#include "core/status_macros.h"
+#include "base/status_macros.h"
 #include "client/rpc_client.h"
 #include "core/agent_policy.h"
 #include "absl/strings/str_join.h"

@@ -18,7 +18,7 @@
 #include "client/cli/report_format.h"
 #include "client/rpc_client.h"
 #include "client/terminal_safe.h"
-#include "core/file_util.h"
+#include "base/file_util.h"
 #include "core/web/pages.h"
 #include "core/stage.h"
 #include "core/sim_landscape.h"

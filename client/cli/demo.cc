@@ -14,7 +14,7 @@
 #include "client/cli/local_apply.h"
 #include "client/cli/report_format.h"
 #include "client/rpc_client.h"
-#include "core/status_macros.h"
+#include "base/status_macros.h"
 #include "server/infrarsi_server.h"
 
 namespace infrarsi::client {

@@ -7,7 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/file_util.h"
+#include "base/file_util.h"
 #include "server/llm_client.h"
 
 namespace infrarsi::client {

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/apply_plan.h"
 #include "core/committer.h"
-#include "core/status_macros.h"
+#include "base/status_macros.h"
 #include "server/git_committer.h"
 
 namespace infrarsi::client {

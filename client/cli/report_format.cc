@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "core/proto_util.h"
+#include "base/proto_util.h"
 
 namespace infrarsi::client {
 

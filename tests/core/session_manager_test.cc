@@ -20,7 +20,7 @@
 #include "absl/synchronization/notification.h"
 #include "core/optimizer.h"
 #include "core/priors.h"
-#include "core/status_macros.h"
+#include "base/status_macros.h"
 #include "storage/sqlite_storage.h"
 #include "tests/testing/forwarding_storage.h"
 #include "tests/testing/subprocess.h"

@@ -25,7 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/rpc_client.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "core/login_sessions.h"
 #include "server/http_gate.h"
 #include "server/infrarsi_server.h"

@@ -9,7 +9,7 @@
 #include <map>
 #include <memory>
 
-#include "core/status_macros.h"
+#include "base/status_macros.h"
 #include "storage/sqlite_storage.h"
 #include "tests/testing/subprocess.h"
 

@@ -3,8 +3,8 @@
 #include <git2.h>
 
 #include "absl/strings/str_cat.h"
-#include "core/file_util.h"
-#include "core/status_macros.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
 
 namespace infrarsi::client {
 namespace {

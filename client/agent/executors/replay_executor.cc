@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/spec.h"
-#include "core/status_macros.h"
+#include "base/status_macros.h"
 
 namespace infrarsi::client {
 

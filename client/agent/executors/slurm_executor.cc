@@ -25,8 +25,8 @@
 #include "client/agent/executors/process_executor.h"
 #include "client/agent/executors/protected_files.h"
 #include "client/agent/executors/step_stream.h"
-#include "core/file_util.h"
-#include "core/status_macros.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
 #include "core/spec.h"
 
 namespace infrarsi::client {

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/patch_scope.h"
 #include "core/spec.h"
-#include "core/status_macros.h"
+#include "base/status_macros.h"
 
 namespace infrarsi::client {
 namespace {

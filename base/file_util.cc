@@ -1,4 +1,4 @@
-#include "core/file_util.h"
+#include "base/file_util.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

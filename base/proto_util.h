@@ -1,11 +1,11 @@
-// Small conversions between core's values and the API's messages, written
-// once for the parts of the server that store or show them.
-#ifndef INFRARSI_CORE_PROTO_UTIL_H_
-#define INFRARSI_CORE_PROTO_UTIL_H_
+// Small conversions between plain values and the API's messages, written
+// once for every folder that stores or shows them.
+#ifndef INFRARSI_BASE_PROTO_UTIL_H_
+#define INFRARSI_BASE_PROTO_UTIL_H_
 
+#include <map>
 #include <string>
 
-#include "core/spec.h"
 #include "google/protobuf/map.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/util/json_util.h"
@@ -13,7 +13,7 @@
 namespace infrarsi {
 
 // A setting as an API map field.
-inline void CopyConfig(const Config& c, google::protobuf::Map<std::string, std::string>* out) {
+inline void CopyConfig(const std::map<std::string, std::string>& c, google::protobuf::Map<std::string, std::string>* out) {
   for (const auto& [k, v] : c) (*out)[k] = v;
 }
 
@@ -49,4 +49,4 @@ T FromJson(const std::string& json) {
 
 }  // namespace infrarsi
 
-#endif  // INFRARSI_CORE_PROTO_UTIL_H_
+#endif  // INFRARSI_BASE_PROTO_UTIL_H_

@@ -1,7 +1,7 @@
 // Time source. Everything that reads the time takes a Clock so that tests can
 // drive leases and deadlines with FakeClock instead of sleeping.
-#ifndef INFRARSI_CORE_CLOCK_H_
-#define INFRARSI_CORE_CLOCK_H_
+#ifndef INFRARSI_BASE_CLOCK_H_
+#define INFRARSI_BASE_CLOCK_H_
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -39,4 +39,4 @@ class FakeClock : public Clock {
 
 }  // namespace infrarsi
 
-#endif  // INFRARSI_CORE_CLOCK_H_
+#endif  // INFRARSI_BASE_CLOCK_H_

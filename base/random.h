@@ -2,8 +2,8 @@
 // cryptographic generator (getrandom(2)). Lease tokens are credentials: a
 // generator whose state can be recovered from its outputs (mt19937 seeded
 // from the clock) lets anyone who sees a few leases forge the next.
-#ifndef INFRARSI_CORE_RANDOM_H_
-#define INFRARSI_CORE_RANDOM_H_
+#ifndef INFRARSI_BASE_RANDOM_H_
+#define INFRARSI_BASE_RANDOM_H_
 
 #include <string>
 
@@ -15,4 +15,4 @@ std::string SecureRandomHex(size_t bytes);
 
 }  // namespace infrarsi
 
-#endif  // INFRARSI_CORE_RANDOM_H_
+#endif  // INFRARSI_BASE_RANDOM_H_

@@ -1,5 +1,5 @@
 // Reading named files safely, and unpredictable secrets.
-#include "core/file_util.h"
+#include "base/file_util.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <set>
 
-#include "core/random.h"
+#include "base/random.h"
 #include "tests/testing/subprocess.h"
 
 namespace infrarsi {

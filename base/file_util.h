@@ -1,8 +1,8 @@
 // Reading a file somebody named, safely: only a regular file, and never
 // more than a bound, checked before reading (a path to /dev/zero, a FIFO or
 // a 50 GB file must neither exhaust memory nor block the caller).
-#ifndef INFRARSI_CORE_FILE_UTIL_H_
-#define INFRARSI_CORE_FILE_UTIL_H_
+#ifndef INFRARSI_BASE_FILE_UTIL_H_
+#define INFRARSI_BASE_FILE_UTIL_H_
 
 #include <cstddef>
 #include <string>
@@ -45,4 +45,4 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
 
 }  // namespace infrarsi
 
-#endif  // INFRARSI_CORE_FILE_UTIL_H_
+#endif  // INFRARSI_BASE_FILE_UTIL_H_

@@ -1,7 +1,7 @@
 // Status propagation macros. This Abseil ships none, so they are written once
 // here and used by every folder (core, storage, server, client).
-#ifndef INFRARSI_CORE_STATUS_MACROS_H_
-#define INFRARSI_CORE_STATUS_MACROS_H_
+#ifndef INFRARSI_BASE_STATUS_MACROS_H_
+#define INFRARSI_BASE_STATUS_MACROS_H_
 
 #include <utility>
 
@@ -29,4 +29,4 @@
   if (!tmp.ok()) return std::move(tmp).status();        \
   lhs = std::move(tmp).value()
 
-#endif  // INFRARSI_CORE_STATUS_MACROS_H_
+#endif  // INFRARSI_BASE_STATUS_MACROS_H_
