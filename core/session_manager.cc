@@ -1,38 +1,27 @@
+// The session manager's facade and stage machine: creation and restart,
+// finding sessions, one session's transactions and events, the five stages
+// and cancel, the search window (the SessionWriter the search driver writes
+// through), and the read side. The agents' side (registration, leases,
+// reports, completions, expiry) is in session_manager_trials.cc.
 #include "core/session_manager.h"
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 
-#include <yaml-cpp/yaml.h>
-
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "core/agent_health.h"
-#include "core/patch_scope.h"
-#include "core/agent_policy.h"
-#include "core/agent_registry.h"
-#include "core/agent_report.h"
-#include "core/assignment.h"
-#include "core/apply_plan.h"
-#include "core/audit.h"
-#include "core/bank.h"
-#include "core/contract.h"
-#include "core/doctor.h"
-#include "core/integrity.h"
-#include "core/model_optimizer.h"
 #include "base/proto_util.h"
 #include "base/random.h"
-#include "core/report.h"
-#include "core/slurm_job.h"
+#include "base/held_lock.h"
 #include "base/status_macros.h"
+#include "core/apply_plan.h"
+#include "core/doctor_verdict.h"
+#include "core/model_optimizer.h"
+#include "core/patch_scope.h"
+#include "core/report.h"
 #include "core/verification.h"
-#include "models/stats.h"
 
 namespace infrarsi {
 namespace {
@@ -42,33 +31,6 @@ namespace ts = trial_status;
 constexpr size_t kMaxEventBacklog = 2000;
 constexpr size_t kFinishedEventBacklog = 64;
 constexpr int kMaxInFlightPerSession = 16;
-
-// Releases a mutex its caller already holds (taken by TryLock or Lock).
-class HeldLock {
- public:
-  explicit HeldLock(absl::Mutex* mu) : mu_(mu) {}
-  HeldLock(const HeldLock&) = delete;
-  HeldLock& operator=(const HeldLock&) = delete;
-  ~HeldLock() { mu_->Unlock(); }
-
- private:
-  absl::Mutex* mu_;
-};
-
-bool IsLeased(const std::string& status) {
-  return status == ts::kLeased || status == ts::kRunning;
-}
-
-// What a session's search started from, as stored with the session:
-// {"priors_label": ..., "warm_starts": N, "related": N, "priors": {...}}.
-template <typename Inputs>
-std::string EncodeSearchRecord(const Inputs& in, const LlmPatchRound& llm) {
-  return absl::StrCat(R"({"priors_label":)", JsonQuote(in.priors_label), R"(,"warm_starts":)",
-                      in.warm_start_count, R"(,"related":)", in.related_count, R"(,"priors":)",
-                      in.priors ? EncodePriorsJson(*in.priors) : "null",
-                      llm.asked ? absl::StrCat(R"(,"llm_patches":)", EncodeLlmPatchRound(llm)) : "",
-                      "}");
-}
 
 // What the LLM is shown of a session's editable scope: its files at the
 // locked commit, as far as they fit.
@@ -118,54 +80,24 @@ v1::Contract ContractProto(const SessionSpec& spec, const std::string& hash) {
   return p;
 }
 
-// The session's priors, given what priors_for found: patches' own priors
-// in the spec make a session informed even without a priors file.
-void UsePriors(std::pair<std::optional<Priors>, std::string> priors, const SessionSpec& spec,
-               std::optional<Priors>* out, std::string* label) {
-  *out = std::move(priors.first);
-  *label = std::move(priors.second);
-  const bool patch_priors =
-      std::any_of(spec.patches.begin(), spec.patches.end(), [](const PatchSpec& p) { return p.has_prior; });
-  if (patch_priors) {
-    if (!out->has_value()) {
-      *out = Priors();
-      *label = "patch priors in the spec";
-    } else {
-      *label += " + patch priors in the spec";
-    }
-  }
-}
-
-// Stages whose trials may be leased.
-bool IsLeasingStage(v1::Stage st) {
-  return st == v1::STAGE_DOCTORING || st == v1::STAGE_RUNNING || st == v1::STAGE_VERIFYING;
-}
-
-// Stages a session stays in memory for: it may still move on by itself or
-// is waiting for its team's next command.
-constexpr const char* kActiveStages[] = {"initialized", "doctoring", "doctored", "running",
-                                         "verifying"};
-bool IsActiveStage(const std::string& stage) {
-  return std::find(std::begin(kActiveStages), std::end(kActiveStages), stage) !=
-         std::end(kActiveStages);
-}
-
 absl::Status StageError(const std::string& id, const std::string& stage, absl::string_view need) {
   return absl::FailedPreconditionError(
       absl::StrCat("session_id: session ", id, " is in stage ", stage, "; ", need));
 }
 
-
 }  // namespace
 
 SessionManager::SessionManager(const Options& options)
-    : options_(options), registry_(options.agent_liveness) {
+    : options_(options),
+      table_(options.finished_cache),
+      scheduler_(TrialScheduler::Options{options.agent_liveness, options.clock}) {
   if (options_.optimizer) {
     optimizer_ = options_.optimizer;
   } else {
     owned_optimizer_ = std::make_unique<ModelOptimizer>();
     optimizer_ = owned_optimizer_.get();
   }
+  driver_ = std::make_unique<SearchDriver>(SearchDriver::Options{this, optimizer_});
 }
 
 absl::StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(const Options& options) {
@@ -190,42 +122,9 @@ absl::StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(const Opt
   bo.reader = m->reader_;
   ASSIGN_OR_RETURN(m->bank_, Bank::Create(bo));
   RETURN_IF_ERROR(m->Load());
-  RETURN_IF_ERROR(m->ProposePending("", /*wait_for_busy=*/true));  // resumed sessions' windows
+  // Resumed sessions' windows.
+  RETURN_IF_ERROR(m->driver_->ProposePending("", /*wait_for_busy=*/true));
   return m;
-}
-
-std::shared_ptr<const SessionManager::SearchInputs> SessionManager::DecodeSearchRecord(
-    const std::string& json, LlmPatchRound* llm) {
-  auto in = std::make_shared<SearchInputs>();
-  try {
-    const YAML::Node n = YAML::Load(json);
-    if (llm != nullptr && n["llm_patches"] && n["llm_patches"].IsMap()) {
-      YAML::Emitter e;
-      e << YAML::Flow << YAML::DoubleQuoted << n["llm_patches"];
-      *llm = DecodeLlmPatchRound(e.c_str());
-    }
-    if (n["priors_label"]) in->priors_label = n["priors_label"].as<std::string>();
-    if (n["warm_starts"]) in->warm_start_count = n["warm_starts"].as<int>();
-    if (n["related"]) in->related_count = n["related"].as<int>();
-    if (n["priors"] && n["priors"].IsMap()) {
-      YAML::Emitter e;
-      e << YAML::Flow << n["priors"];
-      if (auto p = ParsePriors(e.c_str()); p.ok()) in->priors = *std::move(p);
-    }
-  } catch (const YAML::Exception&) {
-    // Written by this code; a record that does not read shows no search.
-  }
-  return in;
-}
-
-std::shared_ptr<const SessionManager::SearchInputs> SessionManager::LightSearch(
-    const SearchInputs& in) {
-  auto light = std::make_shared<SearchInputs>();
-  light->priors = in.priors;
-  light->priors_label = in.priors_label;
-  light->warm_start_count = in.warm_start_count;
-  light->related_count = in.related_count;
-  return light;
 }
 
 int64_t SessionManager::NowMs() const { return absl::ToUnixMillis(options_.clock->Now()); }
@@ -239,145 +138,64 @@ absl::Status SessionManager::Load() {
   // a restart never waits for numbers the new process already used.
   next_seq_ = std::max<int64_t>(1, absl::ToUnixMicros(options_.clock->Now()));
   ASSIGN_OR_RETURN(auto agents, options_.storage->ListAgents());
+  for (auto& a : agents) scheduler_.PutAgent(std::move(a));
   // Active sessions only: finished ones are read back when asked for.
   storage::SessionQuery q;
-  q.stages.assign(std::begin(kActiveStages), std::end(kActiveStages));
+  q.stages = StageNamesWhere(&StageTraits::active);
   ASSIGN_OR_RETURN(auto records, options_.storage->ListSessionsPage(q));
-  std::vector<std::shared_ptr<SessionState>> loaded;
+  std::vector<SessionRef> loaded;
   for (auto& rec : records) {
-    ASSIGN_OR_RETURN(std::shared_ptr<SessionState> s, Restore(std::move(rec), options_.storage));
-    loaded.push_back(std::move(s));
+    ASSIGN_OR_RETURN(std::shared_ptr<SessionState> s,
+                     SessionState::Restore(std::move(rec), options_.storage));
+    loaded.push_back(table_.Insert(std::move(s), /*active=*/true));
   }
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto& a : agents) registry_.Put(std::move(a));
-    for (const auto& s : loaded) sessions_[s->rec.id].state = s;
-  }
-  for (const auto& s : loaded) PublishStageLocked(*s);  // nothing else runs yet
-  RETURN_IF_ERROR(RebuildQueue());
-  // Resume: a running session whose window is short (the server died
-  // between a completion and its follow-up) gets refilled.
-  for (const auto& sp : loaded) {
-    SessionState* s = sp.get();
+  for (const SessionRef& s : loaded) {
     absl::MutexLock lock(&s->sync.mu);
-    const v1::Stage stage = StageFromName(s->rec.stage);
-    if (stage == v1::STAGE_RUNNING) {
-      std::pair<std::optional<Priors>, std::string> priors{std::nullopt, "none"};
-      if (options_.priors_for) priors = options_.priors_for(s->spec);
-      ASSIGN_OR_RETURN(Bank::Seeds seeds, bank_->SeedsFor(s->spec, s->rec.id, s->rec.team));
-      RETURN_IF_ERROR(StartSearchLocked(*s, std::move(priors), std::move(seeds)));
-      RETURN_IF_ERROR(TransactLocked(*s, [&] { return FillWindowLocked(*s); }));
-    } else if (stage == v1::STAGE_VERIFYING || stage == v1::STAGE_DOCTORING) {
-      ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
-      RETURN_IF_ERROR(TransactLocked(*s, [&] {
-        return stage == v1::STAGE_DOCTORING ? AdvanceDoctorLocked(*s, trials)
-                                            : AdvanceVerificationLocked(*s, trials);
-      }));
+    PublishStageLocked(*s);
+  }
+  ASSIGN_OR_RETURN(auto queued, options_.storage->ListTrialsByStatus(
+                                    ts::kQueued, std::numeric_limits<int32_t>::max()));
+  scheduler_.Rebuild(queued);
+  // Resume what each stage left open (core/stage.h: StageResume): a running
+  // session whose window is short (the server died between a completion and
+  // its follow-up) is refilled; a doctor's or a verification's verdict whose
+  // runs all finished is made.
+  for (const SessionRef& s : loaded) {
+    absl::MutexLock lock(&s->sync.mu);
+    switch (TraitsOf(s->rec.stage).resume) {
+      case StageResume::kNone:
+        break;
+      case StageResume::kSearch: {
+        std::pair<std::optional<Priors>, std::string> priors{std::nullopt, "none"};
+        if (options_.priors_for) priors = options_.priors_for(s->spec);
+        ASSIGN_OR_RETURN(Bank::Seeds seeds, bank_->SeedsFor(s->spec, s->rec.id, s->rec.team));
+        s->StartSearch(std::move(priors), std::move(seeds));
+        RETURN_IF_ERROR(TransactLocked(*s, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->sync.mu) { return FillWindowLocked(*s); }));
+        break;
+      }
+      case StageResume::kDoctor:
+      case StageResume::kVerification: {
+        ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
+        const bool doctor = TraitsOf(s->rec.stage).resume == StageResume::kDoctor;
+        RETURN_IF_ERROR(TransactLocked(*s, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->sync.mu) {
+          return doctor ? AdvanceDoctorLocked(*s, trials) : AdvanceVerificationLocked(*s, trials);
+        }));
+        break;
+      }
     }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<SessionManager::SessionState>> SessionManager::Restore(
-    storage::SessionRecord rec, storage::Storage* storage) {
-  SpecParseOptions po;
-  po.spec_dir = rec.spec_dir;
-  // Frozen at Init: what was sent then is in the record and the contract.
-  po.stored = true;
-  po.team_known = !rec.team.empty();
-  // The frozen contract wins over anything re-derived from the spec.
-  const v1::Contract frozen = FromJson<v1::Contract>(rec.contract);
-  const std::map<std::string, std::string> diffs(frozen.patch_diffs().begin(),
-                                                 frozen.patch_diffs().end());
-  po.frozen_patch_diffs = &diffs;
-  auto spec = ParseSpec(rec.spec_yaml, po);
-  if (!spec.ok()) {
-    return absl::DataLossError(absl::StrCat("session ", rec.id,
-                                            ": stored spec no longer parses: ",
-                                            spec.status().message()));
-  }
-  auto s = std::make_unique<SessionState>();
-  s->rec = std::move(rec);
-  s->spec = *std::move(spec);
-  s->spec.contract.protected_hashes = {frozen.protected_hashes().begin(),
-                                       frozen.protected_hashes().end()};
-  s->spec.repository.base_commit = frozen.base_commit();
-  if (!s->rec.landscape.empty()) s->spec.replay.landscape_content = s->rec.landscape;
-  for (const std::string& pair : frozen.patch_conflicts()) {
-    const size_t plus = pair.find('+');
-    if (plus != std::string::npos) {
-      s->spec.patch_conflicts.emplace_back(pair.substr(0, plus), pair.substr(plus + 1));
-    }
-  }
-  s->doctor = FromJson<v1::DoctorReport>(s->rec.doctor_report);
-  s->verification = FromJson<v1::Verification>(s->rec.verification);
-  // What its search started from, for the report (a running session's
-  // search is started again by Load).
-  if (!s->rec.search.empty()) {
-    s->search = DecodeSearchRecord(s->rec.search, &s->llm_round);
-    // The LLM's admitted patches are candidates of this session as its
-    // own are: back into the spec (asked once, never again).
-    RETURN_IF_ERROR(RestoreLlmPatches(s->llm_round, &s->spec));
-  }
-  ASSIGN_OR_RETURN(auto trials, storage->ListTrials(s->rec.id));
-  for (const auto& t : trials) {
-    s->host_failures += t.status == ts::kFailed || t.status == ts::kTimeout;
-    s->cost_s += t.cost_s + t.lost_s;
-    if (t.purpose != "search") continue;
-    ++s->search_total;
-    if (IsInFlightStatus(t.status)) ++s->search_in_flight;
-    if (!IsInFlightStatus(t.status) && t.status != ts::kCancelled) ++s->search_done;
-    if (t.status == ts::kOk && (s->best_trial_id == 0 || t.step_time_s < s->best_step_time_s)) {
-      s->best_trial_id = t.id;
-      s->best_step_time_s = t.step_time_s;
-      ASSIGN_OR_RETURN(s->best_config, DecodeConfigJson(t.config));
-    }
-  }
-  return s;
-}
-
 void SessionManager::Trim() {
-  std::vector<std::shared_ptr<SessionState>> kept;
-  {
-    absl::MutexLock lock(&mu_);
-    std::vector<std::pair<uint64_t, std::string>> finished;
-    for (const auto& [id, e] : sessions_) {
-      if (e.active || e.pins > 0 || e.proposing || refill_pending_.count(id)) continue;
-      finished.emplace_back(e.touched, id);
-    }
-    std::sort(finished.begin(), finished.end());
-    const size_t drop =
-        finished.size() > options_.finished_cache ? finished.size() - options_.finished_cache : 0;
-    for (size_t i = 0; i < finished.size(); ++i) {
-      if (i < drop) {
-        queue_.RemoveSession(finished[i].second);
-        sessions_.erase(finished[i].second);
-      } else {
-        kept.push_back(sessions_.at(finished[i].second).state);
-      }
-    }
-  }
+  SessionTable::Trimmed t = table_.Trim();
+  for (const std::string& id : t.dropped) scheduler_.ForgetSession(id);
   // A finished session's backlog: the newest events (a watcher further
   // behind starts again from a snapshot). Under each one's own lock.
-  for (const auto& s : kept) {
+  for (const auto& s : t.kept) {
     absl::MutexLock lock(&s->sync.mu);
-    if (s->events.size() > kFinishedEventBacklog) {
-      const size_t drop = s->events.size() - kFinishedEventBacklog;
-      s->dropped_through_seq = s->events[drop - 1].seq();
-      s->events.erase(s->events.begin(), s->events.begin() + static_cast<std::ptrdiff_t>(drop));
-      s->events.shrink_to_fit();
-    }
+    s->TrimBacklog(kFinishedEventBacklog);
   }
-}
-
-TrialQueue::Requirement SessionManager::RequirementOf(const SessionState& s) const {
-  TrialQueue::Requirement r;
-  r.gpu_model = absl::AsciiStrToLower(s.spec.gpu);
-  r.gpu_count = s.spec.gpu_count;
-  r.executor = s.spec.ExecutorName();
-  r.team = s.rec.team;
-  r.pool = s.spec.pool;
-  return r;
 }
 
 absl::Status SessionManager::WriteTrialLocked(const SessionState& s, storage::TrialRecord& t) {
@@ -389,102 +207,31 @@ absl::Status SessionManager::WriteTrialLocked(const SessionState& s, storage::Tr
   }
   // Filed whatever the stage (a doctor queues its runs before it moves to
   // doctoring); a lease checks the stage, and a session that stops leasing
-  // takes its work out (SaveSessionLocked). A lease that sees this entry
+  // takes its work out (PublishStageLocked). A lease that sees this entry
   // before the transaction commits waits for the session's lock and looks
   // again.
-  absl::MutexLock lock(&mu_);
-  if (t.status == ts::kQueued) {
-    queue_.Put(t, RequirementOf(s));
-  } else {
-    queue_.Remove(t.id);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status SessionManager::RebuildQueue() {
-  ASSIGN_OR_RETURN(auto queued, options_.storage->ListTrialsByStatus(
-                                    ts::kQueued, std::numeric_limits<int32_t>::max()));
-  absl::MutexLock lock(&mu_);
-  queue_.Clear();
-  for (const auto& t : queued) {
-    auto it = sessions_.find(t.session_id);
-    // A queued trial of a session not in memory is of a finished one.
-    if (it == sessions_.end() || !it->second.leasing) continue;
-    queue_.Put(t, RequirementOf(*it->second.state));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status SessionManager::RebuildSessionQueueLocked(const SessionState& s) {
-  ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
-  const bool leasing = IsLeasingStage(StageFromName(s.rec.stage));
-  absl::MutexLock lock(&mu_);
-  queue_.RemoveSession(s.rec.id);
-  if (!leasing) return absl::OkStatus();
-  for (const auto& t : trials) {
-    if (t.status == ts::kQueued) queue_.Put(t, RequirementOf(s));
-  }
+  scheduler_.File(t, s.Requirement());
   return absl::OkStatus();
 }
 
 void SessionManager::PublishStageLocked(const SessionState& s) {
-  const v1::Stage stage = StageFromName(s.rec.stage);
-  absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(s.rec.id);
-  if (it == sessions_.end() || it->second.state.get() != &s) return;  // not (yet) in the table
-  Entry& e = it->second;
-  e.active = IsActiveStage(s.rec.stage);
-  e.leasing = IsLeasingStage(stage);
-  e.running = stage == v1::STAGE_RUNNING;
-  // Work of a session that stopped leasing leaves the queue.
-  if (!e.leasing) queue_.RemoveSession(s.rec.id);
-}
-
-SessionManager::SessionRef::SessionRef(SessionManager* m, std::shared_ptr<SessionState> s)
-    : m_(m), state_(std::move(s)) {}
-
-SessionManager::SessionRef::SessionRef(SessionRef&& o) noexcept
-    : m_(o.m_), state_(std::move(o.state_)) {
-  o.m_ = nullptr;
-}
-
-SessionManager::SessionRef& SessionManager::SessionRef::operator=(SessionRef&& o) noexcept {
-  if (this != &o) {
-    Release();
-    m_ = o.m_;
-    state_ = std::move(o.state_);
-    o.m_ = nullptr;
+  const StageTraits& traits = TraitsOf(s.rec.stage);
+  table_.SetActive(s.rec.id, &s, traits.active);
+  TrialScheduler::SessionWork work;
+  work.leasing = traits.leasing;
+  work.running = traits.stage == v1::STAGE_RUNNING;
+  work.req = s.Requirement();
+  if (work.leasing) {
+    // The table holds the state while it is active; the spec is read only
+    // while the session leases (it changes in stage doctored alone).
+    work.spec = std::shared_ptr<const SessionSpec>(std::shared_ptr<const SessionSpec>(), &s.spec);
   }
-  return *this;
-}
-
-SessionManager::SessionRef::~SessionRef() { Release(); }
-
-void SessionManager::SessionRef::Release() {
-  if (m_ != nullptr && state_ != nullptr) m_->Unpin(state_->rec.id, state_.get());
-  m_ = nullptr;
-  state_.reset();
-}
-
-SessionManager::SessionRef SessionManager::PinLocked(Entry& e) {
-  ++e.pins;
-  e.touched = next_touch_++;
-  return SessionRef(this, e.state);
-}
-
-void SessionManager::Unpin(const std::string& id, const SessionState* s) {
-  absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(id);
-  if (it != sessions_.end() && it->second.state.get() == s) --it->second.pins;
+  scheduler_.SetSession(s.rec.id, std::move(work));
 }
 
 absl::StatusOr<SessionManager::SessionRef> SessionManager::Find(const std::string& id) {
   if (id.empty()) return absl::InvalidArgumentError("session_id: required");
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = sessions_.find(id);
-    if (it != sessions_.end()) return PinLocked(it->second);
-  }
+  if (SessionRef s = table_.Pin(id)) return s;
   // A finished session that left memory: read it back (its own record and
   // trials, whatever the history's size) without any lock. Nothing changes
   // it meanwhile: a session changes only while pinned, and a pinned one is
@@ -492,22 +239,15 @@ absl::StatusOr<SessionManager::SessionRef> SessionManager::Find(const std::strin
   auto rec = options_.storage->GetSession(id);
   if (absl::IsNotFound(rec.status())) return NoSuchSession(id);
   if (!rec.ok()) return rec.status();
-  ASSIGN_OR_RETURN(std::shared_ptr<SessionState> s, Restore(*std::move(rec), options_.storage));
+  ASSIGN_OR_RETURN(std::shared_ptr<SessionState> s,
+                   SessionState::Restore(*std::move(rec), options_.storage));
   // Its event backlog did not come back with it: a watcher from before
   // starts again from a snapshot (which shows where the session is now),
   // never waits for events that were let go.
   s->dropped_through_seq = next_seq_.load() - 1;
-  absl::MutexLock lock(&mu_);
-  auto [it, inserted] = sessions_.try_emplace(id);
-  if (inserted) {
-    // Another call may have read it back meanwhile: then theirs is used.
-    it->second.state = std::move(s);
-    const SessionState& st = *it->second.state;
-    it->second.active = IsActiveStage(st.rec.stage);
-    it->second.leasing = IsLeasingStage(StageFromName(st.rec.stage));
-    it->second.running = StageFromName(st.rec.stage) == v1::STAGE_RUNNING;
-  }
-  return PinLocked(it->second);
+  const bool active = TraitsOf(s->rec.stage).active;
+  // Another call may have read it back meanwhile: then theirs is used.
+  return table_.Insert(std::move(s), active);
 }
 
 absl::StatusOr<SessionManager::SessionRef> SessionManager::FindFor(const std::string& id,
@@ -528,56 +268,6 @@ absl::StatusOr<SessionManager::SessionRef> SessionManager::RecordedSession(
   return s;
 }
 
-v1::SessionSummary SessionManager::SummaryOf(const SessionState& s) {
-  v1::SessionSummary out;
-  out.set_session_id(s.rec.id);
-  out.set_name(s.rec.name);
-  out.set_stage(StageFromName(s.rec.stage));
-  out.set_stage_name(s.rec.stage);
-  out.mutable_workload()->set_model(s.spec.model);
-  out.mutable_workload()->set_global_batch(s.spec.global_batch);
-  out.mutable_workload()->set_seq_len(s.spec.seq_len);
-  out.mutable_workload()->set_flops_per_token(SpecFlopsPerToken(s.spec));
-  out.mutable_hardware()->set_gpu(s.spec.gpu);
-  out.mutable_hardware()->set_count(s.spec.gpu_count);
-  out.set_workload_signature(s.rec.workload_signature);
-  out.set_trials_done(s.search_done);
-  out.set_trials_planned(s.rec.max_trials);
-  out.set_baseline_step_time_s(s.rec.baseline_step_time_s);
-  out.set_baseline_cv(s.rec.baseline_cv);
-  const double base = s.rec.baseline_step_time_s;
-  out.set_noise_floor(s.doctor.noise_floor());
-  const int promoted = s.verification.promoted_rank();
-  if (promoted > 0 && promoted <= s.verification.candidates_size()) {
-    // A verified promotion: its speedup is the A/B estimate.
-    const auto& c = s.verification.candidates(promoted - 1);
-    out.set_promoted(true);
-    out.set_best_speedup(c.speedup());
-    out.set_best_step_time_s(base / c.speedup());
-    *out.mutable_best_config() = c.config();
-  } else if (s.best_trial_id != 0 && (base == 0 || s.best_step_time_s < base)) {
-    out.set_best_step_time_s(s.best_step_time_s);
-    CopyConfig(s.best_config, out.mutable_best_config());
-    if (base > 0) out.set_best_speedup(base / s.best_step_time_s);
-  } else if (base > 0) {
-    out.set_best_step_time_s(base);
-    CopyConfig(s.spec.baseline, out.mutable_best_config());
-    out.set_best_speedup(1.0);
-  }
-  out.set_contract_hash(s.rec.contract_hash);
-  out.set_created_unix_ms(s.rec.created_ms);
-  out.set_error(s.rec.error);
-  out.set_applied_commit(s.rec.applied_commit);
-  out.set_notice(s.notice);
-  out.set_last_event_seq(LastEventSeq(s));
-  out.set_cost_s(s.cost_s);
-  return out;
-}
-
-int64_t SessionManager::LastEventSeq(const SessionState& s) {
-  return s.events.empty() ? s.dropped_through_seq : s.events.back().seq();
-}
-
 void SessionManager::EmitLocked(SessionState& s, const std::string& kind,
                                 const storage::TrialRecord* trial, const std::string& message) {
   v1::SessionEvent ev;
@@ -585,14 +275,8 @@ void SessionManager::EmitLocked(SessionState& s, const std::string& kind,
   ev.set_kind(kind);
   ev.set_message(message);
   if (trial) *ev.mutable_trial() = TrialViewOf(*trial);
-  *ev.mutable_session() = SummaryOf(s);
-  s.events.push_back(std::move(ev));
-  if (s.events.size() > kMaxEventBacklog) {
-    const size_t drop = s.events.size() - kMaxEventBacklog;
-    s.dropped_through_seq = s.events[drop - 1].seq();
-    s.events.erase(s.events.begin(), s.events.begin() + static_cast<std::ptrdiff_t>(drop));
-  }
-  s.sync.events.SignalAll();
+  *ev.mutable_session() = s.Summary();
+  s.AddEvent(std::move(ev), kMaxEventBacklog);
 }
 
 absl::Status SessionManager::TransactLocked(SessionState& s,
@@ -612,28 +296,31 @@ absl::Status SessionManager::TransactLocked(SessionState& s,
     s.events = std::move(events);
     // The table and the queue followed writes storage just rolled back.
     PublishStageLocked(s);
-    if (absl::Status q = RebuildSessionQueueLocked(s); !q.ok()) {
+    auto trials = options_.storage->ListTrials(s.rec.id);
+    if (!trials.ok()) {
       return absl::Status(st.code(), absl::StrCat(st.message(), "; and the lease queue could not "
-                                                                "be re-read: ", q.message()));
+                                                                "be re-read: ",
+                                                  trials.status().message()));
     }
+    scheduler_.RefileSession(s.rec.id, *trials);
   }
   return st;
 }
 
-absl::Status SessionManager::SaveSessionLocked(SessionState& s, const std::string& stage) {
+absl::Status SessionManager::SaveSessionLocked(SessionState& s, v1::Stage stage) {
   const std::string old = s.rec.stage;
-  s.rec.stage = stage;
+  s.rec.stage = StageName(stage);
   s.rec.updated_ms = NowMs();
   RETURN_IF_ERROR(options_.storage->UpdateSession(s.rec));
   PublishStageLocked(s);
-  if (!IsLeasingStage(StageFromName(stage))) s.notice.clear();  // nothing waits any more
+  if (!TraitsOf(stage).leasing) s.notice.clear();  // nothing waits any more
   // A search that ended lets go of its inputs (the spec's copy, the bank's
   // seeds and related trials), keeping what the report shows.
-  if (StageFromName(stage) != v1::STAGE_RUNNING &&
+  if (stage != v1::STAGE_RUNNING &&
       (!s.search->related.empty() || !s.search->warm_starts.empty())) {
     s.search = LightSearch(*s.search);
   }
-  if (old != stage) EmitLocked(s, "stage_changed", nullptr);
+  if (old != s.rec.stage) EmitLocked(s, "stage_changed", nullptr);
   return absl::OkStatus();
 }
 
@@ -717,13 +404,14 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Init(const v1::InitRequest& r
   rec.share_bank = s->spec.share_bank;
   rec.landscape = s->spec.replay.landscape_content;
   RETURN_IF_ERROR(options_.storage->InsertSession(rec));
-  // Nobody else sees it before it is in the table.
-  EmitLocked(*s, "stage_changed", nullptr);
-  v1::SessionSummary out = SummaryOf(*s);
-  absl::MutexLock lock(&mu_);
-  Entry& e = sessions_[rec.id];
-  e.state = std::move(s);
-  e.touched = next_touch_++;
+  v1::SessionSummary out;
+  {
+    // Nobody else sees it before it is in the table; the lock is for form.
+    absl::MutexLock lock(&s->sync.mu);
+    EmitLocked(*s, "stage_changed", nullptr);
+    out = s->Summary();
+  }
+  table_.Insert(std::move(s), /*active=*/true);
   return out;
 }
 
@@ -741,25 +429,21 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorReques
     return StageError(s->rec.id, s->rec.stage, "doctor runs once, right after init");
   }
   const int repeats = request.repeats() > 0 ? request.repeats() : s->spec.doctor_repeats;
+  // Refused up front when it can never run (more GPUs than any agent
+  // holds), rather than queued to wait forever.
+  if (std::string why = scheduler_.WhyNoneCanHold(s->Requirement()); !why.empty()) {
+    return absl::FailedPreconditionError(why);
+  }
   // Spread the baseline runs over the live agents that can run them, so a
   // slow host shows up; a pinned agent that dies hands its runs to others.
-  std::vector<std::string> hosts;
-  {
-    absl::MutexLock table(&mu_);
-    // Refused up front when it can never run (more GPUs than any agent
-    // holds), rather than queued to wait forever.
-    if (std::string why = registry_.WhyNoneCanHold(RequirementOf(*s)); !why.empty()) {
-      return absl::FailedPreconditionError(why);
-    }
-    hosts = registry_.LiveFitting(RequirementOf(*s), NowMs());
-  }
+  const std::vector<std::string> hosts = scheduler_.LiveFitting(s->Requirement());
   // A watch from here sees the whole stage: its start, why it waits, every run.
-  const int64_t watch_from = LastEventSeq(*s);
-  RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
+  const int64_t watch_from = s->LastEventSeq();
+  RETURN_IF_ERROR(TransactLocked(*s, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->sync.mu) -> absl::Status {
     for (int i = 0; i < repeats; ++i) {
       storage::TrialRecord t;
       t.session_id = s->rec.id;
-      t.purpose = "doctor";
+      t.purpose = trial_purpose::kDoctor;
       if (hosts.size() > 1) t.pin_agent = hosts[static_cast<size_t>(i) % hosts.size()];
       t.config = EncodeConfigJson(s->spec.baseline);
       t.status = ts::kQueued;
@@ -767,150 +451,35 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorReques
       RETURN_IF_ERROR(WriteTrialLocked(*s, t));
     }
     s->rec.doctor_repeats = repeats;
-    return SaveSessionLocked(*s, StageName(v1::STAGE_DOCTORING));
+    return SaveSessionLocked(*s, v1::STAGE_DOCTORING);
   }));
   RefreshNoticeLocked(*s);  // said at once when no agent can run it
-  work_cv_.SignalAll();
-  v1::SessionSummary out = SummaryOf(*s);
+  scheduler_.Signal();
+  v1::SessionSummary out = s->Summary();
   out.set_last_event_seq(watch_from);
   return out;
 }
 
 absl::Status SessionManager::AdvanceDoctorLocked(SessionState& s,
                                                  const std::vector<storage::TrialRecord>& trials) {
-  std::vector<DoctorRun> runs;
-  std::map<std::string, int> statuses;
-  std::set<std::string> fields;
-  int timed_steps = 0;
-  const storage::TrialRecord* violated = nullptr;
-  const storage::TrialRecord* first_lost = nullptr;  // the first run that did not finish ok
-  int doctor_runs = 0;
-  for (const auto& t : trials) {
-    if (t.purpose != "doctor") continue;
-    if (IsInFlightStatus(t.status)) return absl::OkStatus();  // not done yet
-    ++doctor_runs;
-    ++statuses[t.status];
-    if (t.status == ts::kViolation && violated == nullptr) violated = &t;
-    if (t.status != ts::kOk && t.status != ts::kCancelled && first_lost == nullptr) first_lost = &t;
-    if (t.status != ts::kOk) continue;
-    ASSIGN_OR_RETURN(auto steps, options_.storage->ListSteps(t.id));
-    DoctorRun run;
-    run.agent = t.agent;
-    run.step_time_s = t.step_time_s;
-    run.steps = static_cast<int>(steps.size());
-    if (t.observed_steps > 0) {
-      // The agent's clock: its figures were derived when the trial ended.
-      run.window_s = t.observed_window_s;
-      run.agent_step_time_s = t.observed_window_s / t.observed_steps;
-      run.clock_slack_s = t.clock_slack_s;
-      const TrialEvidence e = EvidenceOfTrial(steps, t.cost_s, /*agent_clock=*/true, 0);
-      run.tail_s = TimeOnAgentClock(e).tail_s;
-    }
-    std::map<std::string, std::vector<double>> phases;
-    for (const auto& sr : steps) {
-      run.losses[sr.step] = sr.loss;
-      const StepEvidence e = EvidenceOf(sr);
-      if (e.data_seed) fields.insert("data_seed");
-      if (!e.dtype.empty()) fields.insert("dtype");
-      if (e.optimizer_steps >= 0) fields.insert("optimizer_steps");
-      if (sr.warmup) continue;
-      auto ph = DecodeDoubleMapJson(sr.phases);
-      if (ph.ok() && !ph->empty()) fields.insert("phases");
-      if (ph.ok()) {
-        for (const auto& [name, secs] : *ph) phases[name].push_back(secs);
-      }
-    }
-    size_t timed = 0;
-    for (const auto& sr : steps) timed += !sr.warmup;
-    for (auto& [name, v] : phases) {
-      v.resize(std::max(v.size(), timed), 0.0);  // a phase left out of a step took no time
-      run.phases[name] = models::Median(v);
-    }
-    if (runs.empty()) {
-      for (const auto& sr : steps) timed_steps += !sr.warmup;
-    }
-    runs.push_back(std::move(run));
+  bool done = false;
+  const std::vector<int64_t> ok_runs = DoctorRunsToRead(trials, &done);
+  if (!done) return absl::OkStatus();
+  std::map<int64_t, std::vector<storage::StepRecord>> steps;
+  for (int64_t id : ok_runs) {
+    ASSIGN_OR_RETURN(steps[id], options_.storage->ListSteps(id));
   }
-  auto fail = [&](std::string why) {
-    s.rec.error = std::move(why);
-    return SaveSessionLocked(s, StageName(v1::STAGE_FAILED));
-  };
-  if (violated != nullptr && violated->violation == "instrumentation") {
-    return fail(absl::StrCat("doctor: the baseline's metrics lines lack what the contract needs (",
-                             violated->error, "); the workload cannot be verified"));
+  DoctorVerdict v = JudgeDoctor(s.spec, trials, steps);
+  if (!v.failure.empty()) {
+    s.rec.error = std::move(v.failure);
+    return SaveSessionLocked(s, v1::STAGE_FAILED);
   }
-  if (violated != nullptr) {
-    return fail(absl::StrCat("doctor: the baseline itself breaks the contract (",
-                             violated->violation, "): ", violated->error));
-  }
-  // Runs that did not finish ok, said with the first one's error and host.
-  auto lost = [&] {
-    return absl::StrCat(
-        "(", absl::StrJoin(statuses, ", ", absl::PairFormatter("=")), "); the first, trial ",
-        first_lost->id, " on agent ", first_lost->agent.empty() ? "?" : first_lost->agent, ": ",
-        first_lost->error.empty() ? first_lost->status : first_lost->error.substr(0, 500));
-  };
-  if (runs.empty()) {
-    return fail(first_lost != nullptr
-                    ? absl::StrCat("doctor: no baseline run succeeded ", lost())
-                    : absl::StrCat("doctor: no baseline run succeeded (",
-                                   absl::StrJoin(statuses, ", ", absl::PairFormatter("=")), ")"));
-  }
-  // Instrumentation: the contract can only be checked on what is reported.
-  std::vector<std::string> missing;
-  if (s.spec.contract.data_seed_set && !fields.count("data_seed")) missing.push_back("data_seed");
-  if (s.spec.contract.optimizer_in_window && !fields.count("optimizer_steps")) {
-    missing.push_back("optimizer_steps");
-  }
-  if (!missing.empty()) {
-    return fail(absl::StrCat("doctor: the baseline's metrics lines lack ",
-                             absl::StrJoin(missing, ", "),
-                             ", which the contract needs; the workload cannot be verified"));
-  }
-  v1::DoctorReport report = BuildDoctorReport(runs, s.spec.verify.runs);
-  report.set_timed_steps(timed_steps);
-  for (const char* f : {"step", "loss", "tokens", "step_time_s", "peak_mem_gib"}) fields.insert(f);
-  for (const auto& f : fields) report.add_fields_seen(f);
-  // Honest repeats of the baseline must agree within the loss tolerance, or
-  // no trial can be judged against them.
-  const ContractSpec& c = s.spec.contract;
-  double worst = 0, worst_tol = 0;
-  for (const DoctorRun& run : runs) {
-    for (const auto& [step, loss] : run.losses) {
-      if (step < 0 || step >= report.reference_losses_size()) continue;
-      const double ref = report.reference_losses(static_cast<int>(step));
-      const double tol = c.loss_abs_tol + c.loss_rel_tol * std::fabs(ref);
-      if (std::fabs(loss - ref) - tol > worst - worst_tol) {
-        worst = std::fabs(loss - ref);
-        worst_tol = tol;
-      }
-    }
-  }
-  if (worst > worst_tol) {
-    return fail(absl::StrFormat(
-        "doctor: baseline runs disagree on the loss by %.3g, more than the tolerance %.3g: "
-        "the workload is not deterministic enough to verify (fix its seeds or loosen "
-        "contract.loss_abs_tol)",
-        worst, worst_tol));
-  }
-  if (first_lost != nullptr) {
-    report.set_warning(absl::StrCat(report.warning(), report.warning().empty() ? "" : "; ",
-                                    doctor_runs - static_cast<int>(runs.size()), " of ",
-                                    doctor_runs, " baseline runs were lost ", lost(),
-                                    "; the baseline rests on the other ", runs.size()));
-  }
-  if (std::fabs(report.drift()) > std::max(0.02, 3 * report.cv())) {
-    report.set_warning(absl::StrCat(
-        report.warning(), report.warning().empty() ? "" : "; ",
-        absl::StrFormat("the baseline drifted %.1f%% between the first and last runs",
-                        100 * report.drift())));
-  }
-  s.doctor = report;
-  s.rec.doctor_report = ToJson(report);
-  s.rec.baseline_step_time_s = report.median_step_time_s();
-  s.rec.baseline_cv = report.cv();
-  s.rec.baseline_runs = report.runs();
-  return SaveSessionLocked(s, StageName(v1::STAGE_DOCTORED));
+  s.doctor = std::move(v.report);
+  s.rec.doctor_report = ToJson(s.doctor);
+  s.rec.baseline_step_time_s = s.doctor.median_step_time_s();
+  s.rec.baseline_cv = s.doctor.cv();
+  s.rec.baseline_runs = s.doctor.runs();
+  return SaveSessionLocked(s, v1::STAGE_DOCTORED);
 }
 
 // ------------------------------------------------------------------ Run
@@ -944,32 +513,29 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Run(const v1::RunRequest& req
   if (StageFromName(s->rec.stage) != v1::STAGE_DOCTORED) {
     return StageError(s->rec.id, s->rec.stage, "run needs a finished doctor (stage doctored)");
   }
-  {
-    absl::MutexLock table(&mu_);
-    if (std::string why = registry_.WhyNoneCanHold(RequirementOf(*s)); !why.empty()) {
-      return absl::FailedPreconditionError(why);
-    }
+  if (std::string why = scheduler_.WhyNoneCanHold(s->Requirement()); !why.empty()) {
+    return absl::FailedPreconditionError(why);
   }
   if (llm) {
     s->spec = std::move(llm->first);
     s->llm_round = std::move(llm->second);
   }
-  RETURN_IF_ERROR(StartSearchLocked(*s, std::move(priors), std::move(seeds)));
+  s->StartSearch(std::move(priors), std::move(seeds));
   s->stop_reason.clear();
   // A watch from here sees the whole run: its start, why it waits, every trial.
-  const int64_t watch_from = LastEventSeq(*s);
-  RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
+  const int64_t watch_from = s->LastEventSeq();
+  RETURN_IF_ERROR(TransactLocked(*s, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->sync.mu) -> absl::Status {
     if (request.max_trials() > 0) s->rec.max_trials = request.max_trials();
-    RETURN_IF_ERROR(SaveSessionLocked(*s, StageName(v1::STAGE_RUNNING)));
+    RETURN_IF_ERROR(SaveSessionLocked(*s, v1::STAGE_RUNNING));
     return FillWindowLocked(*s);
   }));
   RefreshNoticeLocked(*s);
   // The first proposals, outside the lock; the summary shows them queued.
   lock.Release();
-  RETURN_IF_ERROR(ProposePending(s->rec.id, /*wait_for_busy=*/true));
-  work_cv_.SignalAll();
+  RETURN_IF_ERROR(driver_->ProposePending(s->rec.id, /*wait_for_busy=*/true));
+  scheduler_.Signal();
   absl::MutexLock again(&s->sync.mu);
-  v1::SessionSummary out = SummaryOf(*s);
+  v1::SessionSummary out = s->Summary();
   out.set_last_event_seq(watch_from);
   return out;
 }
@@ -1009,41 +575,13 @@ std::optional<std::pair<SessionSpec, LlmPatchRound>> SessionManager::AskLlmPatch
   return out;
 }
 
-absl::Status SessionManager::CheckLeaseHolder(const storage::TrialRecord& t,
-                                              const Principal& who,
-                                              const std::string& agent_id) {
-  if (t.lease_token_id != who.token_id || (!agent_id.empty() && agent_id != t.lease_agent)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "lease_token: trial ", t.id, " is leased to another agent; a lease is bound to the "
-        "agent and the token that took it"));
-  }
-  return absl::OkStatus();
-}
-
-int SessionManager::LiveAgentsFor(const SessionState& s) const {
-  const TrialQueue::Requirement req = RequirementOf(s);
-  absl::MutexLock lock(&mu_);
-  return static_cast<int>(registry_.LiveFitting(req, NowMs()).size());
-}
-
-absl::Status SessionManager::StartSearchLocked(
-    SessionState& s, std::pair<std::optional<Priors>, std::string> priors, Bank::Seeds seeds) {
-  auto in = std::make_shared<SearchInputs>();
-  in->spec = s.spec;
-  UsePriors(std::move(priors), s.spec, &in->priors, &in->priors_label);
-  in->warm_starts = std::move(seeds.warm_starts);
-  in->related = std::move(seeds.related);
-  in->warm_start_count = static_cast<int>(in->warm_starts.size());
-  in->related_count = static_cast<int>(in->related.size());
-  s.rec.search = EncodeSearchRecord(*in, s.llm_round);
-  s.search = std::move(in);
-  return absl::OkStatus();
-}
+// ------------------------------------------------------------------ the search window
 
 int SessionManager::WindowRoomLocked(SessionState& s) {
   // Keep one trial in flight per live agent: enough to use the cluster, few
   // enough that every proposal sees nearly all results.
-  const int window = std::clamp(LiveAgentsFor(s), 1, kMaxInFlightPerSession);
+  const int live = static_cast<int>(scheduler_.LiveFitting(s.Requirement()).size());
+  const int window = std::clamp(live, 1, kMaxInFlightPerSession);
   const int budget_left = s.rec.max_trials - s.search_total;
   if (budget_left <= 0 && s.stop_reason.empty()) {
     s.stop_reason = absl::StrCat("trial budget spent (", s.rec.max_trials, " search trials)");
@@ -1054,134 +592,67 @@ int SessionManager::WindowRoomLocked(SessionState& s) {
 absl::Status SessionManager::FillWindowLocked(SessionState& s) {
   if (StageFromName(s.rec.stage) != v1::STAGE_RUNNING) return absl::OkStatus();
   if (WindowRoomLocked(s) > 0 && s.stop_reason.empty()) {
-    MarkPending(s.rec.id);
+    driver_->MarkPending(s.rec.id);
     return absl::OkStatus();
   }
-  bool proposing = false;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = sessions_.find(s.rec.id);
-    proposing = it != sessions_.end() && it->second.proposing;
-  }
   // A proposal being made finishes the run itself if it queues nothing.
-  if (s.search_in_flight == 0 && !proposing) return FinishRunLocked(s);
+  if (s.search_in_flight == 0 && !driver_->IsProposing(s.rec.id)) return FinishRunLocked(s);
   return absl::OkStatus();
 }
 
-void SessionManager::MarkPending(const std::string& id) {
-  absl::MutexLock lock(&mu_);
-  refill_pending_.insert(id);
-}
-
-void SessionManager::SetProposing(const std::string& id, bool proposing) {
-  absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(id);
-  if (it != sessions_.end()) it->second.proposing = proposing;
-}
-
-absl::Status SessionManager::ProposePending(const std::string& only, bool wait_for_busy) {
-  std::set<std::string> skipped;  // busy, left pending
-  for (;;) {
-    // One pending session at a time: under the table's lock it is marked
-    // as proposing (so no other thread proposes for it); under its own, its
-    // window is measured and its inputs (immutable) are shared; its trials
-    // are read and the models fitted with no lock held.
-    SessionRef s;
-    {
-      absl::MutexLock lock(&mu_);
-      std::string picked;
-      for (const std::string& pending : refill_pending_) {
-        if ((!only.empty() && pending != only) || skipped.count(pending)) continue;
-        auto it = sessions_.find(pending);
-        if (it == sessions_.end() || !it->second.proposing) {
-          picked = pending;
-          break;
-        }
-      }
-      if (picked.empty()) return absl::OkStatus();
-      refill_pending_.erase(picked);
-      auto it = sessions_.find(picked);
-      if (it == sessions_.end()) continue;
-      it->second.proposing = true;
-      s = PinLocked(it->second);
-    }
-    const std::string id = s->rec.id;
-    std::shared_ptr<const SearchInputs> in;
-    int want = 0;
-    if (!wait_for_busy && !s->sync.mu.TryLock()) {
-      SetProposing(id, false);
-      MarkPending(id);
-      skipped.insert(id);
-      continue;
-    }
-    if (wait_for_busy) s->sync.mu.Lock();
-    {
-      HeldLock lock(&s->sync.mu);
-      if (StageFromName(s->rec.stage) != v1::STAGE_RUNNING) {
-        SetProposing(id, false);
-        continue;
-      }
-      want = s->stop_reason.empty() ? WindowRoomLocked(*s) : 0;
-      if (want <= 0) {
-        SetProposing(id, false);
-        if (absl::Status st = TransactLocked(*s, [&] { return FillWindowLocked(*s); }); !st.ok()) {
-          MarkPending(id);
-          return st;
-        }
-        continue;
-      }
-      in = s->search;
-    }
-    // Ends a proposal that was not made: the session may be proposed for
-    // again (`retry`), or stops its search for `stop`.
-    auto give_up = [&](absl::Status why, bool retry, const std::string& stop) -> absl::Status {
-      absl::MutexLock lock(&s->sync.mu);
-      SetProposing(id, false);
-      if (retry) MarkPending(id);
-      if (!stop.empty()) {
-        s->stop_reason = stop;
-        absl::Status st = TransactLocked(*s, [&] { return FillWindowLocked(*s); });
-        if (!st.ok()) MarkPending(id);
-        if (why.ok()) return st;
-      }
-      return why;
-    };
-    // The session's own trials (committed before the lock was let go; a
-    // trial finishing meanwhile shows as in flight, which the search treats
-    // as taken), on the session reader.
-    auto trials = session_reader_->ListTrials(id);
-    if (!trials.ok()) return give_up(trials.status(), /*retry=*/true, "");
-    double gpu_s = 0;
-    auto history = SearchHistoryOf(in->spec, *trials, &gpu_s);
-    if (!history.ok()) return give_up(history.status(), /*retry=*/true, "");
-    if (in->spec.max_gpu_hours > 0 && gpu_s >= in->spec.max_gpu_hours * 3600) {
-      RETURN_IF_ERROR(give_up(absl::OkStatus(), /*retry=*/false,
-                              absl::StrFormat("GPU-hour budget spent (%.2f of %.2f GPU-hours)",
-                                              gpu_s / 3600, in->spec.max_gpu_hours)));
-      continue;
-    }
-    // Seeded by the session and its progress: a restarted server proposes
-    // what the old one would have.
-    const uint64_t seed = in->spec.seed * 0x9e3779b97f4a7c15ULL + history->size();
-    SearchContext ctx;
-    ctx.spec = &in->spec;
-    ctx.priors = in->priors ? &*in->priors : nullptr;
-    ctx.warm_starts = in->warm_starts;
-    ctx.related = &in->related;
-    const absl::Time began = absl::Now();
-    const Proposal p = optimizer_->Propose(ctx, *history, want, seed);
-    proposal_latency_.Observe(absl::ToDoubleSeconds(absl::Now() - began));
-    {
-      absl::MutexLock lock(&s->sync.mu);
-      SetProposing(id, false);
-      absl::Status st = TransactLocked(*s, [&] { return ApplyProposalLocked(*s, p); });
-      if (!st.ok()) {
-        MarkPending(id);
-        return st;
-      }
-    }
-    work_cv_.SignalAll();
+absl::StatusOr<SessionWriter::Window> SessionManager::OpenWindow(const std::string& session_id,
+                                                                 bool wait) {
+  Window w;
+  SessionRef s = table_.Pin(session_id);
+  if (!s) {
+    driver_->EndProposal(session_id);
+    return w;  // left memory: it no longer runs
   }
+  if (wait) {
+    s->sync.mu.Lock();
+  } else if (!s->sync.mu.TryLock()) {
+    w.state = Window::State::kBusy;
+    return w;
+  }
+  HeldLock lock(&s->sync.mu);
+  if (StageFromName(s->rec.stage) != v1::STAGE_RUNNING) {
+    driver_->EndProposal(session_id);
+    return w;
+  }
+  w.room = s->stop_reason.empty() ? WindowRoomLocked(*s) : 0;
+  if (w.room <= 0) {
+    driver_->EndProposal(session_id);
+    RETURN_IF_ERROR(TransactLocked(*s, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->sync.mu) { return FillWindowLocked(*s); }));
+    return w;
+  }
+  w.state = Window::State::kOpen;
+  w.inputs = s->search;
+  return w;
+}
+
+absl::StatusOr<std::vector<storage::TrialRecord>> SessionManager::ReadTrials(
+    const std::string& session_id) {
+  // Committed before the session's lock was let go, on the session reader.
+  return session_reader_->ListTrials(session_id);
+}
+
+absl::Status SessionManager::Settle(const std::string& session_id, const Proposal* proposal,
+                                    const std::string& stop) {
+  SessionRef s = table_.Pin(session_id);
+  if (!s) {
+    driver_->EndProposal(session_id);
+    return absl::OkStatus();
+  }
+  {
+    absl::MutexLock lock(&s->sync.mu);
+    driver_->EndProposal(session_id);
+    if (!stop.empty()) s->stop_reason = stop;
+    RETURN_IF_ERROR(TransactLocked(*s, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->sync.mu) {
+      return proposal != nullptr ? ApplyProposalLocked(*s, *proposal) : FillWindowLocked(*s);
+    }));
+  }
+  scheduler_.Signal();
+  return absl::OkStatus();
 }
 
 absl::Status SessionManager::ApplyProposalLocked(SessionState& s, const Proposal& p) {
@@ -1206,7 +677,7 @@ absl::Status SessionManager::ApplyProposalLocked(SessionState& s, const Proposal
     for (size_t i = 0; i < p.configs.size() && static_cast<int>(i) < room; ++i) {
       storage::TrialRecord t;
       t.session_id = s.rec.id;
-      t.purpose = "search";
+      t.purpose = trial_purpose::kSearch;
       t.config = EncodeConfigJson(p.configs[i]);
       t.tag = p.reasons[i];
       t.status = ts::kQueued;
@@ -1228,11 +699,11 @@ absl::Status SessionManager::FinishRunLocked(SessionState& s) {
   s.rec.verification = ToJson(s.verification);
   if (plan.runs.empty()) {
     s.rec.best_trial_id = 0;
-    return SaveSessionLocked(s, StageName(v1::STAGE_SEARCHED));
+    return SaveSessionLocked(s, v1::STAGE_SEARCHED);
   }
   for (storage::TrialRecord& t : plan.runs) RETURN_IF_ERROR(WriteTrialLocked(s, t));
-  work_cv_.SignalAll();
-  return SaveSessionLocked(s, StageName(v1::STAGE_VERIFYING));
+  scheduler_.Signal();
+  return SaveSessionLocked(s, v1::STAGE_VERIFYING);
 }
 
 absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s,
@@ -1255,882 +726,15 @@ absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s,
   }
   if (s.best_trial_id == 0) {
     // The best search trial, now that some may have been disqualified.
-    for (const auto& t : trials) {
-      if (t.purpose == "search" && t.status == ts::kOk &&
-          (s.best_trial_id == 0 || t.step_time_s < s.best_step_time_s)) {
-        s.best_trial_id = t.id;
-        s.best_step_time_s = t.step_time_s;
-        ASSIGN_OR_RETURN(s.best_config, DecodeConfigJson(t.config));
-      }
-    }
+    for (const auto& t : trials) RETURN_IF_ERROR(s.ConsiderBest(t));
   }
   s.verification = std::move(d.verification);
   s.rec.best_trial_id = d.promoted_trial_id;
   s.rec.verification = ToJson(s.verification);
-  return SaveSessionLocked(s, StageName(v1::STAGE_SEARCHED));
+  return SaveSessionLocked(s, v1::STAGE_SEARCHED);
 }
 
-// ------------------------------------------------------------------ agents
-
-absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
-    const v1::RegisterAgentRequest& r, const Principal& who) {
-  RETURN_IF_ERROR(AgentRegistry::Validate(r));
-  const std::vector<std::string> commands(r.commands().begin(), r.commands().end());
-  storage::AgentRecord a;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!r.agent_id().empty() && registry_.Contains(r.agent_id())) {
-      // Keeping an id is for the agent that registered it: same token.
-      ASSIGN_OR_RETURN(storage::AgentRecord * old, registry_.Bound(r.agent_id(), who));
-      a.id = old->id;
-      // A drain or a quarantine outlives a reconnect; a deregistered
-      // agent that comes back is active again.
-      if (old->state != kAgentGone) {
-        a.state = old->state;
-        a.state_reason = old->state_reason;
-      }
-    } else {
-      a.id = NewId("agt");
-    }
-    // A quarantined host stays quarantined under a new id (an agent that is
-    // restarted registers afresh) until an admin resumes it.
-    if (a.state == kAgentActive) {
-      for (const auto& [id, other] : registry_.All()) {
-        if (other.state == kAgentQuarantined && other.host == r.host() &&
-            other.token_id == who.token_id) {
-          a.state = kAgentQuarantined;
-          a.state_reason = absl::StrCat("host ", r.host(), " was quarantined as ", id, ": ",
-                                        other.state_reason);
-          break;
-        }
-      }
-    }
-  }
-  a.host = r.host();
-  a.gpu_model = r.gpu_model();
-  a.gpu_count = r.gpu_count();
-  a.memory_per_gpu_gib = r.memory_per_gpu_gib();
-  a.executors = absl::StrJoin(r.executors(), ",");
-  a.registered_ms = a.last_heartbeat_ms = NowMs();
-  a.token_id = who.token_id;
-  // An agent token scoped to a team serves that team only; an admin's (or
-  // the open server's) and an unscoped agent token form the shared pool.
-  a.team = who.role == Role::kAgent && !who.open ? who.team : "";
-  a.serves = EncodeStringList({r.teams().begin(), r.teams().end()});
-  a.commands = EncodeStringList(commands);
-  RETURN_IF_ERROR(options_.storage->PutAgent(a));
-  std::vector<SessionRef> running;
-  {
-    absl::MutexLock lock(&mu_);
-    registry_.Put(a);
-    for (auto& [id, e] : sessions_) {
-      if (e.running) running.push_back(PinLocked(e));
-    }
-  }
-  // A new agent widens running sessions' windows.
-  for (SessionRef& s : running) {
-    absl::MutexLock lock(&s->sync.mu);
-    if (StageFromName(s->rec.stage) != v1::STAGE_RUNNING) continue;
-    RETURN_IF_ERROR(TransactLocked(*s, [&] { return FillWindowLocked(*s); }));
-  }
-  running.clear();
-  work_cv_.SignalAll();
-  // The agent is registered; a failed refill, or one of a busy session,
-  // stays pending.
-  ProposePending("", /*wait_for_busy=*/false).IgnoreError();
-  v1::RegisterAgentResponse resp;
-  resp.set_agent_id(a.id);
-  resp.set_lease_timeout_ms(absl::ToInt64Milliseconds(options_.lease_timeout));
-  resp.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.lease_timeout / 3));
-  return resp;
-}
-
-absl::StatusOr<v1::HeartbeatResponse> SessionManager::Heartbeat(const v1::HeartbeatRequest& r,
-                                                                 const Principal& who) {
-  storage::AgentRecord copy;
-  {
-    absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(storage::AgentRecord * agent, registry_.Bound(r.agent_id(), who));
-    agent->last_heartbeat_ms = NowMs();
-    copy = *agent;
-  }
-  RETURN_IF_ERROR(options_.storage->PutAgent(copy));  // storage: never under mu_
-  v1::HeartbeatResponse resp;
-  resp.set_server_unix_ms(NowMs());
-  return resp;
-}
-
-absl::StatusOr<std::optional<v1::TrialAssignment>> SessionManager::TryLease(
-    const std::string& agent_id, const Principal& who) {
-  // Sessions whose lock was busy when their trial came up: their work is
-  // passed over for other sessions' (a lease never waits behind another
-  // session's work while there is other work), and waited for only when
-  // nothing else is left.
-  std::set<std::string> busy;
-  for (int round = 0; round < 64; ++round) {
-    std::optional<int64_t> pick;
-    SessionRef s;
-    storage::AgentRecord agent;
-    bool wait_for_busy = false;
-    {
-      absl::MutexLock lock(&mu_);
-      ASSIGN_OR_RETURN(storage::AgentRecord * bound, registry_.Bound(agent_id, who));
-      bound->last_heartbeat_ms = NowMs();
-      agent = *bound;
-      // Draining, quarantined or gone: it finishes what it holds, takes no more.
-      if (agent.state != kAgentActive) return std::optional<v1::TrialAssignment>();
-      // Only work this agent could run is looked at: the requirement
-      // (hardware, executor, tenancy) first, then the trial (its stage,
-      // refusals, command policy, pinning).
-      auto runnable = [&](const storage::TrialRecord& t, bool skip_busy) {
-        auto sit = sessions_.find(t.session_id);
-        if (sit == sessions_.end() || !sit->second.leasing) return false;
-        if (skip_busy && busy.count(t.session_id)) return false;
-        if (!registry_.AllowsTrial(agent, sit->second.state->spec, t)) return false;
-        // A/B pairs run on one host; if that host is gone, any may take over.
-        return t.pin_agent.empty() || t.pin_agent == agent.id ||
-               !registry_.Live(t.pin_agent, NowMs());
-      };
-      auto fits = [&](const TrialQueue::Requirement& req) { return registry_.Fits(agent, req); };
-      pick = queue_.Oldest(fits, [&](const storage::TrialRecord& t) { return runnable(t, true); });
-      wait_for_busy = !pick && !busy.empty();
-      if (wait_for_busy) {
-        pick = queue_.Oldest(fits, [&](const storage::TrialRecord& t) { return runnable(t, false); });
-      }
-      if (!pick) return std::optional<v1::TrialAssignment>();
-      s = PinLocked(sessions_.at(queue_.Find(*pick)->session_id));
-    }
-    // The session's lock after the table's is let go (the lock order).
-    if (wait_for_busy) {
-      s->sync.mu.Lock();  // nothing else is left: wait for it
-    } else if (!s->sync.mu.TryLock()) {
-      busy.insert(s->rec.id);
-      continue;
-    }
-    HeldLock session_lock(&s->sync.mu);
-    // The queue as the session's committed state has it (the pick may have
-    // come from a transaction of this session that was still open).
-    storage::TrialRecord t;
-    {
-      absl::MutexLock lock(&mu_);
-      const storage::TrialRecord* queued = queue_.Find(*pick);
-      auto sit = sessions_.find(s->rec.id);
-      if (queued == nullptr || queued->session_id != s->rec.id || sit == sessions_.end() ||
-          !sit->second.leasing) {
-        continue;  // taken or withdrawn meanwhile: look again
-      }
-      t = *queued;
-    }
-    t.status = ts::kLeased;
-    t.attempts += 1;
-    t.lease_agent = agent.id;
-    // A credential: 192 bits from the kernel's generator, bound to the
-    // token that took it.
-    t.lease_token = SecureRandomHex(24);
-    t.lease_token_id = who.token_id;
-    t.lease_deadline_ms = NowMs() + absl::ToInt64Milliseconds(options_.lease_timeout);
-    t.leased_ms = NowMs();
-    // Built before the lease is written: a trial that cannot be described
-    // is not handed out.
-    if (s->spec.slurm.enabled && s->spec.slurm.exclude_failed_nodes && !s->failing_nodes) {
-      ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
-      s->failing_nodes.emplace();
-      for (const FailingNode& n : FindFailingNodes(trials)) s->failing_nodes->push_back(n.node);
-    }
-    ASSIGN_OR_RETURN(v1::TrialAssignment a,
-                     AssignmentFor(s->rec, s->spec, t, options_.lease_timeout,
-                                   s->failing_nodes.value_or(std::vector<std::string>())));
-    RETURN_IF_ERROR(options_.storage->Transaction([&]() -> absl::Status {
-      RETURN_IF_ERROR(options_.storage->DeleteSteps(t.id));  // a fresh attempt
-      return options_.storage->UpdateTrial(t);
-    }));
-    {
-      absl::MutexLock lock(&mu_);
-      queue_.Remove(t.id);
-    }
-    EmitLocked(*s, "trial_leased", &t);
-    return std::optional<v1::TrialAssignment>(std::move(a));
-  }
-  return std::optional<v1::TrialAssignment>();  // raced 64 times: the agent asks again
-}
-
-absl::Status SessionManager::ReturnUndelivered(int64_t trial_id, const std::string& lease_token,
-                                               const Principal& who) {
-  ASSIGN_OR_RETURN(LockedTrial lt, LockTrial(trial_id));
-  SessionState& s = *lt.session;
-  storage::TrialRecord& t = lt.trial;
-  if (lease_token.empty() || t.lease_token != lease_token || t.status != ts::kLeased) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("lease_token: not the undelivered lease of trial ", trial_id));
-  }
-  RETURN_IF_ERROR(CheckLeaseHolder(t, who, ""));
-  // It never reached an agent: no attempt counted, and an A/B arm stays
-  // pinned to its host (which is still there).
-  RETURN_IF_ERROR(TransactLocked(s, [&] {
-    return RequeueLocked(s, t,
-                         absl::StrCat("the poll of agent ", t.lease_agent,
-                                      " that took it had gone; re-queued"),
-                         /*refund_attempt=*/true, /*unpin=*/false);
-  }));
-  work_cv_.SignalAll();
-  return absl::OkStatus();
-}
-
-absl::StatusOr<SessionManager::LockedTrial> SessionManager::LockTrial(int64_t trial_id) {
-  ASSIGN_OR_RETURN(storage::TrialRecord first, options_.storage->GetTrial(trial_id));
-  LockedTrial lt;
-  ASSIGN_OR_RETURN(lt.session, RecordedSession(first));
-  lt.lock = std::make_unique<absl::MutexLock>(&lt.session->sync.mu);
-  // Read again under the session's lock: what it says now is what counts.
-  ASSIGN_OR_RETURN(lt.trial, options_.storage->GetTrial(trial_id));
-  return lt;
-}
-
-absl::StatusOr<std::vector<storage::TrialRecord>> SessionManager::LeasedTrials(
-    const std::function<bool(const storage::TrialRecord&)>& pick) {
-  std::vector<storage::TrialRecord> out;
-  for (const char* status : {ts::kLeased, ts::kRunning}) {
-    ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrialsByStatus(status, 100000));
-    for (auto& t : trials) {
-      if (pick(t)) out.push_back(std::move(t));
-    }
-  }
-  return out;
-}
-
-absl::Status SessionManager::RequeueLocked(SessionState& s, storage::TrialRecord& t,
-                                           std::string note, bool refund_attempt, bool unpin) {
-  if (refund_attempt) t.attempts = std::max(0, t.attempts - 1);
-  t.status = ts::kQueued;
-  t.lease_deadline_ms = 0;
-  if (unpin) t.pin_agent.clear();
-  t.note = std::move(note);
-  // The lease token is kept: a late report or completion of the old lease is
-  // recognised and refused once the trial is leased again. Its steps go
-  // when it is (a fresh attempt).
-  RETURN_IF_ERROR(WriteTrialLocked(s, t));
-  EmitLocked(s, "trial_requeued", &t);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<v1::DeregisterAgentResponse> SessionManager::DeregisterAgent(
-    const v1::DeregisterAgentRequest& r, const Principal& who) {
-  storage::AgentRecord copy;
-  {
-    absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(storage::AgentRecord * agent, registry_.Bound(r.agent_id(), who));
-    agent->state = kAgentGone;
-    agent->state_reason = "deregistered";
-    copy = *agent;
-  }
-  RETURN_IF_ERROR(options_.storage->PutAgent(copy));
-  ASSIGN_OR_RETURN(int requeued, RequeueLeasesOf(copy.id, "deregistered"));
-  v1::DeregisterAgentResponse resp;
-  resp.set_requeued(requeued);
-  return resp;
-}
-
-absl::StatusOr<int> SessionManager::RequeueLeasesOf(const std::string& agent_id,
-                                                    const std::string& why) {
-  ASSIGN_OR_RETURN(auto held, LeasedTrials([&](const storage::TrialRecord& t) {
-                     return t.lease_agent == agent_id;
-                   }));
-  int requeued = 0;
-  for (const storage::TrialRecord& seen : held) {
-    ASSIGN_OR_RETURN(LockedTrial lt, LockTrial(seen.id));
-    SessionState& s = *lt.session;
-    storage::TrialRecord& t = lt.trial;
-    if (!IsLeased(t.status) || t.lease_token != seen.lease_token) continue;
-    // A lease handed back before the trial started costs no attempt; one
-    // abandoned mid-run does (else leasing and leaving could churn a trial
-    // forever).
-    RETURN_IF_ERROR(TransactLocked(s, [&] {
-      return RequeueLocked(s, t, absl::StrCat("agent ", agent_id, " ", why, "; re-queued"),
-                           /*refund_attempt=*/t.status == ts::kLeased, /*unpin=*/true);
-    }));
-    ++requeued;
-  }
-  if (requeued > 0) work_cv_.SignalAll();
-  return requeued;
-}
-
-v1::AgentInfo SessionManager::AgentInfoOf(const storage::AgentRecord& a) const {
-  v1::AgentInfo out;
-  out.set_agent_id(a.id);
-  out.set_host(a.host);
-  out.set_gpu_model(a.gpu_model);
-  out.set_gpu_count(a.gpu_count);
-  for (absl::string_view e : absl::StrSplit(a.executors, ',', absl::SkipEmpty())) {
-    out.add_executors(std::string(e));
-  }
-  out.set_team(a.team);
-  out.set_last_seen_unix_ms(a.last_heartbeat_ms);
-  out.set_live(registry_.Heard(a.id, NowMs()));
-  out.set_state(a.state);
-  out.set_state_reason(a.state_reason);
-  return out;
-}
-
-absl::StatusOr<v1::ListAgentsResponse> SessionManager::ListAgents(const v1::ListAgentsRequest& r,
-                                                                  const Principal& who) {
-  RETURN_IF_ERROR(Authorize(who, Action::kRead));
-  v1::ListAgentsResponse resp;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [id, a] : registry_.All()) {
-      if (a.state == kAgentGone && !r.include_gone()) continue;
-      // A team sees the shared pool and its own agents.
-      if (!who.open && who.role != Role::kAdmin && !a.team.empty() && a.team != who.team) continue;
-      *resp.add_agents() = AgentInfoOf(a);
-    }
-  }
-  // What each ran, from an index on the reader, without any lock.
-  for (v1::AgentInfo& info : *resp.mutable_agents()) {
-    ASSIGN_OR_RETURN(auto counts, reader_->CountAgentTrials(info.agent_id()));
-    for (const auto& [status, n] : counts) {
-      if (status == ts::kOk) {
-        info.set_trials_ok(info.trials_ok() + n);
-      } else if (status == ts::kFailed || status == ts::kTimeout) {
-        info.set_trials_failed(info.trials_failed() + n);
-      } else if (!IsInFlightStatus(status)) {
-        info.set_trials_other(info.trials_other() + n);
-      }
-    }
-  }
-  return resp;
-}
-
-absl::StatusOr<v1::AgentInfo> SessionManager::SetAgentState(const v1::SetAgentStateRequest& r,
-                                                             const Principal& who) {
-  if (!who.open && who.role != Role::kAdmin) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "permission denied: role ", RoleName(who.role),
-        " may not drain, quarantine or resume agents (an admin's)"));
-  }
-  if (r.state() != kAgentActive && r.state() != kAgentDraining &&
-      r.state() != kAgentQuarantined) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "state: must be draining, quarantined or active (resume); got '", r.state(), "'"));
-  }
-  if (r.reason().size() > 1024) {
-    return absl::InvalidArgumentError("reason: at most 1024 bytes");
-  }
-  storage::AgentRecord copy;
-  v1::AgentInfo info;
-  {
-    absl::MutexLock lock(&mu_);
-    storage::AgentRecord* a = registry_.Find(r.agent_id());
-    if (a == nullptr) {
-      return absl::NotFoundError(absl::StrCat("agent_id: no agent '", r.agent_id(), "'"));
-    }
-    if (a->state == kAgentGone) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("agent_id: agent ", a->id, " deregistered; it registers again to serve"));
-    }
-    a->state = r.state();
-    a->state_reason = r.state() == kAgentActive
-                          ? ""
-                          : (r.reason().empty() ? absl::StrCat(r.state(), " by an admin")
-                                                : r.reason());
-    copy = *a;
-    info = AgentInfoOf(*a);
-  }
-  RETURN_IF_ERROR(options_.storage->PutAgent(copy));
-  work_cv_.SignalAll();  // a resumed agent may take work now
-  return info;
-}
-
-void SessionManager::RefreshNoticeLocked(SessionState& s) {
-  std::string notice;
-  if (IsLeasingStage(StageFromName(s.rec.stage))) {
-    const TrialQueue::Requirement req = RequirementOf(s);
-    absl::MutexLock lock(&mu_);
-    notice = registry_.WhyNoneFits(req, NowMs());
-  }
-  if (notice == s.notice) return;
-  s.notice = notice;
-  EmitLocked(s, "notice", nullptr,
-             notice.empty() ? "an agent can take this session's work again" : notice);
-}
-
-void SessionManager::RefreshNotices() {
-  std::vector<SessionRef> leasing;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto& [id, e] : sessions_) {
-      if (e.leasing) leasing.push_back(PinLocked(e));
-    }
-  }
-  for (SessionRef& s : leasing) {
-    if (!s->sync.mu.TryLock()) continue;  // busy: the next tick
-    HeldLock lock(&s->sync.mu);
-    RefreshNoticeLocked(*s);
-  }
-}
-
-absl::Status SessionManager::QuarantineBrokenHostsLocked(
-    SessionState& s, const std::vector<storage::TrialRecord>& trials) {
-  for (const BrokenHost& h : FindBrokenHosts(trials, kQuarantineAfterFailures)) {
-    storage::AgentRecord copy;
-    {
-      absl::MutexLock lock(&mu_);
-      storage::AgentRecord* a = registry_.Find(h.agent_id);
-      if (a == nullptr || a->state != kAgentActive) continue;
-      a->state = kAgentQuarantined;
-      a->state_reason = absl::StrCat(h.trial_ids.size(), " trials of session ", s.rec.id,
-                                     " failed here that succeeded on other agents (first: ",
-                                     h.first_error.substr(0, 300), ")");
-      copy = *a;
-    }
-    RETURN_IF_ERROR(options_.storage->PutAgent(copy));
-    EmitLocked(s, "agent_quarantined", nullptr,
-               absl::StrCat("agent ", copy.id, " on ", copy.host, " quarantined: ",
-                            copy.state_reason, "; an admin resumes it with `infrarsi agents "
-                            "resume ", copy.id, "`"));
-  }
-  return absl::OkStatus();
-}
-
-bool SessionManager::WaitForWork(absl::Duration timeout) {
-  absl::MutexLock lock(&mu_);
-  if (shutdown_) return false;
-  work_cv_.WaitWithTimeout(&mu_, timeout);
-  return !shutdown_;
-}
-
-ReportLimits SessionManager::LimitsLocked(const SessionState& s,
-                                         const storage::TrialRecord& t) const {
-  ReportLimits l;
-  // Memory: the GPU's capacity with a margin. The catalog's for a GPU it
-  // knows: what an agent registered is the agent's word, and a rogue one
-  // would raise its own bound. Otherwise the agent's, within the cap for a
-  // device nobody knows.
-  constexpr double kUnknownDeviceGib = 16384;
-  double capacity = 0;
-  if (const models::sim::GpuSpec* g = models::sim::FindGpu(s.spec.gpu)) {
-    capacity = g->memory_gib;
-  } else {
-    absl::MutexLock lock(&mu_);
-    if (const storage::AgentRecord* a = registry_.Find(t.lease_agent)) {
-      capacity = a->memory_per_gpu_gib;
-    }
-  }
-  l.max_peak_mem_gib = capacity > 0 ? std::min(capacity * 1.1 + 1, kUnknownDeviceGib) : kUnknownDeviceGib;
-  l.max_steps = MaxStepsPerTrial(s.doctor.steps_per_run(), s.spec.contract.timed_steps);
-  l.agent_clock = s.spec.executor_kind == SessionSpec::ExecutorKind::kProcess;
-  if (l.agent_clock && t.leased_ms > 0) {
-    // The server's own clock bounds how long the trial can have run.
-    l.max_wall_s = 1.02 * static_cast<double>(NowMs() - t.leased_ms) / 1000.0 + 5.0;
-  }
-  return l;
-}
-
-absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
-    const v1::ReportProgressRequest& r, const Principal& who) {
-  ASSIGN_OR_RETURN(LockedTrial lt, LockTrial(r.trial_id()));
-  SessionState& s = *lt.session;
-  storage::TrialRecord& t = lt.trial;
-  if (r.lease_token().empty() || r.lease_token() != t.lease_token) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("lease_token: not the current lease of trial ", t.id));
-  }
-  RETURN_IF_ERROR(CheckLeaseHolder(t, who, r.agent_id()));
-  v1::ReportProgressResponse resp;
-  if (t.status == ts::kCancelled) {
-    resp.set_cancelled(true);
-    return resp;
-  }
-  if (!IsLeased(t.status)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("lease_token: trial ", t.id, " is ", t.status, ", not leased"));
-  }
-  // Every number is checked before anything is stored, against the steps
-  // this report may resend and the last one (not the whole trial: a long
-  // trial reports thousands of times).
-  ASSIGN_OR_RETURN(auto stored, options_.storage->ListStepTail(t.id, FirstStepOf(r.steps())));
-  ASSIGN_OR_RETURN(std::vector<storage::StepRecord> steps,
-                   ValidateStepsOnTail(t.id, r.steps(), stored, LimitsLocked(s, t), "steps"));
-  if (r.has_slurm()) {
-    RETURN_IF_ERROR(ValidateSlurmJob(r.slurm(), "slurm"));
-    t.slurm = MergeSlurmJob(t.slurm, r.slurm());
-  }
-  {
-    absl::MutexLock table(&mu_);
-    if (storage::AgentRecord* a = registry_.Find(t.lease_agent)) a->last_heartbeat_ms = NowMs();
-  }
-  // Pending in Slurm's queue is not running: the lease is renewed, the
-  // trial shows as leased with its job pending.
-  const bool queued_in_slurm = steps.empty() && r.has_slurm() &&
-                               (r.slurm().state() == "PENDING" || r.slurm().state() == "CONFIGURING");
-  if (!queued_in_slurm) t.status = ts::kRunning;
-  t.lease_deadline_ms = NowMs() + absl::ToInt64Milliseconds(options_.lease_timeout);
-  RETURN_IF_ERROR(options_.storage->Transaction([&]() -> absl::Status {
-    RETURN_IF_ERROR(options_.storage->PutSteps(steps));
-    return options_.storage->UpdateTrial(t);
-  }));
-  resp.set_lease_deadline_unix_ms(t.lease_deadline_ms);
-  return resp;
-}
-
-absl::StatusOr<v1::CompleteTrialResponse> SessionManager::CompleteTrial(
-    const v1::CompleteTrialRequest& r, const Principal& who) {
-  std::string session_id;
-  auto resp = RecordCompletion(r, who, &session_id);
-  // The follow-up proposal for its session, outside the lock. The
-  // completion is recorded whatever happens to it; a failed one stays
-  // pending for the reaper.
-  if (resp.ok()) ProposePending(session_id, /*wait_for_busy=*/true).IgnoreError();
-  return resp;
-}
-
-absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
-    const v1::CompleteTrialRequest& r, const Principal& who, std::string* session_id) {
-  const v1::TrialOutcome& o = r.outcome();
-  const std::string& status = o.status();
-  if (status != ts::kOk && status != ts::kOom && status != ts::kFailed &&
-      status != ts::kTimeout && status != ts::kRefused && status != ts::kInfra) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "outcome.status: must be one of ok, oom, failed, timeout, refused, infra; got '", status,
-        "'"));
-  }
-  if (o.has_slurm()) RETURN_IF_ERROR(ValidateSlurmJob(o.slurm(), "outcome.slurm"));
-  ASSIGN_OR_RETURN(LockedTrial lt, LockTrial(r.trial_id()));
-  SessionRef& s = lt.session;
-  storage::TrialRecord& t = lt.trial;
-  *session_id = t.session_id;
-  v1::CompleteTrialResponse resp;
-  const bool token_ok = !r.lease_token().empty() && r.lease_token() == t.lease_token;
-  if (token_ok) RETURN_IF_ERROR(CheckLeaseHolder(t, who, r.agent_id()));
-  if (!IsInFlightStatus(t.status)) {
-    if (token_ok) {
-      // A retried completion (the reply was lost): harmless.
-      resp.set_accepted(t.status != ts::kCancelled);
-      resp.set_duplicate(t.status != ts::kCancelled);
-      return resp;
-    }
-    return absl::FailedPreconditionError(
-        absl::StrCat("lease_token: trial ", t.id, " is already ", t.status,
-                     " and this lease is not the one that finished it"));
-  }
-  if (!token_ok || !IsLeased(t.status)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("lease_token: stale or unknown lease for trial ", t.id));
-  }
-  if (o.has_slurm()) {
-    t.slurm = MergeSlurmJob(t.slurm, o.slurm());
-    s->failing_nodes.reset();  // read again by the next lease
-  }
-  if (status == ts::kRefused) {
-    RETURN_IF_ERROR(TransactLocked(*s, [&] { return RefuseLocked(*s, t, o.error()); }));
-    work_cv_.SignalAll();
-    resp.set_accepted(true);
-    return resp;
-  }
-  if (status == ts::kInfra) {
-    RETURN_IF_ERROR(TransactLocked(*s, [&] { return InfraFailedLocked(*s, t, o); }));
-    work_cv_.SignalAll();
-    resp.set_accepted(true);
-    return resp;
-  }
-
-  // Every number is checked before anything is stored: a bad report is
-  // refused whole, and the trial stays the agent's to finish (or expires).
-  const ReportLimits limits = LimitsLocked(*s, t);
-  ASSIGN_OR_RETURN(auto stored, options_.storage->ListSteps(t.id));
-  ASSIGN_OR_RETURN(std::vector<storage::StepRecord> new_steps,
-                   ValidateSteps(t.id, o.steps(), stored, limits, "outcome.steps"));
-  std::vector<storage::StepRecord> steps = stored;
-  steps.insert(steps.end(), new_steps.begin(), new_steps.end());
-  RETURN_IF_ERROR(ValidateOutcome(o, steps, limits));
-  const std::vector<std::string> changed(o.protected_changed().begin(),
-                                         o.protected_changed().end());
-  RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
-    RETURN_IF_ERROR(options_.storage->PutSteps(new_steps));
-    // The step time that counts is computed here from the per-step records,
-    // never taken from an agent's summary.
-    std::vector<double> timed;
-    double peak = o.peak_mem_gib();
-    for (const auto& sr : steps) {
-      if (!sr.warmup) timed.push_back(sr.step_time_s);
-      peak = std::max(peak, sr.peak_mem_gib);
-    }
-    t.status = status;
-    t.error = o.error().substr(0, kMaxReportTextBytes);
-    t.note = o.note().substr(0, kMaxReportTextBytes);
-    t.isolation = o.isolation().substr(0, kMaxReportTextBytes);
-    t.peak_mem_gib = peak;
-    t.cost_s = o.wall_s();
-    t.agent = t.lease_agent;
-    t.finished_ms = NowMs();
-    if (status == ts::kOk) {
-      const int expected = ExpectedTimedSteps(*s, t);
-      if (timed.empty() && expected > 0) {
-        // "ok" without one timed line is the contract's missing-lines case
-        // (a process that exits before its pacing thread wrote them), not
-        // a crash.
-        t.status = ts::kViolation;
-        t.violation = "timed_steps";
-        t.error = absl::StrCat("timed_steps: reported 0 timed steps, the contract says ", expected);
-      } else if (timed.empty()) {
-        t.status = ts::kFailed;
-        t.error = "no timed steps reported";
-      } else {
-        t.step_time_s = models::Median(timed);
-      }
-    }
-    TrialEvidence e =
-        EvidenceOfTrial(steps, t.cost_s, limits.agent_clock, limits.agent_clock ? o.poll_interval_s() : 0);
-    e.protected_changed = changed;
-    if (limits.agent_clock) {
-      // What the agent's clock saw of the timed window, for the doctor and
-      // the verification.
-      const AgentClockTiming timing = TimeOnAgentClock(e);
-      t.observed_window_s = timing.valid ? timing.observed_s : 0;
-      t.observed_steps = timing.valid ? timing.window_steps : 0;
-      t.clock_slack_s = timing.valid ? timing.slack_s : 0;
-    }
-    ApplyContractLocked(*s, t, e);
-    return FinishTrialLocked(*s, t);
-  }));
-  resp.set_accepted(true);
-  return resp;
-}
-
-int SessionManager::ExpectedTimedSteps(const SessionState& s, const storage::TrialRecord& t) {
-  // As many as the contract says; else, after the doctor, as many as the
-  // baseline reported (the doctor's own runs set that figure).
-  const int n = s.spec.contract.timed_steps;
-  return n == 0 && t.purpose != "doctor" ? s.doctor.timed_steps() : n;
-}
-
-void SessionManager::ApplyContractLocked(const SessionState& s, storage::TrialRecord& t,
-                                         const TrialEvidence& e) const {
-  // Only a trial that produced numbers (or touched protected files) has
-  // anything to check; a crash is already not a result.
-  if (t.status != ts::kOk && e.protected_changed.empty()) return;
-  // The doctor's own runs build the reference; later trials are held to it.
-  ContractReference ref;
-  ref.expected_timed_steps = ExpectedTimedSteps(s, t);
-  ref.flops_per_step = SpecFlopsPerStep(s.spec);
-  ref.peak_flops = SpecPeakFlops(s.spec);
-  if (t.purpose != "doctor") {
-    ref.losses.assign(s.doctor.reference_losses().begin(), s.doctor.reference_losses().end());
-    // Only a doctor that ran on the agent's clock measured the tail.
-    ref.tail_s = s.doctor.clock() == "agent" ? s.doctor.tail_s() : -1;
-  }
-  if (auto v = CheckContract(s.spec.contract, ref, e)) {
-    t.status = ts::kViolation;
-    t.violation = v->kind;
-    t.error = absl::StrCat(v->kind, ": ", v->reason);
-    return;
-  }
-  if (t.status != ts::kOk || !e.agent_clock) return;
-  // Time it ran after its last line beyond the baseline's is charged to
-  // its steps: no accusation (a checkpoint write varies), and no gain
-  // from work moved past the last line either.
-  const TailCharge charge = ChargeForTail(TimeOnAgentClock(e), ref);
-  if (charge.extra_s > 0 && charge.step_time_s > t.step_time_s) {
-    t.step_time_s = charge.step_time_s;
-    t.note = (t.note.empty() ? charge.note : absl::StrCat(t.note, "; ", charge.note))
-                 .substr(0, kMaxReportTextBytes);
-  }
-}
-
-absl::Status SessionManager::FinishTrialLocked(SessionState& s, storage::TrialRecord& t) {
-  RETURN_IF_ERROR(WriteTrialLocked(s, t));
-  RETURN_IF_ERROR(
-      options_.storage->AddBankEntry(Bank::EntryFor(s.rec, s.spec, t, NowMs())).status());
-  s.cost_s += t.cost_s;
-  if (t.status == ts::kFailed || t.status == ts::kTimeout) ++s.host_failures;
-  const v1::Stage stage = StageFromName(s.rec.stage);
-  // The session's trials (this one written), read once for what needs them:
-  // the broken-host check once any trial of the session has failed, and
-  // the doctor's or the verification's verdict.
-  const bool check_hosts = s.host_failures > 0 && !t.agent.empty();
-  const bool advance = (t.purpose == "doctor" && stage == v1::STAGE_DOCTORING) ||
-                       (t.purpose == "verify" && stage == v1::STAGE_VERIFYING);
-  std::vector<storage::TrialRecord> trials;
-  if (check_hosts || advance) {
-    ASSIGN_OR_RETURN(trials, options_.storage->ListTrials(s.rec.id));
-  }
-  if (check_hosts) RETURN_IF_ERROR(QuarantineBrokenHostsLocked(s, trials));
-
-  if (t.purpose == "doctor" || t.purpose == "verify") {
-    EmitLocked(s, "trial_finished", &t);
-    if (!advance) return absl::OkStatus();
-    return t.purpose == "doctor" ? AdvanceDoctorLocked(s, trials)
-                                 : AdvanceVerificationLocked(s, std::move(trials));
-  }
-  --s.search_in_flight;
-  ++s.search_done;
-  if (t.status == ts::kOk && (s.best_trial_id == 0 || t.step_time_s < s.best_step_time_s)) {
-    s.best_trial_id = t.id;
-    s.best_step_time_s = t.step_time_s;
-    ASSIGN_OR_RETURN(s.best_config, DecodeConfigJson(t.config));
-  }
-  EmitLocked(s, "trial_finished", &t);  // after the counters: it carries them
-  if (stage == v1::STAGE_RUNNING) return FillWindowLocked(s);
-  return absl::OkStatus();
-}
-
-absl::Status SessionManager::RefuseLocked(SessionState& s, storage::TrialRecord& t,
-                                          const std::string& why) {
-  const std::string agent = t.lease_agent;
-  const std::string reason = absl::StrCat(
-      "agent ", agent, " refused it: ",
-      why.empty() ? std::string("its policy") : why.substr(0, kMaxReportTextBytes));
-  t.refused_by = t.refused_by.empty() ? agent : absl::StrCat(t.refused_by, ",", agent);
-  // Another live agent that may run it and has not refused it?
-  bool other = false;
-  {
-    absl::MutexLock lock(&mu_);
-    other = registry_.AnotherMayRun(RequirementOf(s), s.spec, t, NowMs());
-  }
-  if (!other || t.attempts >= options_.max_attempts) {
-    t.status = ts::kFailed;
-    t.error = absl::StrCat("refused: ", reason,
-                           other ? "" : "; no other live agent may run it under its policy");
-    t.agent = agent;
-    t.finished_ms = NowMs();
-    return FinishTrialLocked(s, t);
-  }
-  return RequeueLocked(s, t, reason, /*refund_attempt=*/false, /*unpin=*/true);
-}
-
-absl::Status SessionManager::InfraFailedLocked(SessionState& s, storage::TrialRecord& t,
-                                               const v1::TrialOutcome& o) {
-  const std::string why = absl::StrCat(
-      "infrastructure: ", o.error().empty() ? std::string("the agent's infrastructure failed it")
-                                            : o.error().substr(0, kMaxReportTextBytes));
-  // Spent all the same: counted in the session's cost, not the trial's;
-  // never more than the server's own clock allows since the lease (an
-  // agent's word must not spend another session's budget).
-  double wall = std::isfinite(o.wall_s()) ? std::clamp(o.wall_s(), 0.0, 365 * 86400.0) : 0;
-  if (t.leased_ms > 0) {
-    wall = std::min(wall, 1.02 * static_cast<double>(NowMs() - t.leased_ms) / 1000.0 + 5.0);
-  }
-  if (t.attempts < options_.max_attempts) {
-    t.lost_s += wall;
-    s.cost_s += wall;
-    // Not the setting's fault: it runs again (elsewhere, if the agent is
-    // broken), and nothing of this attempt is learnt from.
-    return RequeueLocked(s, t, absl::StrCat(why, "; re-queued"), /*refund_attempt=*/false,
-                         /*unpin=*/true);
-  }
-  t.status = ts::kFailed;
-  t.error = absl::StrCat(why, " (", t.attempts, " attempts)");
-  t.cost_s = wall;
-  t.agent = t.lease_agent;
-  t.finished_ms = NowMs();
-  return FinishTrialLocked(s, t);
-}
-
-absl::Status SessionManager::ExpireLeases() {
-  RETURN_IF_ERROR(RequeueExpired());
-  RefreshNotices();
-  // Also retries refills a storage error or a busy session left pending.
-  return ProposePending("", /*wait_for_busy=*/true);
-}
-
-absl::Status SessionManager::RequeueExpired() {
-  Trim();  // the reaper's tick bounds how long finished sessions stay
-  const int64_t now = NowMs();
-  ASSIGN_OR_RETURN(auto expired, LeasedTrials([&](const storage::TrialRecord& t) {
-                     return t.lease_deadline_ms < now;
-                   }));
-  bool requeued = false;
-  for (const storage::TrialRecord& seen : expired) {
-    // A report or a completion may have come in since the list was read.
-    ASSIGN_OR_RETURN(LockedTrial lt, LockTrial(seen.id));
-    SessionState& s = *lt.session;
-    storage::TrialRecord& t = lt.trial;
-    if (!IsLeased(t.status) || t.lease_token != seen.lease_token || t.lease_deadline_ms >= now) {
-      continue;
-    }
-    const std::string agent = t.lease_agent;
-    ++leases_expired_;
-    RETURN_IF_ERROR(TransactLocked(s, [&]() -> absl::Status {
-      if (t.attempts >= options_.max_attempts) {
-        t.status = ts::kFailed;
-        t.error = absl::StrCat("lease expired ", t.attempts, " times (last agent ", agent,
-                               " stopped reporting)");
-        t.agent = agent;
-        t.finished_ms = now;
-        return FinishTrialLocked(s, t);
-      }
-      // The pinned host just failed it: any host may take it.
-      return RequeueLocked(s, t,
-                           absl::StrCat("lease of agent ", agent, " expired at attempt ",
-                                        t.attempts, "; re-queued"),
-                           /*refund_attempt=*/false, /*unpin=*/true);
-    }));
-    requeued = true;
-  }
-  if (requeued) work_cv_.SignalAll();
-  return absl::OkStatus();
-}
-
-// ------------------------------------------------------------------ read side
-
-absl::StatusOr<v1::SessionSummary> SessionManager::GetSession(const std::string& session_id,
-                                                              const Principal& who) {
-  ASSIGN_OR_RETURN(SessionRef s, FindFor(session_id, who, Action::kRead));
-  absl::MutexLock lock(&s->sync.mu);
-  return SummaryOf(*s);
-}
-
-absl::StatusOr<v1::ListSessionsResponse> SessionManager::ListSessions(
-    const v1::ListSessionsRequest& request, const Principal& who) {
-  RETURN_IF_ERROR(Authorize(who, Action::kRead));
-  if (request.page_size() < 0 || request.page_size() > 1000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("page_size: must be in [0, 1000], got ", request.page_size()));
-  }
-  storage::SessionQuery q;
-  if (!who.open && who.role != Role::kAdmin) {
-    q.any_team = false;
-    q.team = who.team;
-  }
-  if (!request.page_token().empty() &&
-      (!absl::SimpleAtoi(request.page_token(), &q.before_seq) || q.before_seq <= 0)) {
-    return absl::InvalidArgumentError("page_token: not a token this server issued");
-  }
-  const int32_t page = request.page_size() > 0 ? request.page_size() : 100;
-  q.limit = page + 1;
-  // The page's records come from the reader, without the lock.
-  ASSIGN_OR_RETURN(auto records, session_reader_->ListSessionsPage(q));
-  const bool more = records.size() > static_cast<size_t>(page);
-  if (more) records.resize(static_cast<size_t>(page));
-  // Sessions in memory are summarised under their own locks; the others
-  // are read back without any (a page of finished sessions costs ~0.3 ms
-  // each) and without entering memory: a listing must not fill the cache.
-  std::vector<std::shared_ptr<SessionState>> resident(records.size());
-  {
-    absl::MutexLock lock(&mu_);
-    for (size_t i = 0; i < records.size(); ++i) {
-      auto it = sessions_.find(records[i].id);
-      if (it != sessions_.end()) resident[i] = it->second.state;
-    }
-  }
-  // A session busy with its own work is read as storage has it (its last
-  // committed state) rather than waited for.
-  std::vector<std::optional<v1::SessionSummary>> summaries(records.size());
-  for (size_t i = 0; i < records.size(); ++i) {
-    if (resident[i] == nullptr || !resident[i]->sync.mu.TryLock()) continue;
-    HeldLock lock(&resident[i]->sync.mu);
-    summaries[i] = SummaryOf(*resident[i]);
-  }
-  v1::ListSessionsResponse resp;
-  if (more) resp.set_next_page_token(absl::StrCat(records.back().seq));
-  for (size_t i = 0; i < records.size(); ++i) {
-    if (!summaries[i]) {
-      ASSIGN_OR_RETURN(auto state, Restore(std::move(records[i]), session_reader_));
-      summaries[i] = SummaryOf(*state);
-    }
-    *resp.add_sessions() = *std::move(summaries[i]);
-  }
-  return resp;
-}
+// ------------------------------------------------------------------ Cancel
 
 absl::StatusOr<v1::SessionSummary> SessionManager::Cancel(const std::string& session_id,
                                                           const Principal& who) {
@@ -2143,7 +747,7 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Cancel(const std::string& ses
     return StageError(s->rec.id, s->rec.stage, "it has already ended; cancel stops an unfinished one");
   }
   ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s->rec.id));
-  RETURN_IF_ERROR(TransactLocked(*s, [&]() -> absl::Status {
+  RETURN_IF_ERROR(TransactLocked(*s, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->sync.mu) -> absl::Status {
     for (auto& t : trials) {
       if (!IsInFlightStatus(t.status)) continue;
       t.status = ts::kCancelled;
@@ -2151,37 +755,9 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Cancel(const std::string& ses
       RETURN_IF_ERROR(WriteTrialLocked(*s, t));
     }
     s->search_in_flight = 0;
-    return SaveSessionLocked(*s, StageName(v1::STAGE_CANCELLED));
+    return SaveSessionLocked(*s, v1::STAGE_CANCELLED);
   }));
-  return SummaryOf(*s);
-}
-
-absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& session_id,
-                                                        const Principal& who) {
-  // A snapshot under the lock; the trials are read and the models fitted
-  // without it (a report of a long session costs what the session holds).
-  ReportInputs in;
-  std::shared_ptr<const SearchInputs> search;  // keeps in.priors alive
-  {
-    ASSIGN_OR_RETURN(SessionRef s, FindFor(session_id, who, Action::kRead));
-    absl::MutexLock lock(&s->sync.mu);
-    in.summary = SummaryOf(*s);
-    in.rec = s->rec;
-    in.spec = s->spec;
-    in.doctor = s->doctor;
-    in.verification = s->verification;
-    in.best_trial_id = s->best_trial_id;
-    in.best_config = s->best_config;
-    search = s->search;
-    in.stop_reason = s->stop_reason;
-    in.llm_round = s->llm_round;
-  }
-  in.priors = search->priors ? &*search->priors : nullptr;
-  in.priors_label = search->priors_label;
-  in.warm_starts = search->warm_start_count;
-  in.related_trials = search->related_count;
-  ASSIGN_OR_RETURN(auto trials, session_reader_->ListTrials(in.rec.id));
-  return BuildReport(in, trials, *optimizer_);
+  return s->Summary();
 }
 
 // ------------------------------------------------------------------ Apply
@@ -2244,84 +820,12 @@ absl::StatusOr<v1::ApplyResponse> SessionManager::Apply(const v1::ApplyRequest& 
                                                       " was already applied as commit ",
                                                       s->rec.applied_commit));
   }
-  RETURN_IF_ERROR(TransactLocked(*s, [&] {
+  RETURN_IF_ERROR(TransactLocked(*s, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->sync.mu) {
     s->rec.applied_commit = request.commit();
-    return SaveSessionLocked(*s, StageName(v1::STAGE_APPLIED));
+    return SaveSessionLocked(*s, v1::STAGE_APPLIED);
   }));
   resp.set_commit(request.commit());
   return resp;
-}
-
-// ------------------------------------------------------------------ events, bank
-
-absl::StatusOr<std::vector<v1::SessionEvent>> SessionManager::WaitEvents(
-    const std::string& session_id, int64_t after_seq, absl::Duration timeout,
-    const Principal& who) {
-  // Pinned: it stays in memory while the lock is let go.
-  ASSIGN_OR_RETURN(SessionRef s, FindFor(session_id, who, Action::kRead));
-  absl::MutexLock lock(&s->sync.mu);
-  if (shutdown_) return absl::UnavailableError("server is shutting down");
-  std::vector<v1::SessionEvent> out;
-  if (after_seq <= 0 || after_seq < s->dropped_through_seq) {
-    // Sequence numbers are global, so "now" covers everything seen so far.
-    v1::SessionEvent snap;
-    snap.set_seq(next_seq_.load() - 1);
-    snap.set_kind("snapshot");
-    *snap.mutable_session() = SummaryOf(*s);
-    out.push_back(std::move(snap));
-    return out;
-  }
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!shutdown_ && (s->events.empty() || s->events.back().seq() <= after_seq)) {
-    if (s->sync.events.WaitWithDeadline(&s->sync.mu, deadline)) break;
-  }
-  for (const auto& ev : s->events) {
-    if (ev.seq() > after_seq) out.push_back(ev);
-  }
-  return out;
-}
-
-absl::StatusOr<v1::QueryExperienceResponse> SessionManager::QueryExperience(
-    const v1::QueryExperienceRequest& request, const Principal& who) {
-  return bank_->Query(request, who);  // no lock of ours: the bank reads on its own connection
-}
-
-void SessionManager::Shutdown() {
-  std::vector<std::shared_ptr<SessionState>> all;
-  {
-    absl::MutexLock lock(&mu_);
-    shutdown_ = true;
-    work_cv_.SignalAll();
-    for (const auto& [id, e] : sessions_) all.push_back(e.state);
-  }
-  // A watcher checks the flag under its session's lock before it waits, so
-  // a signal sent under that lock reaches it.
-  for (const auto& s : all) {
-    absl::MutexLock lock(&s->sync.mu);
-    s->sync.events.SignalAll();
-  }
-}
-
-absl::StatusOr<int64_t> SessionManager::PruneSteps(int32_t limit) {
-  if (options_.step_retention <= absl::ZeroDuration()) return 0;
-  const int64_t before = absl::ToUnixMillis(options_.clock->Now() - options_.step_retention);
-  return options_.storage->PruneSteps({"searched", "applied", "cancelled", "failed"}, before,
-                                      limit);
-}
-
-SessionManager::Stats SessionManager::GetStats() const {
-  absl::MutexLock lock(&mu_);
-  Stats st;
-  st.resident_sessions = sessions_.size();
-  st.queued_trials = queue_.size();
-  st.leases_expired = leases_expired_.load();
-  const int64_t now = NowMs();
-  for (const auto& [id, a] : registry_.All()) {
-    if (a.state == kAgentGone) continue;
-    ++st.agents_by_state[a.state];
-    st.agents_live += registry_.Live(id, now);
-  }
-  return st;
 }
 
 }  // namespace infrarsi

@@ -1,9 +1,17 @@
-// SessionManager: the server's core. It owns the stage machine of every
-// session and its events, and drives the parts beside it: the trial
-// scheduler (TrialQueue, AgentRegistry, AssignmentFor), verification
-// (PlanVerification, DecideVerification), report assembly (BuildReport) and
-// the bank (Bank reads; entries written with each finished trial). The gRPC
-// services are thin adapters over it.
+// SessionManager: the server's facade and the stage machine of every
+// session (init, doctor, run, verify, report, apply, cancel) and its
+// events. It coordinates the owners of the server's state, each with its
+// own lock and its own tests (ARCHITECTURE.md has the picture):
+//   SessionTable (core/session_table)     which sessions are in memory, pinned
+//   SessionState (core/session_state)     one session's data, under its lock
+//   TrialScheduler (core/trial_scheduler) agents, liveness, the lease queue
+//   SearchDriver (core/search_driver)     proposals, made outside every lock,
+//                                         written back through SessionWriter
+// and applies the pure decisions beside them: a trial's disposition
+// (core/trial_rules), the doctor's verdict (core/doctor_verdict), the
+// verification's plan and verdict (core/verification), a report
+// (core/report), what an agent is told (core/assignment). The gRPC services
+// are thin adapters over it.
 //
 // Durability: every state change is one storage transaction, so a server
 // killed at any point restarts (Create on the same storage) with each
@@ -13,22 +21,17 @@
 // with a bounded cache of finished ones; start-up reads the active ones
 // only, and a finished session is read back from storage when asked for.
 //
-// Thread safety: all public methods are thread-safe. Each session has its
-// own lock, held for its state changes (one storage transaction each) and
-// its reads; a call never waits for another session's work. The manager's
-// own mutex (mu_) guards only what sessions share: the session table, the
-// agents, the lease queue and the proposal marks. It is a leaf, held for
-// microseconds: nothing takes a session's lock or calls storage while
-// holding it. Lock order: a session's lock, then storage (whose
-// Transaction holds the single writer for its length), then mu_. A lease
-// takes the oldest runnable trial whose session is not busy. Nothing whose
-// cost grows with history runs under any of them: bank reads go through
-// Bank on a reader connection, a report is assembled from a snapshot after
-// the session's lock is let go, and a proposal (fitting the search's
-// models: up to tens of milliseconds) reads its session's trials on a
-// second reader connection with no lock held, at most one per session at a
-// time, by the thread whose call made room in the window; that call returns
-// once they are queued.
+// Thread safety: all public methods are thread-safe. Lock order: a
+// session's lock (SessionState::sync.mu), then storage's writer (a
+// Transaction holds it for its length), then any one leaf: the table's,
+// the scheduler's or the driver's, each held for microseconds; leaves never
+// nest and nothing takes a session's lock or calls storage under one. A call
+// about one session never waits for another's. Nothing whose cost grows
+// with history runs under any lock: bank reads go through Bank on a reader
+// connection, a report is assembled from a snapshot after the session's
+// lock is let go, and a proposal reads its session's trials on a second
+// reader connection with no lock held. Private methods named ...Locked
+// require their session's lock (annotated where clang can check it).
 #ifndef INFRARSI_CORE_SESSION_MANAGER_H_
 #define INFRARSI_CORE_SESSION_MANAGER_H_
 
@@ -37,7 +40,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -46,27 +48,29 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
-#include "core/agent_policy.h"
-#include "core/agent_registry.h"
 #include "core/agent_report.h"
 #include "core/auth.h"
 #include "core/bank.h"
 #include "core/contract.h"
+#include "core/llm_patches.h"
 #include "core/metrics.h"
-#include "core/source_repo.h"
 #include "core/optimizer.h"
 #include "core/priors.h"
+#include "core/search_driver.h"
+#include "core/session_state.h"
+#include "core/session_table.h"
+#include "core/source_repo.h"
 #include "core/spec.h"
-#include "core/llm_patches.h"
 #include "core/stage.h"
-#include "core/trial_queue.h"
+#include "core/trial_rules.h"
 #include "core/trial_status.h"
+#include "core/trial_scheduler.h"
 #include "infrarsi/v1/infrarsi.pb.h"
 #include "storage/storage.h"
 
 namespace infrarsi {
 
-class SessionManager {
+class SessionManager : private SessionWriter {
  public:
   struct Options {
     // Required; not owned; must outlive the manager.
@@ -224,127 +228,21 @@ class SessionManager {
   };
   Stats GetStats() const;
   // How long proposals took (fitting the search's models), since start.
-  Histogram::Snapshot ProposalLatency() const { return proposal_latency_.Take(); }
+  Histogram::Snapshot ProposalLatency() const { return driver_->Latency(); }
 
  private:
-  struct SearchInputs {
-    // The session's spec (fixed at Init), shared so a proposal need not
-    // copy it (patches alone may be megabytes).
-    SessionSpec spec;
-    std::optional<Priors> priors;
-    std::string priors_label = "none";
-    std::vector<Config> warm_starts;
-    // The bank's trials of the same workload (any GPU) the models learn from.
-    std::vector<SearchContext::Related> related;
-    // How many of each there were: what the report shows once the vectors
-    // are let go (a session that stopped searching keeps only these, its
-    // priors and their label).
-    int warm_start_count = 0;
-    int related_count = 0;
-  };
-  // One session's state. `spec`, `rec.id` and `rec.team` are fixed once the
-  // state is in the session table and may be read without a lock; the rest
-  // is guarded by sync.mu. Methods named ...Locked that take a SessionState
-  // require its sync.mu.
-  struct SessionState {
-    storage::SessionRecord rec;
-    SessionSpec spec;
-    // Derived from trials, kept incrementally.
-    int search_in_flight = 0;
-    int search_total = 0;  // search trials ever created
-    int search_done = 0;   // finished search trials
-    // Wall seconds its trials took (and attempts the infrastructure failed
-    // lost): the report's total_cost_s, kept for the session list.
-    double cost_s = 0;
-    double best_step_time_s = 0;  // best ok trial (doctor or search), 0: none
-    int64_t best_trial_id = 0;
-    Config best_config;
-    v1::DoctorReport doctor;          // decoded rec.doctor_report
-    v1::Verification verification;    // decoded rec.verification
-    std::vector<v1::SessionEvent> events;  // bounded backlog
-    int64_t dropped_through_seq = 0;       // newest seq dropped from it
-    // The search's inputs besides trials, set when the run starts and never
-    // changed after: a proposal made outside the lock holds them.
-    std::shared_ptr<const SearchInputs> search = std::make_shared<const SearchInputs>();
-    std::string stop_reason;  // set when the search stops early
-    // The LLM's patch proposals, asked once when the run starts (stored in
-    // rec.search; its admitted patches are in `spec`).
-    LlmPatchRound llm_round;
-    // Why its work waits (SessionSummary.notice); not stored: the reaper
-    // says it again after a restart.
-    std::string notice;
-    // Its trials that failed or timed out: while there are none, no host
-    // can be broken by its evidence (the check is skipped).
-    int host_failures = 0;
-    // A Slurm session's nodes noted as failing its trials (its jobs'
-    // --exclude): read from its trials by the first lease after a
-    // completion that carried a job, not by every lease.
-    std::optional<std::vector<std::string>> failing_nodes;
-
-    // The session's lock and the signal of its events. A copy of the state
-    // (TransactLocked's snapshot) copies the data only: the copy gets a
-    // lock of its own, and assigning a state back keeps the target's.
-    struct Sync {
-      Sync() = default;
-      Sync(const Sync&) {}
-      Sync& operator=(const Sync&) { return *this; }
-      absl::Mutex mu;
-      absl::CondVar events;
-    };
-    mutable Sync sync;
-  };
-  // A session's place in the table, guarded by mu_: what the scheduler and
-  // the cache need to know of it without taking its lock.
-  struct Entry {
-    std::shared_ptr<SessionState> state;
-    uint64_t touched = 0;  // when it was last found (for the cache)
-    int pins = 0;          // SessionRefs held: it stays in memory
-    bool active = true;    // initialized..verifying: never leaves memory
-    bool leasing = false;  // its queued trials may be leased
-    bool running = false;  // searching: a new agent widens its window
-    // A proposal for it is being made outside the locks; at most one at a
-    // time, so two never propose the same setting.
-    bool proposing = false;
-  };
-  // A session found in the table, pinned there (not trimmed from memory)
-  // while the reference lives. Move-only. Dropping one takes mu_ briefly:
-  // never drop one while holding mu_.
-  class SessionRef {
-   public:
-    SessionRef() = default;
-    SessionRef(SessionManager* m, std::shared_ptr<SessionState> s);
-    SessionRef(SessionRef&& o) noexcept;
-    SessionRef& operator=(SessionRef&& o) noexcept;
-    ~SessionRef();
-    SessionState& operator*() const { return *state_; }
-    SessionState* operator->() const { return state_.get(); }
-    SessionState* get() const { return state_.get(); }
-
-   private:
-    void Release();
-    SessionManager* m_ = nullptr;
-    std::shared_ptr<SessionState> state_;
-  };
-
-  // The stored record of what a search started from (the session record's
-  // `search`), and the same inputs without what only proposals use.
-  // `llm` (optional) receives the LLM's patch round stored with it.
-  static std::shared_ptr<const SearchInputs> DecodeSearchRecord(const std::string& json,
-                                                                LlmPatchRound* llm = nullptr);
-  static std::shared_ptr<const SearchInputs> LightSearch(const SearchInputs& in);
+  using SessionRef = SessionTable::Ref;
 
   explicit SessionManager(const Options& options);
   absl::Status Load();
 
-  // The session, pinned, read back from storage if it is not in memory.
-  // Takes mu_ briefly; reads storage without it.
-  absl::StatusOr<SessionRef> Find(const std::string& id) ABSL_LOCKS_EXCLUDED(mu_);
+  // The session, pinned, read back from storage if it is not in memory
+  // (reading storage with no lock held).
+  absl::StatusOr<SessionRef> Find(const std::string& id);
   // Find, after checking that `who` may do `action` to the session.
-  absl::StatusOr<SessionRef> FindFor(const std::string& id, const Principal& who, Action action)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<SessionRef> FindFor(const std::string& id, const Principal& who, Action action);
   // The session trial `t` belongs to (INTERNAL when there is none).
-  absl::StatusOr<SessionRef> RecordedSession(const storage::TrialRecord& t)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<SessionRef> RecordedSession(const storage::TrialRecord& t);
   // A trial's session, pinned and locked, and the trial as read again under
   // that lock (a report, a completion or an expiry may have changed it
   // since it was first read): what it says then is what counts. The lock is
@@ -354,89 +252,77 @@ class SessionManager {
     std::unique_ptr<absl::MutexLock> lock;
     storage::TrialRecord trial;
   };
-  absl::StatusOr<LockedTrial> LockTrial(int64_t trial_id) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<LockedTrial> LockTrial(int64_t trial_id);
   // Leased and running trials that `pick` selects (read without any lock).
   absl::StatusOr<std::vector<storage::TrialRecord>> LeasedTrials(
       const std::function<bool(const storage::TrialRecord&)>& pick);
-  // Puts leased trial `t` back in the queue, saying why in its note;
-  // `refund_attempt` gives back the attempt its lease counted, `unpin` lets
-  // any host take it. Inside the caller's transaction.
-  absl::Status RequeueLocked(SessionState& s, storage::TrialRecord& t, std::string note,
-                             bool refund_attempt, bool unpin);
-  // Pins `e` (its reference count) and returns a reference to it.
-  SessionRef PinLocked(Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Unpin(const std::string& id, const SessionState* s) ABSL_LOCKS_EXCLUDED(mu_);
-  // A session's state rebuilt from its record and its trials, read from
-  // `storage` (no lock needed: the state is the caller's).
-  static absl::StatusOr<std::unique_ptr<SessionState>> Restore(storage::SessionRecord rec,
-                                                               storage::Storage* storage);
-  // Lets the least recently used finished sessions beyond the cache leave
-  // memory and trims the event backlogs of those that stay.
-  void Trim() ABSL_LOCKS_EXCLUDED(mu_);
-  // Writes trial `t` (inserting it when t.id is 0) and keeps the lease
-  // queue in step with its status.
-  absl::Status WriteTrialLocked(const SessionState& s, storage::TrialRecord& t);
-  TrialQueue::Requirement RequirementOf(const SessionState& s) const;
-  // The queue as storage has it (start-up).
-  absl::Status RebuildQueue() ABSL_LOCKS_EXCLUDED(mu_);
-  // One session's part of the queue as storage has it (after a rolled-back
-  // transaction, whose queue changes storage never saw).
-  absl::Status RebuildSessionQueueLocked(const SessionState& s) ABSL_LOCKS_EXCLUDED(mu_);
-  // Tells the table what the session's stage means for leasing and memory.
-  void PublishStageLocked(const SessionState& s) ABSL_LOCKS_EXCLUDED(mu_);
-  // A session's summary, from its state alone (the caller keeps `s` from
-  // changing: its lock, or a state of its own).
-  static v1::SessionSummary SummaryOf(const SessionState& s);
-  // The seq of the session's newest event (kept or dropped).
-  static int64_t LastEventSeq(const SessionState& s);
+
+  // ----- one session's changes; each requires s.sync.mu
+  // Writes trial `t` (inserting it when t.id is 0) and files it with the
+  // scheduler as its status says.
+  absl::Status WriteTrialLocked(const SessionState& s, storage::TrialRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
+  // Tells the table and the scheduler what the session's stage means
+  // (core/stage.h's traits).
+  void PublishStageLocked(const SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
   void EmitLocked(SessionState& s, const std::string& kind, const storage::TrialRecord* trial,
-                  const std::string& message = "");
+                  const std::string& message = "") ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
   // Runs `fn` as one storage transaction. If it fails, the session's
   // in-memory state is put back as it was and the events it emitted are
   // dropped, so memory never runs ahead of the database.
-  absl::Status TransactLocked(SessionState& s, const std::function<absl::Status()>& fn);
-  absl::Status SaveSessionLocked(SessionState& s, const std::string& stage);
+  absl::Status TransactLocked(SessionState& s, const std::function<absl::Status()>& fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
+  absl::Status SaveSessionLocked(SessionState& s, v1::Stage stage) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
+  // What `d` (core/trial_rules) decided for leased trial `t`: back in the
+  // queue, or finished. Inside the caller's transaction.
+  absl::Status DisposeLocked(SessionState& s, storage::TrialRecord& t, const Disposition& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
+  absl::Status RequeueLocked(SessionState& s, storage::TrialRecord& t, const Disposition& d)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
   // Records a finished trial (bank entry included) and moves its session on.
-  absl::Status FinishTrialLocked(SessionState& s, storage::TrialRecord& t);
-  // The doctor's verdict once its runs are done, from the session's trials.
+  absl::Status FinishTrialLocked(SessionState& s, storage::TrialRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
+  // The doctor's verdict once its runs are done (core/doctor_verdict).
   absl::Status AdvanceDoctorLocked(SessionState& s,
-                                   const std::vector<storage::TrialRecord>& trials);
+                                   const std::vector<storage::TrialRecord>& trials) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
+  // The verification's verdict once its runs are done, from the trials.
+  absl::Status AdvanceVerificationLocked(SessionState& s,
+                                         std::vector<storage::TrialRecord> trials) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
   // Keeps the search's window full: where there is room, marks the session
-  // in refill_pending_ (the proposal itself is made by ProposePending,
-  // outside the locks, since fitting the models takes milliseconds to tens
-  // of them); finishes the run when nothing is in flight or due.
-  absl::Status FillWindowLocked(SessionState& s);
+  // pending with the search driver (which proposes outside the locks);
+  // finishes the run when nothing is in flight or due.
+  absl::Status FillWindowLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
   // How many search trials the window has room for; sets s.stop_reason
   // when the trial budget is spent.
-  int WindowRoomLocked(SessionState& s);
-  // Makes the proposals of sessions in refill_pending_, each computed
-  // without holding a lock, and queues them (or stops the search): only
-  // session `only` when it is given (the caller's own, whose lock it
-  // waits for), else every one. A call for every one waits for a busy
-  // session's lock only when `wait_for_busy`; otherwise it leaves that
-  // session pending for its lock's holder (a method that may mark its
-  // session calls this for it after releasing the lock) or the reaper.
-  // On a storage error the session stays pending, for the next call (the
-  // server's reaper calls ExpireLeases, which calls this, periodically).
-  absl::Status ProposePending(const std::string& only, bool wait_for_busy)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  void SetProposing(const std::string& id, bool proposing) ABSL_LOCKS_EXCLUDED(mu_);
-  void MarkPending(const std::string& id) ABSL_LOCKS_EXCLUDED(mu_);
+  int WindowRoomLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
   // Queues what the window still has room for of proposal `p` (made while
   // no lock was held), or stops the search.
-  absl::Status ApplyProposalLocked(SessionState& s, const Proposal& p);
-  // Sets s.search: the priors, the bank's best settings of workloads like
-  // this session's (in its space) and the bank's trials of the same
-  // workload on any GPU (in its space), what the session's team may read.
+  absl::Status ApplyProposalLocked(SessionState& s, const Proposal& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
+  absl::Status FinishRunLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
   // The LLM's patches for `s` (once per session): the spec with the
   // admitted ones and the round; none when already asked. Not under the
   // session's lock (it takes it briefly).
   std::optional<std::pair<SessionSpec, LlmPatchRound>> AskLlmPatches(SessionState& s,
-                                                                     const Bank::Seeds& seeds)
-      ABSL_LOCKS_EXCLUDED(s.sync.mu);
-  absl::Status StartSearchLocked(SessionState& s,
-                                 std::pair<std::optional<Priors>, std::string> priors,
-                                 Bank::Seeds seeds);
+                                                                     const Bank::Seeds& seeds);
+  // How many timed steps trial `t` must report (0: not checked).
+  static int ExpectedTimedSteps(const SessionState& s, const storage::TrialRecord& t);
+  // Checks a finished trial against the contract; sets status "violation".
+  void ApplyContractLocked(const SessionState& s, storage::TrialRecord& t,
+                           const TrialEvidence& evidence) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
+  // What trial `t`'s reports are held to (core/agent_report.h).
+  ReportLimits LimitsLocked(const SessionState& s, const storage::TrialRecord& t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
+  // Sets s.notice (and says so on its stream when it changed): why no live
+  // agent can take its work, or "" when one can or it has none.
+  void RefreshNoticeLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
+  // RefreshNoticeLocked for every session that leases, but busy ones.
+  void RefreshNotices();
+  // Quarantines agents whose trials in `s` failed where the same setting
+  // succeeded on another agent (kQuarantineAfterFailures of them).
+  absl::Status QuarantineBrokenHostsLocked(SessionState& s,
+                                           const std::vector<storage::TrialRecord>& trials) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
+
+  // SessionWriter, for the search driver.
+  absl::StatusOr<Window> OpenWindow(const std::string& session_id, bool wait) override;
+  absl::StatusOr<std::vector<storage::TrialRecord>> ReadTrials(
+      const std::string& session_id) override;
+  absl::Status Settle(const std::string& session_id, const Proposal* proposal,
+                      const std::string& stop) override;
 
   // CompleteTrial and ExpireLeases but the proposals that follow them.
   // Sets *session_id to the trial's session.
@@ -444,44 +330,16 @@ class SessionManager {
                                                              const Principal& who,
                                                              std::string* session_id);
   absl::Status RequeueExpired();
-  absl::Status FinishRunLocked(SessionState& s);
-  // The verification's verdict once its runs are done, from the trials.
-  absl::Status AdvanceVerificationLocked(SessionState& s,
-                                         std::vector<storage::TrialRecord> trials);
-  // How many timed steps trial `t` must report (0: not checked).
-  static int ExpectedTimedSteps(const SessionState& s, const storage::TrialRecord& t);
-  // Checks a finished trial against the contract; sets status "violation".
-  void ApplyContractLocked(const SessionState& s, storage::TrialRecord& t,
-                           const TrialEvidence& evidence) const;
-  // What trial `t`'s reports are held to (core/agent_report.h).
-  ReportLimits LimitsLocked(const SessionState& s, const storage::TrialRecord& t) const
-      ABSL_LOCKS_EXCLUDED(mu_);
-  int LiveAgentsFor(const SessionState& s) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Lets finished sessions beyond the cache leave memory and trims the
+  // event backlogs of those that stay.
+  void Trim();
   // The trial a lease names, if `who` took it (and `agent_id`, when given,
   // holds it).
   static absl::Status CheckLeaseHolder(const storage::TrialRecord& t, const Principal& who,
                                        const std::string& agent_id);
-  // An agent's policy refused trial `t`: it goes to another agent that may
-  // run it, or fails when none is left.
-  // An outcome "infra": re-queued (its attempt counted), or failed as
-  // "infrastructure: ..." after max_attempts.
-  absl::Status InfraFailedLocked(SessionState& s, storage::TrialRecord& t,
-                                 const v1::TrialOutcome& o);
-  absl::Status RefuseLocked(SessionState& s, storage::TrialRecord& t, const std::string& why);
-  // Sets s.notice (and says so on its stream when it changed): why no live
-  // agent can take its work, or "" when one can or it has none.
-  void RefreshNoticeLocked(SessionState& s);
-  // RefreshNoticeLocked for every session that leases, but busy ones.
-  void RefreshNotices() ABSL_LOCKS_EXCLUDED(mu_);
-  // Quarantines agents whose trials in `s` failed where the same setting
-  // succeeded on another agent (kQuarantineAfterFailures of them).
-  absl::Status QuarantineBrokenHostsLocked(SessionState& s,
-                                           const std::vector<storage::TrialRecord>& trials);
-  // Puts the trials agent `agent_id` holds back in the queue (no attempt
-  // counted), noting `why`. Returns how many.
+  // Puts the trials agent `agent_id` holds back in the queue, noting `why`.
+  // Returns how many.
   absl::StatusOr<int> RequeueLeasesOf(const std::string& agent_id, const std::string& why);
-  v1::AgentInfo AgentInfoOf(const storage::AgentRecord& a) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A fresh, unpredictable id ("ses-3f2a...").
   static std::string NewId(const std::string& prefix);
   int64_t NowMs() const;
@@ -497,19 +355,10 @@ class SessionManager {
   // Event sequence numbers: global, so one number says "everything so far".
   std::atomic<int64_t> next_seq_{1};
   std::atomic<bool> shutdown_{false};
-  std::atomic<int64_t> leases_expired_{0};
-  Histogram proposal_latency_;
 
-  mutable absl::Mutex mu_;
-  absl::CondVar work_cv_;
-  std::map<std::string, Entry> sessions_ ABSL_GUARDED_BY(mu_);
-  AgentRegistry registry_ ABSL_GUARDED_BY(mu_);
-  // Sessions a proposal is due for (by id; outside the session state, so a
-  // rolled-back transaction leaves a mark at worst, which only costs a
-  // recheck).
-  std::set<std::string> refill_pending_ ABSL_GUARDED_BY(mu_);
-  TrialQueue queue_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_touch_ ABSL_GUARDED_BY(mu_) = 1;
+  SessionTable table_;
+  TrialScheduler scheduler_;
+  std::unique_ptr<SearchDriver> driver_;
 };
 
 }  // namespace infrarsi

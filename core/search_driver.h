@@ -1,0 +1,99 @@
+// SearchDriver: keeps running sessions' search windows full. A session
+// whose window has room is marked pending; ProposePending makes each
+// pending session's proposal (fitting the search's models: up to tens of
+// milliseconds) with no lock held, at most one per session at a time, and
+// hands it back through SessionWriter, the narrow interface the session
+// manager implements (as Nomad's scheduler plans through its Planner): the
+// driver never touches a session's state or storage itself.
+//
+// Thread safety: thread-safe. Its lock (the pending and proposing marks)
+// is a leaf held for microseconds: nothing is called under it.
+#ifndef INFRARSI_CORE_SEARCH_DRIVER_H_
+#define INFRARSI_CORE_SEARCH_DRIVER_H_
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/metrics.h"
+#include "core/optimizer.h"
+#include "core/session_state.h"
+#include "storage/storage.h"
+
+namespace infrarsi {
+
+// What the driver asks of the sessions' owner. Each call takes the
+// session's lock itself and changes the session in one transaction.
+class SessionWriter {
+ public:
+  virtual ~SessionWriter() = default;
+  struct Window {
+    enum class State {
+      kBusy,     // its lock was held (and not waited for): left pending
+      kSettled,  // nothing to propose: not running, or the window was
+                 // settled (refilled, or the run finished) under its lock
+      kOpen,     // `room` settings wanted, from `inputs`
+    };
+    State state = State::kSettled;
+    int room = 0;
+    std::shared_ptr<const SearchInputs> inputs;
+  };
+  // Under the session's lock (waited for when `wait`, else only tried): the
+  // room in its window. Before settling it, and on any result but kOpen
+  // and kBusy, the writer ends the driver's proposal mark under that lock
+  // (SearchDriver::EndProposal).
+  virtual absl::StatusOr<Window> OpenWindow(const std::string& session_id, bool wait) = 0;
+  // The session's trials, read with no lock held.
+  virtual absl::StatusOr<std::vector<storage::TrialRecord>> ReadTrials(
+      const std::string& session_id) = 0;
+  // Under the session's lock: ends the proposal mark, then queues what the
+  // window still has room for of `proposal` (non-null), or stops the
+  // search for `stop` (non-empty).
+  virtual absl::Status Settle(const std::string& session_id, const Proposal* proposal,
+                              const std::string& stop) = 0;
+};
+
+class SearchDriver {
+ public:
+  struct Options {
+    SessionWriter* writer = nullptr;  // required; not owned
+    Optimizer* optimizer = nullptr;   // required; not owned
+  };
+  explicit SearchDriver(const Options& options);
+  SearchDriver(const SearchDriver&) = delete;
+  SearchDriver& operator=(const SearchDriver&) = delete;
+
+  // A proposal is due for session `id`.
+  void MarkPending(const std::string& id);
+  // A proposal for `id` is being made (its result will settle the window).
+  bool IsProposing(const std::string& id) const;
+  // Ends the proposal mark of `id` (the writer calls it under the session's
+  // lock before it settles the window).
+  void EndProposal(const std::string& id);
+
+  // Makes the proposals of pending sessions and hands them to the writer:
+  // only session `only` when it is given (the caller's own, whose lock it
+  // waits for), else every one. A call for every one waits for a busy
+  // session's lock only when `wait_for_busy`; otherwise that session stays
+  // pending for its lock's holder or the reaper. On an error the session
+  // stays pending, for the next call.
+  absl::Status ProposePending(const std::string& only, bool wait_for_busy);
+
+  // How long proposals took, since start.
+  Histogram::Snapshot Latency() const { return latency_.Take(); }
+
+ private:
+  const Options options_;
+  Histogram latency_;
+  mutable absl::Mutex mu_;
+  std::set<std::string> pending_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> proposing_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace infrarsi
+
+#endif  // INFRARSI_CORE_SEARCH_DRIVER_H_

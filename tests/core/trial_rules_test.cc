@@ -1,0 +1,101 @@
+// The pure rules for leased trials that end without a result, and for how
+// a reported finish is judged, on hand-built records.
+#include "core/trial_rules.h"
+
+#include <gtest/gtest.h>
+
+#include "core/trial_status.h"
+
+namespace infrarsi {
+namespace {
+
+namespace ts = trial_status;
+
+storage::TrialRecord Leased(int attempts) {
+  storage::TrialRecord t;
+  t.id = 7;
+  t.status = ts::kLeased;
+  t.attempts = attempts;
+  t.lease_agent = "agt-1";
+  t.pin_agent = "agt-1";
+  return t;
+}
+
+TEST(TrialRulesTest, RefusalGoesToAnotherAgentOrFails) {
+  Disposition d = DecideRefusal(Leased(1), "not on my list", /*another_may_run=*/true, 3);
+  EXPECT_EQ(d.kind, Disposition::Kind::kRequeue);
+  EXPECT_TRUE(d.unpin);
+  EXPECT_FALSE(d.refund_attempt);
+  EXPECT_EQ(d.note, "agent agt-1 refused it: not on my list");
+  d = DecideRefusal(Leased(1), "", /*another_may_run=*/false, 3);
+  EXPECT_EQ(d.kind, Disposition::Kind::kFinish);
+  EXPECT_EQ(d.status, ts::kFailed);
+  EXPECT_NE(d.error.find("its policy; no other live agent may run it"), std::string::npos) << d.error;
+  d = DecideRefusal(Leased(3), "x", /*another_may_run=*/true, 3);
+  EXPECT_EQ(d.kind, Disposition::Kind::kFinish) << "attempts spent";
+}
+
+TEST(TrialRulesTest, InfrastructureFailureIsBoundedByTheServersClock) {
+  storage::TrialRecord t = Leased(1);
+  t.leased_ms = 1'000'000;
+  // The agent claims a day; the server saw 10 s since the lease.
+  Disposition d = DecideInfraFailure(t, "node lost", 86400, 1'010'000, 3);
+  EXPECT_EQ(d.kind, Disposition::Kind::kRequeue);
+  EXPECT_NEAR(d.lost_s, 1.02 * 10 + 5, 1e-9);
+  EXPECT_EQ(d.note, "infrastructure: node lost; re-queued");
+  d = DecideInfraFailure(t, "", std::nan(""), 1'010'000, 3);
+  EXPECT_EQ(d.lost_s, 0) << "a NaN costs nothing";
+  t.attempts = 3;
+  d = DecideInfraFailure(t, "", 4, 1'010'000, 3);
+  EXPECT_EQ(d.kind, Disposition::Kind::kFinish);
+  EXPECT_EQ(d.error, "infrastructure: the agent's infrastructure failed it (3 attempts)");
+  EXPECT_EQ(d.cost_s, 4);
+}
+
+TEST(TrialRulesTest, ExpiryAbandonAndUndelivered) {
+  Disposition d = DecideExpiry(Leased(2), 3);
+  EXPECT_EQ(d.kind, Disposition::Kind::kRequeue);
+  EXPECT_TRUE(d.unpin) << "the pinned host just failed it";
+  d = DecideExpiry(Leased(3), 3);
+  EXPECT_EQ(d.kind, Disposition::Kind::kFinish);
+  EXPECT_EQ(d.error, "lease expired 3 times (last agent agt-1 stopped reporting)");
+
+  storage::TrialRecord running = Leased(1);
+  running.status = ts::kRunning;
+  EXPECT_FALSE(DecideAbandoned(running, "deregistered").refund_attempt)
+      << "abandoned mid-run costs its attempt";
+  EXPECT_TRUE(DecideAbandoned(Leased(1), "deregistered").refund_attempt);
+
+  d = DecideUndelivered(Leased(1));
+  EXPECT_TRUE(d.refund_attempt);
+  EXPECT_FALSE(d.unpin) << "an A/B arm stays on its host";
+}
+
+storage::StepRecord Step(int64_t step, double secs, bool warmup = false, double mem = 1) {
+  storage::StepRecord s;
+  s.step = step;
+  s.step_time_s = secs;
+  s.warmup = warmup;
+  s.peak_mem_gib = mem;
+  return s;
+}
+
+TEST(TrialRulesTest, AReportedFinishIsJudgedOnItsSteps) {
+  ReportedFinish f = JudgeReportedFinish(
+      ts::kOk, {Step(0, 9, true), Step(1, 1.0), Step(2, 3.0), Step(3, 2.0, false, 7)}, 2, 3);
+  EXPECT_EQ(f.status, ts::kOk);
+  EXPECT_DOUBLE_EQ(f.step_time_s, 2.0) << "the median of the timed steps, warm-up left out";
+  EXPECT_DOUBLE_EQ(f.peak_mem_gib, 7);
+  f = JudgeReportedFinish(ts::kOk, {Step(0, 9, true)}, 0, 3);
+  EXPECT_EQ(f.status, ts::kViolation);
+  EXPECT_EQ(f.violation, "timed_steps");
+  f = JudgeReportedFinish(ts::kOk, {}, 0, 0);
+  EXPECT_EQ(f.status, ts::kFailed);
+  f = JudgeReportedFinish(ts::kOom, {Step(1, 1.0)}, 80, 3);
+  EXPECT_EQ(f.status, ts::kOom);
+  EXPECT_EQ(f.step_time_s, 0);
+  EXPECT_DOUBLE_EQ(f.peak_mem_gib, 80);
+}
+
+}  // namespace
+}  // namespace infrarsi
