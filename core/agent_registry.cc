@@ -158,7 +158,7 @@ bool AgentRegistry::AllowsTrial(const storage::AgentRecord& a, const SessionSpec
     if (refused == a.id) return false;
   }
   const AgentScope& scope = scopes_.at(a.id);
-  if (spec.executor_kind == SessionSpec::ExecutorKind::kProcess && !scope.commands.empty()) {
+  if (spec.Executor().runs_code && !scope.commands.empty()) {
     auto cfg = DecodeConfigJson(t.config);
     if (!cfg.ok()) return false;
     const std::vector<std::string> argv = SubstituteCommand(spec.process.argv, *cfg);

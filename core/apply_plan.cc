@@ -65,7 +65,7 @@ void BuildApplyPlan(const ApplyInputs& in, v1::ApplyResponse* out) {
   // The process the promoted trial ran ("{knob}" filled in); none for
   // replayed or simulated sessions.
   y << YAML::Key << "command" << YAML::Value;
-  if (spec.executor_kind == SessionSpec::ExecutorKind::kProcess) {
+  if (spec.Executor().runs_code) {
     const std::vector<std::string> argv = SubstituteCommand(spec.process.argv, in.config);
     y << YAML::Flow << YAML::BeginSeq;
     for (const std::string& a : argv) y << YAML::DoubleQuoted << a;

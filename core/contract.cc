@@ -192,7 +192,7 @@ std::optional<Violation> CheckContract(const ContractSpec& c, const ContractRefe
 double SpecFlopsPerToken(const SessionSpec& spec) {
   if (spec.flops_per_token > 0) return spec.flops_per_token;
   if (spec.params > 0) return 6 * spec.params;
-  if (spec.executor_kind == SessionSpec::ExecutorKind::kSim) {
+  if (spec.Executor().simulated) {
     return models::sim::ModelFlopsPerToken(spec.sim.model);
   }
   return 0;

@@ -22,7 +22,7 @@ std::vector<v1::IntegrityCheck> DescribeIntegrityChecks(const SessionSpec& spec,
     c.set_detail(detail);
     out.push_back(std::move(c));
   };
-  const bool process = spec.executor_kind == SessionSpec::ExecutorKind::kProcess;
+  const bool process = spec.Executor().runs_code;
   add("agent reports", true,
       absl::StrCat("every number an agent sent was checked before it was stored: finite, "
                    "positive step times, losses within +-",

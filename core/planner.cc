@@ -11,7 +11,7 @@ Planner PlannerFor(const SessionSpec& spec) {
   namespace ms = models::sim;
   Planner p;
   if (const ms::GpuSpec* g = ms::FindGpu(spec.gpu); g != nullptr) p.capacity_gib = g->memory_gib;
-  if (spec.executor_kind != SessionSpec::ExecutorKind::kSim) {
+  if (!spec.Executor().simulated) {
     if (spec.patch_conflicts.empty()) return p;
     // Conflicting patches are never combined.
     auto s = std::make_shared<const SessionSpec>(spec);

@@ -350,7 +350,7 @@ ReportLimits SessionManager::LimitsLocked(const SessionState& s,
   }
   l.max_peak_mem_gib = capacity > 0 ? std::min(capacity * 1.1 + 1, kUnknownDeviceGib) : kUnknownDeviceGib;
   l.max_steps = MaxStepsPerTrial(s.doctor.steps_per_run(), s.spec.contract.timed_steps);
-  l.agent_clock = s.spec.executor_kind == SessionSpec::ExecutorKind::kProcess;
+  l.agent_clock = s.spec.Executor().agent_clock;
   if (l.agent_clock && t.leased_ms > 0) {
     // The server's own clock bounds how long the trial can have run.
     l.max_wall_s = 1.02 * static_cast<double>(NowMs() - t.leased_ms) / 1000.0 + 5.0;

@@ -10,7 +10,7 @@ namespace infrarsi {
 absl::StatusOr<SimLandscape> EnumerateSimLandscape(const SessionSpec& spec, int top,
                                                    int64_t max_settings) {
   namespace ms = models::sim;
-  if (spec.executor_kind != SessionSpec::ExecutorKind::kSim) {
+  if (!spec.Executor().simulated) {
     return absl::FailedPreconditionError("executor: the spec does not use the sim executor");
   }
   const int64_t n = spec.SpaceSize();

@@ -1003,14 +1003,27 @@ std::string SlurmReservedOption(const std::string& name) {
   return "";
 }
 
+namespace {
+const ExecutorTraits kExecutorTraits[] = {
+    // kind, name, runs_code, agent_clock, simulated
+    {SessionSpec::ExecutorKind::kReplay, "replay", false, false, false},
+    {SessionSpec::ExecutorKind::kProcess, "process", true, true, false},
+    {SessionSpec::ExecutorKind::kSim, "sim", false, false, true},
+};
+}  // namespace
+
+const ExecutorTraits& ExecutorTraitsOf(SessionSpec::ExecutorKind kind) {
+  for (const ExecutorTraits& t : kExecutorTraits) {
+    if (t.kind == kind) return t;
+  }
+  return kExecutorTraits[0];  // every kind has a row (spec_test checks)
+}
+
+const ExecutorTraits& SessionSpec::Executor() const { return ExecutorTraitsOf(executor_kind); }
+
 std::string SessionSpec::ExecutorName() const {
   if (slurm.enabled) return "slurm";
-  switch (executor_kind) {
-    case ExecutorKind::kReplay: return "replay";
-    case ExecutorKind::kProcess: return "process";
-    case ExecutorKind::kSim: return "sim";
-  }
-  return "replay";
+  return Executor().name;
 }
 
 models::sim::LaunchKnobs SimKnobs(const SessionSpec& spec, const Config& config) {

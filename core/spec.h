@@ -133,6 +133,8 @@ struct VerifySpec {
   int32_t runs = 3;        // A/B pairs per candidate
 };
 
+struct ExecutorTraits;
+
 struct SessionSpec {
   std::string name;
   std::string model;
@@ -184,6 +186,8 @@ struct SessionSpec {
   // "replay", "process", "sim", or "slurm" (a process placed by Slurm):
   // what an agent must list to run its trials.
   std::string ExecutorName() const;
+  // What its executor kind means (ExecutorTraitsOf).
+  const ExecutorTraits& Executor() const;
   // The patches `config` switches on, in spec order.
   std::vector<const PatchSpec*> PatchesOn(const Config& config) const;
   // "" when `config` may run, else why not (two conflicting patches on).
@@ -299,6 +303,22 @@ std::string JsonQuote(const std::string& s);
 // A stable 64-bit FNV-1a digest as 16 hex digits (not cryptographic: it
 // detects change, it does not resist forgery).
 std::string StableHash(const std::string& data);
+
+// What an executor kind means to the server, asked instead of comparing
+// kinds: one row per kind (spec.cc), where a new executor kind is added.
+struct ExecutorTraits {
+  SessionSpec::ExecutorKind kind;
+  const char* name;  // as agents list it
+  // A tenant's command runs: agents' command policies apply, the promoted
+  // command is committed, the work tree's protected files are checked.
+  bool runs_code;
+  // Timed on the agent's clock (a real process on a real host), with
+  // report limits from the server's own clock.
+  bool agent_clock;
+  // Outcomes come from the cluster simulator's model of the workload.
+  bool simulated;
+};
+const ExecutorTraits& ExecutorTraitsOf(SessionSpec::ExecutorKind kind);
 
 }  // namespace infrarsi
 

@@ -113,7 +113,7 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
   v1::Verification& v = out.verification;
   VerifyRules rules;
   rules.noise_floor = doctor.noise_floor();
-  rules.agent_clock = spec.executor_kind == SessionSpec::ExecutorKind::kProcess;
+  rules.agent_clock = spec.Executor().agent_clock;
   if (doctor.suspicious()) rules.baseline_suspicious = doctor.warning();
   std::vector<CandidateVerdict> verdicts;
   for (auto& c : *v.mutable_candidates()) {

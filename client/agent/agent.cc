@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/agent/executors/process_executor.h"
-#include "client/agent/executors/replay_executor.h"
+#include "client/agent/executor_factory.h"
 #include "client/agent/executors/sim_executor.h"
 #include "base/status_macros.h"
 #include "client/rpc_client.h"
@@ -106,52 +106,12 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const Options& options) {
   }
   auto channel = grpc::CreateChannel(options.server, ChannelCredentialsFor(options.tls));
   a->stub_ = v1::AgentService::NewStub(channel);
-  a->replay_ = std::make_unique<ReplayExecutor>();
-  const auto& ex = names;
-  if (std::find(ex.begin(), ex.end(), "process") != ex.end()) {
-    // Tenants' code: only under the operator's policy.
-    ProcessExecutor::Options po = a->options_.process;
-    po.scratch_root = a->options_.scratch_root;
-    po.slots = std::max(1, a->options_.slots);
-    if (po.devices.empty() && a->options_.gpu_model != "cpu" && a->options_.gpu_count > 0) {
-      // The host's GPUs as this agent sees them; each slot gets its share.
-      if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v != nullptr && *v != '\0') {
-        po.devices = absl::StrSplit(v, ',', absl::SkipEmpty());
-      } else {
-        for (int i = 0; i < a->options_.gpu_count; ++i) po.devices.push_back(absl::StrCat(i));
-      }
-    }
-    ASSIGN_OR_RETURN(po.allowed_commands,
-                     ParseCommandPrefixes(a->options_.allow_commands, "allow_commands"));
-    auto process = ProcessExecutor::Create(std::move(po));
-    if (!process.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("process executor: ", process.status().message()));
-    }
-    a->process_ = *std::move(process);
+  // One executor per name the operator listed, each built by its factory
+  // (client/agent/executor_factory.cc: where a new executor is added).
+  for (const std::string& name : names) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Executor> ex, MakeExecutor(name, a->options_));
+    a->executors_[name] = std::move(ex);
   }
-  if (std::find(ex.begin(), ex.end(), "slurm") != ex.end()) {
-    // Tenants' code on the cluster: the same code policy as `process`.
-    SlurmExecutor::Options so = a->options_.slurm;
-    if (so.scratch_root.empty()) so.scratch_root = a->options_.scratch_root;
-    // The shared folder's trial folders (0700) and git cache (0700) are
-    // the agent's user's alone; the folder itself must be its own too.
-    auto shared = OwnScratchRoot(so.scratch_root);
-    if (!shared.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat("--slurm-shared-dir: ", shared.status().message()));
-    }
-    ASSIGN_OR_RETURN(so.allowed_commands,
-                     ParseCommandPrefixes(a->options_.allow_commands, "allow_commands"));
-    so.allow_any_command = a->options_.process.allow_any_command;
-    so.workdir_root = a->options_.process.workdir_root;
-    so.allow_root = a->options_.process.allow_root;
-    auto slurm = SlurmExecutor::Create(std::move(so));
-    if (!slurm.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("slurm executor: ", slurm.status().message()));
-    }
-    a->slurm_ = *std::move(slurm);
-  }
-  a->sim_ = std::make_unique<SimExecutor>();
   return a;
 }
 
@@ -162,7 +122,7 @@ std::string Agent::agent_id() const {
 
 void Agent::Stop() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
-  if (slurm_ != nullptr) slurm_->Abort();
+  for (auto& [name, ex] : executors_) ex->Abort();
 }
 
 absl::Status Agent::Register() {
@@ -173,7 +133,8 @@ absl::Status Agent::Register() {
   req.set_memory_per_gpu_gib(options_.memory_per_gpu_gib);
   for (const auto& e : options_.executors) req.add_executors(e);
   for (const auto& t : options_.serve_teams) req.add_teams(t);
-  if ((process_ != nullptr || slurm_ != nullptr) && !options_.process.allow_any_command) {
+  if ((executors_.count("process") || executors_.count("slurm")) &&
+      !options_.process.allow_any_command) {
     for (const auto& c : options_.allow_commands) req.add_commands(c);
   }
   req.set_agent_id(agent_id());
@@ -198,18 +159,8 @@ absl::Status Agent::Register() {
 }
 
 Executor* Agent::ExecutorFor(const v1::TrialAssignment& trial) {
-  auto on = [&](const char* name) {
-    return std::find(options_.executors.begin(), options_.executors.end(), name) !=
-           options_.executors.end();
-  };
-  // A process placed by Slurm runs only as a Slurm job.
-  if (trial.executor().has_slurm()) return slurm_.get();
-  switch (trial.executor().kind_case()) {
-    case v1::ExecutorSpec::kReplay: return on("replay") ? replay_.get() : nullptr;
-    case v1::ExecutorSpec::kProcess: return process_.get();
-    case v1::ExecutorSpec::kSim: return on("sim") ? sim_.get() : nullptr;
-    default: return nullptr;
-  }
+  auto it = executors_.find(ExecutorNameOf(trial));
+  return it == executors_.end() ? nullptr : it->second.get();
 }
 
 absl::Status Agent::RunTrial(const v1::TrialAssignment& trial) {

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,10 +90,8 @@ class Agent {
 
   Options options_;
   std::unique_ptr<v1::AgentService::Stub> stub_;
-  std::unique_ptr<Executor> replay_;
-  std::unique_ptr<Executor> process_;
-  std::unique_ptr<Executor> sim_;
-  std::unique_ptr<Executor> slurm_;
+  // By name (the names the operator listed): built once, at Create.
+  std::map<std::string, std::unique_ptr<Executor>> executors_;
   std::mutex register_mu_;
   mutable std::mutex id_mu_;
   std::string agent_id_;
