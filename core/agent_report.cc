@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "core/trial_status.h"
 
 namespace infrarsi {
 namespace {
@@ -175,11 +176,11 @@ absl::Status ValidateOutcome(const v1::TrialOutcome& o,
   }
   // An out-of-memory trial may state what it needed (a simulator knows),
   // which is past the capacity by definition; anything else fits on it.
-  const double max_peak = o.status() == "oom" ? kMaxOomPeakGib : limits.max_peak_mem_gib;
+  const double max_peak = o.status() == trial_status::kOom ? kMaxOomPeakGib : limits.max_peak_mem_gib;
   if (!(Finite(o.peak_mem_gib()) && o.peak_mem_gib() >= 0 && o.peak_mem_gib() <= max_peak)) {
     return Bad("outcome.peak_mem_gib",
                absl::StrCat("must be in [0, ", Num(max_peak), "] GiB (",
-                            o.status() == "oom" ? "what an out-of-memory trial needed"
+                            o.status() == trial_status::kOom ? "what an out-of-memory trial needed"
                                                 : "the device's capacity with margin",
                             "), got ", Num(o.peak_mem_gib())));
   }

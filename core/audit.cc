@@ -7,14 +7,15 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/patch_scope.h"
+#include "core/trial_status.h"
 
 namespace infrarsi {
 
 std::string FailureClass(const std::string& status, const std::string& violation,
                          const std::string& error) {
-  if (status == "oom" || status == "timeout") return status;
+  if (status == trial_status::kOom || status == trial_status::kTimeout) return status;
   if (status == "violation") return absl::StrCat("violation:", violation.empty() ? "other" : violation);
-  if (status == "failed") return absl::StartsWith(error, "launcher") ? "launcher" : "crash";
+  if (status == trial_status::kFailed) return absl::StartsWith(error, "launcher") ? "launcher" : "crash";
   return "";
 }
 

@@ -15,7 +15,9 @@
 namespace infrarsi {
 namespace {
 
-constexpr const char* kStatuses[] = {"ok", "oom", "failed", "timeout", "violation", "cancelled"};
+constexpr const char* kStatuses[] = {trial_status::kOk,      trial_status::kOom,
+                                     trial_status::kFailed,  trial_status::kTimeout,
+                                     trial_status::kViolation, trial_status::kCancelled};
 constexpr const char* kPurposes[] = {trial_purpose::kDoctor, trial_purpose::kSearch,
                                      trial_purpose::kVerify};
 constexpr int kMaxKnobFilters = 64;

@@ -1,0 +1,591 @@
+// The search's models as the model optimizer and ExplainKnobs fit them:
+// the step-time features, the three models fitted to one history (step
+// time, whether a setting runs, its peak memory), and mixed-radix
+// arithmetic on the space's indices. Internal to core/model_optimizer.cc
+// and core/knob_effects.cc: not an interface of its own.
+//
+// Thread safety: none of these types is shared between threads; a
+// proposal builds its own.
+#ifndef INFRARSI_CORE_MODEL_INTERNAL_H_
+#define INFRARSI_CORE_MODEL_INTERNAL_H_
+
+#include <algorithm>
+#include <cmath>
+#include <future>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <set>
+#include <system_error>
+#include <unordered_set>
+
+#include "core/model_optimizer.h"
+#include "core/planner.h"
+#include "core/trial_status.h"
+#include "models/bayes_linear.h"
+#include "models/tobit.h"
+
+namespace infrarsi::model_internal {
+
+
+// Runs `f` on another thread, or here when no thread can be started; the
+// future is ready once it has run.
+template <typename F>
+std::future<void> RunAside(F f) {
+  try {
+    return std::async(std::launch::async, f);
+  } catch (const std::system_error&) {
+    f();
+    std::promise<void> done;
+    done.set_value();
+    return done.get_future();
+  }
+}
+
+// The residual sd of log peak memory the runs' peaks show for a model
+// fitted to them, pooled with options.memory_sigma as memory_sigma_weight
+// pseudo-trials, within [min, max]_memory_sigma. Each peak's residual is
+// shrunk by what the fit spent on it (its leverage: a model with many
+// features fits some noise), so the degrees of freedom are the peaks less
+// the leverages. An OOM's peak is not known and is left out.
+inline double LearnedMemorySigma(const models::CensoredLinear& m, const Eigen::MatrixXd& x,
+                          const Eigen::VectorXd& y, const Eigen::VectorXd& censored,
+                          const Eigen::VectorXd& weights, const ModelOptimizer::Options& o) {
+  const Eigen::VectorXd resid = y - x * m.weights();
+  const Eigen::VectorXd q = m.MeanVarianceBatch(x);
+  const double s2 = o.memory_sigma * o.memory_sigma;
+  double ss = o.memory_sigma_weight * s2, n = o.memory_sigma_weight;
+  for (Eigen::Index i = 0; i < resid.size(); ++i) {
+    if (censored[i] > 0.5) continue;
+    ss += weights[i] * resid[i] * resid[i];
+    n += weights[i] * std::max(0.0, 1.0 - std::min(1.0, q[i] / s2));
+  }
+  n = std::max(n, o.memory_sigma_weight);
+  return std::clamp(std::sqrt(ss / n), o.min_memory_sigma, o.max_memory_sigma);
+}
+
+// One-hot coding against the baseline (whose values are the reference), plus
+// all pairwise products: feature 0 is the intercept.
+class Features {
+ public:
+  explicit Features(const SessionSpec& spec) : spec_(spec) {
+    int next = 1;
+    for (const Knob& k : spec.knobs) {
+      std::vector<int> idx;
+      for (const std::string& v : k.values) idx.push_back(v == spec.baseline.at(k.name) ? -1 : next++);
+      main_.push_back(std::move(idx));
+    }
+    main_count_ = next;
+    pair_.assign(static_cast<size_t>(main_count_ * main_count_), -1);
+    for (size_t a = 0; a < main_.size(); ++a) {
+      for (size_t b = a + 1; b < main_.size(); ++b) {
+        for (int ia : main_[a]) {
+          for (int ib : main_[b]) {
+            if (ia >= 0 && ib >= 0) pair_[static_cast<size_t>(ia * main_count_ + ib)] = next++;
+          }
+        }
+      }
+    }
+    dim_ = next;
+  }
+  int dim() const { return dim_; }
+  bool is_main(int i) const { return i < main_count_; }
+  // The main-effect feature of knob = value; -1 for the baseline's value.
+  int MainIndex(const std::string& knob, const std::string& value) const {
+    for (size_t k = 0; k < spec_.knobs.size(); ++k) {
+      if (spec_.knobs[k].name != knob) continue;
+      const auto& vals = spec_.knobs[k].values;
+      for (size_t v = 0; v < vals.size(); ++v) {
+        if (vals[v] == value) return main_[k][v];
+      }
+    }
+    return -1;
+  }
+
+  // Writes the features of `c` into `row` (length >= dim(); the rest is
+  // left for callers).
+  template <typename Row>
+  void EncodeInto(const Config& c, Row&& row) const {
+    row.head(dim_).setZero();
+    row[0] = 1.0;
+    int on[128];  // knobs (at most 64) plus patch switches (at most 16)
+    int n_on = 0;
+    for (size_t k = 0; k < spec_.knobs.size() && n_on < 128; ++k) {
+      const std::string& v = c.at(spec_.knobs[k].name);
+      const auto& vals = spec_.knobs[k].values;
+      for (size_t j = 0; j < vals.size(); ++j) {
+        if (vals[j] == v) {
+          if (main_[k][j] >= 0) on[n_on++] = main_[k][j];
+          break;
+        }
+      }
+    }
+    for (int a = 0; a < n_on; ++a) {
+      row[on[a]] = 1.0;
+      for (int b = a + 1; b < n_on; ++b) row[pair_[static_cast<size_t>(on[a] * main_count_ + on[b])]] = 1.0;
+    }
+  }
+  // The same for the setting at `index` of the space (ConfigAt), without
+  // building it. `zeroed`: the row is known to be all zeros already (a row
+  // of a column-major matrix is strided: clearing it costs a cache line per
+  // feature).
+  template <typename Row>
+  void EncodeAt(int64_t index, Row&& row, bool zeroed = false) const {
+    if (!zeroed) row.head(dim_).setZero();
+    row[0] = 1.0;
+    int on[128];  // knobs (at most 64) plus patch switches (at most 16)
+    int n_on = 0;
+    for (size_t k = main_.size(); k-- > 0;) {
+      const int64_t radix = static_cast<int64_t>(main_[k].size());
+      const int f = main_[k][static_cast<size_t>(index % radix)];
+      index /= radix;
+      if (f >= 0 && n_on < 128) on[n_on++] = f;
+    }
+    std::sort(on, on + n_on);  // pairs are indexed (lower, higher)
+    for (int a = 0; a < n_on; ++a) {
+      row[on[a]] = 1.0;
+      for (int b = a + 1; b < n_on; ++b) row[pair_[static_cast<size_t>(on[a] * main_count_ + on[b])]] = 1.0;
+    }
+  }
+  Eigen::VectorXd Encode(const Config& c, int extra = 0) const {
+    Eigen::VectorXd x(dim_ + extra);
+    x.setZero();
+    EncodeInto(c, x);
+    return x;
+  }
+
+ private:
+  const SessionSpec& spec_;
+  std::vector<std::vector<int>> main_;  // per knob, per value: feature or -1
+  std::vector<int> pair_;               // [ia * main_count + ib] -> feature
+  int main_count_ = 1;
+  int dim_ = 1;
+};
+
+inline double NormalCdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
+inline double NormalPdf(double z) { return std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI); }
+
+inline bool InFlight(const std::string& s) { return IsInFlightStatus(s); }
+inline bool Ran(const Observation& o) { return o.status == trial_status::kOk && o.step_time_s > 0; }
+
+// Past `cap` rows, the run and memory models (iterative fits) see a
+// weighted subsample: the newest rows of each class (rare: failures or
+// OOMs; common: the rest), each weighted to stand for its whole class, so
+// a proposal's cost stays bounded however long the session.
+struct Sample {
+  std::vector<size_t> rows;
+  Eigen::VectorXd weights;
+};
+inline Sample Subsample(const std::vector<bool>& rare, size_t cap) {
+  Sample s;
+  std::vector<size_t> r, c;
+  for (size_t i = rare.size(); i-- > 0;) (rare[i] ? r : c).push_back(i);  // newest first
+  const size_t keep_r = std::min(r.size(), rare.size() <= cap ? r.size() : cap / 2);
+  const size_t keep_c = std::min(c.size(), rare.size() <= cap ? c.size() : cap - keep_r);
+  s.rows.assign(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(keep_r));
+  s.rows.insert(s.rows.end(), c.begin(), c.begin() + static_cast<std::ptrdiff_t>(keep_c));
+  s.weights.resize(static_cast<Eigen::Index>(s.rows.size()));
+  for (size_t i = 0; i < s.rows.size(); ++i) {
+    s.weights[static_cast<Eigen::Index>(i)] =
+        i < keep_r ? static_cast<double>(r.size()) / static_cast<double>(keep_r)
+                   : static_cast<double>(c.size()) / static_cast<double>(keep_c);
+  }
+  return s;
+}
+template <typename T>
+std::vector<T> Pick(const std::vector<T>& v, const std::vector<size_t>& rows) {
+  std::vector<T> out;
+  out.reserve(rows.size());
+  for (size_t i : rows) out.push_back(v[i]);
+  return out;
+}
+
+inline Eigen::VectorXd Vec(const std::vector<double>& v) {
+  return Eigen::Map<const Eigen::VectorXd>(v.data(), static_cast<Eigen::Index>(v.size()));
+}
+
+using CtxRelated = SearchContext::Related;
+
+// The three models fitted to one history.
+class Models {
+ public:
+  // `indices`: IndexOf of each history entry, when the caller has them.
+  Models(const SearchContext& ctx, const Planner& planner, const std::vector<Observation>& history,
+         const ModelOptimizer::Options& o, const Priors* priors,
+         const std::vector<int64_t>* indices = nullptr)
+      : spec_(*ctx.spec), f_(spec_), planner_(planner) {
+    const int d = f_.dim();
+    const bool memory = planner_.capacity_gib > 0;
+    const bool estimate = static_cast<bool>(planner_.memory_estimate_gib);
+    mem_dim_ = d + (estimate ? 1 : 0);
+    if (estimate) base_estimate_ = std::log(std::max(planner_.memory_estimate_gib(spec_.baseline), 1e-3));
+    const bool time_estimate = o.use_time_estimate && static_cast<bool>(planner_.time_estimate_s);
+    time_estimate_ = time_estimate;
+    // Related trials that ran, each source with an offset column after the
+    // estimate's.
+    std::vector<const CtxRelated*> related;
+    std::vector<int64_t> related_index;
+    std::map<std::string, int> source_col;
+    static const std::vector<CtxRelated> kNone;
+    const SpaceIndexer index_of(spec_);
+    for (const CtxRelated& r : ctx.related != nullptr ? *ctx.related : kNone) {
+      const int64_t index = Ran(r.obs) ? index_of(r.obs.config) : -1;
+      if (index < 0) continue;
+      related.push_back(&r);
+      related_index.push_back(index);
+      source_col.emplace(r.source, static_cast<int>(source_col.size()));
+    }
+    const int est_dim = d + (time_estimate ? 1 : 0);
+    time_dim_ = est_dim + static_cast<int>(source_col.size());
+    if (time_estimate) base_time_estimate_ = std::log(std::max(planner_.time_estimate_s(spec_.baseline), 1e-9));
+
+    // One row per finished trial, encoded once; each model takes its rows.
+    std::vector<const Observation*> done;
+    std::vector<int64_t> done_index;
+    for (size_t i = 0; i < history.size(); ++i) {
+      if (InFlight(history[i].status)) continue;
+      done.push_back(&history[i]);
+      done_index.push_back(indices != nullptr ? (*indices)[i] : index_of(history[i].config));
+    }
+    const int64_t base_index = IndexOf(spec_, spec_.baseline);
+    Eigen::MatrixXd x_all = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(done.size()), d);
+    std::vector<Eigen::Index> ok_rows, mem_rows, launch_rows;
+    std::vector<double> ys, launched, mem_y, mem_cens;
+    double base_time = 0, base_peak = 0;
+    for (size_t r = 0; r < done.size(); ++r) {
+      const Observation& h = *done[r];
+      const int64_t index = done_index[r];
+      if (index >= 0) {
+        f_.EncodeAt(index, x_all.row(static_cast<Eigen::Index>(r)), /*zeroed=*/true);
+      } else {
+        f_.EncodeInto(h.config, x_all.row(static_cast<Eigen::Index>(r)));
+      }
+      const bool oom = h.status == trial_status::kOom;
+      // Without a capacity, an OOM is just a failure to run. Failures the
+      // launcher's known rules explain are left out: such settings are
+      // never proposed, and the model is for the failures nobody predicted.
+      if (Ran(h) || !planner_.launches_at || index < 0 || planner_.launches_at(index)) {
+        launch_rows.push_back(static_cast<Eigen::Index>(r));
+        launched.push_back(Ran(h) || (oom && memory) ? 1.0 : 0.0);
+      }
+      if (Ran(h)) {
+        ok_rows.push_back(static_cast<Eigen::Index>(r));
+        ys.push_back(std::log(h.step_time_s));
+        if (index == base_index) base_time = h.step_time_s;
+      }
+      if (!memory) continue;
+      if (oom) {
+        mem_rows.push_back(static_cast<Eigen::Index>(r));
+        mem_y.push_back(std::log(planner_.capacity_gib));
+        mem_cens.push_back(1.0);
+      } else if (h.peak_mem_gib > 0) {
+        mem_rows.push_back(static_cast<Eigen::Index>(r));
+        mem_y.push_back(std::log(h.peak_mem_gib));
+        mem_cens.push_back(0.0);
+        if (index == base_index) base_peak = h.peak_mem_gib;
+      }
+    }
+    // Step time: knob effects are a few tens of percent each (main effects
+    // wider than interactions); the intercept centres on the baseline.
+    const double y_mean =
+        ys.empty() ? 0.0 : std::accumulate(ys.begin(), ys.end(), 0.0) / static_cast<double>(ys.size());
+    Eigen::VectorXd mean = Eigen::VectorXd::Zero(time_dim_), var(time_dim_);
+    mean[0] = base_time > 0 ? std::log(base_time) : y_mean;
+    // Interactions share one variance budget over the knob pairs: with a
+    // dozen knobs a far setting has ~80 active pairs, and a per-pair prior
+    // sized for five knobs would make every far setting look promising.
+    const double knob_pairs = std::max(1.0, 0.5 * static_cast<double>(spec_.knobs.size()) *
+                                                (static_cast<double>(spec_.knobs.size()) - 1.0));
+    // The budget itself shrinks as pairs are added (total x 10 / pairs at
+    // more than 10 pairs): of many knob pairs, a smaller share interact.
+    const double budget = o.interaction_var_total * std::min(1.0, 10.0 / knob_pairs);
+    const double pair_var = std::min(o.max_interaction_var, budget / knob_pairs);
+    for (int i = 0; i < d; ++i) var[i] = i == 0 ? 0.25 : (f_.is_main(i) ? 0.5 : pair_var);
+    if (time_estimate) {
+      mean[d] = 1.0;  // trust the textbook's proportions...
+      var[d] = 0.1;   // ...within about 30%
+    }
+    for (int i = est_dim; i < time_dim_; ++i) var[i] = 1.0;  // another GPU: within ~e
+    // Memory: the same shape of prior, tighter (memory is less noisy and
+    // knob effects on it are more nearly additive in log space).
+    Eigen::VectorXd mmean = Eigen::VectorXd::Zero(mem_dim_), mvar(mem_dim_);
+    const double mem_pair_var =
+        std::min(o.max_memory_interaction_var, o.memory_interaction_var_total / knob_pairs);
+    for (int i = 0; i < mem_dim_; ++i) mvar[i] = i == 0 ? 1.0 : (f_.is_main(i) ? 0.25 : mem_pair_var);
+    if (estimate) {
+      mmean[d] = 1.0;  // trust the textbook estimate's proportions...
+      mvar[d] = 0.1;   // ...within about 30%
+    }
+    mmean[0] = base_peak > 0       ? std::log(base_peak)
+               : estimate          ? base_estimate_
+               : planner_.capacity_gib > 0 ? std::log(planner_.capacity_gib) - 0.7
+                                   : 0.0;
+    if (priors != nullptr) {
+      for (const Knob& k : spec_.knobs) {
+        for (const std::string& v : k.values) {
+          const int i = f_.MainIndex(k.name, v);
+          if (i < 0) continue;
+          const Effect e = priors->EffectOf(spec_, k.name, v);
+          // With a textbook estimate, the prior speaks for what the
+          // estimate misses: its effect less the estimate's own.
+          mean[i] = e.time;
+          if (time_estimate) {
+            Config c = spec_.baseline;
+            c[k.name] = v;
+            mean[i] -= TimeFeature(c);
+          }
+          var[i] = e.time_sd * e.time_sd;
+          // With a textbook estimate, the prior speaks for what it misses.
+          mmean[i] = estimate ? 0.0 : e.mem;
+          mvar[i] = estimate ? 0.05 : e.mem_sd * e.mem_sd;
+        }
+      }
+    }
+    best_ = ys.empty() ? mean[0] : *std::min_element(ys.begin(), ys.end());
+    const Eigen::Index n_own = static_cast<Eigen::Index>(ok_rows.size());
+    Eigen::MatrixXd xt = Eigen::MatrixXd::Zero(n_own + static_cast<Eigen::Index>(related.size()), time_dim_);
+    for (size_t i = 0; i < ok_rows.size(); ++i) {
+      const Eigen::Index r = ok_rows[i];
+      xt.row(static_cast<Eigen::Index>(i)).head(d) = x_all.row(r);
+      if (time_estimate) {
+        xt(static_cast<Eigen::Index>(i), d) =
+            TimeFeature(done_index[static_cast<size_t>(r)], done[static_cast<size_t>(r)]->config);
+      }
+    }
+    // A related row counts related_weight of an own one: scaling the row
+    // and its target by sqrt(weight) is weighted least squares.
+    Eigen::VectorXd yt(xt.rows());
+    yt.head(n_own) = Vec(ys);
+    const double rw = std::sqrt(o.related_weight);
+    for (size_t j = 0; j < related.size(); ++j) {
+      const Eigen::Index r = n_own + static_cast<Eigen::Index>(j);
+      const Observation& h = related[j]->obs;
+      f_.EncodeAt(related_index[j], xt.row(r), /*zeroed=*/true);
+      if (time_estimate) xt(r, d) = LogTime(planner_.time_estimate_s_at(related_index[j]));
+      xt(r, est_dim + source_col[related[j]->source]) = 1.0;
+      xt.row(r) *= rw;
+      yt[r] = rw * std::log(h.step_time_s);
+    }
+    // The fits are independent: the step-time model's runs on another core
+    // while the launch and memory models are fitted here (joined below).
+    std::future<void> time_fit = RunAside([&] { time_.Fit(xt, yt, mean, var, o.time_noise_var); });
+
+    // Launching: most settings launch; learn the failing values and pairs.
+    Eigen::VectorXd lmean = Eigen::VectorXd::Zero(d), lvar(d);
+    lmean[0] = 3.0;
+    for (int i = 0; i < d; ++i) lvar[i] = i == 0 ? 2.0 : (f_.is_main(i) ? 4.0 : 1.0);
+    fit_launch_ = std::find(launched.begin(), launched.end(), 0.0) != launched.end();
+    if (fit_launch_) {
+      std::vector<bool> rare;
+      for (double l : launched) rare.push_back(l == 0.0);
+      const Sample sub = Subsample(rare, static_cast<size_t>(o.max_fit_rows));
+      std::vector<Eigen::Index> rows;
+      for (size_t i : sub.rows) rows.push_back(launch_rows[i]);
+      launch_.Fit(x_all(rows, Eigen::all), Vec(Pick(launched, sub.rows)), lmean, lvar,
+                  &sub.weights);
+    }
+    if (memory) {
+      std::vector<bool> rare;
+      for (double c : mem_cens) rare.push_back(c == 1.0);
+      const Sample sub = Subsample(rare, static_cast<size_t>(o.max_fit_rows));
+      // The textbook estimate is computed only for the rows the fit sees.
+      Eigen::MatrixXd xm(static_cast<Eigen::Index>(sub.rows.size()), mem_dim_);
+      for (size_t i = 0; i < sub.rows.size(); ++i) {
+        const Eigen::Index r = mem_rows[sub.rows[i]];
+        xm.row(static_cast<Eigen::Index>(i)).head(d) = x_all.row(r);
+        if (estimate) {
+          xm(static_cast<Eigen::Index>(i), d) =
+              EstimateFeature(done_index[static_cast<size_t>(r)], done[static_cast<size_t>(r)]->config);
+        }
+      }
+      // Related peaks: the same workload's memory on another GPU is the
+      // same, so they join uncensored at a discount (their OOMs were against
+      // another capacity and are left out), the newest, in what room the
+      // session's own rows leave under max_fit_rows.
+      Eigen::VectorXd my = Vec(Pick(mem_y, sub.rows)), mc = Vec(Pick(mem_cens, sub.rows));
+      Eigen::VectorXd mw = sub.weights;
+      const size_t cap = static_cast<size_t>(o.max_fit_rows);
+      const size_t room = cap > sub.rows.size() ? cap - sub.rows.size() : 0;
+      std::vector<size_t> peaks;  // into related
+      for (size_t j = related.size(); j-- > 0 && peaks.size() < room;) {
+        if (related[j]->obs.peak_mem_gib > 0) peaks.push_back(j);
+      }
+      std::reverse(peaks.begin(), peaks.end());
+      if (!peaks.empty()) {
+        const Eigen::Index n0 = xm.rows(), extra = static_cast<Eigen::Index>(peaks.size());
+        xm.conservativeResize(n0 + extra, Eigen::NoChange);
+        my.conservativeResize(n0 + extra);
+        mc.conservativeResize(n0 + extra);
+        mw.conservativeResize(n0 + extra);
+        for (Eigen::Index j = 0; j < extra; ++j) {
+          const size_t k = peaks[static_cast<size_t>(j)];
+          xm.row(n0 + j).setZero();  // the estimate's column too
+          f_.EncodeAt(related_index[k], xm.row(n0 + j), /*zeroed=*/true);
+          if (estimate) xm(n0 + j, d) = LogEstimate(planner_.memory_estimate_gib_at(related_index[k]));
+          my[n0 + j] = std::log(related[k]->obs.peak_mem_gib);
+          mc[n0 + j] = 0.0;
+          mw[n0 + j] = o.related_weight;
+        }
+      }
+      memory_.emplace();
+      memory_->Fit(xm, my, mc, mmean, mvar, o.memory_sigma, &mw);
+      memory_sigma_ = o.memory_sigma;
+      if (o.learn_memory_sigma) {
+        const double sigma = LearnedMemorySigma(*memory_, xm, my, mc, mw, o);
+        if (std::fabs(std::log(sigma / o.memory_sigma)) > 0.1) {  // refit where it moved
+          const Eigen::VectorXd first = memory_->weights();
+          memory_->Fit(xm, my, mc, mmean, mvar, sigma, &mw, 30, &first);
+        }
+        memory_sigma_ = sigma;
+      }
+    }
+    time_fit.get();
+  }
+
+  struct Prediction {
+    double mu = 0, sd = 1;  // log step time
+    double p_fit = 1, p_launch = 1;
+    double ei = 0;          // expected improvement of log time over the best
+    double Score() const { return ei * p_fit * p_launch; }
+  };
+  // Predictions for the settings at `indices` of the space.
+  std::vector<Prediction> PredictAll(const std::vector<int64_t>& indices) const {
+    const Eigen::Index n = static_cast<Eigen::Index>(indices.size());
+    std::vector<Prediction> out(indices.size());
+    if (n == 0) return out;
+    Eigen::MatrixXd xt = Eigen::MatrixXd::Zero(n, time_dim_);  // related sources' columns stay 0
+    for (Eigen::Index i = 0; i < n; ++i) {
+      f_.EncodeAt(indices[static_cast<size_t>(i)], xt.row(i), /*zeroed=*/true);
+      if (time_estimate_) {
+        xt(i, f_.dim()) = LogTime(planner_.time_estimate_s_at(indices[static_cast<size_t>(i)]));
+      }
+    }
+    const auto x = xt.leftCols(f_.dim());
+    Eigen::VectorXd mu, var;
+    // Step time on another core while memory and launching are predicted here.
+    std::future<void> time_pred = RunAside([&] { time_.PredictBatch(xt, &mu, &var); });
+    Eigen::VectorXd launch;
+    if (fit_launch_) launch = x * launch_.weights();
+    Eigen::VectorXd fit;
+    if (memory_) {
+      Eigen::MatrixXd xm(n, mem_dim_);
+      xm.leftCols(f_.dim()) = x;
+      if (mem_dim_ > f_.dim()) {
+        for (Eigen::Index i = 0; i < n; ++i) {
+          xm(i, f_.dim()) = LogEstimate(planner_.memory_estimate_gib_at(indices[static_cast<size_t>(i)]));
+        }
+      }
+      fit = memory_->ProbabilityBelowBatch(xm, std::log(planner_.capacity_gib));
+    }
+    time_pred.get();
+    for (Eigen::Index i = 0; i < n; ++i) {
+      Prediction& p = out[static_cast<size_t>(i)];
+      p.mu = mu[i];
+      p.sd = std::sqrt(var[i]);
+      const double z = (best_ - p.mu) / p.sd;
+      p.ei = (best_ - p.mu) * NormalCdf(z) + p.sd * NormalPdf(z);
+      if (fit_launch_) p.p_launch = 1.0 / (1.0 + std::exp(-launch[i]));
+      if (memory_) p.p_fit = fit[i];
+    }
+    return out;
+  }
+  // Predicted peak memory (GiB); 0 without a memory model.
+  double PeakGib(const Config& c) const { return memory_ ? std::exp(memory_->Mean(MemX(c))) : 0; }
+  // The rows the step-time and memory models see for `c` (the bank
+  // sources' offset columns stay 0: contrasts within this session).
+  Eigen::VectorXd TimeX(const Config& c) const {
+    Eigen::VectorXd x = f_.Encode(c, time_dim_ - f_.dim());
+    if (time_estimate_) x[f_.dim()] = TimeFeature(c);
+    return x;
+  }
+  Eigen::VectorXd MemX(const Config& c) const {
+    Eigen::VectorXd x = f_.Encode(c, mem_dim_ - f_.dim());
+    if (mem_dim_ > f_.dim()) x[f_.dim()] = EstimateFeature(c);
+    return x;
+  }
+
+  const Features& features() const { return f_; }
+  double memory_sigma() const { return memory_ ? memory_sigma_ : 0.0; }
+  const models::BayesLinear& time() const { return time_; }
+  const std::optional<models::CensoredLinear>& memory() const { return memory_; }
+
+ private:
+  double LogEstimate(double gib) const { return std::log(std::max(gib, 1e-3)) - base_estimate_; }
+  double LogTime(double s) const { return std::log(std::max(s, 1e-9)) - base_time_estimate_; }
+  double TimeFeature(const Config& c) const { return LogTime(planner_.time_estimate_s(c)); }
+  double EstimateFeature(const Config& c) const { return LogEstimate(planner_.memory_estimate_gib(c)); }
+  // By index of the space where the setting is in it (no Config parsing),
+  // else from the Config.
+  double TimeFeature(int64_t index, const Config& c) const {
+    return index >= 0 ? LogTime(planner_.time_estimate_s_at(index)) : TimeFeature(c);
+  }
+  double EstimateFeature(int64_t index, const Config& c) const {
+    return index >= 0 ? LogEstimate(planner_.memory_estimate_gib_at(index)) : EstimateFeature(c);
+  }
+
+  const SessionSpec& spec_;
+  Features f_;
+  const Planner& planner_;
+  int mem_dim_ = 0, time_dim_ = 0;
+  bool time_estimate_ = false;
+  double base_estimate_ = 0, base_time_estimate_ = 0;
+  double best_ = 0;
+  double memory_sigma_ = 0;
+  models::BayesLinear time_;
+  bool fit_launch_ = false;
+  models::BayesLogistic launch_;
+  std::optional<models::CensoredLinear> memory_;
+};
+
+// Mixed-radix arithmetic on indices of the space (ConfigAt's order): a
+// proposal handles thousands of settings, so it keys, moves and compares
+// them as integers and builds a Config only for what it returns.
+class Space {
+ public:
+  explicit Space(const SessionSpec& spec) : stride_(spec.knobs.size()), radix_(spec.knobs.size()) {
+    int64_t stride = 1;
+    for (size_t k = spec.knobs.size(); k-- > 0;) {
+      stride_[k] = stride;
+      radix_[k] = static_cast<int64_t>(spec.knobs[k].values.size());
+      stride *= radix_[k];
+    }
+  }
+  size_t knobs() const { return radix_.size(); }
+  int64_t radix(size_t k) const { return radix_[k]; }
+  int64_t Digit(int64_t index, size_t k) const { return (index / stride_[k]) % radix_[k]; }
+  // `index` with knob k set to its value v.
+  int64_t With(int64_t index, size_t k, int64_t v) const {
+    return index + (v - Digit(index, k)) * stride_[k];
+  }
+  // Calls fn(c) for every setting c at most two knobs from `index`, itself
+  // and repeats included (in a fixed order).
+  template <typename Fn>
+  void ForEachWithinTwo(int64_t index, Fn&& fn) const {
+    for (size_t a = 0; a < knobs(); ++a) {
+      for (int64_t va = 0; va < radix(a); ++va) {
+        const int64_t one = With(index, a, va);
+        for (size_t b = a; b < knobs(); ++b) {
+          for (int64_t vb = 0; vb < radix(b); ++vb) fn(With(one, b, vb));
+        }
+      }
+    }
+  }
+  // Knobs that differ.
+  int Distance(int64_t a, int64_t b) const {
+    int d = 0;
+    for (size_t k = radix_.size(); k-- > 0;) {
+      d += a % radix_[k] != b % radix_[k];
+      a /= radix_[k];
+      b /= radix_[k];
+    }
+    return d;
+  }
+
+ private:
+  std::vector<int64_t> stride_, radix_;
+};
+
+}  // namespace infrarsi::model_internal
+
+#endif  // INFRARSI_CORE_MODEL_INTERNAL_H_
