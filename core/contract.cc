@@ -256,4 +256,30 @@ void DecodeStepExtra(const std::string& json, StepEvidence* s) {
   if (auto it = f.find("dtype"); it != f.end()) s->dtype = it->second.string_value();
 }
 
+v1::Contract ContractProtoOf(const SessionSpec& spec, const std::string& hash) {
+  const ContractSpec& c = spec.contract;
+  v1::Contract p;
+  p.set_hash(hash);
+  p.set_workload_signature(spec.WorkloadSignature());
+  p.set_tokens_per_step(c.tokens_per_step);
+  p.set_timed_steps(c.timed_steps);
+  p.set_data_seed_set(c.data_seed_set);
+  p.set_data_seed(c.data_seed);
+  p.set_loss_abs_tol(c.loss_abs_tol);
+  p.set_loss_rel_tol(c.loss_rel_tol);
+  p.set_timing_tolerance(c.timing_tolerance);
+  for (const auto& x : c.precision) p.add_precision(x);
+  p.set_optimizer_in_window(c.optimizer_in_window);
+  for (const auto& x : c.editable) p.add_editable(x);
+  for (const auto& x : c.protected_files) p.add_protected_files(x);
+  for (const auto& [k, v] : c.protected_hashes) (*p.mutable_protected_hashes())[k] = v;
+  for (const auto& patch : spec.patches) p.add_patches(patch.name);
+  // The name a reader knows it by (a URL may carry credentials).
+  p.set_repository(spec.repository.name.empty() ? spec.repository.url : spec.repository.name);
+  p.set_base_commit(spec.repository.base_commit);
+  for (const auto& [a, b] : spec.patch_conflicts) p.add_patch_conflicts(absl::StrCat(a, "+", b));
+  for (const auto& patch : spec.patches) (*p.mutable_patch_diffs())[patch.name] = patch.diff;
+  return p;
+}
+
 }  // namespace infrarsi

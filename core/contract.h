@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/spec.h"
+#include "infrarsi/v1/infrarsi.pb.h"
 
 namespace infrarsi {
 
@@ -124,6 +125,10 @@ double PeakFlopsPerGpu(const SessionSpec& spec);
 // FLOPs of one optimizer step, and the peak of all the session's GPUs.
 double SpecFlopsPerStep(const SessionSpec& spec);
 double SpecPeakFlops(const SessionSpec& spec);
+
+// The frozen contract as the API shows and stores it: what no trial may
+// change, with `hash` (StableHash of ContractText) and the patches' diffs.
+v1::Contract ContractProtoOf(const SessionSpec& spec, const std::string& hash);
 
 }  // namespace infrarsi
 

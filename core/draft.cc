@@ -17,10 +17,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/llm_priors.h"
+#include "core/script_flags.h"
 #include "core/spec.h"
 
 namespace infrarsi {
 namespace {
+
+using namespace script_flags;  // NOLINT: the draft is made of them
 
 absl::Status Field(const std::string& field, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
@@ -57,91 +60,6 @@ const std::vector<std::string> kComputes = {
     "--gradient-accumulation-steps", "--steps", "--warmup", "--lr-warmup-fraction", "--lr-decay-style",
     "--moe-router-topk", "--kv-channels", "--swiglu", "--position-embedding-type", "--rotary-base",
     "--hidden-dropout", "--attention-dropout", "--save", "--load", "--mock-data"};
-
-bool In(const std::vector<std::string>& spellings, const std::string& flag) {
-  return std::find(spellings.begin(), spellings.end(), flag) != spellings.end();
-}
-
-// One flag of the script's arguments: where it is and what it says.
-struct Arg {
-  std::string flag;
-  size_t flag_at = 0;           // index in the command
-  std::optional<size_t> value_at;  // the value's index ("--f v"); none for "--f=v" or bare
-  std::string value;
-  bool equals = false;  // "--f=v"
-  bool bare = false;
-};
-
-// The script's flags in `cmd` from `from` on.
-std::vector<Arg> ParseArgs(const std::vector<std::string>& cmd, size_t from) {
-  std::vector<Arg> out;
-  for (size_t i = from; i < cmd.size(); ++i) {
-    const std::string& w = cmd[i];
-    if (!absl::StartsWith(w, "--") || w.size() < 3) continue;
-    Arg a;
-    a.flag_at = i;
-    if (const size_t eq = w.find('='); eq != std::string::npos) {
-      a.flag = w.substr(0, eq);
-      a.value = w.substr(eq + 1);
-      a.equals = true;
-    } else if (i + 1 < cmd.size() && !absl::StartsWith(cmd[i + 1], "--") &&
-               !absl::StrContains(cmd[i + 1], "?--")) {  // a drafted switch is a flag
-      a.flag = w;
-      a.value = cmd[i + 1];
-      a.value_at = i + 1;
-    } else {
-      a.flag = w;
-      a.bare = true;
-    }
-    out.push_back(a);
-  }
-  return out;
-}
-
-const Arg* FindArg(const std::vector<Arg>& args, const std::vector<std::string>& spellings) {
-  for (const Arg& a : args) {
-    if (In(spellings, a.flag)) return &a;
-  }
-  return nullptr;
-}
-
-// Sizes and counts the draft computes with; anything larger is no size
-// (and no product of a few of them overflows).
-constexpr int64_t kMaxFlagInt = int64_t{1} << 40;
-
-std::optional<int64_t> IntOf(const Arg* a) {
-  int64_t v = 0;
-  if (a == nullptr || a->bare || !absl::SimpleAtoi(a->value, &v) || v < 0 || v > kMaxFlagInt) {
-    return std::nullopt;
-  }
-  return v;
-}
-
-// Puts knob `name`'s placeholder where `a` is in `command`: the switch for
-// a bare flag, else its value.
-void PlaceKnob(const Arg& a, const std::string& name, std::vector<std::string>* command) {
-  if (a.bare) {
-    (*command)[a.flag_at] = absl::StrCat("{", name, "?", a.flag, "}");
-  } else if (a.equals) {
-    (*command)[a.flag_at] = absl::StrCat(a.flag, "={", name, "}");
-  } else {
-    (*command)[*a.value_at] = absl::StrCat("{", name, "}");
-  }
-}
-
-// A knob name (an identifier) for a flag: "--odd.flag" (torchtitan's
-// dotted overrides, found by fuzz_llm) and "--micro-batch" become
-// "odd_flag" and "micro_batch"; a name that would start with a digit gets
-// "k_" before it.
-std::string KnobName(const std::string& flag) {
-  std::string n(absl::StripPrefix(flag, "--"));
-  for (char& c : n) {
-    c = absl::ascii_tolower(c);
-    if (!absl::ascii_isalnum(c) && c != '_') c = '_';
-  }
-  if (n.empty() || absl::ascii_isdigit(n[0])) n = "k_" + n;
-  return n;
-}
 
 std::vector<std::string> Strs(const std::vector<int64_t>& v) {
   std::vector<std::string> out;

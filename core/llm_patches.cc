@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/llm_priors.h"
+#include "core/patch_scope.h"
 #include "base/status_macros.h"
 
 namespace infrarsi {
@@ -222,6 +223,26 @@ absl::Status RestoreLlmPatches(const LlmPatchRound& round, SessionSpec* spec) {
   }
   for (const auto& c : round.conflicts) spec->patch_conflicts.push_back(c);
   return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, std::string>> EditableFilesForLlm(const SessionSpec& spec,
+                                                                     const SourceRepo* repo) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (repo == nullptr) return out;
+  auto files = repo->ListFiles(spec.repository.url, spec.repository.base_commit);
+  if (!files.ok()) return out;
+  size_t total = 0;
+  for (const std::string& f : *files) {
+    // In scope exactly as a patch changing it would be.
+    if (!CheckPatchScope("", {PatchedFile{f}}, spec.contract.editable, spec.contract.protected_files).ok()) {
+      continue;
+    }
+    auto text = repo->ReadFile(spec.repository.url, spec.repository.base_commit, f, 64 << 10);
+    if (!text.ok() || total + text->size() > kMaxLlmContextBytes) continue;
+    total += text->size();
+    out.emplace_back(f, *std::move(text));
+  }
+  return out;
 }
 
 }  // namespace infrarsi

@@ -77,6 +77,13 @@ std::string EncodeLlmPatchRound(const LlmPatchRound& round);
 LlmPatchRound DecodeLlmPatchRound(const std::string& json);
 absl::Status RestoreLlmPatches(const LlmPatchRound& round, SessionSpec* spec);
 
+// What the LLM is shown of a session's editable scope: its files at the
+// locked commit (read through `repo`; none when it is null), each in scope
+// exactly as a patch changing it would be, as many as fit in
+// kMaxLlmContextBytes.
+std::vector<std::pair<std::string, std::string>> EditableFilesForLlm(const SessionSpec& spec,
+                                                                     const SourceRepo* repo);
+
 }  // namespace infrarsi
 
 #endif  // INFRARSI_CORE_LLM_PATCHES_H_

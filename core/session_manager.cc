@@ -19,7 +19,6 @@
 #include "core/apply_plan.h"
 #include "core/doctor_verdict.h"
 #include "core/model_optimizer.h"
-#include "core/patch_scope.h"
 #include "core/report.h"
 #include "core/verification.h"
 
@@ -31,54 +30,6 @@ namespace ts = trial_status;
 constexpr size_t kMaxEventBacklog = 2000;
 constexpr size_t kFinishedEventBacklog = 64;
 constexpr int kMaxInFlightPerSession = 16;
-
-// What the LLM is shown of a session's editable scope: its files at the
-// locked commit, as far as they fit.
-std::vector<std::pair<std::string, std::string>> EditableFiles(const SessionSpec& spec,
-                                                               const SourceRepo* repo) {
-  std::vector<std::pair<std::string, std::string>> out;
-  if (repo == nullptr) return out;
-  auto files = repo->ListFiles(spec.repository.url, spec.repository.base_commit);
-  if (!files.ok()) return out;
-  size_t total = 0;
-  for (const std::string& f : *files) {
-    // In scope exactly as a patch changing it would be.
-    if (!CheckPatchScope("", {PatchedFile{f}}, spec.contract.editable, spec.contract.protected_files).ok()) {
-      continue;
-    }
-    auto text = repo->ReadFile(spec.repository.url, spec.repository.base_commit, f, 64 << 10);
-    if (!text.ok() || total + text->size() > kMaxLlmContextBytes) continue;
-    total += text->size();
-    out.emplace_back(f, *std::move(text));
-  }
-  return out;
-}
-
-v1::Contract ContractProto(const SessionSpec& spec, const std::string& hash) {
-  const ContractSpec& c = spec.contract;
-  v1::Contract p;
-  p.set_hash(hash);
-  p.set_workload_signature(spec.WorkloadSignature());
-  p.set_tokens_per_step(c.tokens_per_step);
-  p.set_timed_steps(c.timed_steps);
-  p.set_data_seed_set(c.data_seed_set);
-  p.set_data_seed(c.data_seed);
-  p.set_loss_abs_tol(c.loss_abs_tol);
-  p.set_loss_rel_tol(c.loss_rel_tol);
-  p.set_timing_tolerance(c.timing_tolerance);
-  for (const auto& x : c.precision) p.add_precision(x);
-  p.set_optimizer_in_window(c.optimizer_in_window);
-  for (const auto& x : c.editable) p.add_editable(x);
-  for (const auto& x : c.protected_files) p.add_protected_files(x);
-  for (const auto& [k, v] : c.protected_hashes) (*p.mutable_protected_hashes())[k] = v;
-  for (const auto& patch : spec.patches) p.add_patches(patch.name);
-  // The name a reader knows it by (a URL may carry credentials).
-  p.set_repository(spec.repository.name.empty() ? spec.repository.url : spec.repository.name);
-  p.set_base_commit(spec.repository.base_commit);
-  for (const auto& [a, b] : spec.patch_conflicts) p.add_patch_conflicts(absl::StrCat(a, "+", b));
-  for (const auto& patch : spec.patches) (*p.mutable_patch_diffs())[patch.name] = patch.diff;
-  return p;
-}
 
 absl::Status StageError(const std::string& id, const std::string& stage, absl::string_view need) {
   return absl::FailedPreconditionError(
@@ -394,7 +345,7 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Init(const v1::InitRequest& r
   // The contract: what no trial may change. Frozen here; nothing else in the
   // API can edit it.
   rec.contract_hash = StableHash(ContractText(s->spec));
-  rec.contract = ToJson(ContractProto(s->spec, rec.contract_hash));
+  rec.contract = ToJson(ContractProtoOf(s->spec, rec.contract_hash));
   rec.workload_signature = s->spec.WorkloadSignature();
   rec.gpu_model = s->spec.gpu;
   rec.created_ms = rec.updated_ms = NowMs();
@@ -558,7 +509,7 @@ std::optional<std::pair<SessionSpec, LlmPatchRound>> SessionManager::AskLlmPatch
   LlmPatchContext ctx;
   ctx.spec = &s.spec;
   ctx.doctor = &doctor;
-  ctx.files = EditableFiles(s.spec, options_.source_repo);
+  ctx.files = EditableFilesForLlm(s.spec, options_.source_repo);
   ctx.bank = absl::StrCat(seeds.related.size(), " trials of this workload from other sessions, ",
                           seeds.warm_starts.size(), " of their best settings");
   auto body = options_.llm_patches(ctx);
