@@ -161,7 +161,8 @@ absl::StatusOr<std::string> GitCommitter::LocalLocked(const std::string& url, bo
   if (git_repository_open_bare(&raw, dir.c_str()) != 0) {
     std::error_code ec;
     std::filesystem::create_directories(mirror_root_, ec);
-    git_clone_options co = GIT_CLONE_OPTIONS_INIT;
+    git_clone_options co;  // by libgit2's init: its INIT macro initializes only some fields
+    git_clone_options_init(&co, GIT_CLONE_OPTIONS_VERSION);
     co.bare = 1;
     if (git_clone(&raw, url.c_str(), dir.c_str(), &co) != 0) {
       return absl::UnavailableError(absl::StrCat("cannot clone ", url, ": ", LastGitError()));

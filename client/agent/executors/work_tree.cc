@@ -54,7 +54,8 @@ absl::StatusOr<RepoPtr> CachedClone(const fs::path& cache, const std::string& ur
     // protected ones too, and on a Slurm agent it sits on a shared
     // filesystem other users of the cluster can reach.
     chmod(cache.parent_path().c_str(), 0700);
-    git_clone_options co = GIT_CLONE_OPTIONS_INIT;
+    git_clone_options co;  // by libgit2's init: its INIT macro initializes only some fields
+    git_clone_options_init(&co, GIT_CLONE_OPTIONS_VERSION);
     co.bare = 1;
     if (git_clone(&raw, url.c_str(), cache.c_str(), &co) != 0) {
       return absl::UnavailableError(absl::StrCat("cannot clone ", url, ": ", LastGitError()));
@@ -150,7 +151,8 @@ absl::Status WorkTrees::Make(const v1::SourceSpec& source, const std::string& di
   fs::remove_all(dir, ec);
   fs::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("work tree ", dir, ": ", ec.message()));
-  git_checkout_options co = GIT_CHECKOUT_OPTIONS_INIT;
+  git_checkout_options co;
+  git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
   co.checkout_strategy = GIT_CHECKOUT_FORCE | GIT_CHECKOUT_DONT_UPDATE_INDEX;
   co.target_directory = dir.c_str();
   if (git_checkout_tree(repo.get(), reinterpret_cast<const git_object*>(tree.get()), &co) != 0) {
