@@ -213,7 +213,6 @@ std::unique_ptr<SessionManager> NewManager(SqliteStorage* db, double* startup_ms
 std::vector<std::string> RunSessions(SessionManager* m, const std::string& agent, int n,
                                      const std::string& budget) {
   std::vector<std::string> ids;
-  std::atomic<bool> stop{false};
   Latencies lat;
   for (int i = 0; i < n; ++i) {
     auto s = m->Init(DemoInit(budget));

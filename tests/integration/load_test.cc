@@ -41,7 +41,8 @@ class Latencies {
   void Print() {
     std::lock_guard<std::mutex> lock(mu_);
     std::printf("%-16s %8s %8s %8s %8s %8s\n", "rpc", "calls", "p50 ms", "p90 ms", "p99 ms", "max ms");
-    for (auto& [rpc, v] : ms_) {
+    for (auto& [rpc, times] : ms_) {
+      std::vector<double>& v = times;  // clang 14 cannot capture a structured binding
       std::sort(v.begin(), v.end());
       auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))]; };
       std::printf("%-16s %8zu %8.2f %8.2f %8.2f %8.2f\n", rpc.c_str(), v.size(), at(0.5), at(0.9),
