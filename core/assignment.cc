@@ -77,6 +77,15 @@ absl::StatusOr<v1::TrialAssignment> AssignmentFor(const storage::SessionRecord& 
     p->set_workdir(spec.process.workdir);
     p->set_timeout_s(spec.process.timeout_s);
     p->set_watchdog_s(spec.process.watchdog_s);
+    if (const LogReaderSpec& r = spec.process.metrics; !r.UsesHarness()) {
+      v1::MetricsReader* m = p->mutable_metrics();
+      m->set_reader(r.reader);
+      m->set_stream(r.stream);
+      m->set_pattern(r.pattern);
+      m->set_warmup_steps(r.warmup_steps);
+      m->set_tokens_per_step(spec.contract.tokens_per_step);
+      m->set_global_batch(spec.global_batch);
+    }
     for (const auto& [path, hash] : spec.contract.protected_hashes) {
       (*p->mutable_protected_hashes())[path] = hash;
     }

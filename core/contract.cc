@@ -279,6 +279,10 @@ v1::Contract ContractProtoOf(const SessionSpec& spec, const std::string& hash) {
   p.set_base_commit(spec.repository.base_commit);
   for (const auto& [a, b] : spec.patch_conflicts) p.add_patch_conflicts(absl::StrCat(a, "+", b));
   for (const auto& patch : spec.patches) (*p.mutable_patch_diffs())[patch.name] = patch.diff;
+  if (spec.executor_kind == SessionSpec::ExecutorKind::kProcess) {
+    p.set_metrics_reader(spec.process.metrics.UsesHarness() ? "harness"
+                                                            : spec.process.metrics.reader);
+  }
   return p;
 }
 

@@ -8,6 +8,7 @@
 #include "core/agent_report.h"
 #include "core/contract.h"
 #include "core/doctor.h"
+#include "core/log_readers.h"
 
 namespace infrarsi {
 
@@ -45,6 +46,43 @@ std::vector<v1::IntegrityCheck> DescribeIntegrityChecks(const SessionSpec& spec,
                                  absl::StrJoin(spec.contract.protected_files, ", "), ")"));
   }
   add("contract", true, absl::StrJoin(rules, "; "));
+  // A log reader sees only what the framework prints: the checks its lines
+  // cannot feed are listed as not run, with what would run them.
+  if (process && !spec.process.metrics.UsesHarness()) {
+    const std::string& name = spec.process.metrics.reader;
+    const ReaderTraits* t = ReaderTraitsOf(name);
+    add("log reader", true,
+        absl::StrCat("steps read from the job's own ", spec.process.metrics.stream, " by the ",
+                     name, " reader; each line timed on arrival by the agent's clock; the first ",
+                     spec.process.metrics.warmup_steps, " line(s) warm-up"));
+    const bool states_tokens = t != nullptr && t->tokens;
+    add("tokens stated by the log", states_tokens,
+        states_tokens ? (name == "megatron"
+                             ? std::string("the global batch size and the consumed samples' "
+                                           "increase each line states, times the tokens per "
+                                           "sample, against the contract")
+                             : std::string("the tokens each line states, when it states them, "
+                                           "against the contract"))
+                      : absl::StrCat("the ", name,
+                                     " reader's lines state no tokens: the contract's figure "
+                                     "is used, so a smaller batch is caught only through the "
+                                     "loss"));
+    const bool states_time = t != nullptr && t->step_time;
+    add("reported step times", states_time,
+        states_time
+            ? std::string("the log's step times are checked against the agent's clock")
+            : absl::StrCat("the ", name,
+                           " log states no step time: the agent's clock between lines is "
+                           "the step time"));
+    add("optimizer in window", false,
+        "a log reader cannot see optimizer.step(); the harness counts it (contract."
+        "optimizer_in_window)");
+    if (!spec.contract.precision.empty()) {
+      add("precision", false,
+          absl::StrCat("the ", name, " reader's lines state no dtype: contract.precision bounds "
+                                     "the precision knob only"));
+    }
+  }
   if (process) {
     add("agent clock", true,
         absl::StrFormat(

@@ -354,6 +354,60 @@ absl::Status ParseSlurm(const YAML::Node& sl, SessionSpec& spec) {
   return absl::OkStatus();
 }
 
+// executor.process.metrics: {reader, from, pattern, warmup_steps}.
+absl::Status ParseMetricsReader(const YAML::Node& p, SessionSpec& spec) {
+  const std::string f = "executor.process.metrics";
+  ASSIGN_OR_RETURN(YAML::Node m, RequireMap(p, "metrics", f, false));
+  if (!m || m.IsNull()) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckKeys(m, f, {"reader", "from", "pattern", "warmup_steps"}));
+  LogReaderSpec& r = spec.process.metrics;
+  ASSIGN_OR_RETURN(r.reader, RequireString(m, "reader", f + ".reader"));
+  if (m["from"] && !m["from"].IsNull()) {
+    ASSIGN_OR_RETURN(r.stream, RequireString(m, "from", f + ".from"));
+  }
+  if (m["pattern"] && !m["pattern"].IsNull()) {
+    ASSIGN_OR_RETURN(r.pattern, RequireString(m, "pattern", f + ".pattern"));
+  }
+  ASSIGN_OR_RETURN(int64_t warmup, ReadInt(m, "warmup_steps", f + ".warmup_steps", 0, 1000, 1));
+  r.warmup_steps = static_cast<int32_t>(warmup);
+  if (std::string why = LogReaderSpecError(r); !why.empty()) {
+    const size_t colon = why.find(": ");
+    return FieldError(absl::StrCat(f, ".", why.substr(0, colon)), why.substr(colon + 2));
+  }
+  if (!r.UsesHarness() && spec.slurm.enabled) {
+    return FieldError(f + ".reader",
+                      "log readers run on the process executor's own output; a Slurm-placed "
+                      "job still reports through the harness (reader: harness)");
+  }
+  return absl::OkStatus();
+}
+
+// A contract rule a log reader cannot feed is refused at Init, naming it:
+// a rule that can never run must not look locked.
+absl::Status CheckReaderAgainstContract(const SessionSpec& spec) {
+  const LogReaderSpec& r = spec.process.metrics;
+  if (spec.executor_kind != SessionSpec::ExecutorKind::kProcess || r.UsesHarness()) {
+    return absl::OkStatus();
+  }
+  const ReaderTraits* t = ReaderTraitsOf(r.reader);
+  if (spec.contract.optimizer_in_window && !t->optimizer) {
+    return FieldError("contract.optimizer_in_window",
+                      absl::StrCat("needs the harness (it counts optimizer.step() inside the "
+                                   "timer); the ", r.reader,
+                                   " reader cannot see the optimizer: leave it out or use "
+                                   "reader: harness"));
+  }
+  const bool seed_group = r.reader != "regex" || absl::StrContains(r.pattern, "<data_seed>");
+  if (spec.contract.data_seed_set && !(t->data_seed && seed_group)) {
+    return FieldError("contract.data_seed",
+                      absl::StrCat("the ", r.reader,
+                                   " reader's lines state no data seed, so the rule could never "
+                                   "run: leave it out, or print it (jsonl's data_seed, a "
+                                   "regex's (?P<data_seed>...))"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseExecutor(const YAML::Node& root, const SpecParseOptions& options,
                            SessionSpec& spec) {
   ASSIGN_OR_RETURN(YAML::Node ex, RequireMap(root, "executor", "executor", true));
@@ -399,7 +453,8 @@ absl::Status ParseExecutor(const YAML::Node& root, const SpecParseOptions& optio
   }
   spec.executor_kind = SessionSpec::ExecutorKind::kProcess;
   ASSIGN_OR_RETURN(YAML::Node p, RequireMap(ex, "process", "executor.process", true));
-  RETURN_IF_ERROR(CheckKeys(p, "executor.process", {"command", "workdir", "timeout_s", "watchdog_s"}));
+  RETURN_IF_ERROR(
+      CheckKeys(p, "executor.process", {"command", "workdir", "timeout_s", "watchdog_s", "metrics"}));
   YAML::Node cmd = p["command"];
   if (!cmd || cmd.IsNull()) return FieldError("executor.process.command", "is required");
   if (cmd.IsScalar()) {
@@ -451,7 +506,7 @@ absl::Status ParseExecutor(const YAML::Node& root, const SpecParseOptions& optio
   ASSIGN_OR_RETURN(int64_t watchdog,
                    ReadInt(p, "watchdog_s", "executor.process.watchdog_s", 0, 7 * 86400, 300));
   spec.process.watchdog_s = static_cast<int32_t>(watchdog);
-  return absl::OkStatus();
+  return ParseMetricsReader(p, spec);
 }
 
 
@@ -866,6 +921,7 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
                       "team needs a session that belongs to a team: create it with a team's token");
   }
   RETURN_IF_ERROR(ParseContract(root, options, spec));
+  RETURN_IF_ERROR(CheckReaderAgainstContract(spec));
   return spec;
 }
 
@@ -906,6 +962,11 @@ std::string ContractText(const SessionSpec& s) {
     absl::StrAppend(&out, "\nrepository=", s.repository.url, "@", s.repository.base_commit);
   }
   if (s.pool == SessionSpec::Pool::kTeam) absl::StrAppend(&out, "\npool=team");
+  // Only when set, so contracts locked before readers existed hash alike.
+  if (const LogReaderSpec& r = s.process.metrics; !r.UsesHarness()) {
+    absl::StrAppend(&out, "\nreader=", r.reader, ":", r.stream, ":", r.warmup_steps, ":",
+                    StableHash(r.pattern));
+  }
   for (const auto& [a, b] : s.patch_conflicts) absl::StrAppend(&out, "\nconflict=", a, "+", b);
   return out;
 }

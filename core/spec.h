@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/log_readers.h"
 #include "core/source_repo.h"
 #include "models/cluster_sim.h"
 
@@ -45,6 +46,9 @@ struct ProcessExecutorSpec {
   int32_t timeout_s = 600;
   // A trial with no metrics line for this long hangs: killed as a timeout.
   int32_t watchdog_s = 300;
+  // Where its steps come from: the harness's metrics lines, or a log
+  // reader over the job's own output (core/log_readers.h).
+  LogReaderSpec metrics;
 };
 
 // executor.slurm: the process runs as one Slurm job (agents with the slurm

@@ -19,7 +19,7 @@ done
 
 PACKAGES=(
   build-essential cmake pkg-config git
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libre2-dev
   libabsl-dev libsqlite3-dev libeigen3-dev libspdlog-dev libfmt-dev
   libgit2-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
   libcpp-httplib-dev libssl-dev  # the optional LLM priors client, the metrics endpoint

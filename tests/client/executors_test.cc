@@ -435,6 +435,93 @@ TEST_F(ProcessExecutorTest, TheAgentsClockTimesEveryLineAndTheExit) {
   EXPECT_GE(sink.all.front().arrival_s(), 0.19);  // not before the work was done
 }
 
+// An unmodified script of each framework: its own lines on stdout or
+// stderr become steps, each timed on arrival by the agent's clock.
+TEST_F(ProcessExecutorTest, LogReadersTurnEachFrameworksOwnLinesIntoTimedSteps) {
+  std::ofstream(dir_ + "/ds_config.json")
+      << R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, "steps_per_print": 1})";
+  struct Case {
+    std::string reader, stream;
+    std::vector<std::string> args;
+    bool states_time;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"megatron", "stdout", {"megatron", "--micro-batch-size", "2", "--global-batch-size", "8",
+                                   "--seq-length", "128", "--train-iters", "4", "--log-interval", "1",
+                                   "--base-ms", "60"}, true},
+           {"torchtitan", "stderr", {"torchtitan", "--training.local_batch_size=2",
+                                     "--training.global_batch_size=8", "--training.seq_len=128",
+                                     "--training.steps=4", "--metrics.log_freq=1", "--base-ms=60"},
+            false},
+           {"deepspeed", "stdout", {"deepspeed", "--deepspeed_config", "ds_config.json",
+                                    "--seq_length", "128", "--steps", "4", "--base_ms", "60"}, true},
+           {"hf_trainer", "stdout", {"hf_trainer", "--per_device_train_batch_size", "2",
+                                     "--gradient_accumulation_steps", "4", "--max_seq_length", "128",
+                                     "--max_steps", "4", "--logging_steps", "1", "--base_ms", "60"},
+            false},
+       }) {
+    SCOPED_TRACE(c.reader);
+    v1::TrialAssignment a = ScriptTrial(11, "framework_trainer.py", c.args);
+    v1::MetricsReader* m = a.mutable_executor()->mutable_process()->mutable_metrics();
+    m->set_reader(c.reader);
+    m->set_stream(c.stream);
+    m->set_warmup_steps(1);
+    m->set_tokens_per_step(8 * 128);
+    m->set_global_batch(8);
+    ProcessExecutor::Options o;
+    o.sandbox = false;
+    o.scratch_root = dir_ + "/scratch";
+    CollectingSink sink;
+    auto out = Make(o)->Run(a, &sink);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->status(), "ok") << out->error();
+    ASSERT_EQ(sink.all.size(), 4u);
+    EXPECT_TRUE(sink.all[0].warmup());
+    double prev = 0;
+    for (size_t i = 0; i < sink.all.size(); ++i) {
+      const v1::StepMetrics& s = sink.all[i];
+      EXPECT_EQ(s.step(), static_cast<int64_t>(i) + 1);
+      EXPECT_EQ(s.warmup(), i == 0);
+      EXPECT_EQ(s.tokens(), 8 * 128);
+      EXPECT_GT(s.arrival_s(), prev);
+      // 60 ms x (0.4 + 0.6 / 2) = 42 ms a step, in the log or on the clock.
+      if (i > 0) {
+        EXPECT_GE(s.step_time_s(), 0.035) << s.step_time_s();
+      }
+      if (i > 0 && !c.states_time) {
+        EXPECT_NEAR(s.step_time_s(), s.arrival_s() - prev, 1e-9);
+      }
+      prev = s.arrival_s();
+    }
+    EXPECT_LT(sink.all[3].loss(), sink.all[0].loss());
+    if (c.reader != "hf_trainer") {
+      EXPECT_GT(sink.all[3].peak_mem_gib(), 0.0);
+    }
+  }
+}
+
+// A log that prints every tenth step cannot be timed per step: the trial
+// fails with a message that says how to log every step.
+TEST_F(ProcessExecutorTest, ALogReaderRefusesALogThatSkipsSteps) {
+  v1::TrialAssignment a = ScriptTrial(
+      12, "framework_trainer.py",
+      {"megatron", "--micro-batch-size", "2", "--global-batch-size", "8", "--seq-length", "128",
+       "--train-iters", "6", "--log-interval", "2", "--base-ms", "10"});
+  v1::MetricsReader* m = a.mutable_executor()->mutable_process()->mutable_metrics();
+  m->set_reader("megatron");
+  m->set_stream("stdout");
+  m->set_tokens_per_step(8 * 128);
+  m->set_global_batch(8);
+  ProcessExecutor::Options o;
+  o.sandbox = false;
+  o.scratch_root = dir_ + "/scratch";
+  CollectingSink sink;
+  auto out = Make(o)->Run(a, &sink);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->status(), "failed");
+  EXPECT_NE(out->error().find("--log-interval 1"), std::string::npos) << out->error();
+}
+
 TEST_F(ProcessExecutorTest, ArgumentsAreNeverInterpretedByAShell) {
   // A shell would run the second command; exec passes it as one argument.
   const std::string marker = dir_ + "/pwned";

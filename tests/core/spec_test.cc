@@ -226,6 +226,56 @@ TEST(SpecTest, ProcessExecutorSplitsWithoutAShell) {
   EXPECT_EQ(spec->process.timeout_s, 30);
 }
 
+// executor.process.metrics names a log reader; what it cannot feed is
+// refused at Init, naming the contract's field.
+TEST(SpecTest, LogReadersParseAndRefuseWhatTheyCannotCheck) {
+  auto with = [](const std::string& metrics, const std::string& contract = "") {
+    return ParseSpec(absl::StrReplaceAll(
+                         kGood, {{"replay: {landscape: data/land.jsonl}",
+                                  absl::StrCat("process: {command: \"python3 train.py --mbs "
+                                               "{micro_batch}\", workdir: job, metrics: ",
+                                               metrics, "}\n", contract)}}),
+                     Opts());
+  };
+  auto spec = with("{reader: megatron}");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->process.metrics.reader, "megatron");
+  EXPECT_EQ(spec->process.metrics.stream, "stdout");
+  EXPECT_EQ(spec->process.metrics.warmup_steps, 1);
+  spec = with("{reader: regex, from: stderr, pattern: 'it (?P<step>\\d+) loss (?P<loss>\\S+)', "
+              "warmup_steps: 2}");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->process.metrics.stream, "stderr");
+  EXPECT_EQ(spec->process.metrics.warmup_steps, 2);
+  // The reader is part of the locked contract.
+  auto harness = with("{reader: harness}");
+  ASSERT_TRUE(harness.ok()) << harness.status();
+  EXPECT_NE(ContractText(*spec), ContractText(*harness));
+
+  struct Case {
+    std::string metrics, contract, error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"{reader: megatrom}", "", "executor.process.metrics.reader: unknown reader 'megatrom'"},
+           {"{reader: megatron, from: file}", "", "executor.process.metrics.from:"},
+           {"{reader: regex}", "", "executor.process.metrics.pattern: the regex reader needs one"},
+           {"{reader: regex, pattern: '(?P<loss>'}", "", "executor.process.metrics.pattern: not a valid"},
+           {"{reader: megatron, warmup_steps: -1}", "", "executor.process.metrics.warmup_steps"},
+           {"{reader: megatron, colour: red}", "", "executor.process.metrics"},
+           {"{reader: hf_trainer}", "contract: {optimizer_in_window: true}",
+            "contract.optimizer_in_window: needs the harness"},
+           {"{reader: megatron}", "contract: {data_seed: 7}", "contract.data_seed: the megatron reader"},
+           {"{reader: regex, pattern: '(?P<loss>\\S+)'}", "contract: {data_seed: 7}",
+            "contract.data_seed:"},
+       }) {
+    auto bad = with(c.metrics, c.contract);
+    ASSERT_FALSE(bad.ok()) << c.metrics << " " << c.contract;
+    EXPECT_EQ(bad.status().message().rfind(c.error, 0), 0u) << bad.status().message();
+  }
+  // jsonl can state the seed: the rule runs.
+  EXPECT_TRUE(with("{reader: jsonl}", "contract: {data_seed: 7}").ok());
+}
+
 // executor.slurm places the process's command as a Slurm job; every
 // field is checked, and options InfraRSI sets itself are refused.
 TEST(SpecTest, SlurmPlacementParsesAndNamesBadFields) {

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <set>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -31,6 +32,7 @@
 #include "client/agent/executors/step_stream.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
+#include "core/log_readers.h"
 #include "core/spec.h"
 
 
@@ -228,13 +230,49 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     return open(path.c_str(), flags | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   };
   const ScopedFd metrics_fd(create(metrics_path, O_RDWR));
-  const ScopedFd out_fd(create(stdout_path, O_WRONLY));
+  const ScopedFd out_fd(create(stdout_path, O_RDWR));
   const ScopedFd err_fd(create(stderr_path, O_RDWR));
   if (metrics_fd.fd < 0 || out_fd.fd < 0 || err_fd.fd < 0) {
     const std::string why = std::strerror(errno);
     (void)RemoveTreeNoFollow(scratch.string());
     return absl::InternalError(absl::StrCat("process: cannot create the trial's files in ",
                                             scratch.string(), ": ", why));
+  }
+
+  // Where the steps come from: the harness's metrics file, or a log reader
+  // over the job's own stdout or stderr (core/log_readers.h).
+  std::unique_ptr<LogReader> log_reader;
+  std::optional<LogStepBuilder> log_steps;
+  if (spec.has_metrics() && !spec.metrics().reader().empty() &&
+      spec.metrics().reader() != "harness") {
+    const v1::MetricsReader& m = spec.metrics();
+    LogReaderSpec rs;
+    rs.reader = m.reader();
+    rs.stream = m.stream().empty() ? "stdout" : m.stream();
+    rs.pattern = m.pattern();
+    rs.warmup_steps = m.warmup_steps();
+    auto made = LogReader::Create(rs, m.global_batch());
+    if (!made.ok()) {
+      (void)RemoveTreeNoFollow(scratch.string());
+      return RefusedOutcome(absl::StrCat("agent: ", made.status().message()));
+    }
+    log_reader = *std::move(made);
+    log_steps.emplace(LogStepBuilder::Options{rs.warmup_steps, m.tokens_per_step(),
+                                              m.global_batch()});
+  }
+  // Read through a description of its own: the trial's stdout shares the
+  // writing one's offset, which its writes keep at the end. Opened now,
+  // before the trial owns the folder, so it is the file the agent made.
+  const bool log_stderr = log_reader != nullptr && spec.metrics().stream() == "stderr";
+  const ScopedFd log_read_fd(log_reader == nullptr
+                                 ? -1
+                                 : open((log_stderr ? stderr_path : stdout_path).c_str(),
+                                        O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  const int log_fd = log_read_fd.fd;
+  if (log_reader != nullptr && log_fd < 0) {
+    const std::string why = std::strerror(errno);
+    (void)RemoveTreeNoFollow(scratch.string());
+    return absl::InternalError(absl::StrCat("process: cannot read the trial's output: ", why));
   }
 
   // The code to run: the workdir as it is, or a fresh patched work tree.
@@ -292,6 +330,9 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
           options_.env_allow.end()) {
     env_strings.push_back("PATH=/usr/local/bin:/usr/bin:/bin");
   }
+  // A log reader times each line as it arrives: Python must not hold
+  // stdout in a block buffer until exit.
+  if (log_reader != nullptr) env_strings.push_back("PYTHONUNBUFFERED=1");
   env_strings.push_back("HOME=" + scratch.string());
   env_strings.push_back("TMPDIR=" + scratch.string());
   for (const auto& [k, v] : TrialVariables(trial, metrics_path)) {
@@ -374,6 +415,11 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   setpgid(pid, pid);  // also from the parent, to win the race with kill()
 
   LineTailer tailer(metrics_fd.fd);
+  // Reads the job's own output when a log reader is the source (its own
+  // descriptor: the metrics file is then unused).
+  LineTailer log_tailer(log_fd);
+  std::string log_error;
+  int64_t log_lines = 0, log_steps_read = 0;
   // When each metrics line arrived, on the agent's clock (the timer the
   // training code cannot touch), and the longest gap between two reads:
   // the bound on every arrival's error.
@@ -416,6 +462,23 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
         steps.push_back(parsed->step);
       }
     }
+    if (log_reader != nullptr && log_error.empty()) {
+      for (const std::string& line : log_tailer.NewLines()) {
+        ++log_lines;
+        std::optional<LogStep> s = log_reader->Feed(line);
+        if (!s) continue;
+        ++log_steps_read;
+        std::optional<v1::StepMetrics> m =
+            log_steps->Add(*s, SecondsSince(t0, now), std::max(gap, 1e-6));
+        if (!log_steps->error().empty()) {
+          log_error = log_steps->error();
+          break;
+        }
+        if (!m) continue;
+        last_activity = absl::Now();
+        steps.push_back(*std::move(m));
+      }
+    }
     const bool due = absl::Now() - last_report >= keepalive;
     if (!steps.empty() || (due && !final)) {
       last_report = absl::Now();
@@ -441,8 +504,8 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     }
     drain(now, false);
     hung = spec.watchdog_s() > 0 && absl::Now() - last_activity > watchdog;
-    if (stopped || hung || absl::Now() - start > timeout) {
-      timed_out = !stopped;
+    if (stopped || hung || !log_error.empty() || absl::Now() - start > timeout) {
+      timed_out = !stopped && log_error.empty();
       kill(-pid, SIGKILL);
       waitpid(pid, &wstatus, 0);
       exited = true;
@@ -472,8 +535,12 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     outcome.add_protected_changed(bad);
   }
   const std::string err_tail = ReadTail(err_fd.fd, 2000);
+  const std::string out_tail = log_reader != nullptr ? ReadTail(out_fd.fd, 2000) : "";
 
-  if (stopped) {
+  if (!log_error.empty()) {
+    outcome.set_status("failed");
+    outcome.set_error(absl::StrCat("metrics: ", log_error));
+  } else if (stopped) {
     outcome.set_status("failed");
     outcome.set_error("stopped: lease lost or session cancelled");
   } else if (timed_out) {
@@ -481,12 +548,18 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     outcome.set_error(hung ? absl::StrCat("hung: no metrics line for ", spec.watchdog_s(),
                                           " s (watchdog); killed")
                            : absl::StrCat("killed after the ", spec.timeout_s(), " s timeout"));
-  } else if (oom_event || LooksLikeOom(err_tail)) {
+  } else if (oom_event || LooksLikeOom(err_tail) || LooksLikeOom(out_tail)) {
     outcome.set_status("oom");
     outcome.set_error("out of memory");
   } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) {
     outcome.set_status("ok");
     if (!bad_line.empty()) outcome.set_note(bad_line);
+    if (log_reader != nullptr && log_steps_read == 0) {
+      outcome.set_note(absl::StrCat("metrics: the ", spec.metrics().reader(),
+                                    " reader found no step line in the job's ",
+                                    log_stderr ? "stderr" : "stdout", " (", log_lines,
+                                    " lines read)"));
+    }
   } else {
     outcome.set_status("failed");
     const std::string how = WIFEXITED(wstatus)
