@@ -15,7 +15,8 @@ absl::StatusOr<v1::TrialAssignment> AssignmentFor(const storage::SessionRecord& 
   a.set_session_id(session.id);
   a.set_lease_token(t.lease_token);
   ASSIGN_OR_RETURN(Config cfg, DecodeConfigJson(t.config));
-  CopyConfig(cfg, a.mutable_config());
+  // The command's values: the setting and what the spec derives from it.
+  CopyConfig(CommandValues(spec, cfg), a.mutable_config());
   a.set_lease_timeout_ms(absl::ToInt64Milliseconds(lease_timeout));
   a.set_attempt(t.attempts);
   a.set_team(session.team);
@@ -77,6 +78,7 @@ absl::StatusOr<v1::TrialAssignment> AssignmentFor(const storage::SessionRecord& 
     p->set_workdir(spec.process.workdir);
     p->set_timeout_s(spec.process.timeout_s);
     p->set_watchdog_s(spec.process.watchdog_s);
+    for (const auto& [name, value] : spec.process.env) (*p->mutable_env())[name] = value;
     if (const LogReaderSpec& r = spec.process.metrics; !r.UsesHarness()) {
       v1::MetricsReader* m = p->mutable_metrics();
       m->set_reader(r.reader);

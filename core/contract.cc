@@ -111,7 +111,7 @@ std::optional<Violation> CheckContract(const ContractSpec& c, const ContractRefe
   for (const StepEvidence& s : e.steps) {
     if (c.precision.empty()) break;
     if (s.dtype.empty()) continue;  // only what the harness reports can be checked
-    if (std::find(c.precision.begin(), c.precision.end(), s.dtype) == c.precision.end()) {
+    if (!PrecisionAllowed(c.precision, s.dtype)) {
       return v("precision", absl::StrCat("step ", s.step, " ran in ", s.dtype,
                                          ", the contract allows ",
                                          absl::StrJoin(c.precision, ", ")));

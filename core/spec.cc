@@ -12,6 +12,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "core/derived.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -354,6 +355,39 @@ absl::Status ParseSlurm(const YAML::Node& sl, SessionSpec& spec) {
   return absl::OkStatus();
 }
 
+// executor.process.env: {NAME: "text with {knob} placeholders"}: environment
+// knobs, set without a shell or an `env` command; each agent's operator
+// decides which names trials may be given (--env-allow).
+absl::Status ParseProcessEnv(const YAML::Node& p, SessionSpec& spec) {
+  const std::string f = "executor.process.env";
+  ASSIGN_OR_RETURN(YAML::Node e, RequireMap(p, "env", f, false));
+  if (!e || e.IsNull()) return absl::OkStatus();
+  if (e.size() > 32) return FieldError(f, "at most 32 variables");
+  for (const auto& kv : e) {
+    const std::string name = kv.first.as<std::string>();
+    const std::string field = absl::StrCat(f, ".", name);
+    if (std::string why = TrialEnvNameError(name); !why.empty()) return FieldError(field, why);
+    if (!kv.second.IsScalar()) return FieldError(field, "must be a string");
+    const std::string value = kv.second.Scalar();
+    if (value.size() > 4096 || value.find('\0') != std::string::npos) {
+      return FieldError(field, "must be at most 4096 characters, without NUL");
+    }
+    for (std::string ph : Placeholders(value)) {
+      if (!ph.empty() && ph.back() == '?') {
+        return FieldError(field, "a switch {knob?...} belongs in the command, not a variable");
+      }
+      if (spec.FindKnob(ph) == nullptr && spec.FindDerived(ph) == nullptr) {
+        return FieldError(field, absl::StrCat("placeholder {", ph, "} is not a knob or a derived value"));
+      }
+    }
+    spec.process.env[name] = value;
+  }
+  if (spec.slurm.enabled && !spec.process.env.empty()) {
+    return FieldError(f, "a Slurm-placed job takes its environment from Slurm; not supported here");
+  }
+  return absl::OkStatus();
+}
+
 // executor.process.metrics: {reader, from, pattern, warmup_steps}.
 absl::Status ParseMetricsReader(const YAML::Node& p, SessionSpec& spec) {
   const std::string f = "executor.process.metrics";
@@ -378,6 +412,65 @@ absl::Status ParseMetricsReader(const YAML::Node& p, SessionSpec& spec) {
     return FieldError(f + ".reader",
                       "log readers run on the process executor's own output; a Slurm-placed "
                       "job still reports through the harness (reader: harness)");
+  }
+  return absl::OkStatus();
+}
+
+// Replay landscapes and the simulator know booleans in one spelling.
+void NormalizeKnobValues(SessionSpec& spec) {
+  for (Knob& k : spec.knobs) {
+    for (std::string& v : k.values) v = NormalizeScalar(v);
+  }
+  for (auto& [name, v] : spec.baseline) v = NormalizeScalar(v);
+}
+
+// derived: {name: "expression over knobs"}; every setting of the knobs an
+// expression names must give a positive whole number.
+absl::Status ParseDerived(const YAML::Node& root, SessionSpec& spec) {
+  ASSIGN_OR_RETURN(YAML::Node d, RequireMap(root, "derived", "derived", false));
+  if (!d || d.IsNull()) return absl::OkStatus();
+  if (d.size() > 16) return FieldError("derived", "at most 16 derived values");
+  for (const auto& kv : d) {
+    const std::string name = kv.first.as<std::string>();
+    const std::string field = absl::StrCat("derived.", name);
+    if (!ValidIdentifier(name)) {
+      return FieldError(field, "names are identifiers ([A-Za-z_][A-Za-z0-9_]*)");
+    }
+    if (spec.FindKnob(name) != nullptr) {
+      return FieldError(field, "is a knob's name: a derived value follows from the knobs");
+    }
+    if (!kv.second.IsScalar()) return FieldError(field, "must be an expression (a string)");
+    auto expr = DerivedExpr::Parse(kv.second.Scalar());
+    if (!expr.ok()) return FieldError(field, expr.status().message());
+    // The settings of the knobs it names, all of them.
+    std::vector<const Knob*> used;
+    double settings = 1;
+    for (const std::string& n : expr->names()) {
+      const Knob* k = spec.FindKnob(n);
+      if (k == nullptr) return FieldError(field, absl::StrCat("'", n, "' is not a knob"));
+      used.push_back(k);
+      settings *= static_cast<double>(k->values.size());
+    }
+    if (settings > 100000) {
+      return FieldError(field, "names knobs with more than 100000 settings together");
+    }
+    std::vector<size_t> at(used.size(), 0);
+    while (true) {
+      std::map<std::string, std::string> values;
+      for (size_t i = 0; i < used.size(); ++i) values[used[i]->name] = used[i]->values[at[i]];
+      auto v = expr->Eval(values);
+      const std::string where =
+          values.empty() ? "" : absl::StrCat(" at ", absl::StrJoin(values, ", ", absl::PairFormatter("=")));
+      if (!v.ok()) return FieldError(field, absl::StrCat(v.status().message(), where));
+      if (*v < 1) {
+        return FieldError(field, absl::StrCat("is ", *v, where, ": a derived value must be a positive "
+                                              "whole number for every setting"));
+      }
+      size_t i = 0;
+      while (i < at.size() && ++at[i] == used[i]->values.size()) at[i++] = 0;
+      if (i == at.size()) break;
+    }
+    spec.derived.emplace_back(name, *std::move(expr));
   }
   return absl::OkStatus();
 }
@@ -454,7 +547,8 @@ absl::Status ParseExecutor(const YAML::Node& root, const SpecParseOptions& optio
   spec.executor_kind = SessionSpec::ExecutorKind::kProcess;
   ASSIGN_OR_RETURN(YAML::Node p, RequireMap(ex, "process", "executor.process", true));
   RETURN_IF_ERROR(
-      CheckKeys(p, "executor.process", {"command", "workdir", "timeout_s", "watchdog_s", "metrics"}));
+      CheckKeys(p, "executor.process",
+                {"command", "workdir", "timeout_s", "watchdog_s", "metrics", "env"}));
   YAML::Node cmd = p["command"];
   if (!cmd || cmd.IsNull()) return FieldError("executor.process.command", "is required");
   if (cmd.IsScalar()) {
@@ -477,13 +571,15 @@ absl::Status ParseExecutor(const YAML::Node& root, const SpecParseOptions& optio
       const bool is_switch = !ph.empty() && ph.back() == '?';
       if (is_switch) ph.pop_back();
       const Knob* knob = spec.FindKnob(ph);
+      if (!knob && !is_switch && spec.FindDerived(ph) != nullptr) continue;
       if (!knob) {
         return FieldError("executor.process.command",
-                          absl::StrCat("placeholder {", ph, is_switch ? "?...}" : "}", " is not a knob"));
+                          absl::StrCat("placeholder {", ph, is_switch ? "?...}" : "}",
+                                       " is not a knob", is_switch ? "" : " or a derived value"));
       }
       if (is_switch) {
         for (const std::string& v : knob->values) {
-          if (v != "true" && v != "false") {
+          if (NormalizeScalar(v) != "true" && NormalizeScalar(v) != "false") {
             return FieldError("executor.process.command",
                               absl::StrCat("switch {", ph, "?...} needs knobs.", ph,
                                            " to take only true and false, not '", v, "'"));
@@ -506,6 +602,7 @@ absl::Status ParseExecutor(const YAML::Node& root, const SpecParseOptions& optio
   ASSIGN_OR_RETURN(int64_t watchdog,
                    ReadInt(p, "watchdog_s", "executor.process.watchdog_s", 0, 7 * 86400, 300));
   spec.process.watchdog_s = static_cast<int32_t>(watchdog);
+  RETURN_IF_ERROR(ParseProcessEnv(p, spec));
   return ParseMetricsReader(p, spec);
 }
 
@@ -630,9 +727,7 @@ absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& optio
   }
   // The precision policy bounds the space itself.
   if (!c.precision.empty()) {
-    auto allowed = [&](const std::string& v) {
-      return std::find(c.precision.begin(), c.precision.end(), v) != c.precision.end();
-    };
+    auto allowed = [&](const std::string& v) { return PrecisionAllowed(c.precision, v); };
     if (const Knob* k = spec.FindKnob("precision")) {
       for (const std::string& v : k->values) {
         if (!allowed(v)) {
@@ -797,8 +892,9 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
                                           const SpecParseOptions& options) {
   if (!root.IsMap()) return FieldError("spec", "must be a YAML mapping");
   RETURN_IF_ERROR(CheckKeys(root, "", {"name", "workload", "hardware", "knobs", "baseline",
-                                       "budget", "doctor", "seed", "executor", "contract",
-                                       "verify", "patches", "repository", "share_bank"}));
+                                       "derived", "budget", "doctor", "seed", "executor",
+                                       "contract", "verify", "patches", "repository",
+                                       "share_bank"}));
   SessionSpec spec;
   ASSIGN_OR_RETURN(spec.name, RequireString(root, "name", "name"));
   if (!IsValidName(spec.name)) {
@@ -851,8 +947,11 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
     std::set<std::string> seen;
     for (const auto& v : kv.second) {
       if (!v.IsScalar()) return FieldError(field, "values must be scalars");
-      std::string value = NormalizeScalar(v.Scalar());
-      if (!seen.insert(value).second) {
+      // As written: a process's command gets the text the spec wrote
+      // (`True` stays `True`); other executors' values are normalised
+      // once the executor is known (NormalizeKnobValues).
+      std::string value = v.Scalar();
+      if (!seen.insert(NormalizeScalar(value)).second) {
         return FieldError(field, absl::StrCat("duplicate value '", value, "'"));
       }
       k.values.push_back(std::move(value));
@@ -867,12 +966,17 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
     const Knob* knob = spec.FindKnob(name);
     if (!knob) return FieldError(field, "unknown knob (not in knobs)");
     if (!kv.second.IsScalar()) return FieldError(field, "must be a scalar");
-    const std::string value = NormalizeScalar(kv.second.Scalar());
-    if (std::find(knob->values.begin(), knob->values.end(), value) == knob->values.end()) {
+    const std::string value = kv.second.Scalar();
+    // `true` in the baseline names the knob's `True`: the knob's spelling
+    // is the one kept.
+    auto same = std::find_if(knob->values.begin(), knob->values.end(), [&](const std::string& v) {
+      return v == value || NormalizeScalar(v) == NormalizeScalar(value);
+    });
+    if (same == knob->values.end()) {
       return FieldError(field, absl::StrCat("value '", value, "' is not in knobs.", name,
                                             " [", absl::StrJoin(knob->values, ", "), "]"));
     }
-    spec.baseline[name] = value;
+    spec.baseline[name] = *same;
   }
   for (const Knob& k : spec.knobs) {
     if (!spec.baseline.count(k.name)) {
@@ -908,7 +1012,14 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
     spec.share_bank = v == "true";
   }
 
+  RETURN_IF_ERROR(ParseDerived(root, spec));
   RETURN_IF_ERROR(ParseExecutor(root, options, spec));
+  if (spec.executor_kind != SessionSpec::ExecutorKind::kProcess) {
+    if (!spec.derived.empty()) {
+      return FieldError("derived", "derived values fill a process's command; this executor has none");
+    }
+    NormalizeKnobValues(spec);
+  }
   RETURN_IF_ERROR(ParseRepository(root, options, spec));
   if (spec.executor_kind == SessionSpec::ExecutorKind::kProcess && spec.repository.url.empty() &&
       spec.process.workdir.empty()) {
@@ -941,6 +1052,61 @@ bool IsValidName(const std::string& s) {
   return true;
 }
 
+std::string CanonicalPrecision(const std::string& name) {
+  const std::string p = absl::AsciiStrToLower(absl::StripAsciiWhitespace(name));
+  if (p == "float32" || p == "fp32" || p == "f32" || p == "float" || p == "torch.float32") return "fp32";
+  if (p == "bfloat16" || p == "bf16" || p == "torch.bfloat16") return "bf16";
+  if (p == "float16" || p == "fp16" || p == "f16" || p == "half" || p == "torch.float16") return "fp16";
+  if (p == "tensorfloat32" || p == "tf32") return "tf32";
+  if (p == "float8" || p == "fp8" || p == "float8_e4m3fn" || p == "e4m3" || p == "hybrid") return "fp8";
+  return p;
+}
+
+bool PrecisionAllowed(const std::vector<std::string>& allowed, const std::string& dtype) {
+  const std::string want = CanonicalPrecision(dtype);
+  return std::any_of(allowed.begin(), allowed.end(),
+                     [&](const std::string& a) { return CanonicalPrecision(a) == want; });
+}
+
+std::string TrialEnvNameError(const std::string& name) {
+  if (name.empty() || name.size() > 128 || !(absl::ascii_isupper(name[0]) || name[0] == '_')) {
+    return "variable names are [A-Z_][A-Z0-9_]*";
+  }
+  for (char c : name) {
+    if (!(absl::ascii_isupper(c) || absl::ascii_isdigit(c) || c == '_')) {
+      return "variable names are [A-Z_][A-Z0-9_]*";
+    }
+  }
+  if (absl::StartsWith(name, "INFRARSI_")) return "INFRARSI_ variables are the agent's own";
+  // The agent sets these for every trial, or they choose which program the
+  // allowed command is (PATH, the dynamic linker's).
+  for (const char* reserved : {"PATH", "HOME", "TMPDIR", "CUDA_VISIBLE_DEVICES",
+                               "NVIDIA_VISIBLE_DEVICES", "PYTHONUNBUFFERED"}) {
+    if (name == reserved) return absl::StrCat(name, " is set by the agent for every trial");
+  }
+  if (absl::StartsWith(name, "LD_")) {
+    return "the dynamic linker's variables would change which program the allowed command runs";
+  }
+  return "";
+}
+
+const DerivedExpr* SessionSpec::FindDerived(const std::string& name) const {
+  for (const auto& [n, e] : derived) {
+    if (n == name) return &e;
+  }
+  return nullptr;
+}
+
+Config CommandValues(const SessionSpec& spec, const Config& config) {
+  Config out = config;
+  for (const auto& [name, expr] : spec.derived) {
+    // Checked at Init for every setting of the space.
+    auto v = expr.Eval(config);
+    if (v.ok()) out[name] = absl::StrCat(*v);
+  }
+  return out;
+}
+
 std::string ContractText(const SessionSpec& s) {
   const ContractSpec& c = s.contract;
   std::string out = absl::StrCat(
@@ -962,7 +1128,9 @@ std::string ContractText(const SessionSpec& s) {
     absl::StrAppend(&out, "\nrepository=", s.repository.url, "@", s.repository.base_commit);
   }
   if (s.pool == SessionSpec::Pool::kTeam) absl::StrAppend(&out, "\npool=team");
-  // Only when set, so contracts locked before readers existed hash alike.
+  // Only when set, so contracts locked before these existed hash alike.
+  for (const auto& [name, expr] : s.derived) absl::StrAppend(&out, "\nderived=", name, ":", expr.text());
+  for (const auto& [name, value] : s.process.env) absl::StrAppend(&out, "\nenv=", name, ":", value);
   if (const LogReaderSpec& r = s.process.metrics; !r.UsesHarness()) {
     absl::StrAppend(&out, "\nreader=", r.reader, ":", r.stream, ":", r.warmup_steps, ":",
                     StableHash(r.pattern));
@@ -1182,7 +1350,7 @@ std::string SubstituteKnobs(const std::string& arg, const Config& config) {
       out += arg.substr(open, close - open + 1);
     } else if (q == std::string::npos) {
       out += it->second;
-    } else if (it->second == "true") {
+    } else if (NormalizeScalar(it->second) == "true") {
       out += inner.substr(q + 1);
     }
     pos = close + 1;

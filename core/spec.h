@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/derived.h"
 #include "core/log_readers.h"
 #include "core/source_repo.h"
 #include "models/cluster_sim.h"
@@ -49,6 +50,9 @@ struct ProcessExecutorSpec {
   // Where its steps come from: the harness's metrics lines, or a log
   // reader over the job's own output (core/log_readers.h).
   LogReaderSpec metrics;
+  // Environment knobs: NAME -> a template with {knob} placeholders, set by
+  // the agent (no shell, no `env` command) if its --env-allow names it.
+  std::map<std::string, std::string> env;
 };
 
 // executor.slurm: the process runs as one Slurm job (agents with the slurm
@@ -152,6 +156,9 @@ struct SessionSpec {
   int32_t gpu_count = 0;
   std::vector<Knob> knobs;  // in spec order
   Config baseline;
+  // Values that follow from the knobs (core/derived.h), in spec order:
+  // gradient accumulation tied to the micro-batch, and the like.
+  std::vector<std::pair<std::string, DerivedExpr>> derived;
   int32_t max_trials = 0;
   // Search stops when trials x GPUs x their wall time reach this (0: no
   // limit), ...
@@ -187,6 +194,7 @@ struct SessionSpec {
   // Number of settings in the knob space (saturates at INT64_MAX).
   int64_t SpaceSize() const;
   const Knob* FindKnob(const std::string& name) const;
+  const DerivedExpr* FindDerived(const std::string& name) const;
   // "replay", "process", "sim", or "slurm" (a process placed by Slurm):
   // what an agent must list to run its trials.
   std::string ExecutorName() const;
@@ -285,6 +293,17 @@ std::string PatchKnobName(const std::string& patch);
 // "{name?TEXT}" by TEXT where config[name] is "true" (by nothing where it
 // is not); other text is kept.
 std::string SubstituteKnobs(const std::string& arg, const Config& config);
+// The values a trial's command and environment are filled from: its
+// setting and the spec's derived values at it.
+Config CommandValues(const SessionSpec& spec, const Config& config);
+// Precision names in one vocabulary: float32/fp32, bfloat16/bf16,
+// float16/fp16/half, tf32, fp8 (lower case; others as they are).
+std::string CanonicalPrecision(const std::string& name);
+// Whether `dtype` is among `allowed`, in any of their spellings.
+bool PrecisionAllowed(const std::vector<std::string>& allowed, const std::string& dtype);
+// "" when a spec may set environment variable `name` for its trials, else
+// why not (the agent's own, or one that picks the program that runs).
+std::string TrialEnvNameError(const std::string& name);
 // A whole command: each argument substituted, and an argument that is one
 // switch alone dropped when the switch is off (so that a flag Megatron
 // takes bare, `--sequence-parallel`, is present or absent, never "").

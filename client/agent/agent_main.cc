@@ -165,8 +165,10 @@ int main(int argc, char** argv) {
                  "as root must name one; \"root\" deliberately); a slurm agent's jobs run as "
                  "its own user (--run-as root: submit as root, deliberately)");
   app.add_option("--env-allow", env_allow,
-                 "environment variable trials may see, beside PATH, LANG, LC_*, TZ and the CUDA "
-                 "device variables (repeatable; never INFRARSI_*)");
+                 "environment variable trials may see (passed from the agent's environment) "
+                 "and a session's spec may set (executor.process.env), beside PATH, LANG, LC_*, "
+                 "TZ and the CUDA device variables (repeatable; never INFRARSI_*, PATH or LD_* "
+                 "from a spec)");
   // The slurm executor: an agent on a submit host, trials as Slurm jobs.
   infrarsi::client::SlurmExecutor::Options& sl = o.slurm;
   double slurm_query_s = 1;

@@ -500,6 +500,38 @@ TEST_F(ProcessExecutorTest, LogReadersTurnEachFrameworksOwnLinesIntoTimedSteps) 
   }
 }
 
+// Environment knobs: set by the agent (no shell, no `env` command), only
+// for names its operator allows.
+TEST_F(ProcessExecutorTest, EnvironmentKnobsAreSetOnlyWhereThePolicyAllows) {
+  auto trial = [&](const std::string& name) {
+    v1::TrialAssignment a;
+    a.set_trial_id(21);
+    (*a.mutable_config())["threads"] = "3";
+    auto* p = a.mutable_executor()->mutable_process();
+    for (const char* w : {"/bin/sh", "-c", "echo \"OMP=$OMP_NUM_THREADS\" >&2; exit 9"}) p->add_argv(w);
+    p->set_workdir(dir_);
+    p->set_timeout_s(30);
+    (*p->mutable_env())[name] = "{threads}";
+    return a;
+  };
+  ProcessExecutor::Options o;
+  o.sandbox = false;
+  o.scratch_root = dir_ + "/scratch";
+  o.env_allow.push_back("OMP_NUM_THREADS");
+  auto ex = Make(o);
+  auto out = ex->Run(trial("OMP_NUM_THREADS"), &local_sink_);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NE(out->error().find("OMP=3"), std::string::npos) << out->error();
+  out = ex->Run(trial("MKL_NUM_THREADS"), &local_sink_);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->status(), "refused");
+  EXPECT_NE(out->error().find("env MKL_NUM_THREADS is not among"), std::string::npos) << out->error();
+  // Never one that picks the program, even where the operator listed it.
+  out = ex->Run(trial("PATH"), &local_sink_);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->status(), "refused");
+}
+
 // A log that prints every tenth step cannot be timed per step: the trial
 // fails with a message that says how to log every step.
 TEST_F(ProcessExecutorTest, ALogReaderRefusesALogThatSkipsSteps) {

@@ -124,6 +124,25 @@ TEST(ContractTest, EachRuleNamesItself) {
   }
 }
 
+// One vocabulary of precision names: a script's own float32 is the
+// contract's fp32 (a doctor refused it before), bfloat16 is bf16.
+TEST(ContractTest, PrecisionNamesAreOneVocabulary) {
+  ContractSpec spec = Contract();
+  spec.precision = {"fp32"};
+  TrialEvidence e = Honest();
+  for (auto& s : e.steps) s.dtype = "float32";
+  EXPECT_FALSE(CheckContract(spec, Reference(), e).has_value());
+  spec.precision = {"bfloat16"};
+  for (auto& s : e.steps) s.dtype = "bf16";
+  EXPECT_FALSE(CheckContract(spec, Reference(), e).has_value());
+  e.steps[2].dtype = "float16";
+  auto v = CheckContract(spec, Reference(), e);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->kind, "precision");
+  EXPECT_EQ(CanonicalPrecision("torch.bfloat16"), "bf16");
+  EXPECT_EQ(CanonicalPrecision("Half"), "fp16");
+}
+
 // A process whose steps take `step_s` (plus 0.3 ms between them) and whose
 // lines claim `took / factor`, read by an agent that polls every `poll`
 // seconds (each arrival is late by up to one poll).

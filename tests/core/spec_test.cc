@@ -276,6 +276,81 @@ TEST(SpecTest, LogReadersParseAndRefuseWhatTheyCannotCheck) {
   EXPECT_TRUE(with("{reader: jsonl}", "contract: {data_seed: 7}").ok());
 }
 
+constexpr char kProcessSpec[] = R"yaml(
+name: own-script
+workload: {model: gpt, global_batch: 32, seq_len: 256}
+hardware: {gpu: cpu, count: 2}
+knobs:
+  micro_batch: [1, 2, 4, 8, 16]
+  bias: [True, False]
+  threads: [1, 2, 4]
+baseline: {micro_batch: 1, bias: true, threads: 2}
+budget: {max_trials: 10}
+derived:
+  accum: "32 / (micro_batch * 2)"
+executor:
+  process:
+    command: "python3 train.py --batch_size={micro_batch} --gradient_accumulation_steps={accum} --bias={bias}"
+    workdir: job
+    env: {OMP_NUM_THREADS: "{threads}"}
+)yaml";
+
+// A derived value ties accumulation to the micro-batch: stated once,
+// checked at Init for every setting, filled into each trial's command.
+TEST(SpecTest, DerivedValuesAreCheckedForEverySettingAndFillTheCommand) {
+  auto spec = ParseSpec(kProcessSpec, Opts());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->derived.size(), 1u);
+  Config c = spec->baseline;
+  c["micro_batch"] = "4";
+  const Config values = CommandValues(*spec, c);
+  EXPECT_EQ(values.at("accum"), "4");
+  const auto argv = SubstituteCommand(spec->process.argv, values);
+  EXPECT_EQ(argv[3], "--gradient_accumulation_steps=4");
+  // Values as written: the command gets `True`, not `true`.
+  EXPECT_EQ(spec->baseline.at("bias"), "True");
+  EXPECT_EQ(argv[4], "--bias=True");
+  EXPECT_EQ(spec->process.env.at("OMP_NUM_THREADS"), "{threads}");
+
+  struct Case {
+    std::string from, to, error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"accum: \"32 / (micro_batch * 2)\"", "accum: \"24 / micro_batch\"",
+            "derived.accum: 24 / 16 is not a whole number at micro_batch=16"},
+           {"accum: \"32 / (micro_batch * 2)\"", "accum: \"8 - micro_batch\"",
+            "derived.accum: is 0 at micro_batch=8: a derived value must be a positive"},
+           {"accum: \"32 / (micro_batch * 2)\"", "accum: \"32 / mbs\"", "derived.accum: 'mbs' is not a knob"},
+           {"accum: \"32 / (micro_batch * 2)\"", "accum: \"32 / (micro_batch\"", "derived.accum: missing ')'"},
+           {"accum: \"32 / (micro_batch * 2)\"", "accum: \"bias * 2\"", "derived.accum: bias=True is not an integer"},
+           {"accum: \"32 / (micro_batch * 2)\"", "threads: \"2\"", "derived.threads: is a knob's name"},
+           {"--gradient_accumulation_steps={accum}", "--gradient_accumulation_steps={acum}",
+            "executor.process.command: placeholder {acum} is not a knob or a derived value"},
+           {"OMP_NUM_THREADS: \"{threads}\"", "PATH: \"/tmp/x:{threads}\"",
+            "executor.process.env.PATH: PATH is set by the agent"},
+           {"OMP_NUM_THREADS: \"{threads}\"", "LD_PRELOAD: \"/tmp/x.so\"", "executor.process.env.LD_PRELOAD:"},
+           {"OMP_NUM_THREADS: \"{threads}\"", "INFRARSI_TOKEN: \"x\"", "executor.process.env.INFRARSI_TOKEN:"},
+           {"OMP_NUM_THREADS: \"{threads}\"", "omp: \"1\"", "executor.process.env.omp: variable names"},
+           {"OMP_NUM_THREADS: \"{threads}\"", "OMP_NUM_THREADS: \"{thread}\"",
+            "executor.process.env.OMP_NUM_THREADS: placeholder {thread}"},
+           {"bias: [True, False]", "bias: [True, true]", "knobs.bias: duplicate value 'true'"},
+       }) {
+    const std::string yaml = absl::StrReplaceAll(kProcessSpec, {{c.from, c.to}});
+    ASSERT_NE(yaml, kProcessSpec) << c.from;
+    auto bad = ParseSpec(yaml, Opts());
+    ASSERT_FALSE(bad.ok()) << c.to;
+    EXPECT_EQ(bad.status().message().rfind(c.error, 0), 0u) << bad.status().message();
+  }
+  // Derived values and environment knobs are part of the locked contract.
+  auto other = ParseSpec(absl::StrReplaceAll(kProcessSpec, {{"(micro_batch * 2)", "micro_batch"}}), Opts());
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE(ContractText(*spec), ContractText(*other));
+  // A replay landscape's booleans keep one spelling.
+  auto replay = ParseSpec(kGood, Opts());
+  ASSERT_TRUE(replay.ok());
+  EXPECT_EQ(replay->FindKnob("ckpt")->values[0], "false");
+}
+
 // executor.slurm places the process's command as a Slurm job; every
 // field is checked, and options InfraRSI sets itself are refused.
 TEST(SpecTest, SlurmPlacementParsesAndNamesBadFields) {

@@ -160,6 +160,23 @@ std::string TrialCommand(const CodePolicy& policy, const v1::TrialAssignment& tr
   return CodePolicyRefusal(policy, *argv, spec.workdir(), !spec.source().repository().empty());
 }
 
+std::string TrialEnvRefusal(const v1::ProcessSpec& spec, const std::vector<std::string>& env_allow) {
+  for (const auto& [name, value] : spec.env()) {
+    if (std::string why = TrialEnvNameError(name); !why.empty()) {
+      return absl::StrCat("agent policy: env ", name, ": ", why);
+    }
+    if (std::find(env_allow.begin(), env_allow.end(), name) == env_allow.end()) {
+      return absl::StrCat("agent policy: env ", name,
+                          " is not among the variables this agent lets trials set (--env-allow ",
+                          absl::StrJoin(env_allow, ","), ")");
+    }
+    if (value.find('\0') != std::string::npos) {
+      return absl::StrCat("agent policy: env ", name, " holds a NUL character");
+    }
+  }
+  return "";
+}
+
 v1::TrialOutcome RefusedOutcome(std::string why) {
   v1::TrialOutcome refused;
   refused.set_status("refused");
@@ -319,6 +336,20 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     if (!lease.visible_devices().empty() && devices_vars.count(name) > 0) continue;
     if (const char* v = std::getenv(name.c_str()); v != nullptr) {
       env_strings.push_back(absl::StrCat(name, "=", v));
+    }
+  }
+  // Environment knobs: only names the operator allows, never the agent's
+  // own or one that picks the program (checked at Init too; a server is
+  // not trusted with the agent's policy).
+  if (const std::string why = TrialEnvRefusal(spec, options_.env_allow); !why.empty()) {
+    (void)RemoveTreeNoFollow(scratch.string());
+    return RefusedOutcome(why);
+  }
+  {
+    const Config values(trial.config().begin(), trial.config().end());
+    for (const auto& [name, tmpl] : spec.env()) {
+      std::erase_if(env_strings, [&](const std::string& e) { return absl::StartsWith(e, name + "="); });
+      env_strings.push_back(absl::StrCat(name, "=", SubstituteKnobs(tmpl, values)));
     }
   }
   if (!lease.visible_devices().empty()) {

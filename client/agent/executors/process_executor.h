@@ -59,6 +59,9 @@ std::string CodePolicyRefusal(const CodePolicy& policy, const std::vector<std::s
 std::string TrialCommand(const CodePolicy& policy, const v1::TrialAssignment& trial,
                          std::vector<std::string>* argv);
 v1::TrialOutcome RefusedOutcome(std::string why);
+// "" when the agent may set every environment variable the trial's spec
+// names (each in `env_allow`, none the agent's own), else why not.
+std::string TrialEnvRefusal(const v1::ProcessSpec& spec, const std::vector<std::string>& env_allow);
 // A fresh, empty folder (0700) for this attempt of the trial under `root`
 // (what was there is removed without following links); `executor` names
 // the error's source.
