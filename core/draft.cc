@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/llm_priors.h"
+#include "core/log_readers.h"
 #include "core/script_flags.h"
 #include "core/spec.h"
 
@@ -37,10 +38,21 @@ std::string Basename(const std::string& path) {
 // Facts: flags whose value the draft reads but never turns into a knob.
 const std::vector<std::string> kGlobalBatch = {"--global-batch-size", "--global_batch_size",
                                                "--global-batch", "--global_batch",
-                                               "--train_batch_size", "--train-batch-size"};
+                                               "--train_batch_size", "--train-batch-size",
+                                               "--training.global_batch_size"};
 const std::vector<std::string> kSeqLen = {"--seq-length", "--seq_length", "--seq-len", "--seq_len",
                                           "--block_size", "--block-size", "--max-seq-len",
-                                          "--max_seq_len"};
+                                          "--max_seq_len", "--max_seq_length", "--max-seq-length",
+                                          "--training.seq_len", "--model_max_length"};
+// The micro-batch (sequences per GPU per forward pass) in the spellings of
+// Megatron, DeepSpeed, the HF Trainer, torchtitan and nanoGPT-style scripts.
+const std::vector<std::string> kMicro = {"--micro-batch-size", "--micro_batch_size", "--micro-batch",
+                                         "--micro_batch", "--mbs", "--train_micro_batch_size_per_gpu",
+                                         "--per_device_train_batch_size", "--per-device-train-batch-size",
+                                         "--training.local_batch_size", "--batch_size", "--batch-size"};
+const std::vector<std::string> kAccum = {"--grad-accum", "--grad_accum", "--gradient_accumulation_steps",
+                                         "--gradient-accumulation-steps", "--accumulation_steps",
+                                         "--accumulation-steps"};
 const std::vector<std::string> kSeed = {"--seed", "--data-seed", "--data_seed"};
 const std::vector<std::string> kLayers = {"--num-layers", "--num_layers", "--n_layer", "--n-layer"};
 const std::vector<std::string> kHidden = {"--hidden-size", "--hidden_size", "--n_embd", "--dim"};
@@ -154,6 +166,35 @@ std::map<std::string, std::vector<std::string>> ScriptChoices(const std::string&
       values.push_back(m[1].matched ? m[1].str() : m[2].matched ? m[2].str() : m[3].str());
     }
     if (ok && values.size() >= 2) out[(*it)[1].str()] = values;
+  }
+  return out;
+}
+
+std::map<std::string, std::string> ScriptDefaults(const std::string& text) {
+  std::map<std::string, std::string> out;
+  static const std::regex literal(R"re(^(?:(-?[0-9][0-9_]*(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)|"([^"\\]*)"|'([^'\\]*)'|(True|False))$)re");
+  auto add = [&](const std::string& flag, const std::string& raw) {
+    std::smatch m;
+    const std::string v(absl::StripAsciiWhitespace(raw));
+    if (!std::regex_match(v, m, literal)) return;  // an expression: not known here
+    std::string value = m[1].matched ? absl::StrReplaceAll(m[1].str(), {{"_", ""}})
+                        : m[2].matched ? m[2].str()
+                        : m[3].matched ? m[3].str()
+                                       : m[4].str();
+    out.emplace(flag, value);  // the first declaration wins
+  };
+  static const std::regex argparse(
+      R"re(add_argument\(\s*["'](--[A-Za-z0-9_.-]+)["'][^()]*?default\s*=\s*("[^"]*"|'[^']*'|[-0-9.eE_]+|True|False)\s*[,)])re");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), argparse); it != std::sregex_iterator(); ++it) {
+    add((*it)[1].str(), (*it)[2].str());
+  }
+  // nanoGPT's configurator: module-level `name = literal`, overridden by
+  // --name=value. Only lines at column 0, before any comment.
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    static const std::regex assign(R"re(^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([^#]+?)\s*(?:#.*)?$)re");
+    std::smatch m;
+    const std::string l(line);
+    if (std::regex_match(l, m, assign)) add("--" + m[1].str(), m[2].str());
   }
   return out;
 }
@@ -313,6 +354,64 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
   }
   d.gpus_per_node = d.gpus / d.nodes;
 
+  // The DeepSpeed config the command names: its batch and print interval.
+  YAML::Node ds;
+  if (!in.ds_config.empty()) {
+    try {
+      ds = YAML::Load(in.ds_config);  // JSON is YAML
+    } catch (const YAML::Exception& e) {
+      return Field("deepspeed config", absl::StrCat("not JSON: ", e.msg));
+    }
+    if (!ds.IsMap()) return Field("deepspeed config", "not a JSON object");
+  }
+  auto ds_int = [&](const char* key) -> std::optional<int64_t> {
+    if (!ds || !ds[key] || !ds[key].IsScalar()) return std::nullopt;
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(ds[key].Scalar(), &v) || v <= 0 || v > kMaxFlagInt) return std::nullopt;
+    return v;
+  };
+  // A flag's value: the command's, else what the script declares.
+  auto value_of = [&](const std::vector<std::string>& spellings) -> std::optional<int64_t> {
+    if (const auto v = IntOf(FindArg(args, spellings))) return v;
+    for (const std::string& f : spellings) {
+      auto it = in.script_defaults.find(f);
+      int64_t v = 0;
+      if (it != in.script_defaults.end() && absl::SimpleAtoi(it->second, &v) && v > 0 && v <= kMaxFlagInt) {
+        return v;
+      }
+    }
+    return std::nullopt;
+  };
+  const int64_t tp = IntOf(FindArg(args, {"--tensor-model-parallel-size", "--tensor_model_parallel_size",
+                                          "--parallelism.tensor_parallel_degree"})).value_or(1);
+  const int64_t pp = IntOf(FindArg(args, {"--pipeline-model-parallel-size", "--pipeline_model_parallel_size",
+                                          "--parallelism.pipeline_parallel_degree"})).value_or(1);
+  const int64_t cp = IntOf(FindArg(args, {"--context-parallel-size", "--context_parallel_size",
+                                          "--parallelism.context_parallel_degree"})).value_or(1);
+  // In doubles: the degrees are the team's numbers, their product may not fit.
+  const int64_t dp = std::max<int64_t>(
+      1, static_cast<int64_t>(static_cast<double>(d.gpus) /
+                              std::max(1.0, static_cast<double>(tp) * static_cast<double>(pp) *
+                                                static_cast<double>(cp))));
+  const std::optional<int64_t> micro_value = value_of(kMicro).has_value() ? value_of(kMicro)
+                                                                          : ds_int("train_micro_batch_size_per_gpu");
+  const std::optional<int64_t> accum_value = value_of(kAccum).has_value() ? value_of(kAccum)
+                                                                          : ds_int("gradient_accumulation_steps");
+  // The global batch a command without a global flag runs: the micro-batch
+  // times accumulation times the data-parallel replicas.
+  int64_t global_given = in.global_batch;
+  if (global_given <= 0 && !FindArg(args, kGlobalBatch)) {
+    if (const auto g = ds_int("train_batch_size")) {
+      global_given = *g;
+    } else if (const auto g = value_of(kGlobalBatch)) {
+      global_given = *g;
+    } else if (micro_value && accum_value) {
+      global_given = *micro_value * *accum_value * dp;
+    }
+  }
+  int64_t seq_given = in.seq_len;
+  if (seq_given <= 0 && !FindArg(args, kSeqLen)) seq_given = value_of(kSeqLen).value_or(0);
+
   // Workload facts.
   auto fact = [&](const std::vector<std::string>& spellings, int64_t given, const char* field,
                   int64_t* out) -> absl::Status {
@@ -330,8 +429,8 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
     }
     return absl::OkStatus();
   };
-  if (absl::Status st = fact(kGlobalBatch, in.global_batch, "global_batch", &d.global_batch); !st.ok()) return st;
-  if (absl::Status st = fact(kSeqLen, in.seq_len, "seq_len", &d.seq_len); !st.ok()) return st;
+  if (absl::Status st = fact(kGlobalBatch, global_given, "global_batch", &d.global_batch); !st.ok()) return st;
+  if (absl::Status st = fact(kSeqLen, seq_given, "seq_len", &d.seq_len); !st.ok()) return st;
   if (const auto seed = IntOf(FindArg(args, kSeed))) {
     if (in.data_seed && *in.data_seed != *seed) {
       return Field("data_seed", absl::StrCat("given as ", *in.data_seed, " but the command says ", *seed));
@@ -358,12 +457,37 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
                static_cast<double>(vocab) * static_cast<double>(hidden);
   }
   // Precision is the contract's: the dtypes the command computes in.
+  // A flag that is on: bare, or a true value (`--bf16 True`, HF's way).
+  auto on = [&](const std::vector<std::string>& spellings) {
+    const Arg* a = FindArg(args, spellings);
+    if (a == nullptr) return false;
+    const std::string v = absl::AsciiStrToLower(a->value);
+    return a->bare || v == "true" || v == "1" || v == "yes";
+  };
+  const Arg* dtype = FindArg(args, {"--dtype", "--precision", "--mixed_precision", "--mixed-precision",
+                                    "--training.mixed_precision_param"});
+  std::string dtype_value = dtype != nullptr && !dtype->bare ? dtype->value : "";
+  if (dtype_value.empty()) {
+    for (const char* f : {"--dtype", "--precision", "--mixed_precision"}) {
+      if (auto it = in.script_defaults.find(f); it != in.script_defaults.end()) {
+        dtype_value = it->second;
+        break;
+      }
+    }
+  }
+  const bool ds_bf16 = ds && ds["bf16"] && ds["bf16"].IsMap() && ds["bf16"]["enabled"] &&
+                       ds["bf16"]["enabled"].Scalar() == "true";
+  const bool ds_fp16 = ds && ds["fp16"] && ds["fp16"].IsMap() && ds["fp16"]["enabled"] &&
+                       ds["fp16"]["enabled"].Scalar() == "true";
   if (FindArg(args, {"--fp8-format", "--fp8"})) {
     d.precision = {"bf16", "fp8"};
-  } else if (FindArg(args, {"--bf16"})) {
+  } else if (on({"--bf16"}) || ds_bf16) {
     d.precision = {"bf16"};
-  } else if (FindArg(args, {"--fp16"})) {
+  } else if (on({"--fp16"}) || ds_fp16) {
     d.precision = {"fp16"};
+  } else if (!dtype_value.empty()) {
+    // The script's own name for it, in the contract's vocabulary.
+    d.precision = {CanonicalPrecision(dtype_value)};
   } else {
     d.precision = {"fp32"};
   }
@@ -409,18 +533,27 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
     d.knobs.push_back(std::move(k));
   };
   const int64_t world = d.gpus;
-  const int64_t tp = IntOf(FindArg(args, {"--tensor-model-parallel-size", "--tensor_model_parallel_size"})).value_or(1);
-  const int64_t pp = IntOf(FindArg(args, {"--pipeline-model-parallel-size", "--pipeline_model_parallel_size"})).value_or(1);
-  const int64_t cp = IntOf(FindArg(args, {"--context-parallel-size", "--context_parallel_size"})).value_or(1);
   const bool megatron = FindArg(args, {"--tensor-model-parallel-size", "--micro-batch-size",
                                        "--num-layers", "--use-mcore-models"}) != nullptr;
-  // In doubles: the degrees are the team's numbers, their product may not fit.
-  const int64_t dp = std::max<int64_t>(
-      1, static_cast<int64_t>(static_cast<double>(world) /
-                              std::max(1.0, static_cast<double>(tp) * static_cast<double>(pp) *
-                                                static_cast<double>(cp))));
-  const bool has_accum = FindArg(args, {"--grad-accum", "--gradient_accumulation_steps",
-                                        "--gradient-accumulation-steps"}) != nullptr;
+  // The global batch is fixed by a flag (Megatron, torchtitan, DeepSpeed's
+  // config): accumulation follows the micro-batch by itself. Otherwise an
+  // accumulation flag must be tied to it (HF, nanoGPT).
+  const Arg* accum_arg = FindArg(args, kAccum);
+  const std::string accum_default_flag = [&]() -> std::string {
+    for (const std::string& f : kAccum) {
+      if (in.script_defaults.count(f)) return f;
+    }
+    return "";
+  }();
+  const bool has_accum = accum_arg != nullptr || !accum_default_flag.empty();
+  // A global batch the script takes as such (a flag, its default, the
+  // DeepSpeed config), or one the team states for a script with no
+  // accumulation flag (it derives accumulation itself).
+  const bool global_fixed =
+      FindArg(args, kGlobalBatch) != nullptr || ds_int("train_batch_size").has_value() ||
+      std::any_of(kGlobalBatch.begin(), kGlobalBatch.end(),
+                  [&](const std::string& f) { return in.script_defaults.count(f) > 0; }) ||
+      (in.global_batch > 0 && !has_accum);
   for (const Arg& a : args) {
     if (In({"--tensor-model-parallel-size", "--tensor_model_parallel_size"}, a.flag) && !a.bare) {
       const auto v = PowersOfTwo(std::min<int64_t>(d.gpus_per_node, 8), [&](int64_t x) {
@@ -449,31 +582,88 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
       }, ep);
       add(a, Strs(v), absl::StrCat("expert parallel: dividing the experts",
                                    experts > 0 ? absl::StrCat(" (", experts, ")") : ""), "command");
-    } else if (In({"--micro-batch-size", "--micro_batch_size", "--micro-batch", "--micro_batch", "--mbs",
-                   "--train_micro_batch_size_per_gpu"}, a.flag) && !a.bare) {
-      if (has_accum) {
-        d.notes.push_back(absl::StrCat(a.flag, " kept: the command also sets gradient accumulation, "
-                                       "which would have to change with it"));
-        continue;
-      }
+    } else if (In(kMicro, a.flag) && !a.bare) {
       const int64_t base = IntOf(&a).value_or(1);
       const int64_t per_replica = d.global_batch / dp;
+      if (base <= 0 || per_replica % base != 0) {
+        d.notes.push_back(absl::StrCat(a.flag, " kept: ", base, " does not divide the ", per_replica,
+                                       " sequences per data-parallel replica"));
+        continue;
+      }
+      // Accumulation either follows by itself (a global batch flag) or is
+      // tied to the micro-batch here; with neither, a micro-batch change
+      // would change the global batch.
+      const bool tie = !global_fixed && has_accum;
+      if (!global_fixed && !tie) {
+        d.notes.push_back(absl::StrCat(
+            a.flag, " kept: the command sets no global batch and no gradient accumulation, so "
+                    "another micro-batch would change the global batch (add ",
+            kAccum[2], " to the command to have them tied)"));
+        continue;
+      }
       const auto v = PowersOfTwo(std::min<int64_t>(per_replica, d.gpu == "cpu" ? per_replica : 16), [&](int64_t x) {
         return per_replica % x == 0;
       }, base);
-      add(a, Strs(v), absl::StrCat("micro-batch: dividing the ", per_replica,
-                                   " sequences per data-parallel replica (global batch ", d.global_batch,
-                                   " over ", dp, "); the rest is accumulation, so the step computes the same"),
+      const size_t before = d.knobs.size();
+      if (!tie && !FindArg(args, kGlobalBatch) && !ds_int("train_batch_size") && in.global_batch > 0) {
+        d.notes.push_back(absl::StrCat(
+            a.flag, " varies on the word that the script accumulates to the global batch ",
+            d.global_batch, " itself (it has no accumulation or global batch flag); if it does not, "
+            "every other value changes the loss and the contract refuses it"));
+      }
+      add(a, Strs(v),
+          absl::StrCat("micro-batch: dividing the ", per_replica,
+                       " sequences per data-parallel replica (global batch ", d.global_batch, " over ", dp,
+                       "); the rest is accumulation, so the step computes the same"),
           "command");
+      if (tie && d.knobs.size() > before) {
+        const std::string& knob = d.knobs.back().name;
+        const std::string flag = accum_arg != nullptr ? accum_arg->flag : accum_default_flag;
+        const std::string name = KnobName(flag);
+        d.derived.push_back({name, dp > 1 ? absl::StrCat(per_replica, " / ", knob)
+                                          : absl::StrCat(d.global_batch, " / ", knob)});
+        if (accum_arg != nullptr) {
+          PlaceKnob(*accum_arg, name, &d.command);
+        } else {
+          // The script's default, now given explicitly so it can follow.
+          d.command.push_back(a.equals ? absl::StrCat(flag, "={", name, "}") : flag);
+          if (!a.equals) d.command.push_back(absl::StrCat("{", name, "}"));
+        }
+        used_flags.insert(flag);
+        d.notes.push_back(absl::StrCat(flag, " is tied to ", a.flag, " (derived.", name,
+                                       "): micro-batch x accumulation x ", dp,
+                                       " replicas stays the global batch ", d.global_batch));
+      }
     } else if (In({"--recompute-granularity", "--recompute_granularity"}, a.flag) && !a.bare) {
       add(a, {"selective", "full"}, "activation recompute: selective (attention) or full layers", "command");
     } else if (In({"--recompute", "--activation-checkpointing", "--checkpoint-activations",
                    "--gradient-checkpointing", "--gradient_checkpointing"}, a.flag) && !a.bare) {
       const std::string lower = absl::AsciiStrToLower(a.value);
       if (lower == "true" || lower == "false" || lower == "1" || lower == "0") {
+        // In the command's own spelling: HF writes True, the script reads it.
+        const bool capital = a.value == "True" || a.value == "False";
         add(a, lower == "1" || lower == "0" ? std::vector<std::string>{"0", "1"}
+               : capital                    ? std::vector<std::string>{"False", "True"}
                                             : std::vector<std::string>{"false", "true"},
             "activation checkpointing: memory for time", "command");
+      }
+    } else if (In({"--activation_checkpoint.mode", "--activation-checkpoint.mode"}, a.flag) && !a.bare) {
+      add(a, {"none", "selective", "full"}, "torchtitan's activation checkpointing: memory for time",
+          "command");
+    } else if (In({"--parallelism.tensor_parallel_degree"}, a.flag) && !a.bare) {
+      const auto v = PowersOfTwo(std::min<int64_t>(d.gpus_per_node, 8), [&](int64_t x) {
+        return (heads == 0 || heads % x == 0) && world % x == 0;
+      }, tp);
+      add(a, Strs(v), "tensor parallel: within a node, dividing the heads", "command");
+    } else if (In({"--optim"}, a.flag) && !a.bare &&
+               (a.value == "adamw_torch" || a.value == "adamw_torch_fused")) {
+      add(a, {"adamw_torch", "adamw_torch_fused"},
+          "the HF Trainer's AdamW, looped or fused: the same update, other kernels", "command");
+    } else if (In({"--dataloader_num_workers", "--num_workers", "--num-workers"}, a.flag) && !a.bare) {
+      const int64_t w = IntOf(&a).value_or(-1);
+      if (w >= 0) {
+        add(a, Strs(w > 0 ? std::vector<int64_t>{w / 2, w, w * 2} : std::vector<int64_t>{0, 2, 4}),
+            "data-loading workers: the data is the same, only who loads it changes", "command");
       }
     } else if (In({"--attention-backend"}, a.flag) && !a.bare) {
       add(a, {"auto", "flash", "fused", "unfused"}, "Megatron's attention backends (local is for debugging)",
@@ -517,8 +707,81 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
   }
   if (d.knobs.empty()) {
     return Field("argv", "no launch flag the draft knows and no flag with declared choices: nothing to tune "
-                         "(known: parallel degrees, micro-batch, recompute, overlap and optimizer "
-                         "switches, attention backend, bucket size, ZeRO stage, threads)");
+                         "(known: parallel degrees, micro-batch with its accumulation, recompute, overlap and "
+                         "optimizer switches, attention backend, bucket size, ZeRO stage, threads, data "
+                         "workers); add one to the command or declare a flag's choices in the script");
+  }
+  // Where the steps come from: the harness's lines, or the framework's own.
+  const bool torchtitan = std::any_of(args.begin(), args.end(), [](const Arg& a) {
+    return absl::StartsWith(a.flag, "--training.") || absl::StartsWith(a.flag, "--job.") ||
+           absl::StartsWith(a.flag, "--metrics.") || absl::StartsWith(a.flag, "--parallelism.");
+  });
+  const bool deepspeed = !in.ds_config.empty() || prog == "deepspeed" ||
+                         FindArg(args, {"--deepspeed_config", "--deepspeed"}) != nullptr;
+  const bool hf = FindArg(args, {"--per_device_train_batch_size", "--output_dir", "--logging_steps",
+                                 "--num_train_epochs", "--per-device-train-batch-size"}) != nullptr;
+  if (!in.reader.empty() || !in.reader_pattern.empty()) {
+    d.reader = in.reader.empty() ? "regex" : in.reader;
+    d.reader_pattern = in.reader_pattern;
+  } else if (in.uses_harness || in.watches_optimizer) {
+    d.reader = "harness";
+  } else if (megatron) {
+    d.reader = "megatron";
+  } else if (torchtitan) {
+    d.reader = "torchtitan";
+  } else if (deepspeed) {
+    d.reader = "deepspeed";
+  } else if (hf) {
+    d.reader = "hf_trainer";
+  } else {
+    return Field("reader",
+                 "the draft cannot tell what this script prints per step: give --reader (megatron, "
+                 "torchtitan, deepspeed, hf_trainer, jsonl), or --reader regex --pattern with a "
+                 "(?P<loss>...) group, or wrap each step in InfraRSI's harness (docs/contract.md)");
+  }
+  {
+    LogReaderSpec rs;
+    rs.reader = d.reader;
+    rs.pattern = d.reader_pattern;
+    if (std::string why = LogReaderSpecError(rs); !why.empty()) return Field("reader", why);
+  }
+  // torchtitan logs through Python's logging: stderr (one file with stdout in a Slurm job).
+  d.reader_stream = d.reader == "torchtitan" && d.nodes == 1 ? "stderr" : "stdout";
+  // A reader needs a line every step; how often a framework prints changes
+  // what it prints, never what it computes.
+  auto every_step = [&](const std::vector<std::string>& spellings, const std::string& add_as,
+                        bool equals) {
+    const Arg* a = FindArg(args, spellings);
+    if (a != nullptr && !a->bare && a->value == "1") return;
+    if (a != nullptr && !a->bare) {
+      d.notes.push_back(absl::StrCat(a->flag, " ", a->value, " -> 1: the ", d.reader,
+                                     " reader needs a line every step (it prints more, computes the same)"));
+      d.command[a->equals ? a->flag_at : *a->value_at] = a->equals ? absl::StrCat(a->flag, "=1") : "1";
+      return;
+    }
+    d.notes.push_back(absl::StrCat(add_as, " 1 added: the ", d.reader,
+                                   " reader needs a line every step (it prints more, computes the same)"));
+    if (equals) {
+      d.command.push_back(absl::StrCat(add_as, "=1"));
+    } else {
+      d.command.insert(d.command.end(), {add_as, "1"});
+    }
+  };
+  const bool equals_style = std::any_of(args.begin(), args.end(), [](const Arg& a) { return a.equals; });
+  if (d.reader == "megatron") {
+    every_step({"--log-interval", "--log_interval"}, "--log-interval", false);
+  } else if (d.reader == "torchtitan") {
+    every_step({"--metrics.log_freq"}, "--metrics.log_freq", equals_style);
+  } else if (d.reader == "hf_trainer") {
+    every_step({"--logging_steps", "--logging-steps"}, "--logging_steps", equals_style);
+  } else if (d.reader == "deepspeed") {
+    const auto spp = ds_int("steps_per_print");
+    if (!in.ds_config.empty() && spp.value_or(10) != 1) {
+      return Field("deepspeed config",
+                   absl::StrCat("steps_per_print is ", spp.value_or(10),
+                                " (10 when unset): the deepspeed reader needs a line every step; set "
+                                "\"steps_per_print\": 1 (it prints more, computes the same)"));
+    }
   }
   // Scope: the job's files.
   for (const std::string& f : in.files) {
@@ -534,7 +797,8 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
   }
   d.repository_url = in.repository_url;
   d.workdir = in.workdir;
-  d.optimizer_in_window = in.watches_optimizer;
+  // Only the harness counts the optimizer step inside the timer.
+  d.optimizer_in_window = in.watches_optimizer && d.reader == "harness";
   const bool cpu = absl::AsciiStrToLower(in.gpu) == "cpu";
   d.timeout_s = in.timeout_s > 0 ? in.timeout_s : cpu ? 300 : 1800;
   size_t space = 1;
@@ -575,6 +839,12 @@ std::string DraftYaml(const Draft& d) {
   std::vector<std::string> base;
   for (const DraftKnob& k : d.knobs) base.push_back(absl::StrCat(k.name, ": ", Y(k.baseline)));
   line(absl::StrCat("baseline: {", absl::StrJoin(base, ", "), "}"));
+  if (!d.derived.empty()) {
+    line("# Tied to the knobs: each trial's command gets the value at its setting, checked");
+    line("# at init to be a whole number for every setting (the global batch stays the same).");
+    line("derived:");
+    for (const auto& [name, expr] : d.derived) line(absl::StrCat("  ", name, ": ", JsonQuote(expr)));
+  }
   line(absl::StrCat("# At most ", d.max_trials, " settings of the space; the run may stop earlier when no "
                     "setting is expected to beat the best."));
   line(absl::StrCat("budget: {max_trials: ", d.max_trials, "}"));
@@ -594,12 +864,27 @@ std::string DraftYaml(const Draft& d) {
   line(absl::StrCat("    command: [", absl::StrJoin(argv, ", "), "]"));
   if (!d.workdir.empty()) line(absl::StrCat("    workdir: ", Y(d.workdir)));
   line(absl::StrCat("    timeout_s: ", d.timeout_s));
+  if (d.reader != "harness") {
+    line(absl::StrCat("    # Steps are read from the job's own ", d.reader_stream,
+                      " (the script is not edited); each line timed"));
+    line("    # on arrival by the agent's clock. What the reader cannot see, the report says.");
+    std::string m = absl::StrCat("    metrics: {reader: ", d.reader);
+    if (d.reader_stream != "stdout") absl::StrAppend(&m, ", from: ", d.reader_stream);
+    if (!d.reader_pattern.empty()) absl::StrAppend(&m, ", pattern: ", JsonQuote(d.reader_pattern));
+    line(m + "}");
+  }
   if (d.nodes > 1) {
     line("  # More than one node: each trial is one Slurm job (docs/spec.md#slurm).");
     line(absl::StrCat("  slurm: {gpus_per_node: ", d.gpus_per_node, "}"));
   }
   line("contract:");
-  if (d.data_seed) {
+  const ReaderTraits* traits = ReaderTraitsOf(d.reader);
+  const bool states_seed = traits != nullptr && traits->data_seed &&
+                           (d.reader != "regex" || absl::StrContains(d.reader_pattern, "<data_seed>"));
+  if (d.data_seed && !states_seed) {
+    line(absl::StrCat("  # data_seed ", *d.data_seed, " is in the command; the ", d.reader,
+                      " reader's lines do not state it, so it is no rule here."));
+  } else if (d.data_seed) {
     line(absl::StrCat("  data_seed: ", *d.data_seed, "   # every trial must read the same data"));
   } else {
     line("  # data_seed: the command states none; set it to have the harness's seed checked.");

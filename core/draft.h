@@ -51,9 +51,23 @@ struct DraftInput {
   // The script's argparse choices, flag -> values (read from the script by
   // the caller; empty when it has none or could not be read).
   std::map<std::string, std::vector<std::string>> script_choices;
+  // Module-level literal assignments and argparse defaults the script
+  // declares, flag -> value ("--batch_size" -> "12"): what a flag the
+  // command leaves out is (ScriptDefaults).
+  std::map<std::string, std::string> script_defaults;
+  // The DeepSpeed config the command names (--deepspeed_config or
+  // --deepspeed), as JSON text; "" when none or unreadable.
+  std::string ds_config;
   // The script counts its optimizer steps through InfraRSI's harness
   // (harness.watch_optimizer): the contract then requires one per timed step.
   bool watches_optimizer = false;
+  // The script imports InfraRSI's harness (its metrics lines are the source).
+  bool uses_harness = false;
+  // Where the steps come from, when the team says so: a reader's name
+  // (core/log_readers.h) and, for "regex", the pattern; "": chosen from
+  // what the command's framework prints.
+  std::string reader;
+  std::string reader_pattern;
   // Files of the job's folder or repository (relative paths), for the
   // editable and protected scope; empty: no scope is drafted.
   std::vector<std::string> files;
@@ -82,7 +96,15 @@ struct Draft {
   std::string gpu;
   int gpus = 1, nodes = 1, gpus_per_node = 1;
   std::vector<DraftKnob> knobs;
+  // Values tied to the knobs (name, expression): accumulation that keeps
+  // the global batch as the micro-batch changes.
+  std::vector<std::pair<std::string, std::string>> derived;
   std::vector<std::string> command;  // with {knob} and {knob?flag} in place
+  // executor.process.metrics: the reader and its stream ("harness": the
+  // metrics lines of InfraRSI's harness).
+  std::string reader = "harness";
+  std::string reader_stream = "stdout";
+  std::string reader_pattern;
   size_t args_from = 0;  // where the script's own flags start in `command`
   std::optional<int64_t> data_seed;
   bool optimizer_in_window = false;
@@ -100,6 +122,12 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in);
 
 // The spec as YAML, a comment on every choice; ParseSpec reads it.
 std::string DraftYaml(const Draft& draft);
+
+// What a script declares a flag's value to be when the command leaves it
+// out: argparse's default=LITERAL, and module-level `name = LITERAL` lines
+// (nanoGPT-style scripts whose --name=value overrides them). Literals only:
+// numbers, quoted strings, True/False.
+std::map<std::string, std::string> ScriptDefaults(const std::string& script_text);
 
 // argparse choices declared in a Python script's text: for each
 // add_argument("--flag", ..., choices=[...]) with literal strings or

@@ -408,10 +408,9 @@ absl::Status ParseMetricsReader(const YAML::Node& p, SessionSpec& spec) {
     const size_t colon = why.find(": ");
     return FieldError(absl::StrCat(f, ".", why.substr(0, colon)), why.substr(colon + 2));
   }
-  if (!r.UsesHarness() && spec.slurm.enabled) {
-    return FieldError(f + ".reader",
-                      "log readers run on the process executor's own output; a Slurm-placed "
-                      "job still reports through the harness (reader: harness)");
+  if (!r.UsesHarness() && spec.slurm.enabled && r.stream != "stdout") {
+    return FieldError(f + ".from",
+                      "a Slurm job's stdout and stderr are one file (its --output): leave from out");
   }
   return absl::OkStatus();
 }

@@ -239,6 +239,12 @@ int main(int argc, char** argv) {
   draft->add_option("--workdir", draft_opts.workdir, "else the folder the command runs in (default: here)");
   draft->add_option("-o,--out", draft_opts.out, "write the spec to this new file (default: stdout)");
   draft->add_option("--timeout-s", draft_opts.input.timeout_s, "a trial's time limit (default 1800; 300 on cpu)");
+  draft->add_option("--reader", draft_opts.input.reader,
+                    "where the steps come from: megatron, torchtitan, deepspeed, hf_trainer, jsonl, regex "
+                    "or harness (default: chosen from the command's framework)");
+  draft->add_option("--pattern", draft_opts.input.reader_pattern,
+                    "with --reader regex: an RE2 pattern with named groups, (?P<loss>...) at least "
+                    "(step, step_time_s, step_time_ms, tokens, peak_mem_gib also read)");
   draft->add_option("--llm-endpoint", draft_opts.llm_endpoint,
                     "an OpenAI-compatible base URL whose model may add knobs (each validated); API key "
                     "from INFRARSI_LLM_API_KEY");

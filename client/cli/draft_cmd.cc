@@ -47,6 +47,38 @@ absl::StatusOr<std::vector<std::string>> CommittedPythonFiles(const std::string&
   return files;
 }
 
+// A file as committed at HEAD of the repository at `path` (what trials run:
+// a fresh work tree of the commit, never the folder's own copy).
+absl::StatusOr<std::string> CommittedFile(const std::string& path, const std::string& file) {
+  git_libgit2_init();
+  git_repository* repo = nullptr;
+  if (git_repository_open(&repo, path.c_str()) != 0) {
+    git_libgit2_shutdown();
+    return absl::NotFoundError(absl::StrCat("'", path, "' is not a git repository"));
+  }
+  std::unique_ptr<git_repository, void (*)(git_repository*)> r(repo, git_repository_free);
+  git_object* obj = nullptr;
+  const std::string spec = absl::StrCat("HEAD:", file);
+  std::string out;
+  absl::Status st = absl::OkStatus();
+  if (git_revparse_single(&obj, repo, spec.c_str()) != 0 || git_object_type(obj) != GIT_OBJECT_BLOB) {
+    st = absl::NotFoundError(absl::StrCat(file, " is not committed at HEAD of ", path));
+  } else {
+    const git_blob* blob = reinterpret_cast<const git_blob*>(obj);
+    const auto size = git_blob_rawsize(blob);
+    if (size > (4 << 20)) {
+      st = absl::InvalidArgumentError(absl::StrCat(file, " is larger than 4 MiB"));
+    } else {
+      out.assign(static_cast<const char*>(git_blob_rawcontent(blob)), static_cast<size_t>(size));
+    }
+  }
+  git_object_free(obj);
+  r.reset();
+  git_libgit2_shutdown();
+  if (!st.ok()) return st;
+  return out;
+}
+
 std::string Relative(const fs::path& target, const fs::path& from) {
   std::error_code ec;
   fs::path rel = fs::relative(fs::absolute(target), fs::absolute(from), ec);
@@ -75,14 +107,37 @@ absl::Status RunDraft(DraftOptions o, std::ostream& out, std::ostream& log) {
   for (const std::string& w : in.argv) {
     if (!absl::EndsWith(w, ".py")) continue;
     const fs::path script = fs::path(w).is_absolute() ? fs::path(w) : job / w;
-    auto text = ReadRegularFile(script.string(), 4 << 20, "argv");
+    auto text = !o.repo.empty() && !fs::path(w).is_absolute() ? CommittedFile(o.repo, w)
+                                                               : ReadRegularFile(script.string(), 4 << 20, "argv");
     if (text.ok()) {
       in.script_choices = ScriptChoices(*text);
+      in.script_defaults = ScriptDefaults(*text);
       in.watches_optimizer = absl::StrContains(*text, "watch_optimizer(");
+      in.uses_harness = absl::StrContains(*text, "infrarsi_harness");
     } else {
       log << "draft: cannot read " << script.string() << " (" << text.status().message()
           << "): its flags' choices are unknown\n";
     }
+    break;
+  }
+  // The DeepSpeed config the command names: its batch sizes and print
+  // interval are facts the draft needs.
+  for (size_t i = 0; i < in.argv.size(); ++i) {
+    std::string path;
+    for (const char* flag : {"--deepspeed_config", "--deepspeed"}) {
+      if (in.argv[i] == flag && i + 1 < in.argv.size()) path = in.argv[i + 1];
+      if (absl::StartsWith(in.argv[i], std::string(flag) + "=")) path = in.argv[i].substr(std::string(flag).size() + 1);
+    }
+    if (path.empty() || !absl::EndsWith(path, ".json")) continue;
+    const fs::path config = fs::path(path).is_absolute() ? fs::path(path) : job / path;
+    auto text = !o.repo.empty() && !fs::path(path).is_absolute()
+                    ? CommittedFile(o.repo, path)
+                    : ReadRegularFile(config.string(), 1 << 20, "deepspeed config");
+    if (!text.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("deepspeed config: cannot read ", config.string(),
+                                                     ": ", text.status().message()));
+    }
+    in.ds_config = *text;
     break;
   }
   if (!o.repo.empty()) {

@@ -211,6 +211,129 @@ TEST(DraftTest, TinyGptFromTheScriptsOwnChoices) {
   ExpectParses(*d);
 }
 
+// The scripts teams run, unmodified: each framework's flags, its reader
+// chosen from what it prints, a line every step, micro-batch and
+// accumulation tied, and every draft parses.
+TEST(DraftTest, EachFrameworksCommandDraftsWithItsReader) {
+  struct Case {
+    std::string name, command, reader, micro_knob, derived, must_have;
+    int64_t global_batch;
+    std::string ds_config;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"megatron",
+            "python3 framework_trainer.py megatron --micro-batch-size 2 --global-batch-size 32 "
+            "--seq-length 128 --train-iters 6 --log-interval 100",
+            "megatron", "micro_batch_size", "", "--log-interval\", \"1\"", 32, ""},
+           {"torchtitan",
+            "torchrun --nproc_per_node 1 framework_trainer.py torchtitan --training.local_batch_size=2 "
+            "--training.global_batch_size=32 --training.seq_len=128 --training.steps=6",
+            "torchtitan", "training_local_batch_size", "", "\"--metrics.log_freq=1\"", 32, ""},
+           {"deepspeed",
+            "deepspeed framework_trainer.py deepspeed --deepspeed_config ds.json --seq_length 128 --steps 6 "
+            "--train_micro_batch_size_per_gpu 2",
+            "deepspeed", "train_micro_batch_size_per_gpu", "", "ds.json", 32,
+            R"({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 2, "steps_per_print": 1})"},
+           {"hf_trainer",
+            "python3 framework_trainer.py hf_trainer --per_device_train_batch_size 2 "
+            "--gradient_accumulation_steps 16 --max_seq_length 128 --max_steps 6 --output_dir out",
+            "hf_trainer", "per_device_train_batch_size", "32 / per_device_train_batch_size",
+            "{gradient_accumulation_steps}", 32, ""},
+           {"nanogpt",
+            "python3 train.py --batch_size=4 --gradient_accumulation_steps=8 --block_size=64 "
+            "--dtype=float32 --max_iters=6",
+            "jsonl", "batch_size", "32 / batch_size", "--gradient_accumulation_steps={gradient_accumulation_steps}",
+            32, ""},
+       }) {
+    SCOPED_TRACE(c.name);
+    DraftInput in;
+    in.argv = Words(c.command);
+    in.gpu = "cpu";
+    in.ds_config = c.ds_config;
+    if (c.name == "nanogpt") in.reader = "jsonl";
+    auto d = DraftSpec(in);
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_EQ(d->reader, c.reader);
+    EXPECT_EQ(d->global_batch, c.global_batch);
+    const DraftKnob* micro = KnobOf(*d, c.micro_knob);
+    ASSERT_NE(micro, nullptr) << DraftYaml(*d);
+    EXPECT_EQ(micro->values, (Values{"1", "2", "4", "8", "16", "32"}));
+    if (c.derived.empty()) {
+      EXPECT_TRUE(d->derived.empty());
+    } else {
+      ASSERT_EQ(d->derived.size(), 1u);
+      EXPECT_EQ(d->derived[0].second, c.derived);
+    }
+    const std::string yaml = DraftYaml(*d);
+    EXPECT_NE(yaml.find(c.must_have), std::string::npos) << yaml;
+    EXPECT_NE(yaml.find("metrics: {reader: " + c.reader), std::string::npos) << yaml;
+    ExpectParses(*d);
+  }
+}
+
+// nanoGPT's trainer as the issue met it: --key=value overrides of
+// module-level defaults; float32 is fp32; accumulation from the script.
+TEST(DraftTest, ScriptDefaultsFillWhatTheCommandLeavesOut) {
+  const std::string script = R"(
+batch_size = 12
+gradient_accumulation_steps = 5 * 8  # an expression: not a literal
+block_size = 1024
+dtype = 'float32'
+bias = False
+parser.add_argument("--warmup", type=int, default=100)
+parser.add_argument('--name', default="gpt")
+)";
+  const auto defaults = ScriptDefaults(script);
+  EXPECT_EQ(defaults.at("--batch_size"), "12");
+  EXPECT_EQ(defaults.count("--gradient_accumulation_steps"), 0u);
+  EXPECT_EQ(defaults.at("--block_size"), "1024");
+  EXPECT_EQ(defaults.at("--dtype"), "float32");
+  EXPECT_EQ(defaults.at("--bias"), "False");
+  EXPECT_EQ(defaults.at("--warmup"), "100");
+  EXPECT_EQ(defaults.at("--name"), "gpt");
+  DraftInput in;
+  in.argv = Words("python3 train.py --batch_size=4 --gradient_accumulation_steps=8");
+  in.gpu = "cpu";
+  in.reader = "regex";
+  in.reader_pattern = R"(iter (?P<step>\d+): loss (?P<loss>[0-9.]+))";
+  in.script_defaults = defaults;
+  auto d = DraftSpec(in);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->seq_len, 1024);  // the script's block_size
+  EXPECT_EQ(d->global_batch, 32);
+  EXPECT_EQ(d->precision, Values{"fp32"});
+  ExpectParses(*d);
+  // With neither accumulation nor a global batch, a micro-batch change
+  // would change what the step computes: kept, and said.
+  in.argv = Words("python3 train.py --batch_size=4 --threads 2");
+  in.script_defaults.clear();
+  in.global_batch = 0;
+  d = DraftSpec(in);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("--global-batch-size"), std::string::npos) << d.status();
+  in.global_batch = 4;
+  in.seq_len = 64;
+  d = DraftSpec(in);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_NE(DraftYaml(*d).find("on the word that the script accumulates"), std::string::npos);
+  // A script the draft cannot read the lines of: told what to add.
+  in.reader.clear();
+  in.reader_pattern.clear();
+  d = DraftSpec(in);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().message().rfind("reader: the draft cannot tell what this script prints", 0), 0u)
+      << d.status();
+  // DeepSpeed printing every tenth step cannot be read per step.
+  in = DraftInput();
+  in.argv = Words("deepspeed train.py --deepspeed_config ds.json --zero_stage 1");
+  in.gpu = "cpu";
+  in.seq_len = 64;
+  in.ds_config = R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2})";
+  d = DraftSpec(in);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("steps_per_print is 10"), std::string::npos) << d.status();
+}
+
 TEST(DraftTest, BadInputIsNamed) {
   DraftInput in;
   in.gpu = "H100";
@@ -321,7 +444,7 @@ TEST(DraftTest, AnLlmMayAddOnlyValidatedKnobsAndEveryRefusalIsSaid) {
     {"flag": "--empty-unused-memory-level", "values": ["0", "1", "2"], "rationale": "less allocator churn"},
     {"flag": "--global-batch-size", "values": ["64", "128"], "rationale": "smaller batch is faster"},
     {"flag": "--lr", "values": ["0.00015", "0.0003"]},
-    {"flag": "--num-workers", "values": ["2", "4"], "rationale": "misses the current value"},
+    {"flag": "--fp8-amax-history-len", "values": ["16", "32"], "rationale": "misses the current value"},
     {"flag": "--not-in-the-command", "values": ["1", "2"]},
     {"flag": "--log-throughput", "values": ["on", "off"]},
     {"flag": "--micro-batch-size", "values": ["1", "2"]},
@@ -340,7 +463,7 @@ TEST(DraftTest, AnLlmMayAddOnlyValidatedKnobsAndEveryRefusalIsSaid) {
   for (const char* why : {
            "--global-batch-size: refused: it sets what the job computes",
            "--lr: refused: it sets what the job computes",
-           "--num-workers: refused: values must include the command's own, 1",
+           "--fp8-amax-history-len: refused: values must include the command's own, 1024",
            "--not-in-the-command: refused: not a flag of the command",
            "--log-throughput: refused: a bare flag is on or off",
            "--micro-batch-size: refused: already a knob",
