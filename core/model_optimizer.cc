@@ -13,6 +13,7 @@
 
 #include "core/model_internal.h"
 #include "core/planner.h"
+#include "core/value_blame.h"
 #include "models/bayes_linear.h"
 #include "models/tobit.h"
 
@@ -38,7 +39,17 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       tried.push_back(history_index.back());
     }
   }
-  auto launches = [&](int64_t i) { return !planner.launches_at || planner.launches_at(i); };
+  // Contract violations and timeouts are evidence about the values that
+  // ran (core/value_blame.h): a value blamed for certain is not proposed
+  // again, and every setting is scored by the chance it keeps the contract.
+  const ValueBlame blame(spec, history);
+  auto keeps_contract = [&](int64_t i) {
+    return !blame.any() || blame.Certain(ConfigAt(spec, i)).empty();
+  };
+  auto clean = [&](int64_t i) { return blame.any() ? 1.0 - blame.Risk(ConfigAt(spec, i)) : 1.0; };
+  auto launches = [&](int64_t i) {
+    return (!planner.launches_at || planner.launches_at(i)) && keeps_contract(i);
+  };
   std::vector<int64_t> picked;
   auto take = [&](int64_t i, const std::string& why) {
     if (std::find(picked.begin(), picked.end(), i) != picked.end()) return;
@@ -218,12 +229,13 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       for (int64_t p : picked) dmin = std::min(dmin, space.Distance(pool[i], p));
       score[i] = dmin + std::uniform_real_distribution<double>(0, 0.5)(rng);
       if (!pred.empty()) score[i] *= pred[i].p_fit * pred[i].p_launch;
+      score[i] *= clean(pool[i]);
       why[i] = "space-filling";
     }
   } else {
     const Models& m = models();
     std::vector<Models::Prediction> pred = m.PredictAll(pool);
-    for (size_t i = 0; i < pool.size(); ++i) score[i] = pred[i].Score();
+    for (size_t i = 0; i < pool.size(); ++i) score[i] = pred[i].Score() * clean(pool[i]);
     // Memory-saver pairing: the best predicted speed-ups that would not fit
     // get the values the memory model prices cheapest (one, then two).
     if (m.memory()) {
@@ -264,9 +276,10 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
           }
         }
       }
-      for (const Models::Prediction& p : m.PredictAll(extra)) {
-        pred.push_back(p);
-        score.push_back(p.Score());
+      const std::vector<Models::Prediction> extra_pred = m.PredictAll(extra);
+      for (size_t j = 0; j < extra.size(); ++j) {
+        pred.push_back(extra_pred[j]);
+        score.push_back(extra_pred[j].Score() * clean(extra[j]));
         why.push_back("model+memory-saver");
       }
       pool.insert(pool.end(), extra.begin(), extra.end());

@@ -1,0 +1,57 @@
+// Which knob values keep breaking the contract. A trial judged a contract
+// violation or a timeout is evidence about the values it ran, as an OOM is
+// about memory: the search should stop proposing a value that keeps doing
+// it and try its honest neighbours instead.
+//
+// The model: a value is "poison" when every setting holding it breaks
+// the contract (a shorter sequence, a model change, a compile that never
+// finishes). A trial that ran and kept the contract clears the values it
+// held (an OOM clears none: it ended before its loss was judged). A bad trial blames the values
+// it held that are not cleared, in equal shares; one left alone is poison
+// for certain. A bad trial whose values are all cleared blames a
+// combination, which this model does not judge (the launch model does).
+//
+// Pure; thread-compatible.
+#ifndef INFRARSI_CORE_VALUE_BLAME_H_
+#define INFRARSI_CORE_VALUE_BLAME_H_
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/optimizer.h"
+#include "core/spec.h"
+
+namespace infrarsi {
+
+class ValueBlame {
+ public:
+  // `history`: the session's search and doctor trials, in any order.
+  ValueBlame(const SessionSpec& spec, const std::vector<Observation>& history);
+
+  // How likely `config` is to break the contract again: for each bad trial,
+  // the share of its suspects `config` holds, squared (holding all of them
+  // repeats the bad trial; holding one of several is the test that tells
+  // which it was, and is penalised little), combined over bad trials as
+  // independent chances.
+  double Risk(const Config& config) const;
+  // A value of `config` that is poison for certain ("" when none): the
+  // only uncleared value of some bad trial.
+  std::string Certain(const Config& config) const;
+  // Whether any trial was bad: without one, Risk is 0 everywhere.
+  bool any() const { return !suspects_.empty() || !certain_.empty(); }
+
+ private:
+  using Value = std::pair<std::string, std::string>;  // knob, value
+  std::vector<std::vector<Value>> suspects_;  // per bad trial, with 2+ suspects
+  std::set<Value> certain_;
+};
+
+// The statuses that are evidence against a setting's values.
+bool IsContractEvidence(const std::string& status);
+
+}  // namespace infrarsi
+
+#endif  // INFRARSI_CORE_VALUE_BLAME_H_
