@@ -32,6 +32,44 @@ std::vector<int64_t> DoctorRunsToRead(const std::vector<storage::TrialRecord>& t
   return out;
 }
 
+namespace {
+
+// An error with its numbers as '#': the same failure on two trials differs
+// in trial ids, attempts and scratch paths.
+std::string Signature(const storage::TrialRecord& t) {
+  std::string out = t.status + ":";
+  bool in_number = false;
+  for (char c : t.error) {
+    const bool digit = c >= '0' && c <= '9';
+    if (digit && in_number) continue;
+    out += digit ? '#' : c;
+    in_number = digit;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RepeatedDoctorFailure(const std::vector<storage::TrialRecord>& trials) {
+  std::vector<const storage::TrialRecord*> failed;
+  int pending = 0;
+  for (const auto& t : trials) {
+    if (t.purpose != trial_purpose::kDoctor) continue;
+    if (IsInFlightStatus(t.status)) {
+      ++pending;
+      continue;
+    }
+    if (t.status == ts::kOk) return "";  // a baseline ran: the doctor goes on
+    if (t.status != ts::kCancelled) failed.push_back(&t);
+  }
+  if (failed.size() < 2 || Signature(*failed[0]) != Signature(*failed[1])) return "";
+  const storage::TrialRecord& first = *failed[0];
+  return absl::StrCat(
+      "doctor: stopped: the first two baseline runs failed the same way (trials ", failed[0]->id,
+      " and ", failed[1]->id, ", ", first.status, ")", pending > 0 ? absl::StrCat("; ", pending, " more not run") : "",
+      ". The error, whole: ", first.error.empty() ? first.status : first.error);
+}
+
 DoctorVerdict JudgeDoctor(const SessionSpec& spec, const std::vector<storage::TrialRecord>& trials,
                           const std::map<int64_t, std::vector<storage::StepRecord>>& steps_of) {
   DoctorVerdict v;
@@ -104,7 +142,7 @@ DoctorVerdict JudgeDoctor(const SessionSpec& spec, const std::vector<storage::Tr
     return absl::StrCat(
         "(", absl::StrJoin(statuses, ", ", absl::PairFormatter("=")), "); the first, trial ",
         first_lost->id, " on agent ", first_lost->agent.empty() ? "?" : first_lost->agent, ": ",
-        first_lost->error.empty() ? first_lost->status : first_lost->error.substr(0, 500));
+        first_lost->error.empty() ? first_lost->status : first_lost->error);
   };
   if (runs.empty()) {
     v.failure = first_lost != nullptr

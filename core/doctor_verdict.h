@@ -26,6 +26,14 @@ struct DoctorVerdict {
   std::string failure;   // non-empty: the session fails, saying this
   v1::DoctorReport report;  // the verdict when it did not fail
 };
+// The doctor stops early when its first two finished baseline runs failed
+// the same way (the same status and error, numbers aside: trial ids and
+// paths differ) and none succeeded: a missing data file or a bad flag will
+// fail every repeat, and each costs a launch. The message to fail the
+// session with, naming what was not run and the whole error; "" when the
+// runs do not (yet) say so.
+std::string RepeatedDoctorFailure(const std::vector<storage::TrialRecord>& trials);
+
 // `steps`: each ok doctor run's per-step records (DoctorRunsToRead's ids).
 // Fails the session when the baseline breaks the contract or lacks the
 // metrics it needs, when no run succeeded, or when honest repeats disagree

@@ -413,6 +413,17 @@ absl::StatusOr<v1::SessionSummary> SessionManager::Doctor(const v1::DoctorReques
 
 absl::Status SessionManager::AdvanceDoctorLocked(SessionState& s,
                                                  const std::vector<storage::TrialRecord>& trials) {
+  // Two baseline runs that failed alike: the rest would too.
+  if (std::string stop = RepeatedDoctorFailure(trials); !stop.empty()) {
+    for (storage::TrialRecord t : trials) {
+      if (t.purpose != trial_purpose::kDoctor || !IsInFlightStatus(t.status)) continue;
+      t.status = ts::kCancelled;
+      t.finished_ms = NowMs();
+      RETURN_IF_ERROR(WriteTrialLocked(s, t));
+    }
+    s.rec.error = std::move(stop);
+    return SaveSessionLocked(s, v1::STAGE_FAILED);
+  }
   bool done = false;
   const std::vector<int64_t> ok_runs = DoctorRunsToRead(trials, &done);
   if (!done) return absl::OkStatus();

@@ -44,6 +44,35 @@ class DoctorVerdictTest : public ::testing::Test {
   SessionSpec spec_;
 };
 
+// A missing data file fails every repeat: after the first two fail alike
+// the doctor stops, with the whole message (it was cut mid-path).
+TEST_F(DoctorVerdictTest, TwoBaselineRunsFailingAlikeStopTheDoctorWithTheWholeError) {
+  const std::string error =
+      "exit code 1: Traceback (most recent call last):\n  File \"train.py\", line 120, in <module>\n"
+      "FileNotFoundError: [Errno 2] No such file or directory: 'data/shakespeare_char/train.bin' "
+      "(scratch /var/lib/infrarsi/trial-";
+  std::vector<storage::TrialRecord> trials = {DoctorRunOf(1, ts::kFailed), DoctorRunOf(2, ts::kQueued),
+                                              DoctorRunOf(3, ts::kQueued), DoctorRunOf(4, ts::kRunning)};
+  trials[0].error = error + "1-1)";
+  EXPECT_EQ(RepeatedDoctorFailure(trials), "");  // one failure says nothing yet
+  trials[1].status = ts::kFailed;
+  trials[1].error = error + "2-1)";  // another trial's path: the same failure
+  const std::string stop = RepeatedDoctorFailure(trials);
+  EXPECT_NE(stop.find("first two baseline runs failed the same way (trials 1 and 2, failed); 2 more not run"),
+            std::string::npos) << stop;
+  EXPECT_NE(stop.find("'data/shakespeare_char/train.bin'"), std::string::npos) << stop;
+  // Different failures, or a run that succeeded, and the doctor goes on.
+  trials[1].error = "exit code 1: CUDA error: an illegal memory access";
+  EXPECT_EQ(RepeatedDoctorFailure(trials), "");
+  trials[1].error = trials[0].error;
+  trials[2].status = ts::kOk;
+  EXPECT_EQ(RepeatedDoctorFailure(trials), "");
+  // A verdict over lost runs quotes the error whole, too.
+  std::vector<storage::TrialRecord> lost = {DoctorRunOf(1, ts::kFailed), DoctorRunOf(2, ts::kTimeout)};
+  lost[0].error = std::string(600, 'x') + " train.bin'";
+  EXPECT_NE(JudgeDoctor(spec_, lost, {}).failure.find("train.bin'"), std::string::npos);
+}
+
 TEST_F(DoctorVerdictTest, NoVerdictWhileARunIsInFlight) {
   std::vector<storage::TrialRecord> trials = {DoctorRunOf(1, ts::kOk), DoctorRunOf(2, ts::kRunning)};
   bool done = true;

@@ -84,6 +84,51 @@ TEST_P(RealJobsTest, DraftedFromTheLaunchCommandAndRunThroughAllFiveStages) {
   EXPECT_NE(out.find("committed "), std::string::npos) << out;
 }
 
+// A data file the job needs is missing (gitignored, so not in the trial's
+// work tree): every baseline run would fail alike. The doctor stops after
+// the first two, saying the whole error.
+TEST_F(EndToEndTest, TheDoctorStopsWhenItsFirstTwoBaselineRunsFailAlike) {
+  const std::string job = dir_ + "/job";
+  fs::create_directories(job);
+  const std::string spec = WriteFile("specs/missing.yaml", R"yaml(
+name: missing-data
+workload: {model: m, global_batch: 8, seq_len: 16}
+hardware: {gpu: cpu, count: 1}
+knobs:
+  threads: [1, 2]
+baseline: {threads: 1}
+budget: {max_trials: 2}
+doctor: {repeats: 6}
+executor:
+  process:
+    command: ["python3", "-c", "import os; os.sched_yield(); open('data/shakespeare_char/train.bin', 'rb')"]
+    workdir: ../job
+    timeout_s: 60
+    metrics: {reader: jsonl}
+)yaml");
+  StartServer();
+  StartAgent("process", "cpu", 1);
+  StartAgent("process", "cpu", 1);
+  const std::string id = CliCreate(spec);
+  std::string out, err;
+  EXPECT_NE(Cli({"doctor", id}, &out, &err), 0);
+  auto s = client_->GetSession(id);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->stage_name(), "failed");
+  auto rep = client_->Report(id);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  int failed = 0, cancelled = 0;
+  for (const auto& t : rep->trials()) {
+    failed += t.status() == "failed";
+    cancelled += t.status() == "cancelled";
+  }
+  EXPECT_LE(failed, 3);  // two, and one the other agent had begun
+  EXPECT_GE(cancelled, 3);
+  const std::string shown = out + err;
+  EXPECT_NE(shown.find("first two baseline runs failed the same way"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("'data/shakespeare_char/train.bin'"), std::string::npos) << shown;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Frameworks, RealJobsTest,
     ::testing::Values(

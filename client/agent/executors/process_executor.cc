@@ -596,7 +596,15 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     const std::string how = WIFEXITED(wstatus)
                                 ? absl::StrCat("exit code ", WEXITSTATUS(wstatus))
                                 : absl::StrCat("killed by signal ", WTERMSIG(wstatus));
-    outcome.set_error(absl::StrCat(how, ": ", err_tail.substr(err_tail.size() > 500 ? err_tail.size() - 500 : 0)));
+    // The end of stderr, from a line's start: a traceback's last lines say
+    // what failed, whole (the server keeps up to 4 KiB of an error).
+    std::string tail = err_tail;
+    if (tail.size() >= 2000) {
+      if (const size_t nl = tail.find('\n'); nl != std::string::npos && nl + 1 < tail.size()) {
+        tail = tail.substr(nl + 1);
+      }
+    }
+    outcome.set_error(absl::StrCat(how, ": ", tail));
   }
   (void)RemoveTreeNoFollow(scratch.string());
   return outcome;
