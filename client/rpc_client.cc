@@ -119,6 +119,15 @@ absl::StatusOr<v1::SessionReport> RpcClient::Report(const std::string& session_i
   req.set_session_id(session_id);
   INFRARSI_UNARY(Report, sessions_, req, v1::SessionReport);
 }
+absl::StatusOr<v1::TrialLogResponse> RpcClient::GetTrialLog(const std::string& session_id,
+                                                            int64_t trial_id,
+                                                            const std::string& stream) {
+  v1::GetTrialLogRequest req;
+  req.set_session_id(session_id);
+  req.set_trial_id(trial_id);
+  req.set_stream(stream);
+  INFRARSI_UNARY(GetTrialLog, sessions_, req, v1::TrialLogResponse);
+}
 absl::StatusOr<v1::ApplyResponse> RpcClient::Apply(const v1::ApplyRequest& req) {
   INFRARSI_UNARY(Apply, sessions_, req, v1::ApplyResponse);
 }

@@ -72,6 +72,8 @@ class RpcClient {
   absl::StatusOr<v1::SessionSummary> Doctor(const v1::DoctorRequest& req);
   absl::StatusOr<v1::SessionSummary> Run(const v1::RunRequest& req);
   absl::StatusOr<v1::SessionReport> Report(const std::string& session_id);
+  absl::StatusOr<v1::TrialLogResponse> GetTrialLog(const std::string& session_id, int64_t trial_id,
+                                                   const std::string& stream);
   absl::StatusOr<v1::ApplyResponse> Apply(const v1::ApplyRequest& req);
   absl::StatusOr<v1::SessionSummary> GetSession(const std::string& session_id);
   // Newest first, a page at a time (an empty request: the first 100).

@@ -25,6 +25,8 @@ inline constexpr double kMaxAbsLoss = 1e6;          // finite losses; NaN/inf ar
 inline constexpr int64_t kMaxTokensPerStep = int64_t{1} << 40;
 inline constexpr double kMaxPollIntervalS = 1.0;    // a coarser clock times nothing
 inline constexpr size_t kMaxReportTextBytes = 4096; // error and note are cut to this
+// What is kept of a trial's stdout and of its stderr: the last MiB of each.
+inline constexpr size_t kMaxTrialLogBytes = 1 << 20;
 inline constexpr double kMaxOomPeakGib = 1e6;       // what an OOM trial may say it needed
 
 // The metrics lines a trial may report: ten times a baseline run's once

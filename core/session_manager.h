@@ -138,6 +138,11 @@ class SessionManager : private SessionWriter {
                                            const Principal& who = Principal::Open());
   absl::StatusOr<v1::ApplyResponse> Apply(const v1::ApplyRequest& request,
                                           const Principal& who = Principal::Open());
+  // What one of the session's trials printed (the last MiB of a stream);
+  // the report's team rules. NOT_FOUND for a trial of another session or
+  // output retention removed.
+  absl::StatusOr<v1::TrialLogResponse> GetTrialLog(const v1::GetTrialLogRequest& request,
+                                                   const Principal& who = Principal::Open());
   absl::StatusOr<v1::SessionSummary> GetSession(const std::string& session_id,
                                                 const Principal& who = Principal::Open());
   // The sessions `who` may see, newest first, a page at a time.
@@ -301,6 +306,10 @@ class SessionManager : private SessionWriter {
   std::optional<std::pair<SessionSpec, LlmPatchRound>> AskLlmPatches(SessionState& s,
                                                                      const Bank::Seeds& seeds);
   // How many timed steps trial `t` must report (0: not checked).
+  // The trial's output as sent with its outcome, checked and cut to
+  // kMaxTrialLogBytes a stream.
+  static absl::StatusOr<std::vector<storage::TrialLogRecord>> TrialLogsOf(int64_t trial_id,
+                                                                          const v1::TrialOutcome& o);
   static int ExpectedTimedSteps(const SessionState& s, const storage::TrialRecord& t);
   // Checks a finished trial against the contract; sets status "violation".
   void ApplyContractLocked(const SessionState& s, storage::TrialRecord& t,

@@ -480,10 +480,12 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
   std::vector<storage::StepRecord> steps = stored;
   steps.insert(steps.end(), new_steps.begin(), new_steps.end());
   RETURN_IF_ERROR(ValidateOutcome(o, steps, limits));
+  ASSIGN_OR_RETURN(std::vector<storage::TrialLogRecord> logs, TrialLogsOf(t.id, o));
   const std::vector<std::string> changed(o.protected_changed().begin(),
                                          o.protected_changed().end());
   RETURN_IF_ERROR(TransactLocked(*s, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->sync.mu) -> absl::Status {
     RETURN_IF_ERROR(options_.storage->PutSteps(new_steps));
+    for (const storage::TrialLogRecord& log : logs) RETURN_IF_ERROR(options_.storage->PutTrialLog(log));
     const ReportedFinish f =
         JudgeReportedFinish(status, steps, o.peak_mem_gib(), ExpectedTimedSteps(*s, t));
     t.status = f.status;
@@ -513,6 +515,57 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
   }));
   resp.set_accepted(true);
   return resp;
+}
+
+absl::StatusOr<std::vector<storage::TrialLogRecord>> SessionManager::TrialLogsOf(
+    int64_t trial_id, const v1::TrialOutcome& o) {
+  std::vector<storage::TrialLogRecord> out;
+  for (const auto& [stream, log] : {std::pair<const char*, const v1::TrialLog*>{"stdout", &o.stdout_log()},
+                                    {"stderr", &o.stderr_log()}}) {
+    if (log->dropped_bytes() < 0 || log->dropped_bytes() > (int64_t{1} << 50)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("outcome.", stream, "_log.dropped_bytes: must be in [0, 2^50], got ",
+                       log->dropped_bytes()));
+    }
+    if (log->content().empty() && log->dropped_bytes() == 0) continue;
+    storage::TrialLogRecord r;
+    r.trial_id = trial_id;
+    r.stream = stream;
+    // An agent sends at most the last MiB; more is cut here, from the front.
+    const std::string& c = log->content();
+    const size_t keep = std::min(c.size(), kMaxTrialLogBytes);
+    r.content = c.substr(c.size() - keep);
+    r.dropped_bytes = log->dropped_bytes() + static_cast<int64_t>(c.size() - keep);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+absl::StatusOr<v1::TrialLogResponse> SessionManager::GetTrialLog(const v1::GetTrialLogRequest& request,
+                                                                 const Principal& who) {
+  const std::string stream = request.stream().empty() ? "stdout" : request.stream();
+  if (stream != "stdout" && stream != "stderr") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stream: '", request.stream(), "' must be stdout or stderr"));
+  }
+  std::string id;
+  {
+    ASSIGN_OR_RETURN(SessionRef s, FindFor(request.session_id(), who, Action::kRead));
+    absl::MutexLock lock(&s->sync.mu);
+    id = s->rec.id;
+  }
+  auto t = session_reader_->GetTrial(request.trial_id());
+  if (!t.ok() || t->session_id != id) {
+    return absl::NotFoundError(
+        absl::StrCat("trial_id: session ", id, " has no trial ", request.trial_id()));
+  }
+  ASSIGN_OR_RETURN(storage::TrialLogRecord log, session_reader_->GetTrialLog(t->id, stream));
+  v1::TrialLogResponse out;
+  out.set_trial_id(t->id);
+  out.set_stream(stream);
+  out.set_content(std::move(log.content));
+  out.set_dropped_bytes(log.dropped_bytes);
+  return out;
 }
 
 int SessionManager::ExpectedTimedSteps(const SessionState& s, const storage::TrialRecord& t) {

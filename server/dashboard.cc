@@ -383,6 +383,25 @@ void Dashboard::Route() {
                                                                 web::PageStyle{false, WhoLabel(*who)}),
                           kHtml);
         });
+  // What a trial printed, as text: the same team rules as its report.
+  h.Get(R"(/sessions/([A-Za-z0-9._-]+)/trials/([0-9]{1,18})/(stdout|stderr))",
+        [o, caller, fail](const httplib::Request& req, httplib::Response& res) {
+          auto who = caller(req, res);
+          if (!who) return;
+          v1::GetTrialLogRequest r;
+          r.set_session_id(req.matches[1]);
+          r.set_trial_id(std::stoll(req.matches[2]));
+          r.set_stream(req.matches[3]);
+          auto log = o->manager->GetTrialLog(r, *who);
+          if (!log.ok()) return fail(res, log.status(), *who);
+          std::string text;
+          if (log->dropped_bytes() > 0) {
+            text = absl::StrCat("[the first ", log->dropped_bytes(), " bytes were not kept]\n");
+          }
+          text += log->content();
+          res.set_header("Content-Disposition", "inline");
+          res.set_content(text, "text/plain; charset=utf-8");
+        });
   h.Get("/agents", [o, caller, fail](const httplib::Request& req, httplib::Response& res) {
     auto who = caller(req, res);
     if (!who) return;

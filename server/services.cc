@@ -86,6 +86,12 @@ grpc::Status SessionServiceImpl::Apply(grpc::ServerContext* ctx, const v1::Apply
   INFRARSI_CALLER(who, Caller(ctx, auth_));
   return Reply(ctx, __func__, m_->Apply(*req, who), resp);
 }
+grpc::Status SessionServiceImpl::GetTrialLog(grpc::ServerContext* ctx,
+                                             const v1::GetTrialLogRequest* req,
+                                             v1::TrialLogResponse* resp) {
+  INFRARSI_CALLER(who, Caller(ctx, auth_));
+  return Reply(ctx, __func__, m_->GetTrialLog(*req, who), resp);
+}
 grpc::Status SessionServiceImpl::GetSession(grpc::ServerContext* ctx,
                                             const v1::GetSessionRequest* req,
                                             v1::SessionSummary* resp) {

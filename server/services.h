@@ -24,6 +24,8 @@ class SessionServiceImpl final : public v1::SessionService::Service {
   grpc::Status Report(grpc::ServerContext*, const v1::ReportRequest*,
                       v1::SessionReport*) override;
   grpc::Status Apply(grpc::ServerContext*, const v1::ApplyRequest*, v1::ApplyResponse*) override;
+  grpc::Status GetTrialLog(grpc::ServerContext*, const v1::GetTrialLogRequest*,
+                           v1::TrialLogResponse*) override;
   grpc::Status GetSession(grpc::ServerContext*, const v1::GetSessionRequest*,
                           v1::SessionSummary*) override;
   grpc::Status ListSessions(grpc::ServerContext*, const v1::ListSessionsRequest*,

@@ -225,6 +225,16 @@ ALTER TABLE trials ADD COLUMN lost_s REAL NOT NULL DEFAULT 0;
     R"sql(
 ALTER TABLE trials ADD COLUMN isolation TEXT NOT NULL DEFAULT '';
 )sql",
+    // v15: what each trial printed (the last MiB of stdout and of stderr).
+    R"sql(
+CREATE TABLE trial_logs (
+  trial_id INTEGER NOT NULL,
+  stream TEXT NOT NULL,
+  content BLOB NOT NULL,
+  dropped_bytes INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (trial_id, stream)
+);
+)sql",
 };
 constexpr int kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -281,6 +291,10 @@ class Stmt {
     return *this;
   }
   Stmt& Bind(bool v) { return Bind(static_cast<int64_t>(v ? 1 : 0)); }
+  Stmt& BindBlob(const std::string& v) {
+    sqlite3_bind_blob(stmt_, ++idx_, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
 
   // Steps once: true with a row, false when done.
   absl::StatusOr<bool> Step() {
@@ -815,7 +829,43 @@ absl::StatusOr<int64_t> SqliteStorage::PruneSteps(const std::vector<std::string>
   for (const std::string& stage : stages) st.Bind(stage);
   st.Bind(before_ms).Bind(static_cast<int64_t>(limit));
   RETURN_IF_ERROR(st.Run());
-  return static_cast<int64_t>(sqlite3_changes(db_));
+  int64_t deleted = static_cast<int64_t>(sqlite3_changes(db_));
+  // The trials' kept output goes with their steps.
+  const std::string logs_sql = absl::StrCat(
+      "DELETE FROM trial_logs WHERE rowid IN (SELECT trial_logs.rowid FROM trial_logs JOIN trials "
+      "ON trials.id = trial_logs.trial_id JOIN sessions ON sessions.id = trials.session_id WHERE "
+      "sessions.stage IN (", in, ") AND sessions.updated_ms < ? LIMIT ?)");
+  Stmt logs(db_, logs_sql.c_str());
+  for (const std::string& stage : stages) logs.Bind(stage);
+  logs.Bind(before_ms).Bind(static_cast<int64_t>(limit));
+  RETURN_IF_ERROR(logs.Run());
+  deleted += static_cast<int64_t>(sqlite3_changes(db_));
+  return deleted;
+}
+
+absl::Status SqliteStorage::PutTrialLog(const TrialLogRecord& log) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, "INSERT OR REPLACE INTO trial_logs (trial_id, stream, content, dropped_bytes) "
+               "VALUES (?, ?, ?, ?)");
+  st.Bind(log.trial_id).Bind(log.stream).BindBlob(log.content).Bind(log.dropped_bytes);
+  return st.Run();
+}
+
+absl::StatusOr<TrialLogRecord> SqliteStorage::GetTrialLog(int64_t trial_id, const std::string& stream) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, "SELECT content, dropped_bytes FROM trial_logs WHERE trial_id=? AND stream=?");
+  st.Bind(trial_id).Bind(stream);
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) {
+    return absl::NotFoundError(absl::StrCat("trial ", trial_id, " kept no ", stream,
+                                            " (none was sent, or retention removed it)"));
+  }
+  TrialLogRecord out;
+  out.trial_id = trial_id;
+  out.stream = stream;
+  out.content = st.Text(0);
+  out.dropped_bytes = st.Int(1);
+  return out;
 }
 
 absl::Status SqliteStorage::DeleteSteps(int64_t trial_id) {

@@ -218,6 +218,15 @@ struct BankFilter {
   int32_t limit = 50;
 };
 
+// What a trial printed: the last `content` bytes of one stream, and how
+// many bytes before them were not kept.
+struct TrialLogRecord {
+  int64_t trial_id = 0;
+  std::string stream;  // "stdout" or "stderr"
+  std::string content;
+  int64_t dropped_bytes = 0;
+};
+
 class Storage {
  public:
   virtual ~Storage() = default;
@@ -267,12 +276,20 @@ class Storage {
   };
   virtual absl::StatusOr<StepTail> ListStepTail(int64_t trial_id, int64_t from_step) = 0;
   virtual absl::Status DeleteSteps(int64_t trial_id) = 0;
-  // Retention: deletes per-step rows of trials whose session is in one of
-  // `stages` and was last updated before `before_ms`, at most `limit` rows
-  // (so that a large history is pruned in short writes). Trials and their
-  // summaries stay. Returns the rows deleted.
+  // Retention: deletes per-step rows (and kept output) of trials whose
+  // session is in one of `stages` and was last updated before `before_ms`,
+  // at most `limit` rows of each (so that a large history is pruned in
+  // short writes). Trials and their summaries stay. Returns the rows
+  // deleted.
   virtual absl::StatusOr<int64_t> PruneSteps(const std::vector<std::string>& stages,
                                              int64_t before_ms, int32_t limit) = 0;
+
+  // A trial's output, kept for `infrarsi logs`: the last bytes of one
+  // stream (stdout or stderr), inserted or replaced by (trial_id, stream).
+  // Retention prunes them with the steps (PruneSteps).
+  virtual absl::Status PutTrialLog(const TrialLogRecord& log) = 0;
+  // NOT_FOUND when the trial kept no such stream (or it was pruned).
+  virtual absl::StatusOr<TrialLogRecord> GetTrialLog(int64_t trial_id, const std::string& stream) = 0;
 
   // Inserts or replaces by id.
   virtual absl::Status PutAgent(const AgentRecord& a) = 0;

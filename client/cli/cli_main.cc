@@ -124,6 +124,16 @@ int main(int argc, char** argv) {
                      "write the report as one self-contained HTML file instead (plots included; "
                      "opens without a network); with --json, the JSON too");
 
+  int64_t log_trial = 0;
+  bool log_stderr = false, log_raw = false;
+  auto* logs = app.add_subcommand(
+      "logs", "what a trial printed: the last MiB of its stdout (or --stderr), kept by the server");
+  logs->add_option("id", id, "session id")->required();
+  logs->add_option("trial", log_trial, "trial id (report lists them)")->required();
+  logs->add_flag("--stderr", log_stderr, "the trial's stderr instead of its stdout");
+  logs->add_flag("--raw", log_raw,
+                 "the bytes as the trial wrote them (default: control characters shown escaped)");
+
   std::string repo, branch;
   bool dry_run = false;
   auto* apply = app.add_subcommand(
@@ -339,6 +349,23 @@ int main(int argc, char** argv) {
     }
     std::cout << (json ? infrarsi::client::ToJson(*r) : infrarsi::client::FormatReport(*r));
     if (json) std::cout << "\n";
+    return 0;
+  }
+  if (*logs) {
+    auto l = c.GetTrialLog(id, log_trial, log_stderr ? "stderr" : "stdout");
+    if (!l.ok()) return Fail(l.status());
+    if (l->dropped_bytes() > 0) {
+      std::cerr << "(the first " << l->dropped_bytes() << " bytes were not kept; the last "
+                << l->content().size() << " follow)\n";
+    }
+    if (log_raw) {
+      std::cout.flush();
+      std::fwrite(l->content().data(), 1, l->content().size(), stdout);
+      std::fflush(stdout);
+    } else {
+      std::cout << l->content();
+      if (!l->content().empty() && l->content().back() != '\n') std::cout << "\n";
+    }
     return 0;
   }
   if (*apply) {

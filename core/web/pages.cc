@@ -557,7 +557,9 @@ std::string TrialTable(const v1::SessionReport& r) {
                   "<th>purpose</th><th>status</th><th>failure</th><th class=\"num\">step time (s)</th>"
                   "<th class=\"num\">peak (GiB)</th><th class=\"num\">model peak (GiB)</th>"
                   "<th>agent</th><th class=\"num\">attempts</th><th class=\"num\">cost (s)</th>"
-                  "<th>why / tag</th><th>setting</th><th>error / note</th></tr></thead><tbody>");
+                  "<th>why / tag</th><th>setting</th><th>error / note</th><th>output</th></tr></thead><tbody>");
+  // Each trial's kept output (the server's /sessions/<id>/trials/<n>/...).
+  const std::string base = absl::StrCat("/sessions/", Escape(r.session_id()), "/trials/");
   for (const auto& t : r.trials()) {
     absl::StrAppend(
         &out, "<tr data-id=\"", t.id(), "\" data-status=\"", Escape(t.status()), "\" data-step=\"",
@@ -572,7 +574,8 @@ std::string TrialTable(const v1::SessionReport& r) {
         Td(t.agent()), TdNum(t.attempts(), absl::StrCat(t.attempts())),
         TdNum(t.cost_s(), Fmt("%.1f", t.cost_s())), Td(t.tag()), Td(ConfigText(t.config()), "cfg"),
         Td(absl::StrCat(t.error(), t.error().empty() || t.note().empty() ? "" : "; ", t.note())),
-        "</tr>");
+        "<td class=\"out\"><a href=\"", base, t.id(), "/stdout\">stdout</a> <a href=\"", base, t.id(),
+        "/stderr\">stderr</a></td></tr>");
   }
   absl::StrAppend(&out, "</tbody></table>");
   return out;

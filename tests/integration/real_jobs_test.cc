@@ -80,6 +80,17 @@ TEST_P(RealJobsTest, DraftedFromTheLaunchCommandAndRunThroughAllFiveStages) {
   EXPECT_FALSE(checks["optimizer in window"]->ran());
   ASSERT_EQ(Cli({"report", id}, &out, &err), 0) << err;
   EXPECT_NE(out.find("log reader"), std::string::npos) << out;
+  // Every trial's own output is kept: the framework's lines, as printed.
+  const int64_t first = rep->trials(0).id();
+  std::vector<std::string> logs = {"logs", id, std::to_string(first), "--raw"};
+  if (f.reader == "torchtitan") logs.push_back("--stderr");
+  ASSERT_EQ(Cli(logs, &out, &err), 0) << err;
+  EXPECT_NE(out.find(f.reader == "megatron"     ? "elapsed time per iteration (ms)"
+                     : f.reader == "torchtitan" ? "step:"
+                     : f.reader == "deepspeed"  ? "CurrSamplesPerSec="
+                                                : "{'loss': "),
+            std::string::npos)
+      << out;
   ASSERT_EQ(Cli({"apply", id, "--repo", repo, "--branch", "infrarsi/" + f.name}, &out, &err), 0) << err;
   EXPECT_NE(out.find("committed "), std::string::npos) << out;
 }
@@ -127,6 +138,19 @@ executor:
   const std::string shown = out + err;
   EXPECT_NE(shown.find("first two baseline runs failed the same way"), std::string::npos) << shown;
   EXPECT_NE(shown.find("'data/shakespeare_char/train.bin'"), std::string::npos) << shown;
+  // What the failed runs printed is kept: `infrarsi logs` shows the whole
+  // traceback (the scratch folder is gone).
+  int64_t failed_id = 0;
+  for (const auto& t : rep->trials()) {
+    if (t.status() == "failed") failed_id = t.id();
+  }
+  ASSERT_GT(failed_id, 0);
+  ASSERT_EQ(Cli({"logs", id, std::to_string(failed_id), "--stderr"}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("Traceback (most recent call last)"), std::string::npos) << out;
+  EXPECT_NE(out.find("FileNotFoundError"), std::string::npos) << out;
+  // A trial of no session of the caller's is not found, and says so.
+  EXPECT_NE(Cli({"logs", id, "999999"}, &out, &err), 0);
+  EXPECT_NE(err.find("has no trial 999999"), std::string::npos) << err;
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -221,6 +221,44 @@ TEST_F(DashboardTest, TokensInAHeaderOrTheLoginCookieWithTeamsAsTheApiHasThem) {
   EXPECT_EQ(a_theirs->body.find("team-b-job"), std::string::npos);
   EXPECT_EQ(Http().Get("/sessions/" + theirs + "/report.json", Bearer(alice))->status, 404);
   EXPECT_EQ(Http().Get("/sessions/" + theirs + "/content", Bearer(alice))->status, 404);
+  // A trial's kept output: its own team reads it as text; another team's
+  // request is answered as for a missing session.
+  {
+    storage::SqliteStorage::Options so;
+    so.path = dir_ + "/db";
+    auto db = storage::SqliteStorage::Create(so);
+    ASSERT_TRUE(db.ok()) << db.status();
+    storage::TrialRecord t;
+    t.session_id = theirs;
+    t.purpose = "doctor";
+    t.status = "failed";
+    t.config = "{}";
+    auto trial = (*db)->InsertTrial(t);
+    ASSERT_TRUE(trial.ok()) << trial.status();
+    storage::TrialLogRecord log;
+    log.trial_id = *trial;
+    log.stream = "stderr";
+    log.content = "Traceback: <script>alert(1)</script>\n";
+    log.dropped_bytes = 7;
+    ASSERT_TRUE((*db)->PutTrialLog(log).ok());
+    const std::string path = absl::StrCat("/sessions/", theirs, "/trials/", *trial, "/stderr");
+    auto as_b = Http().Get(path, Bearer(bob));
+    ASSERT_TRUE(as_b);
+    EXPECT_EQ(as_b->status, 200);
+    EXPECT_EQ(as_b->get_header_value("Content-Type"), "text/plain; charset=utf-8");
+    EXPECT_EQ(as_b->get_header_value("X-Content-Type-Options"), "nosniff");
+    EXPECT_NE(as_b->body.find("[the first 7 bytes were not kept]"), std::string::npos) << as_b->body;
+    EXPECT_NE(as_b->body.find("Traceback"), std::string::npos);
+    auto as_a = Http().Get(path, Bearer(alice));
+    ASSERT_TRUE(as_a);
+    EXPECT_EQ(as_a->status, 404);
+    EXPECT_EQ(as_a->body.find("Traceback"), std::string::npos);
+    // Through the session it does not belong to, it is not found either.
+    auto crossed = Http().Get(absl::StrCat("/sessions/", mine, "/trials/", *trial, "/stderr"), Bearer(alice));
+    ASSERT_TRUE(crossed);
+    EXPECT_EQ(crossed->status, 404);
+    EXPECT_EQ(Http().Get(path, Bearer(bob)).value().status, 200);
+  }
   auto admin_list = Http().Get("/", Bearer(admin));
   ASSERT_TRUE(admin_list);
   EXPECT_NE(admin_list->body.find(mine), std::string::npos);

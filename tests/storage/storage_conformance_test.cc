@@ -505,6 +505,38 @@ TEST_P(StorageConformance, PruneStepsOfOldFinishedSessionsOnly) {
   EXPECT_TRUE(db_->GetTrial(trial["old"]).ok());           // the summary stays
 }
 
+// What a trial printed, kept byte for byte (NULs and invalid UTF-8 too),
+// replaced per stream, and pruned with the steps.
+TEST_P(StorageConformance, TrialLogsKeepBytesAndGoWithTheSteps) {
+  SessionRecord done = Session("logs");
+  done.stage = "searched";
+  done.updated_ms = 1000;
+  ASSERT_TRUE(db_->InsertSession(done).ok());
+  const int64_t id = *db_->InsertTrial(Trial("logs", "failed"));
+  TrialLogRecord out;
+  out.trial_id = id;
+  out.stream = "stdout";
+  out.content = std::string("line 1\n\0\xff\xfe tail\n", 18);
+  out.dropped_bytes = 12345;
+  ASSERT_TRUE(db_->PutTrialLog(out).ok());
+  TrialLogRecord err = out;
+  err.stream = "stderr";
+  err.content = "Traceback ...\n";
+  err.dropped_bytes = 0;
+  ASSERT_TRUE(db_->PutTrialLog(err).ok());
+  auto got = db_->GetTrialLog(id, "stdout");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->content, out.content);
+  EXPECT_EQ(got->dropped_bytes, 12345);
+  out.content = "again\n";
+  ASSERT_TRUE(db_->PutTrialLog(out).ok());
+  EXPECT_EQ(db_->GetTrialLog(id, "stdout")->content, "again\n");
+  EXPECT_EQ(db_->GetTrialLog(id, "stderr")->content, "Traceback ...\n");
+  EXPECT_TRUE(absl::IsNotFound(db_->GetTrialLog(id + 1, "stdout").status()));
+  EXPECT_EQ(*db_->PruneSteps({"searched"}, 5000, 100), 2);
+  EXPECT_TRUE(absl::IsNotFound(db_->GetTrialLog(id, "stderr").status()));
+}
+
 TEST_P(StorageConformance, TransactionRollsBackOnError) {
   ASSERT_TRUE(db_->InsertSession(Session("s")).ok());
   absl::Status st = db_->Transaction([&]() -> absl::Status {
@@ -722,7 +754,7 @@ TEST_F(SqliteSpecific, FullDiskFailsCleanlyAndRecovers) {
   }
   SqliteStorage::Options o;
   o.path = path;
-  o.max_page_count = 40;  // a little room above the empty schema
+  o.max_page_count = 44;  // a little room above the empty schema
   auto s = SqliteStorage::Create(o);
   ASSERT_TRUE(s.ok()) << s.status();
   SessionRecord rec;

@@ -61,6 +61,10 @@ class ForwardingStorage : public storage::Storage {
     return inner_->ListStepTail(trial_id, from_step);
   }
   absl::Status DeleteSteps(int64_t trial_id) override { return inner_->DeleteSteps(trial_id); }
+  absl::Status PutTrialLog(const storage::TrialLogRecord& log) override { return inner_->PutTrialLog(log); }
+  absl::StatusOr<storage::TrialLogRecord> GetTrialLog(int64_t trial_id, const std::string& stream) override {
+    return inner_->GetTrialLog(trial_id, stream);
+  }
   absl::StatusOr<int64_t> PruneSteps(const std::vector<std::string>& stages, int64_t before_ms,
                                      int32_t limit) override {
     return inner_->PruneSteps(stages, before_ms, limit);

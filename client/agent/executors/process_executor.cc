@@ -606,6 +606,9 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     }
     outcome.set_error(absl::StrCat(how, ": ", tail));
   }
+  // What it printed, for `infrarsi logs` (the scratch folder goes now).
+  *outcome.mutable_stdout_log() = KeptOutput(out_fd.fd);
+  *outcome.mutable_stderr_log() = KeptOutput(err_fd.fd);
   (void)RemoveTreeNoFollow(scratch.string());
   return outcome;
 }

@@ -759,6 +759,8 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
     }
   }
   *outcome.mutable_slurm() = job;
+  // The job's output (both streams, as Slurm wrote them), for `infrarsi logs`.
+  if (!sim) *outcome.mutable_stdout_log() = KeptOutput(out_fd.fd);
   fs::remove_all(scratch, ec);
   return outcome;
 }

@@ -20,6 +20,16 @@ std::string ReadTail(int fd, size_t max_bytes) {
   return out;
 }
 
+v1::TrialLog KeptOutput(int fd, size_t max_bytes) {
+  v1::TrialLog log;
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0) return log;
+  log.set_content(ReadTail(fd, max_bytes));
+  log.set_dropped_bytes(std::max<int64_t>(0, static_cast<int64_t>(st.st_size) -
+                                                 static_cast<int64_t>(log.content().size())));
+  return log;
+}
+
 bool LooksLikeOom(const std::string& output) {
   const std::string lower = absl::AsciiStrToLower(output);
   return absl::StrContains(lower, "out of memory") || absl::StrContains(lower, "outofmemoryerror");

@@ -23,6 +23,10 @@ namespace infrarsi::client {
 // changes nothing the agent reads).
 std::string ReadTail(int fd, size_t max_bytes);
 
+// What the server keeps of a trial's output: the last `max_bytes` of the
+// file open as `fd`, and how many bytes came before them.
+v1::TrialLog KeptOutput(int fd, size_t max_bytes = 1 << 20);
+
 // Whether a trial's output says it ran out of memory (a CUDA OOM, a
 // Python MemoryError's wording, torch's OutOfMemoryError).
 bool LooksLikeOom(const std::string& output);
