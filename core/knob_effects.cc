@@ -8,6 +8,7 @@
 #include "core/model_internal.h"
 #include "core/model_optimizer.h"
 #include "core/planner.h"
+#include "absl/strings/str_cat.h"
 
 namespace infrarsi {
 
@@ -100,6 +101,27 @@ std::vector<KnobEffectEstimate> ExplainKnobs(const SearchContext& ctx,
         e.memory_price_gib = post.PeakGib(c) - base_peak;
       }
       for (const Observation& o : history) e.trials += Ran(o) && o.config.at(k.name) == v;
+      // Confounded: another non-baseline value ran exactly where this one
+      // did (dtype=bfloat16 only ever beside micro_batch=16 was credited
+      // with micro-batch's gain).
+      if (v != spec.baseline.at(k.name) && e.trials > 0) {
+        for (const Knob& other : spec.knobs) {
+          if (other.name == k.name || !e.confounded_with.empty()) continue;
+          for (const std::string& w : other.values) {
+            if (w == spec.baseline.at(other.name)) continue;
+            bool together = true, any = false;
+            for (const Config& s : ran) {
+              const bool has_v = s.at(k.name) == v, has_w = s.at(other.name) == w;
+              together = together && has_v == has_w;
+              any = any || (has_v && has_w);
+            }
+            if (together && any) {
+              e.confounded_with = absl::StrCat(other.name, "=", w);
+              break;
+            }
+          }
+        }
+      }
       // Contrasts: each setting that ran with this value against the same
       // setting with the baseline's value, where both are expected to run.
       const std::string& base_value = spec.baseline.at(k.name);

@@ -153,6 +153,10 @@ struct KnobEffectEstimate {
   // their difference, in time or in memory.
   bool miscalibrated = false;
   std::string note;  // which of time / memory is off, and by how much
+  // Another knob's value that every ran setting holding this one also held
+  // and the other way round (e.g. "micro_batch=16"): the runs cannot tell
+  // their effects apart, and the estimate credits either. "" when not.
+  std::string confounded_with;
   // Step time, from the runs alone (a cold fit): averaged over the settings
   // that ran, and at the fastest of them.
   PercentEffect time_avg, time_at_best;

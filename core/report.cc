@@ -242,6 +242,7 @@ absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
       k->set_memory_price_gib(e.memory_price_gib);
       k->set_miscalibrated(e.miscalibrated);
       k->set_note(e.note);
+      k->set_confounded_with(e.confounded_with);
       auto put = [](const PercentEffect& from, v1::PercentEffect* to) {
         to->set_known(from.known);
         to->set_pct(from.pct);

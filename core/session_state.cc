@@ -158,6 +158,14 @@ v1::SessionSummary SessionState::Summary() const {
     CopyConfig(spec.baseline, out.mutable_best_config());
     out.set_best_speedup(1.0);
   }
+  // A run that ended without a promotion says so, and why, wherever a
+  // best is shown (a fastest unverified trial is no result).
+  const v1::Stage stage = StageFromName(rec.stage);
+  if (!out.promoted() && (stage == v1::STAGE_SEARCHED || stage == v1::STAGE_APPLIED)) {
+    out.set_not_promoted(!verification.summary().empty() ? verification.summary()
+                         : !stop_reason.empty()          ? stop_reason
+                                                         : "no candidate cleared the noise floor");
+  }
   out.set_contract_hash(rec.contract_hash);
   out.set_created_unix_ms(rec.created_ms);
   out.set_error(rec.error);

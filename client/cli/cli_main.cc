@@ -325,10 +325,19 @@ int main(int argc, char** argv) {
     if (!started.ok()) return Fail(started.status());
     auto s = Follow(c, id, v1::STAGE_RUNNING, wait_s, started->last_event_seq());
     if (!s.ok()) return Fail(s.status());
-    std::cout << absl::StrFormat("%s: %d trials, best %.4f s/step, speedup %.3fx, %s  %s\n",
-                                 s->stage_name(), s->trials_done(), s->best_step_time_s(),
-                                 s->best_speedup(), s->promoted() ? "promoted" : "not promoted",
-                                 infrarsi::client::FormatConfig(s->best_config()));
+    if (s->promoted()) {
+      std::cout << absl::StrFormat("%s: %d trials; promoted: %.4f s/step, speedup %.3fx (verified A/B)  %s\n",
+                                   s->stage_name(), s->trials_done(), s->best_step_time_s(),
+                                   s->best_speedup(), infrarsi::client::FormatConfig(s->best_config()));
+    } else {
+      std::cout << absl::StrFormat(
+          "%s: %d trials; nothing promoted: %s%s\n", s->stage_name(), s->trials_done(),
+          s->not_promoted().empty() ? "the run did not finish" : s->not_promoted(),
+          s->best_speedup() > 1
+              ? absl::StrFormat(" (the fastest search trial ran %.4f s/step, %.3fx, unverified)",
+                                s->best_step_time_s(), s->best_speedup())
+              : "");
+    }
     return 0;
   }
   if (*report) {

@@ -26,8 +26,17 @@ std::string FormatSummary(const v1::SessionSummary& s) {
   if (s.baseline_step_time_s() > 0) {
     absl::StrAppendFormat(&out, "  baseline %.4fs", s.baseline_step_time_s());
   }
-  if (s.best_speedup() > 0) {
-    absl::StrAppendFormat(&out, "  best %.4fs (%.2fx)", s.best_step_time_s(), s.best_speedup());
+  if (!s.not_promoted().empty()) {
+    absl::StrAppend(&out, "  nothing promoted: ", s.not_promoted());
+    if (s.best_speedup() > 1) {
+      absl::StrAppendFormat(&out, " (fastest search trial %.4fs, %.2fx unverified)", s.best_step_time_s(),
+                            s.best_speedup());
+    }
+  } else if (s.promoted()) {
+    absl::StrAppendFormat(&out, "  promoted %.4fs (%.2fx verified)", s.best_step_time_s(), s.best_speedup());
+  } else if (s.best_speedup() > 0) {
+    absl::StrAppendFormat(&out, "  best so far %.4fs (%.2fx, not verified yet)", s.best_step_time_s(),
+                          s.best_speedup());
   }
   if (!s.error().empty()) absl::StrAppend(&out, "  error: ", s.error());
   if (!s.notice().empty()) absl::StrAppend(&out, "\n  waiting: ", s.notice());
@@ -49,9 +58,18 @@ std::string FormatReport(const v1::SessionReport& r) {
     absl::StrAppend(&out, "Baseline: not measured yet (run doctor)\n");
   }
   const bool promoted = r.verification().promoted_rank() > 0;
+  const bool finished = r.stage() == "searched" || r.stage() == "applied";
+  if (!promoted && finished) {
+    // The verdict first: a fastest trial that was not promoted is no result.
+    absl::StrAppendFormat(&out, "Nothing promoted: %s\n",
+                          r.verification().summary().empty() ? "no candidate cleared the noise floor"
+                                                             : r.verification().summary());
+  }
   if (r.best().speedup() > 0) {
     absl::StrAppendFormat(&out, "%s %.4f s/step, speedup %.3fx%s  %s\n",
-                          promoted ? "Promoted:" : "Best:    ",
+                          promoted   ? "Promoted:"
+                          : finished ? "Fastest search trial (not promoted, unverified):"
+                                     : "Best so far (not verified yet):",
                           r.best().step_time_s(), r.best().speedup(),
                           r.best().trial_id() ? absl::StrCat(" (trial ", r.best().trial_id(), ")")
                                               : std::string(" (the baseline)"),
@@ -246,7 +264,13 @@ std::string FormatReport(const v1::SessionReport& r) {
         absl::StrAppendFormat(&out, "  %-28s %6d %-22s %-22s %16s %-22s %+9.1f  %s\n",
                               absl::StrCat(e.knob(), "=", e.value()), e.trials(), pct(e.time_avg()),
                               pct(e.time_at_best()), prior, pct(e.mem_avg()), e.memory_price_gib(),
-                              e.miscalibrated() ? "MISCALIBRATED: " + e.note() : "");
+                              absl::StrCat(e.miscalibrated() ? "MISCALIBRATED: " + e.note() : "",
+                                           e.confounded_with().empty()
+                                               ? ""
+                                               : absl::StrCat(e.miscalibrated() ? "; " : "",
+                                                              "CONFOUNDED with ", e.confounded_with(),
+                                                              ": it only ran beside it, the effect may be "
+                                                              "that value's")));
       }
       absl::StrAppend(&out,
                       "  GiB: predicted peak of the baseline with this value, less the baseline's.\n");
@@ -261,6 +285,10 @@ std::string FormatReport(const v1::SessionReport& r) {
   absl::StrAppend(&out, "\n");
   // step_s: as the process reported it; agent_s: the agent's clock over
   // the timed window, per step ("-" for simulated executors).
+  absl::StrAppend(&out,
+                  "step_s: the trial's step time (median of its timed steps as reported, confirmed "
+                  "by the agent's clock); agent_s: the agent's clock over the timed window, per "
+                  "step (mean); cost_s: wall seconds on the agent\n");
   absl::StrAppendFormat(&out, "%6s  %-7s %-9s %9s %9s %9s %4s %9s  %-18s %s\n", "trial", "purpose",
                         "status", "step_s", "agent_s", "peak_GiB", "att", "cost_s", "agent",
                         "setting");

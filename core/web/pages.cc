@@ -628,8 +628,13 @@ std::string SessionListPage(const v1::ListSessionsResponse& sessions, const Page
         TdNum(s.baseline_step_time_s() > 0 ? s.baseline_step_time_s() : kNone,
               s.baseline_step_time_s() > 0 ? Fmt("%.4g", s.baseline_step_time_s()) : "–"),
         TdNum(s.best_speedup() > 0 ? s.best_speedup() : kNone,
-              s.best_speedup() > 0 ? Fmt("%.3fx", s.best_speedup()) : "–"),
-        "<td>", s.promoted() ? "<span class=\"badge ok\">promoted</span>" : "no", "</td>",
+              s.best_speedup() > 0 ? Fmt(s.promoted() ? "%.3fx" : "%.3fx unverified", s.best_speedup()) : "–"),
+        "<td>",
+        s.promoted()                ? std::string("<span class=\"badge ok\">promoted</span>")
+        : !s.not_promoted().empty() ? absl::StrCat("<span class=\"not-promoted\" title=\"", Escape(s.not_promoted()),
+                                                   "\">nothing promoted</span>")
+                                    : std::string("not yet"),
+        "</td>",
         TdNum(s.trials_done(), absl::StrCat(s.trials_done(), " / ", s.trials_planned())),
         TdNum(s.cost_s(), Fmt("%.0f", s.cost_s())), Td(When(s.created_unix_ms())), "</tr>");
   }
@@ -657,11 +662,16 @@ std::string SessionContent(const v1::SessionReport& r, const v1::SessionSummary&
   if (!s.notice().empty()) absl::StrAppend(&out, "<div class=\"notice\" id=\"notice\">", Escape(s.notice()), "</div>");
   if (!s.error().empty()) absl::StrAppend(&out, "<div class=\"error\" id=\"session-error\">", Escape(s.error()), "</div>");
   const bool promoted = v.promoted_rank() > 0;
+  if (!s.not_promoted().empty()) {
+    // The verdict before any figure: the fastest trial below is no result.
+    absl::StrAppend(&out, "<div class=\"notice\" id=\"not-promoted\">Nothing promoted: ",
+                    Escape(s.not_promoted()), "</div>");
+  }
   absl::StrAppend(&out, "<dl class=\"figures\" id=\"summary\">");
   absl::StrAppend(&out, Figure("fig-stage", "stage", Escape(r.stage()), r.stage()));
   absl::StrAppend(&out, Figure("fig-baseline", "baseline step time",
                                Escape(Seconds(r.baseline().step_time_s())), Exact(r.baseline().step_time_s())));
-  absl::StrAppend(&out, Figure("fig-best-step", "best step time",
+  absl::StrAppend(&out, Figure("fig-best-step", promoted ? "promoted step time" : "fastest trial (unverified)",
                                Escape(Seconds(r.best().step_time_s())), Exact(r.best().step_time_s())));
   absl::StrAppend(&out, Figure("fig-speedup", promoted ? "speed-up (verified A/B)" : "speed-up (unverified)",
                                Escape(r.best().speedup() > 0 ? Fmt("%.3fx", r.best().speedup()) : "–"),
@@ -686,8 +696,8 @@ std::string SessionContent(const v1::SessionReport& r, const v1::SessionSummary&
   }
   absl::StrAppend(&out, "</dl>");
   if (!r.best().config().empty()) {
-    absl::StrAppend(&out, "<p>Best setting: <code id=\"best-config\">", Escape(ConfigText(r.best().config())),
-                    "</code></p>");
+    absl::StrAppend(&out, "<p>", promoted ? "Promoted setting" : "Fastest setting (not promoted)",
+                    ": <code id=\"best-config\">", Escape(ConfigText(r.best().config())), "</code></p>");
   }
   if (!v.summary().empty()) absl::StrAppend(&out, "<p id=\"verdict\">", Escape(v.summary()), "</p>");
   absl::StrAppend(&out, "<h2>Search</h2><div class=\"charts\">", HistoryChart(r), MemoryChart(r), "</div>");

@@ -639,6 +639,35 @@ TEST(ModelOptimizerTest, ABankStartThatWouldNotFitLeadsToAFittingNeighbourOnce) 
   EXPECT_NE(next.reasons[0], "space-filling");
 }
 
+// A value that only ever ran beside another (dtype=bfloat16 always with
+// micro_batch=16) cannot be credited apart from it: the knob table says so
+// (it showed dtype with -48% where it does nothing).
+TEST(ModelOptimizerTest, AKnobEffectSeenOnlyBesideAnotherSaysItIsConfounded) {
+  SessionSpec spec;
+  spec.knobs = {{"micro_batch", {"1", "4", "16"}}, {"dtype", {"float32", "bfloat16"}}, {"threads", {"1", "2"}}};
+  spec.baseline = {{"micro_batch", "1"}, {"dtype", "float32"}, {"threads", "1"}};
+  auto ran = [](std::string mb, std::string dt, std::string th, double t) {
+    Observation o;
+    o.config = {{"micro_batch", mb}, {"dtype", dt}, {"threads", th}};
+    o.status = "ok";
+    o.step_time_s = t;
+    return o;
+  };
+  const std::vector<Observation> h = {ran("1", "float32", "1", 1.0), ran("4", "float32", "1", 0.7),
+                                      ran("16", "bfloat16", "1", 0.52), ran("4", "float32", "2", 0.69),
+                                      ran("1", "float32", "2", 0.99)};
+  SearchContext ctx;
+  ctx.spec = &spec;
+  std::map<std::string, std::string> confounded;
+  for (const auto& e : ExplainKnobs(ctx, h, ModelOptimizer::Options())) {
+    confounded[e.knob + "=" + e.value] = e.confounded_with;
+  }
+  EXPECT_EQ(confounded["dtype=bfloat16"], "micro_batch=16");
+  EXPECT_EQ(confounded["micro_batch=16"], "dtype=bfloat16");
+  EXPECT_EQ(confounded["micro_batch=4"], "");  // ran with threads 1 and 2
+  EXPECT_EQ(confounded["threads=2"], "");
+}
+
 TEST(ValueBlameTest, ABadTrialsOnlyUnclearedValueIsPoisonAndAnOomClearsNothing) {
   SessionSpec spec;
   spec.knobs = {{"a", {"0", "1"}}, {"b", {"0", "1"}}, {"c", {"0", "1"}}};

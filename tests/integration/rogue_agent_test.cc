@@ -290,8 +290,18 @@ TEST_F(RogueAgentTest, ForgedQuietBaselineAndTwentyfoldCandidateAreNotPromoted) 
   auto s = client_->GetSession(id);
   ASSERT_TRUE(s.ok());
   EXPECT_FALSE(s->promoted()) << s->best_speedup();
+  // Its headline says nothing was promoted, and why, before any figure
+  // (it showed "best 0.0050s (20.00x)").
+  EXPECT_FALSE(s->not_promoted().empty());
+  const std::string line = client::FormatSummary(*s);
+  EXPECT_NE(line.find("nothing promoted: "), std::string::npos) << line;
+  EXPECT_EQ(line.find(" best "), std::string::npos) << line;
   auto rep = client_->Report(id);
   ASSERT_TRUE(rep.ok());
+  const std::string text = client::FormatReport(*rep);
+  ASSERT_NE(text.find("Nothing promoted: "), std::string::npos) << text;
+  EXPECT_LT(text.find("Nothing promoted: "), text.find("Fastest search trial (not promoted"));
+  EXPECT_EQ(text.find("Best:"), std::string::npos) << text;
   EXPECT_NE(rep->doctor().warning().find("last digit"), std::string::npos)
       << rep->doctor().warning();
   EXPECT_GT(rep->doctor().noise_floor(), 0.0);

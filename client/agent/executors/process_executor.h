@@ -117,10 +117,11 @@ class ProcessExecutor : public Executor {
     // - the environment names passed from the agent's environment (HOME and
     //   TMPDIR are the trial's scratch folder); INFRARSI_ names are refused.
     std::vector<std::string> env_allow = DefaultEnvAllow();
-    // How often the metrics file and the child are checked: the resolution
-    // of the agent's clock (each line's arrival_s is late by at most the
-    // longest gap between two checks, which the outcome reports).
-    absl::Duration poll_interval = absl::Milliseconds(1);
+    // The agent reads the trial's lines as they are written (inotify) and
+    // sees it end at once (a pidfd); between those it checks every
+    // poll_interval. Each line's arrival_s is late by at most the gap
+    // since the previous read, which the outcome reports: this bounds it.
+    absl::Duration poll_interval = absl::Milliseconds(5);
     // The agent's bare clones of session repositories. Default:
     // scratch_root/git-cache.
     std::string git_cache_root;
