@@ -63,11 +63,9 @@ std::string RepeatedDoctorFailure(const std::vector<storage::TrialRecord>& trial
     if (t.status != ts::kCancelled) failed.push_back(&t);
   }
   if (failed.size() < 2 || Signature(*failed[0]) != Signature(*failed[1])) return "";
-  const storage::TrialRecord& first = *failed[0];
-  return absl::StrCat(
-      "doctor: stopped: the first two baseline runs failed the same way (trials ", failed[0]->id,
-      " and ", failed[1]->id, ", ", first.status, ")", pending > 0 ? absl::StrCat("; ", pending, " more not run") : "",
-      ". The error, whole: ", first.error.empty() ? first.status : first.error);
+  return absl::StrCat("stopped early: the first two baseline runs failed the same way (trials ",
+                      failed[0]->id, " and ", failed[1]->id, ", ", failed[0]->status, ")",
+                      pending > 0 ? absl::StrCat("; ", pending, " more not run") : "");
 }
 
 DoctorVerdict JudgeDoctor(const SessionSpec& spec, const std::vector<storage::TrialRecord>& trials,

@@ -29,9 +29,10 @@ struct DoctorVerdict {
 // The doctor stops early when its first two finished baseline runs failed
 // the same way (the same status and error, numbers aside: trial ids and
 // paths differ) and none succeeded: a missing data file or a bad flag will
-// fail every repeat, and each costs a launch. The message to fail the
-// session with, naming what was not run and the whole error; "" when the
-// runs do not (yet) say so.
+// fail every repeat, and each costs a launch. What to add to the verdict
+// (JudgeDoctor's, over the runs with the rest cancelled, which quotes the
+// whole error): which runs, and how many were not run; "" when the runs do
+// not (yet) say so.
 std::string RepeatedDoctorFailure(const std::vector<storage::TrialRecord>& trials);
 
 // `steps`: each ok doctor run's per-step records (DoctorRunsToRead's ids).

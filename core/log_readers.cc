@@ -405,8 +405,12 @@ std::optional<v1::StepMetrics> LogStepBuilder::Add(const LogStep& s, double arri
   m.set_step(step);
   m.set_loss(s.loss);
   m.set_warmup(count_ <= options_.warmup_steps);
-  double t = s.step_time_s ? *s.step_time_s
-                           : (arrival_s - last_arrival_s_) / static_cast<double>(between);
+  // A stated time past what the server accepts (7 days) is no time: the
+  // agent's clock stands in, so a garbled line cannot get the report refused.
+  constexpr double kMaxStepSeconds = 7 * 86400.0;
+  const bool stated = s.step_time_s && std::isfinite(*s.step_time_s) && *s.step_time_s >= 0 &&
+                      *s.step_time_s <= kMaxStepSeconds;
+  double t = stated ? *s.step_time_s : (arrival_s - last_arrival_s_) / static_cast<double>(between);
   if (!std::isfinite(t) || t < 0) t = 0;
   // A timed step's time is never 0: lines that arrived together (a
   // buffered log) are then judged by the timing rule, not refused as 0 s.
@@ -429,7 +433,9 @@ std::optional<v1::StepMetrics> LogStepBuilder::Add(const LogStep& s, double arri
     }
     tokens = samples * per_sample;
   }
-  m.set_tokens(tokens);
+  // Beyond what any step processes (2^40, the server's bound): said as the
+  // bound, which the contract's tokens rule then refuses by name.
+  m.set_tokens(std::clamp<int64_t>(tokens, 0, int64_t{1} << 40));
   if (s.peak_mem_gib && std::isfinite(*s.peak_mem_gib) && *s.peak_mem_gib >= 0) {
     peak_mem_gib_ = *s.peak_mem_gib;
   }

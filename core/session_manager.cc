@@ -415,13 +415,18 @@ absl::Status SessionManager::AdvanceDoctorLocked(SessionState& s,
                                                  const std::vector<storage::TrialRecord>& trials) {
   // Two baseline runs that failed alike: the rest would too.
   if (std::string stop = RepeatedDoctorFailure(trials); !stop.empty()) {
-    for (storage::TrialRecord t : trials) {
+    std::vector<storage::TrialRecord> ended = trials;
+    for (storage::TrialRecord& t : ended) {
       if (t.purpose != trial_purpose::kDoctor || !IsInFlightStatus(t.status)) continue;
       t.status = ts::kCancelled;
       t.finished_ms = NowMs();
       RETURN_IF_ERROR(WriteTrialLocked(s, t));
     }
-    s.rec.error = std::move(stop);
+    // The verdict on what ran (it quotes the whole error), and why it
+    // stopped there.
+    const DoctorVerdict v = JudgeDoctor(s.spec, ended, {});
+    s.rec.error = absl::StrCat(v.failure.empty() ? "doctor: no baseline run succeeded" : v.failure,
+                               " (", stop, ")");
     return SaveSessionLocked(s, v1::STAGE_FAILED);
   }
   bool done = false;

@@ -1,5 +1,12 @@
 #include "server/infrarsi_server.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
@@ -87,6 +94,30 @@ absl::Status CheckPlaintext(const std::string& field, const std::string& what, c
       "127.0.0.1, or pass --insecure to accept plaintext on the network"));
 }
 
+absl::StatusOr<int> InfraRsiServer::LockDatabase(const std::string& db_path) {
+  if (db_path.empty() || db_path == ":memory:") return -1;
+  const std::string path = db_path + ".lock";
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("db: cannot open the lock file ", path, ": ", std::strerror(errno)));
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {0};
+    const ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "db: ", db_path, " is in use by another infrarsi-server",
+        n > 0 ? absl::StrCat(" (pid ", std::string(pid, static_cast<size_t>(n)), ")") : "",
+        "; one server per database: stop it first, or give this one another --db"));
+  }
+  const std::string me = std::to_string(getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
+    // The lock holds without the pid: the next server names no pid.
+  }
+  return fd;
+}
+
 absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Options& options) {
   ASSIGN_OR_RETURN(const auto listen, ParseHostPort("listen", options.listen));
   const std::string& host = listen.first;
@@ -123,6 +154,10 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   std::unique_ptr<InfraRsiServer> s(new InfraRsiServer());
   s->options_ = options;
   s->host_ = host;
+  // One server per database: a second would serve a stale copy and write
+  // over the first's sessions. Held until this server is destroyed (the
+  // kernel drops it when the process dies, kill -9 included).
+  ASSIGN_OR_RETURN(s->db_lock_.fd, LockDatabase(options.db_path));
   storage::SqliteStorage::Options so;
   so.path = options.db_path;
   ASSIGN_OR_RETURN(s->storage_, storage::SqliteStorage::Create(so));
@@ -226,6 +261,9 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
     creds = grpc::SslServerCredentials(ssl);
   }
   builder.AddListeningPort(options.listen, creds, &s->port_);
+  // A taken address is an error: with port reuse a second server bound the
+  // same port and the kernel split connections between the two.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
@@ -237,7 +275,8 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   builder.RegisterService(s->bank_service_.get());
   s->grpc_server_ = builder.BuildAndStart();
   if (!s->grpc_server_ || s->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("listen: cannot listen on ", options.listen));
+    return absl::UnavailableError(absl::StrCat("listen: cannot listen on ", options.listen,
+                                               " (is another server listening there?)"));
   }
   if (grpc::HealthCheckServiceInterface* health = s->grpc_server_->GetHealthCheckService()) {
     health->SetServingStatus(true);
@@ -323,5 +362,9 @@ void InfraRsiServer::Shutdown(absl::Duration grace) {
 void InfraRsiServer::Wait() { stopped_.WaitForNotification(); }
 
 InfraRsiServer::~InfraRsiServer() { Shutdown(); }
+
+InfraRsiServer::DbLock::~DbLock() {
+  if (fd >= 0) close(fd);
+}
 
 }  // namespace infrarsi::server

@@ -142,9 +142,20 @@ class InfraRsiServer {
  private:
   InfraRsiServer() = default;
 
+  // The database's lock file (<db>.lock), flock'ed while this server lives
+  // so that a second server on the same database refuses to start. The
+  // first member: destroyed last, after everything that writes the
+  // database (the kernel drops it at once if the process dies).
+  struct DbLock {
+    int fd = -1;  // -1: none (an in-memory database)
+    ~DbLock();
+  };
+  DbLock db_lock_;
+
   Options options_;
   std::string host_;
   int port_ = 0;
+  static absl::StatusOr<int> LockDatabase(const std::string& db_path);
   std::unique_ptr<storage::SqliteStorage> storage_;
   std::unique_ptr<GitCommitter> committer_;
   std::unique_ptr<Authenticator> auth_;

@@ -869,13 +869,18 @@ TEST_F(EndToEndTest, DraftedTinyGptSpecRunsAllFiveStagesUnchanged) {
   const std::string spec = dir_ + "/specs/drafted.yaml";
   std::string out, err;
   // The draft needs no server.
+  // The log-reader path: the script's own per-step JSON line is read, the
+  // harness it also carries is not the source (the README's walk-through).
   ASSERT_EQ(Cli({"draft", "--gpu", "cpu", "--global-batch", "8", "--seq-len", "64", "--data-seed", "1234",
                  "--repo", repo, "--intent", "faster without changing what it computes", "-o", spec,
-                 "--", python, "train.py", "--micro-batch", "1", "--threads", "1", "--recompute", "true",
-                 "--attn", "matmul", "--optimizer", "adamw"},
+                 "--reader", "jsonl", "--", python, "train.py", "--micro-batch", "1", "--threads", "1",
+                 "--recompute", "true", "--attn", "matmul", "--optimizer", "adamw"},
                 &out, &err), 0) << err;
   EXPECT_NE(err.find("wrote " + spec + " (5 knobs)"), std::string::npos) << err;
   const std::string yaml = ReadText(spec);
+  EXPECT_NE(yaml.find("metrics: {reader: jsonl}"), std::string::npos) << yaml;
+  EXPECT_EQ(yaml.find("optimizer_in_window"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("data_seed: 1234"), std::string::npos) << yaml;  // the line states it
   EXPECT_NE(yaml.find("attn: [matmul, einsum]"), std::string::npos) << yaml;
   EXPECT_NE(yaml.find("repository: {url: \"../tiny-gpt\", base: HEAD}"), std::string::npos) << yaml;
   // Drafting again over an existing file is refused: nothing is overwritten.
@@ -892,6 +897,7 @@ TEST_F(EndToEndTest, DraftedTinyGptSpecRunsAllFiveStagesUnchanged) {
   ASSERT_TRUE(rep.ok()) << rep.status();
   EXPECT_EQ(rep->contract().tokens_per_step(), 512);
   EXPECT_TRUE(rep->contract().data_seed_set());
+  EXPECT_EQ(rep->contract().metrics_reader(), "jsonl");
   const auto& v = rep->verification();
   if (v.promoted_rank() <= 0) {
     for (const auto& t : rep->trials()) {

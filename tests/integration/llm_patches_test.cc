@@ -351,22 +351,23 @@ executor:
 // `infrarsi draft --llm-endpoint`: the model's extra knobs, validated and
 // marked; an endpoint that does not answer leaves the deterministic draft.
 TEST_F(LlmPatchesTest, DraftTakesOnlyValidatedKnobsFromTheModelAndStandsWithoutIt) {
-  const std::string cmd = "python3 train.py --global-batch 8 --seq-len 64 --micro-batch 1 --num-workers 2 --lr 0.1";
-  llm_.Say(R"({"knobs": [{"flag": "--num-workers", "values": ["1", "2", "4"], "rationale": "data loading overlap"},
+  const std::string cmd = "python3 train.py --global-batch 8 --seq-len 64 --micro-batch 1 --prefetch 2 --lr 0.1";
+  llm_.Say(R"({"knobs": [{"flag": "--prefetch", "values": ["1", "2", "4"], "rationale": "data loading overlap"},
                          {"flag": "--lr", "values": ["0.1", "0.2"], "rationale": "converges faster"}]})");
+  // A script of no known framework: its lines are read as JSON (--reader).
   std::vector<std::string> args = {"draft", "--gpu", "cpu", "--workdir", dir_, "--llm-endpoint", llm_.url(),
-                                   "--llm-model", "canned", "--"};
+                                   "--llm-model", "canned", "--reader", "jsonl", "--"};
   for (absl::string_view w : absl::StrSplit(cmd, ' ')) args.emplace_back(w);
   std::string out, err;
   ASSERT_EQ(Cli(args, &out, &err), 0) << err;
-  EXPECT_NE(out.find("# llm: proposed by canned: data loading overlap (--num-workers)"), std::string::npos) << out;
-  EXPECT_NE(out.find("num_workers: [1, 2, 4]"), std::string::npos) << out;
+  EXPECT_NE(out.find("# llm: proposed by canned: data loading overlap (--prefetch)"), std::string::npos) << out;
+  EXPECT_NE(out.find("prefetch: [1, 2, 4]"), std::string::npos) << out;
   EXPECT_NE(out.find("--lr: refused: it sets what the job computes"), std::string::npos) << out;
   EXPECT_EQ(llm_.requests(), 1);
   // Without the model: the same draft as with none, saying why.
   llm_.Stop();
   ASSERT_EQ(Cli(args, &out, &err), 0) << err;
-  EXPECT_EQ(out.find("num_workers"), std::string::npos) << out;
+  EXPECT_EQ(out.find("prefetch:"), std::string::npos) << out;
   EXPECT_NE(out.find("# llm (canned) not used: llm endpoint"), std::string::npos) << out;
   EXPECT_NE(err.find("draft: the LLM's answer was not used"), std::string::npos) << err;
 }

@@ -27,6 +27,8 @@ struct Framework {
   std::string tokens_check;  // "ran" or "not run"
 };
 
+void PrintTo(const Framework& f, std::ostream* os) { *os << f.name; }
+
 class RealJobsTest : public EndToEndTest, public ::testing::WithParamInterface<Framework> {};
 
 TEST_P(RealJobsTest, DraftedFromTheLaunchCommandAndRunThroughAllFiveStages) {

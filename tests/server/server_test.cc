@@ -42,6 +42,38 @@ TEST(InfraRsiServerTest, FailedStartReturnsTheErrorWithoutCrashing) {
   std::filesystem::remove_all(dir);
 }
 
+// Issue 32: a second server on the same database served a stale copy and
+// wrote over the first's sessions; a second on the same port (another
+// database even) was let bind it too, and the kernel split connections.
+TEST(InfraRsiServerTest, OneServerPerDatabaseAndPerAddress) {
+  const std::string dir = testing::MakeTempDir("server");
+  InfraRsiServer::Options o;
+  o.listen = "127.0.0.1:0";
+  o.db_path = dir + "/db";
+  auto first = InfraRsiServer::Create(o);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = InfraRsiServer::Create(o);
+  ASSERT_FALSE(second.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(second.status())) << second.status();
+  EXPECT_NE(second.status().message().find(
+                absl::StrCat("is in use by another infrarsi-server (pid ", getpid(), ")")),
+            std::string::npos)
+      << second.status();
+  // The same port, another database: refused, not shared.
+  o.listen = absl::StrCat("127.0.0.1:", (*first)->port());
+  o.db_path = dir + "/other.db";
+  auto same_port = InfraRsiServer::Create(o);
+  ASSERT_FALSE(same_port.ok());
+  EXPECT_NE(same_port.status().message().find("cannot listen on " + o.listen), std::string::npos)
+      << same_port.status();
+  // Once the first is gone, its database is free again.
+  first->reset();
+  o.listen = "127.0.0.1:0";
+  o.db_path = dir + "/db";
+  EXPECT_TRUE(InfraRsiServer::Create(o).ok());
+  std::filesystem::remove_all(dir);
+}
+
 TEST(InfraRsiServerTest, StartsOnAFreePortWithOrWithoutPriors) {
   const std::string dir = testing::MakeTempDir("server");
   for (const char* priors : {"", "knobs:\n  attn: {sdpa: {time: -0.3}}\n"}) {

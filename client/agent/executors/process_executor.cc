@@ -369,6 +369,7 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   env_strings.push_back("HOME=" + scratch.string());
   env_strings.push_back("TMPDIR=" + scratch.string());
   for (const auto& [k, v] : TrialVariables(trial, metrics_path)) {
+    if (log_reader != nullptr && k == "INFRARSI_METRICS") continue;
     env_strings.push_back(absl::StrCat(k, "=", v));
   }
   std::vector<char*> cargv, cenv;
@@ -480,7 +481,10 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     max_gap_s = std::max(max_gap_s, gap);
     last_read = now;
     std::vector<v1::StepMetrics> steps;
-    for (const std::string& line : tailer.NewLines()) {
+    // One source of steps: with a log reader the metrics file is not read
+    // (the trial gets no $INFRARSI_METRICS, so a harness it carries writes
+    // nothing), else both would report the same steps.
+    for (const std::string& line : log_reader != nullptr ? std::vector<std::string>{} : tailer.NewLines()) {
       auto parsed = ParseMetricsLine(line);
       if (!parsed.ok()) {
         if (bad_line.empty()) bad_line = std::string(parsed.status().message());

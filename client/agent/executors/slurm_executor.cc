@@ -456,6 +456,9 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
   }
 
   auto vars = TrialVariables(trial, metrics_path);
+  if (log_reader != nullptr) {
+    std::erase_if(vars, [](const auto& kv) { return kv.first == "INFRARSI_METRICS"; });
+  }
   // A log reader times each line as it arrives: no block-buffered stdout.
   if (log_reader != nullptr) vars.emplace_back("PYTHONUNBUFFERED", "1");
   {
@@ -539,7 +542,8 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
     if (!started) return;
     max_gap_s = std::max(max_gap_s, gap);
     std::vector<v1::StepMetrics> steps;
-    for (const std::string& line : metrics.NewLines()) {
+    // One source of steps: the job's output when a log reader is named.
+    for (const std::string& line : log_reader != nullptr ? std::vector<std::string>{} : metrics.NewLines()) {
       auto parsed = ParseMetricsLine(line);
       if (!parsed.ok()) {
         if (bad_line.empty()) bad_line = std::string(parsed.status().message());

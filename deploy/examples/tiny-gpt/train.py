@@ -16,8 +16,10 @@ curve, is the same on any number of nodes.
 """
 
 import argparse
+import json
 import os
 import sys
+import time
 
 import torch
 
@@ -73,6 +75,7 @@ def main():
     h.watch_optimizer(opt)
     accum = local_batch // args.micro_batch
     for step in range(args.warmup + args.steps):
+        started = time.perf_counter()
         x, y = data.batch(corpus, step, GLOBAL_BATCH, SEQ_LEN, DATA_SEED)
         x, y = x[rank * local_batch:(rank + 1) * local_batch], y[rank * local_batch:(rank + 1) * local_batch]
         x, y = x.to(device), y.to(device)
@@ -97,6 +100,12 @@ def main():
             opt.zero_grad()
             s.loss = total
             s.tokens = tokens
+        if rank == 0:
+            # The script's own per-step line, as any trainer prints one: a
+            # log reader (executor.process.metrics: {reader: jsonl}) reads
+            # it without the harness.
+            print(json.dumps({"step": step, "loss": total, "tokens": tokens, "data_seed": DATA_SEED,
+                              "step_time_s": time.perf_counter() - started}), flush=True)
 
 
 if __name__ == "__main__":
