@@ -87,6 +87,7 @@ absl::StatusOr<v1::TrialAssignment> AssignmentFor(const storage::SessionRecord& 
       m->set_warmup_steps(r.warmup_steps);
       m->set_tokens_per_step(spec.contract.tokens_per_step);
       m->set_global_batch(spec.global_batch);
+      m->set_world(spec.gpu_count);
     }
     for (const auto& [path, hash] : spec.contract.protected_hashes) {
       (*p->mutable_protected_hashes())[path] = hash;

@@ -119,6 +119,23 @@ v1::DoctorReport BuildDoctorReport(const std::vector<DoctorRun>& runs, int verif
         same->first, same->second, agent_clock ? "took, on the agent's clock," : "report",
         judged[same->first - 1]));
   }
+  // A floor this high makes a promotion unlikely: say what it takes, and
+  // what lowers it (a CV of 29% gave a 50% floor, and nothing was said).
+  if (floor >= kNoisyFloor) {
+    const bool clock_bound = agent_clock && r.resolution_floor() >= floor;
+    r.set_warning(absl::StrCat(
+        r.warning(), r.warning().empty() ? "" : "; ",
+        absl::StrFormat("noisy: the noise floor is %.1f%%, so only a candidate at least %.2fx "
+                        "faster can be promoted",
+                        100 * floor, 1 + floor),
+        clock_bound
+            ? "; the trials are too short for the agent's clock (lengthen them: more timed "
+              "steps)"
+            : absl::StrFormat("; to lower it: fewer jobs beside the trials on the agents "
+                              "(CV %.1f%%), more verification runs (verify.runs, now %d), "
+                              "longer trials (more timed steps)",
+                              100 * cv, verify_runs)));
+  }
   // The reference trajectory: per step, the median over runs.
   std::map<int64_t, std::vector<double>> losses;
   for (const DoctorRun& d : runs) {

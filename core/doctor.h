@@ -30,6 +30,9 @@ struct DoctorRun {
 // The floor never goes below this (0.1%): what a step timer can be trusted
 // to tell apart at all.
 inline constexpr double kMinNoiseFloor = 0.001;
+// A floor from which the doctor warns that a promotion is unlikely (a
+// candidate must then be 10% faster), saying what lowers it.
+inline constexpr double kNoisyFloor = 0.10;
 
 // Two-sided 95% Student t quantile for `df` degrees of freedom.
 double TQuantile975(int df);

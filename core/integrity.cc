@@ -61,6 +61,10 @@ std::vector<v1::IntegrityCheck> DescribeIntegrityChecks(const SessionSpec& spec,
                              ? std::string("the global batch size and the consumed samples' "
                                            "increase each line states, times the tokens per "
                                            "sample, against the contract")
+                         : name == "torchtitan"
+                             ? std::string("each timed line's tokens per second x its step time "
+                                           "x the GPUs, within 25% of the contract's tokens "
+                                           "(a rate, not a count: a smaller batch shows)")
                              : std::string("the tokens each line states, when it states them, "
                                            "against the contract"))
                       : absl::StrCat("the ", name,

@@ -25,7 +25,7 @@ constexpr ReaderTraits kTraits[] = {
     // name, step_time, tokens, memory, data_seed, optimizer, dtype
     {"harness", true, true, true, true, true, true},
     {"megatron", true, true, true, false, false, false},
-    {"torchtitan", false, false, true, false, false, false},
+    {"torchtitan", false, true, true, false, false, false},
     {"deepspeed", true, false, true, false, false, false},
     {"hf_trainer", false, false, false, false, false, false},
     {"jsonl", true, true, true, true, false, false},
@@ -131,10 +131,12 @@ class TorchtitanReader : public LogReader {
     s.loss = *loss;
     if (RE2::PartialMatch(line, memory_, &value)) s.peak_mem_gib = Number(value);
     if (RE2::PartialMatch(line, time_, &value)) s.step_time_s = Number(value);
+    if (RE2::PartialMatch(line, tps_, &value)) s.tokens_per_second = Number(value);
     return s;
   }
 
  private:
+  const RE2 tps_{R"(\btps:\s*([0-9][0-9,]*(?:\.[0-9]+)?))"};
   const RE2 step_{R"((?:^|\s)step:\s*(\d+)\s+loss:\s*([-+0-9.eEnaNA]+))"};
   const RE2 memory_{R"(\bmemory:\s*([0-9.]+)\s*GiB)"};
   const RE2 time_{R"(\b(?:step_time|elapsed_time_per_step):\s*([0-9.eE+-]+))"};
@@ -432,6 +434,19 @@ std::optional<v1::StepMetrics> LogStepBuilder::Add(const LogStep& s, double arri
       samples = (*s.consumed_samples - *last_consumed_) / between;
     }
     tokens = samples * per_sample;
+  }
+  // torchtitan states a rate, not a count: per GPU, over the time since its
+  // previous line. Within 25% of the contract's tokens it is taken as
+  // honest (its clock and the agent's differ a little); beyond, the step is
+  // said to have processed what the rate implies, which the contract's
+  // tokens rule refuses by name.
+  if (!s.tokens && !s.global_batch && s.tokens_per_second && options_.world > 0 && !m.warmup() &&
+      std::isfinite(*s.tokens_per_second) && *s.tokens_per_second >= 0 && t > 0 &&
+      options_.tokens_per_step > 0) {
+    const double implied = *s.tokens_per_second * t * options_.world;
+    if (std::fabs(implied / static_cast<double>(options_.tokens_per_step) - 1.0) > 0.25) {
+      tokens = std::min<int64_t>(static_cast<int64_t>(std::llround(implied)), int64_t{1} << 40);
+    }
   }
   // Beyond what any step processes (2^40, the server's bound): said as the
   // bound, which the contract's tokens rule then refuses by name.

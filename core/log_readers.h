@@ -71,6 +71,7 @@ struct LogStep {
   std::optional<double> peak_mem_gib;
   std::optional<int64_t> global_batch;      // Megatron: as stated
   std::optional<int64_t> consumed_samples;  // Megatron: as stated
+  std::optional<double> tokens_per_second;  // torchtitan: per GPU, as stated
   std::optional<int64_t> data_seed;
 };
 
@@ -103,7 +104,9 @@ std::string StripAnsi(std::string_view line);
 //   process's start);
 // - tokens: what the log states (Megatron: global batch x tokens per
 //   sample, or the consumed samples' increase), else the contract's
-//   tokens per step;
+//   tokens per step; torchtitan's tokens per second (per GPU) times the
+//   step time and the GPUs must come within 25% of the contract's, or the
+//   step is said to have processed what they imply;
 // - peak memory: the latest the log stated (0 while it stated none).
 class LogStepBuilder {
  public:
@@ -111,6 +114,7 @@ class LogStepBuilder {
     int32_t warmup_steps = 1;
     int64_t tokens_per_step = 0;  // the contract's
     int64_t global_batch = 0;     // the workload's (tokens per sample = tokens / batch)
+    int32_t world = 0;            // the session's GPUs (0: unknown)
   };
   explicit LogStepBuilder(Options options) : options_(options) {}
   // The reported step for `s`, which arrived `arrival_s` after the process

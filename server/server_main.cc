@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "infrarsi-server: keeps tuning sessions, trial history and the experience bank, and "
       "serves the SessionService, AgentService and BankService gRPC APIs."};
+  app.set_version_flag("--version", std::string("infrarsi-server ") + INFRARSI_VERSION);
   infrarsi::server::InfraRsiServer::Options opts;
   double lease_timeout_s = 30;
   std::string log_level = "info";

@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
   CLI::App app{"infrarsi-agent: leases trials from infrarsi-server and runs them "
                "(executors: replay of measured outcomes, process for real training, sim for the "
                "cluster simulator, slurm for real training as Slurm jobs from a submit host)."};
+  app.set_version_flag("--version", std::string("infrarsi-agent ") + INFRARSI_VERSION);
   infrarsi::client::Agent::Options o;
   o.server = "127.0.0.1:7420";
   DetectGpu(o);

@@ -31,7 +31,40 @@ namespace v1 = infrarsi::v1;
 // `infrarsi sim optimum SPEC`: the simulator's ground truth for a spec.
 int SimOptimum(const std::string& path, int top, bool json);
 
+// The server address the CLI was given, for errors that never reached it.
+std::string g_server;
+
+// gRPC's words for a server that never answered, said in ours: the address
+// tried, the flag that names it, and whether anything answered there.
+std::string Unreachable(const absl::Status& st) {
+  if (st.code() != absl::StatusCode::kUnavailable && st.code() != absl::StatusCode::kDeadlineExceeded) {
+    return "";
+  }
+  const std::string m(st.message());
+  std::string why;
+  if (absl::StrContains(m, "http1.x") || absl::StrContains(m, "Trying to connect an http")) {
+    why = "something answered, but not as an infrarsi-server's gRPC port (the dashboard's "
+          "--http-listen port, or another HTTP server?)";
+  } else if (absl::StrContains(m, "DNS resolution failed") || absl::StrContains(m, "Name or service not known")) {
+    why = "the host name does not resolve (--server takes HOST:PORT, without http://)";
+  } else if (absl::StrContains(m, "Connection refused") || absl::StrContains(m, "failed to connect") ||
+             absl::StrContains(m, "Failed to connect")) {
+    why = "nothing is listening there (is infrarsi-server running, on that port?)";
+  } else if (st.code() == absl::StatusCode::kDeadlineExceeded && absl::StrContains(m, "onnect")) {
+    why = "no answer in time (a firewall, or a host that is down?)";
+  } else {
+    return "";
+  }
+  return absl::StrCat("cannot reach infrarsi-server at ", g_server, ": ", why,
+                      ". Point --server at the server's --listen address "
+                      "(infrarsi --server HOST:PORT COMMAND ...). [gRPC said: ", m, "]");
+}
+
 int Fail(const absl::Status& st) {
+  if (std::string u = Unreachable(st); !u.empty()) {
+    std::cerr << "error: " << u << " [" << absl::StatusCodeToString(st.code()) << "]\n";
+    return 1;
+  }
   std::cerr << "error: " << st.message() << " [" << absl::StatusCodeToString(st.code())
             << "]\n";
   return 1;
@@ -87,6 +120,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "infrarsi: submit and follow InfraRSI tuning sessions (init, doctor, run, report, "
       "apply), query the experience bank, or run the self-contained demo."};
+  app.set_version_flag("--version", std::string("infrarsi ") + INFRARSI_VERSION);
   app.require_subcommand(1);
   RpcClient::Options co;
   double wait_s = 3600;
@@ -290,6 +324,7 @@ int main(int argc, char** argv) {
     return st.ok() ? 0 : Fail(st);
   }
 
+  g_server = co.server;
   auto client_or = RpcClient::Create(co);
   if (!client_or.ok()) return Fail(client_or.status());
   RpcClient& c = **client_or;
@@ -315,6 +350,11 @@ int main(int argc, char** argv) {
     std::cout << absl::StrFormat("baseline %.4f s/step, CV %.2f%%, noise floor %.2f%%\n",
                                  s->baseline_step_time_s(), 100 * s->baseline_cv(),
                                  100 * s->noise_floor());
+    // What the doctor warns of (a noisy host, lost runs, drift) is said here
+    // too, not only in the report.
+    if (auto rep = c.Report(id); rep.ok() && !rep->doctor().warning().empty()) {
+      std::cout << "warning: " << rep->doctor().warning() << "\n";
+    }
     return 0;
   }
   if (*run) {

@@ -2,6 +2,8 @@
 // doctor's statistics.
 #include "core/contract.h"
 
+#include "absl/strings/str_format.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -530,6 +532,28 @@ TEST(DoctorStatsTest, TheFloorNeverGoesBelowWhatTheClocksResolve) {
   std::vector<DoctorRun> sim(3);
   for (size_t i = 0; i < sim.size(); ++i) sim[i].step_time_s = 1.0 + 1e-9 * static_cast<double>(i);
   EXPECT_DOUBLE_EQ(BuildDoctorReport(sim, 3).noise_floor(), kMinNoiseFloor);
+}
+
+// Issue 32: a CV of 29% gave a noise floor of 50% and the doctor said
+// nothing; a floor that high makes a promotion unlikely, and the doctor
+// says what it takes and what lowers it.
+TEST(DoctorStatsTest, ANoisyBaselineIsWarnedOfWithWhatLowersTheFloor) {
+  std::vector<DoctorRun> runs;
+  for (double t : {1.0, 1.4, 0.8, 1.3, 0.9}) {
+    DoctorRun r;
+    r.agent = "a";
+    r.step_time_s = t;
+    runs.push_back(r);
+  }
+  const v1::DoctorReport noisy = BuildDoctorReport(runs, 3);
+  ASSERT_GE(noisy.noise_floor(), kNoisyFloor);
+  EXPECT_NE(noisy.warning().find("noisy: the noise floor is"), std::string::npos) << noisy.warning();
+  EXPECT_NE(noisy.warning().find(absl::StrFormat("at least %.2fx faster", 1 + noisy.noise_floor())),
+            std::string::npos)
+      << noisy.warning();
+  EXPECT_NE(noisy.warning().find("more verification runs (verify.runs, now 3)"), std::string::npos);
+  for (DoctorRun& r : runs) r.step_time_s = 1.0 + 0.002 * r.step_time_s;  // a quiet host
+  EXPECT_EQ(BuildDoctorReport(runs, 3).warning(), "");
 }
 
 TEST(DoctorStatsTest, RunsThatAgreeToTheLastDigitAreSuspicious) {

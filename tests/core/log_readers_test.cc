@@ -197,6 +197,27 @@ TEST(LogStepBuilderTest, MegatronsStatedBatchAndConsumedSamplesGiveTheTokens) {
   EXPECT_EQ(b.Add(s, 2.0, 0.001)->tokens(), 4 * 1024);
 }
 
+// torchtitan states tokens per second per GPU: times the step time and the
+// GPUs, it must come near the contract's tokens, or the step says what it
+// implies (a halved batch shows as half the tokens).
+TEST(LogStepBuilderTest, TorchtitansRateIsCheckedAgainstTheContract) {
+  LogStepBuilder b({1, /*tokens_per_step=*/8192, /*global_batch=*/8, /*world=*/2});
+  LogStep s;
+  s.step = 1;
+  s.tokens_per_second = 1000;
+  ASSERT_TRUE(b.Add(s, 1.0, 0.001).has_value());  // warm-up: not judged
+  s.step = 2;
+  s.tokens_per_second = 4096 / 0.5 * 1.1;  // 10% off: an honest clock difference
+  EXPECT_EQ(b.Add(s, 1.5, 0.001)->tokens(), 8192);
+  s.step = 3;
+  s.tokens_per_second = 2048 / 0.5;  // half the batch
+  EXPECT_EQ(b.Add(s, 2.0, 0.001)->tokens(), 4096);
+  auto r = Reader("torchtitan");
+  auto line = r->Feed("\x1b[31mstep:  3  \x1b[32mloss:  9.0000  \x1b[34mtps: 12,345  \x1b[36mtflops: 1.0");
+  ASSERT_TRUE(line.has_value());
+  EXPECT_DOUBLE_EQ(*line->tokens_per_second, 12345);
+}
+
 TEST(LogStepBuilderTest, ALogThatSkipsStepsIsAnErrorThatSaysHowToLogEveryStep) {
   LogStepBuilder b({1, 100, 1});
   LogStep s;

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "tests/integration/end_to_end_fixture.h"
 #include "tests/testing/git_repo.h"
 
@@ -155,6 +156,40 @@ executor:
   EXPECT_NE(err.find("has no trial 999999"), std::string::npos) << err;
 }
 
+// Issue 32: a wrong server address printed gRPC's own words with no
+// mention of --server. Now: the address tried, the flag, and whether
+// anything answered there.
+TEST_F(EndToEndTest, AnUnreachableServerIsNamedWithTheFlagAndWhatAnsweredThere) {
+  StartServer();
+  auto cli = [&](const std::string& server) {
+    const std::string err_path = dir_ + "/unreachable.err";
+    testing::Subprocess p({INFRARSI_CLI_BIN, "--server", server, "sessions"}, err_path);
+    p.ReadAll();
+    const int status = p.Wait();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << server;
+    return ReadText(err_path);
+  };
+  std::string err = cli("127.0.0.1:1");
+  EXPECT_NE(err.find("cannot reach infrarsi-server at 127.0.0.1:1: nothing is listening there"),
+            std::string::npos) << err;
+  EXPECT_NE(err.find("--server"), std::string::npos) << err;
+  // The dashboard's port answers HTTP, not gRPC.
+  const std::string http = std::string(absl::StripSuffix(absl::StripPrefix(dashboard_, "http://"), "/"));
+  err = cli(http);
+  EXPECT_NE(err.find("cannot reach infrarsi-server at " + http), std::string::npos) << err;
+  EXPECT_NE(err.find("not as an infrarsi-server's gRPC port"), std::string::npos) << err;
+  // Every binary says its version (it had no --version).
+  for (const auto& [bin, name] : std::vector<std::pair<std::string, std::string>>{
+           {INFRARSI_CLI_BIN, "infrarsi "}, {INFRARSI_SERVER_BIN, "infrarsi-server "},
+           {INFRARSI_AGENT_BIN, "infrarsi-agent "}}) {
+    testing::Subprocess p({bin, "--version"}, dir_ + "/version.err");
+    const std::string out = p.ReadAll();
+    const int status = p.Wait();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << bin;
+    EXPECT_EQ(out.rfind(name, 0), 0u) << out;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Frameworks, RealJobsTest,
     ::testing::Values(
@@ -165,7 +200,7 @@ INSTANTIATE_TEST_SUITE_P(
         Framework{"torchtitan",
                   {"--training.local_batch_size=2", "--training.global_batch_size=16",
                    "--training.seq_len=128", "--training.steps=6"},
-                  "torchtitan", "not run"},
+                  "torchtitan", "ran"},
         Framework{"deepspeed",
                   {"--deepspeed_config", "ds.json", "--seq_length", "128", "--steps", "6",
                    "--train_micro_batch_size_per_gpu", "2"},

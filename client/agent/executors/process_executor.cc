@@ -277,7 +277,7 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     }
     log_reader = *std::move(made);
     log_steps.emplace(LogStepBuilder::Options{rs.warmup_steps, m.tokens_per_step(),
-                                              m.global_batch()});
+                                              m.global_batch(), m.world()});
   }
   // Read through a description of its own: the trial's stdout shares the
   // writing one's offset, which its writes keep at the end. Opened now,

@@ -415,7 +415,7 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
     auto made = LogReader::Create(rs, m.global_batch());
     if (!made.ok()) return RefusedOutcome(absl::StrCat("agent: ", made.status().message()));
     log_reader = *std::move(made);
-    log_steps.emplace(LogStepBuilder::Options{rs.warmup_steps, m.tokens_per_step(), m.global_batch()});
+    log_steps.emplace(LogStepBuilder::Options{rs.warmup_steps, m.tokens_per_step(), m.global_batch(), m.world()});
   }
   if (metrics_fd.fd < 0 || events_fd.fd < 0) {
     return absl::InternalError(absl::StrCat("slurm: cannot create the trial's files in ",
