@@ -8,6 +8,7 @@
 //
 //   build/tests/timing_bench [RUNS]                 # fast stand-ins
 //   TINY_GPT=1 build/tests/timing_bench [RUNS]      # plus the tiny-gpt example (torch)
+//   POLL_MS=1 build/tests/timing_bench [RUNS]       # the agent's --poll-ms (default 5)
 #include <unistd.h>
 
 #include <cstdio>
@@ -72,6 +73,10 @@ std::vector<Result> RunMany(const Program& p, int ms, int steps, int runs,
   o.allow_any_command = true;  // the bench's own programs
   o.workdir_root = p.workdir;
   o.allow_root = true;
+  // POLL_MS=N: the agent's --poll-ms (default: the executor's, 5 ms).
+  if (const char* poll = std::getenv("POLL_MS"); poll != nullptr && std::atoi(poll) > 0) {
+    o.poll_interval = absl::Milliseconds(std::atoi(poll));
+  }
   auto made = infrarsi::client::ProcessExecutor::Create(o);
   if (!made.ok()) {
     std::fprintf(stderr, "%s\n", made.status().ToString().c_str());
