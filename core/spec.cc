@@ -1326,9 +1326,21 @@ absl::StatusOr<std::vector<std::string>> SplitCommandLine(const std::string& com
 
 void FillKnobDefaults(const SessionSpec& spec, Config* config) {
   for (const Knob& k : spec.knobs) {
-    if (!config->count(k.name)) {
+    auto it = config->find(k.name);
+    if (it == config->end()) {
       auto b = spec.baseline.find(k.name);
       if (b != spec.baseline.end()) (*config)[k.name] = b->second;
+      continue;
+    }
+    // A trial recorded when booleans had one spelling ("true") reads as the
+    // knob's own spelling now ("True"): the same setting.
+    if (std::find(k.values.begin(), k.values.end(), it->second) == k.values.end()) {
+      for (const std::string& v : k.values) {
+        if (NormalizeScalar(v) == NormalizeScalar(it->second)) {
+          it->second = v;
+          break;
+        }
+      }
     }
   }
 }

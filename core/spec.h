@@ -282,7 +282,9 @@ absl::Status AddCheckedPatch(PatchSpec ps, const SourceRepo* source_repo, const 
 
 // A setting recorded before some knobs existed (an LLM's patch knobs join
 // after the doctor's runs): each missing knob at its baseline value, which
-// is what the trial ran (a patch knob's baseline is off).
+// is what the trial ran (a patch knob's baseline is off). A boolean stored
+// in another spelling than the knob's ("true" for "True": recorded before
+// values were kept as written) takes the knob's spelling.
 void FillKnobDefaults(const SessionSpec& spec, Config* config);
 
 // A patch's switch knob: "patch_<name>", other characters than letters and

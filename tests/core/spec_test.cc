@@ -341,6 +341,11 @@ TEST(SpecTest, DerivedValuesAreCheckedForEverySettingAndFillTheCommand) {
     ASSERT_FALSE(bad.ok()) << c.to;
     EXPECT_EQ(bad.status().message().rfind(c.error, 0), 0u) << bad.status().message();
   }
+  // A trial recorded when booleans were normalised reads as the knob's own
+  // spelling (a process session across the upgrade).
+  Config old_trial = {{"micro_batch", "2"}, {"bias", "false"}, {"threads", "1"}};
+  FillKnobDefaults(*spec, &old_trial);
+  EXPECT_EQ(old_trial.at("bias"), "False");
   // Derived values and environment knobs are part of the locked contract.
   auto other = ParseSpec(absl::StrReplaceAll(kProcessSpec, {{"(micro_batch * 2)", "micro_batch"}}), Opts());
   ASSERT_TRUE(other.ok()) << other.status();
