@@ -15,23 +15,44 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A repository opened for reading its HEAD, libgit2 initialised for as
+// long as it lives.
+class HeadReader {
+ public:
+  static absl::StatusOr<std::unique_ptr<HeadReader>> Open(const std::string& path) {
+    std::unique_ptr<HeadReader> r(new HeadReader);
+    if (git_repository_open(&r->repo_, path.c_str()) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--repo: '", path, "' is not a git repository"));
+    }
+    return r;
+  }
+  ~HeadReader() {
+    git_repository_free(repo_);
+    git_libgit2_shutdown();
+  }
+  // The object `spec` names ("HEAD^{tree}", "HEAD:train.py"), owned by the
+  // caller; null when there is none.
+  git_object* Find(const std::string& spec) const {
+    git_object* obj = nullptr;
+    return git_revparse_single(&obj, repo_, spec.c_str()) == 0 ? obj : nullptr;
+  }
+
+ private:
+  HeadReader() { git_libgit2_init(); }
+  git_repository* repo_ = nullptr;
+};
+
+using ObjectPtr = std::unique_ptr<git_object, void (*)(git_object*)>;
+
 // The Python files committed at HEAD of the repository at `path`.
 absl::StatusOr<std::vector<std::string>> CommittedPythonFiles(const std::string& path) {
-  git_libgit2_init();
-  git_repository* repo = nullptr;
-  if (git_repository_open(&repo, path.c_str()) != 0) {
-    git_libgit2_shutdown();
-    return absl::InvalidArgumentError(absl::StrCat("--repo: '", path, "' is not a git repository"));
-  }
-  std::unique_ptr<git_repository, void (*)(git_repository*)> r(repo, git_repository_free);
-  git_object* tree_obj = nullptr;
-  if (git_revparse_single(&tree_obj, repo, "HEAD^{tree}") != 0) {
-    git_libgit2_shutdown();
-    return absl::InvalidArgumentError(absl::StrCat("--repo: '", path, "' has no commit"));
-  }
+  auto repo = HeadReader::Open(path);
+  if (!repo.ok()) return repo.status();
+  ObjectPtr tree((*repo)->Find("HEAD^{tree}"), git_object_free);
+  if (tree == nullptr) return absl::InvalidArgumentError(absl::StrCat("--repo: '", path, "' has no commit"));
   std::vector<std::string> files;
   git_tree_walk(
-      reinterpret_cast<git_tree*>(tree_obj), GIT_TREEWALK_PRE,
+      reinterpret_cast<git_tree*>(tree.get()), GIT_TREEWALK_PRE,
       [](const char* root, const git_tree_entry* e, void* payload) {
         const std::string name = git_tree_entry_name(e);
         if (git_tree_entry_type(e) == GIT_OBJECT_BLOB && absl::EndsWith(name, ".py")) {
@@ -40,9 +61,6 @@ absl::StatusOr<std::vector<std::string>> CommittedPythonFiles(const std::string&
         return 0;
       },
       &files);
-  git_object_free(tree_obj);
-  r.reset();
-  git_libgit2_shutdown();
   std::sort(files.begin(), files.end());
   return files;
 }
@@ -50,33 +68,16 @@ absl::StatusOr<std::vector<std::string>> CommittedPythonFiles(const std::string&
 // A file as committed at HEAD of the repository at `path` (what trials run:
 // a fresh work tree of the commit, never the folder's own copy).
 absl::StatusOr<std::string> CommittedFile(const std::string& path, const std::string& file) {
-  git_libgit2_init();
-  git_repository* repo = nullptr;
-  if (git_repository_open(&repo, path.c_str()) != 0) {
-    git_libgit2_shutdown();
-    return absl::NotFoundError(absl::StrCat("'", path, "' is not a git repository"));
+  auto repo = HeadReader::Open(path);
+  if (!repo.ok()) return repo.status();
+  ObjectPtr obj((*repo)->Find(absl::StrCat("HEAD:", file)), git_object_free);
+  if (obj == nullptr || git_object_type(obj.get()) != GIT_OBJECT_BLOB) {
+    return absl::NotFoundError(absl::StrCat(file, " is not committed at HEAD of ", path));
   }
-  std::unique_ptr<git_repository, void (*)(git_repository*)> r(repo, git_repository_free);
-  git_object* obj = nullptr;
-  const std::string spec = absl::StrCat("HEAD:", file);
-  std::string out;
-  absl::Status st = absl::OkStatus();
-  if (git_revparse_single(&obj, repo, spec.c_str()) != 0 || git_object_type(obj) != GIT_OBJECT_BLOB) {
-    st = absl::NotFoundError(absl::StrCat(file, " is not committed at HEAD of ", path));
-  } else {
-    const git_blob* blob = reinterpret_cast<const git_blob*>(obj);
-    const auto size = git_blob_rawsize(blob);
-    if (size > (4 << 20)) {
-      st = absl::InvalidArgumentError(absl::StrCat(file, " is larger than 4 MiB"));
-    } else {
-      out.assign(static_cast<const char*>(git_blob_rawcontent(blob)), static_cast<size_t>(size));
-    }
-  }
-  git_object_free(obj);
-  r.reset();
-  git_libgit2_shutdown();
-  if (!st.ok()) return st;
-  return out;
+  const git_blob* blob = reinterpret_cast<const git_blob*>(obj.get());
+  const auto size = git_blob_rawsize(blob);
+  if (size > (4 << 20)) return absl::InvalidArgumentError(absl::StrCat(file, " is larger than 4 MiB"));
+  return std::string(static_cast<const char*>(git_blob_rawcontent(blob)), static_cast<size_t>(size));
 }
 
 std::string Relative(const fs::path& target, const fs::path& from) {

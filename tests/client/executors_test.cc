@@ -253,6 +253,25 @@ class ProcessExecutorTest : public ::testing::Test {
     p->set_timeout_s(30);
     return a;
   }
+  // The stand-in framework script run with `args`, its steps read from its
+  // `stream` by `reader` (a batch of 8 sequences of 128 tokens); the
+  // outcome, its steps in *sink.
+  absl::StatusOr<v1::TrialOutcome> RunFramework(int trial_id, const std::string& reader,
+                                                const std::string& stream,
+                                                const std::vector<std::string>& args,
+                                                CollectingSink* sink) {
+    v1::TrialAssignment a = ScriptTrial(trial_id, "framework_trainer.py", args);
+    v1::MetricsReader* m = a.mutable_executor()->mutable_process()->mutable_metrics();
+    m->set_reader(reader);
+    m->set_stream(stream);
+    m->set_warmup_steps(1);
+    m->set_tokens_per_step(8 * 128);
+    m->set_global_batch(8);
+    ProcessExecutor::Options o;
+    o.sandbox = false;
+    o.scratch_root = dir_ + "/scratch";
+    return Make(o)->Run(a, sink);
+  }
   // A file only root may read ("TOPSECRET-0600"), in this test's folder,
   // which everyone may now enter and write (as a trial's user would).
   std::string RootOnlySecret() {
@@ -461,18 +480,8 @@ TEST_F(ProcessExecutorTest, LogReadersTurnEachFrameworksOwnLinesIntoTimedSteps) 
             false},
        }) {
     SCOPED_TRACE(c.reader);
-    v1::TrialAssignment a = ScriptTrial(11, "framework_trainer.py", c.args);
-    v1::MetricsReader* m = a.mutable_executor()->mutable_process()->mutable_metrics();
-    m->set_reader(c.reader);
-    m->set_stream(c.stream);
-    m->set_warmup_steps(1);
-    m->set_tokens_per_step(8 * 128);
-    m->set_global_batch(8);
-    ProcessExecutor::Options o;
-    o.sandbox = false;
-    o.scratch_root = dir_ + "/scratch";
     CollectingSink sink;
-    auto out = Make(o)->Run(a, &sink);
+    auto out = RunFramework(11, c.reader, c.stream, c.args, &sink);
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_EQ(out->status(), "ok") << out->error();
     ASSERT_EQ(sink.all.size(), 4u);
@@ -535,20 +544,12 @@ TEST_F(ProcessExecutorTest, EnvironmentKnobsAreSetOnlyWhereThePolicyAllows) {
 // A log that prints every tenth step cannot be timed per step: the trial
 // fails with a message that says how to log every step.
 TEST_F(ProcessExecutorTest, ALogReaderRefusesALogThatSkipsSteps) {
-  v1::TrialAssignment a = ScriptTrial(
-      12, "framework_trainer.py",
-      {"megatron", "--micro-batch-size", "2", "--global-batch-size", "8", "--seq-length", "128",
-       "--train-iters", "6", "--log-interval", "2", "--base-ms", "10"});
-  v1::MetricsReader* m = a.mutable_executor()->mutable_process()->mutable_metrics();
-  m->set_reader("megatron");
-  m->set_stream("stdout");
-  m->set_tokens_per_step(8 * 128);
-  m->set_global_batch(8);
-  ProcessExecutor::Options o;
-  o.sandbox = false;
-  o.scratch_root = dir_ + "/scratch";
   CollectingSink sink;
-  auto out = Make(o)->Run(a, &sink);
+  auto out = RunFramework(12, "megatron", "stdout",
+                          {"megatron", "--micro-batch-size", "2", "--global-batch-size", "8",
+                           "--seq-length", "128", "--train-iters", "6", "--log-interval", "2",
+                           "--base-ms", "10"},
+                          &sink);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->status(), "failed");
   EXPECT_NE(out->error().find("--log-interval 1"), std::string::npos) << out->error();
