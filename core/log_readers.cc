@@ -65,6 +65,17 @@ std::optional<double> Loss(const std::string& text) {
   return std::nullopt;
 }
 
+// A step line's step number and loss as printed; nothing when either is
+// not a number.
+std::optional<LogStep> StepWithLoss(const std::string& step, const std::string& loss_text) {
+  LogStep s;
+  s.step = Integer(step);
+  std::optional<double> loss = Loss(loss_text);
+  if (!s.step || !loss) return std::nullopt;
+  s.loss = *loss;
+  return s;
+}
+
 std::string_view Capped(std::string_view line) {
   return line.size() > kMaxMatchedBytes ? line.substr(0, kMaxMatchedBytes) : line;
 }
@@ -88,18 +99,16 @@ class MegatronReader : public LogReader {
     if (!RE2::PartialMatch(line, iteration_, &iter)) return std::nullopt;
     std::string loss_text;
     if (!RE2::PartialMatch(line, loss_, &loss_text)) return std::nullopt;
-    LogStep s;
-    s.step = Integer(iter);
-    std::optional<double> loss = Loss(loss_text);
-    if (!s.step || !loss) return std::nullopt;
-    s.loss = *loss;
+    std::optional<LogStep> step = StepWithLoss(iter, loss_text);
+    if (!step) return std::nullopt;
+    LogStep& s = *step;
     if (RE2::PartialMatch(line, elapsed_, &value)) {
       if (std::optional<double> ms = Number(value)) s.step_time_s = *ms / 1000.0;
     }
     if (RE2::PartialMatch(line, batch_, &value)) s.global_batch = Integer(value);
     if (RE2::PartialMatch(line, consumed_, &value)) s.consumed_samples = Integer(value);
     if (peak_mem_gib_ > 0) s.peak_mem_gib = peak_mem_gib_;
-    return s;
+    return step;
   }
 
  private:
@@ -124,14 +133,11 @@ class TorchtitanReader : public LogReader {
     if (line.find("validat") != std::string::npos) return std::nullopt;
     std::string step, loss_text, value;
     if (!RE2::PartialMatch(line, step_, &step, &loss_text)) return std::nullopt;
-    LogStep s;
-    s.step = Integer(step);
-    std::optional<double> loss = Loss(loss_text);
-    if (!s.step || !loss) return std::nullopt;
-    s.loss = *loss;
-    if (RE2::PartialMatch(line, memory_, &value)) s.peak_mem_gib = Number(value);
-    if (RE2::PartialMatch(line, time_, &value)) s.step_time_s = Number(value);
-    if (RE2::PartialMatch(line, tps_, &value)) s.tokens_per_second = Number(value);
+    std::optional<LogStep> s = StepWithLoss(step, loss_text);
+    if (!s) return std::nullopt;
+    if (RE2::PartialMatch(line, memory_, &value)) s->peak_mem_gib = Number(value);
+    if (RE2::PartialMatch(line, time_, &value)) s->step_time_s = Number(value);
+    if (RE2::PartialMatch(line, tps_, &value)) s->tokens_per_second = Number(value);
     return s;
   }
 

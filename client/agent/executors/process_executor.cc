@@ -34,7 +34,6 @@
 #include "client/agent/executors/step_stream.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
-#include "core/log_readers.h"
 #include "core/spec.h"
 
 
@@ -260,25 +259,12 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
 
   // Where the steps come from: the harness's metrics file, or a log reader
   // over the job's own stdout or stderr (core/log_readers.h).
-  std::unique_ptr<LogReader> log_reader;
-  std::optional<LogStepBuilder> log_steps;
-  if (spec.has_metrics() && !spec.metrics().reader().empty() &&
-      spec.metrics().reader() != "harness") {
-    const v1::MetricsReader& m = spec.metrics();
-    LogReaderSpec rs;
-    rs.reader = m.reader();
-    rs.stream = m.stream().empty() ? "stdout" : m.stream();
-    rs.pattern = m.pattern();
-    rs.warmup_steps = m.warmup_steps();
-    auto made = LogReader::Create(rs, m.global_batch());
-    if (!made.ok()) {
-      (void)RemoveTreeNoFollow(scratch.string());
-      return RefusedOutcome(absl::StrCat("agent: ", made.status().message()));
-    }
-    log_reader = *std::move(made);
-    log_steps.emplace(LogStepBuilder::Options{rs.warmup_steps, m.tokens_per_step(),
-                                              m.global_batch(), m.world()});
+  auto made = TrialLogSteps::Create(spec);
+  if (!made.ok()) {
+    (void)RemoveTreeNoFollow(scratch.string());
+    return RefusedOutcome(absl::StrCat("agent: ", made.status().message()));
   }
+  const std::unique_ptr<TrialLogSteps> log_reader = *std::move(made);
   // Read through a description of its own: the trial's stdout shares the
   // writing one's offset, which its writes keep at the end. Opened now,
   // before the trial owns the folder, so it is the file the agent made.
@@ -452,8 +438,6 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   // Reads the job's own output when a log reader is the source (its own
   // descriptor: the metrics file is then unused).
   LineTailer log_tailer(log_fd);
-  std::string log_error;
-  int64_t log_lines = 0, log_steps_read = 0;
   // When each metrics line arrived, on the agent's clock (the timer the
   // training code cannot touch), and the longest gap between two reads:
   // the bound on every arrival's error.
@@ -499,22 +483,11 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
         steps.push_back(parsed->step);
       }
     }
-    if (log_reader != nullptr && log_error.empty()) {
-      for (const std::string& line : log_tailer.NewLines()) {
-        ++log_lines;
-        std::optional<LogStep> s = log_reader->Feed(line);
-        if (!s) continue;
-        ++log_steps_read;
-        std::optional<v1::StepMetrics> m =
-            log_steps->Add(*s, SecondsSince(t0, now), std::max(gap, 1e-6));
-        if (!log_steps->error().empty()) {
-          log_error = log_steps->error();
-          break;
-        }
-        if (!m) continue;
-        last_activity = absl::Now();
-        steps.push_back(*std::move(m));
-      }
+    if (log_reader != nullptr && log_reader->error().empty()) {
+      std::vector<v1::StepMetrics> found =
+          log_reader->Feed(log_tailer.NewLines(), SecondsSince(t0, now), std::max(gap, 1e-6));
+      if (!found.empty()) last_activity = absl::Now();
+      steps.insert(steps.end(), found.begin(), found.end());
     }
     const bool due = absl::Now() - last_report >= keepalive;
     if (!steps.empty() || (due && !final)) {
@@ -567,8 +540,9 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     }
     drain(now, false);
     hung = spec.watchdog_s() > 0 && absl::Now() - last_activity > watchdog;
-    if (stopped || hung || !log_error.empty() || absl::Now() - start > timeout) {
-      timed_out = !stopped && log_error.empty();
+    const bool log_failed = log_reader != nullptr && !log_reader->error().empty();
+    if (stopped || hung || log_failed || absl::Now() - start > timeout) {
+      timed_out = !stopped && !log_failed;
       kill(-pid, SIGKILL);
       waitpid(pid, &wstatus, 0);
       exited = true;
@@ -600,9 +574,9 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   const std::string err_tail = ReadTail(err_fd.fd, 2000);
   const std::string out_tail = log_reader != nullptr ? ReadTail(out_fd.fd, 2000) : "";
 
-  if (!log_error.empty()) {
+  if (log_reader != nullptr && !log_reader->error().empty()) {
     outcome.set_status("failed");
-    outcome.set_error(absl::StrCat("metrics: ", log_error));
+    outcome.set_error(absl::StrCat("metrics: ", log_reader->error()));
   } else if (stopped) {
     outcome.set_status("failed");
     outcome.set_error("stopped: lease lost or session cancelled");
@@ -617,10 +591,10 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) {
     outcome.set_status("ok");
     if (!bad_line.empty()) outcome.set_note(bad_line);
-    if (log_reader != nullptr && log_steps_read == 0) {
+    if (log_reader != nullptr && log_reader->found() == 0) {
       outcome.set_note(absl::StrCat("metrics: the ", spec.metrics().reader(),
                                     " reader found no step line in the job's ",
-                                    log_stderr ? "stderr" : "stdout", " (", log_lines,
+                                    log_stderr ? "stderr" : "stdout", " (", log_reader->lines(),
                                     " lines read)"));
     }
   } else {

@@ -25,7 +25,6 @@
 #include "client/agent/executors/process_executor.h"
 #include "client/agent/executors/protected_files.h"
 #include "client/agent/executors/step_stream.h"
-#include "core/log_readers.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
 #include "core/spec.h"
@@ -404,19 +403,9 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
   // The job's output (Slurm writes both streams to it): made by the agent
   // before the job starts, so a log reader reads the file Slurm writes.
   const ScopedFd out_fd(create(out_path));
-  std::unique_ptr<LogReader> log_reader;
-  std::optional<LogStepBuilder> log_steps;
-  if (spec.has_metrics() && !spec.metrics().reader().empty() && spec.metrics().reader() != "harness") {
-    const v1::MetricsReader& m = spec.metrics();
-    LogReaderSpec rs;
-    rs.reader = m.reader();
-    rs.pattern = m.pattern();
-    rs.warmup_steps = m.warmup_steps();
-    auto made = LogReader::Create(rs, m.global_batch());
-    if (!made.ok()) return RefusedOutcome(absl::StrCat("agent: ", made.status().message()));
-    log_reader = *std::move(made);
-    log_steps.emplace(LogStepBuilder::Options{rs.warmup_steps, m.tokens_per_step(), m.global_batch(), m.world()});
-  }
+  auto made = TrialLogSteps::Create(spec);
+  if (!made.ok()) return RefusedOutcome(absl::StrCat("agent: ", made.status().message()));
+  const std::unique_ptr<TrialLogSteps> log_reader = *std::move(made);
   if (metrics_fd.fd < 0 || events_fd.fd < 0) {
     return absl::InternalError(absl::StrCat("slurm: cannot create the trial's files in ",
                                             scratch.string(), ": ", std::strerror(errno)));
@@ -504,7 +493,6 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
   sink->SetJob(job);
 
   LineTailer events(events_fd.fd), metrics(metrics_fd.fd), job_out(log_reader ? out_fd.fd : -1);
-  std::string log_error;
   StepReporter reporter(sink);
   reporter.Keepalive();  // the job id reaches the server at once
   JobWatcher watcher(options_.slurm.get(), job_id, options_.query_interval);
@@ -558,16 +546,11 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
       last_activity = now;
       steps.push_back(parsed->step);
     }
-    for (const std::string& line : job_out.NewLines()) {
-      if (!log_error.empty()) break;
-      std::optional<LogStep> s = log_reader->Feed(line);
-      if (!s) continue;
-      std::optional<v1::StepMetrics> m =
-          log_steps->Add(*s, std::max(SecondsSince(t0, now), 1e-6), std::max(gap, 1e-6));
-      if (!log_steps->error().empty()) log_error = log_steps->error();
-      if (!m) continue;
-      last_activity = now;
-      steps.push_back(*std::move(m));
+    if (log_reader != nullptr) {
+      std::vector<v1::StepMetrics> found =
+          log_reader->Feed(job_out.NewLines(), std::max(SecondsSince(t0, now), 1e-6), std::max(gap, 1e-6));
+      if (!found.empty()) last_activity = now;
+      steps.insert(steps.end(), found.begin(), found.end());
     }
     if (!steps.empty()) {
       last_report = absl::Now();
@@ -648,8 +631,8 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
       } else if (reporter.refused()) {
         cancel_why = "stopped: lease lost or session cancelled";
         cancel_status = "failed";
-      } else if (!log_error.empty()) {
-        cancel_why = absl::StrCat("metrics: ", log_error);
+      } else if (log_reader != nullptr && !log_reader->error().empty()) {
+        cancel_why = absl::StrCat("metrics: ", log_reader->error());
         cancel_status = "failed";
       } else if (!started && SecondsSince(submitted, now) > absl::ToDoubleSeconds(options_.max_pending)) {
         cancel_why = absl::StrCat("pending in Slurm's queue for ",

@@ -30,6 +30,35 @@ v1::TrialLog KeptOutput(int fd, size_t max_bytes) {
   return log;
 }
 
+absl::StatusOr<std::unique_ptr<TrialLogSteps>> TrialLogSteps::Create(const v1::ProcessSpec& spec) {
+  const v1::MetricsReader& m = spec.metrics();
+  LogReaderSpec rs;
+  rs.reader = m.reader().empty() ? "harness" : m.reader();
+  if (rs.UsesHarness()) return std::unique_ptr<TrialLogSteps>();
+  rs.stream = m.stream().empty() ? "stdout" : m.stream();
+  rs.pattern = m.pattern();
+  rs.warmup_steps = m.warmup_steps();
+  auto reader = LogReader::Create(rs, m.global_batch());
+  if (!reader.ok()) return reader.status();
+  return std::unique_ptr<TrialLogSteps>(new TrialLogSteps(
+      *std::move(reader),
+      LogStepBuilder::Options{rs.warmup_steps, m.tokens_per_step(), m.global_batch(), m.world()}));
+}
+
+std::vector<v1::StepMetrics> TrialLogSteps::Feed(const std::vector<std::string>& lines,
+                                                 double arrival_s, double error_s) {
+  std::vector<v1::StepMetrics> out;
+  for (const std::string& line : lines) {
+    if (!error().empty()) break;
+    ++lines_;
+    std::optional<LogStep> s = reader_->Feed(line);
+    if (!s) continue;
+    ++found_;
+    if (std::optional<v1::StepMetrics> m = steps_.Add(*s, arrival_s, error_s)) out.push_back(*std::move(m));
+  }
+  return out;
+}
+
 bool LooksLikeOom(const std::string& output) {
   const std::string lower = absl::AsciiStrToLower(output);
   return absl::StrContains(lower, "out of memory") || absl::StrContains(lower, "outofmemoryerror");

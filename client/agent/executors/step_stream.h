@@ -8,12 +8,14 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "client/agent/executors/executor.h"
+#include "core/log_readers.h"
 #include "infrarsi/v1/infrarsi.pb.h"
 
 namespace infrarsi::client {
@@ -47,6 +49,30 @@ class LineTailer {
  private:
   int fd_;
   std::string pending_;
+};
+
+// The steps a log reader (core/log_readers.h) finds in a trial's output,
+// for the process and slurm executors alike. Thread-compatible.
+class TrialLogSteps {
+ public:
+  // Null when `spec` names no log reader (the harness's metrics file is
+  // then the source); INVALID_ARGUMENT when the reader cannot be made.
+  static absl::StatusOr<std::unique_ptr<TrialLogSteps>> Create(const v1::ProcessSpec& spec);
+  // The steps `lines` complete, arrived `arrival_s` after the process
+  // started and read at most `error_s` late. Nothing more once error() is
+  // set (the log skipped a step: the trial must fail with it).
+  std::vector<v1::StepMetrics> Feed(const std::vector<std::string>& lines, double arrival_s,
+                                    double error_s);
+  const std::string& error() const { return steps_.error(); }
+  int64_t lines() const { return lines_; }  // lines read
+  int64_t found() const { return found_; }  // of them, step lines
+
+ private:
+  TrialLogSteps(std::unique_ptr<LogReader> reader, LogStepBuilder::Options o)
+      : reader_(std::move(reader)), steps_(o) {}
+  std::unique_ptr<LogReader> reader_;
+  LogStepBuilder steps_;
+  int64_t lines_ = 0, found_ = 0;
 };
 
 // Hands steps (and keep-alives) to a ProgressSink on its own thread, in
