@@ -393,10 +393,10 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
       1, static_cast<int64_t>(static_cast<double>(d.gpus) /
                               std::max(1.0, static_cast<double>(tp) * static_cast<double>(pp) *
                                                 static_cast<double>(cp))));
-  const std::optional<int64_t> micro_value = value_of(kMicro).has_value() ? value_of(kMicro)
-                                                                          : ds_int("train_micro_batch_size_per_gpu");
-  const std::optional<int64_t> accum_value = value_of(kAccum).has_value() ? value_of(kAccum)
-                                                                          : ds_int("gradient_accumulation_steps");
+  std::optional<int64_t> micro_value = value_of(kMicro);
+  if (!micro_value) micro_value = ds_int("train_micro_batch_size_per_gpu");
+  std::optional<int64_t> accum_value = value_of(kAccum);
+  if (!accum_value) accum_value = ds_int("gradient_accumulation_steps");
   // The global batch a command without a global flag runs: the micro-batch
   // times accumulation times the data-parallel replicas.
   int64_t global_given = in.global_batch;
@@ -878,9 +878,10 @@ std::string DraftYaml(const Draft& d) {
     line(absl::StrCat("  slurm: {gpus_per_node: ", d.gpus_per_node, "}"));
   }
   line("contract:");
-  const ReaderTraits* traits = ReaderTraitsOf(d.reader);
-  const bool states_seed = traits != nullptr && traits->data_seed &&
-                           (d.reader != "regex" || absl::StrContains(d.reader_pattern, "<data_seed>"));
+  LogReaderSpec reader;
+  reader.reader = d.reader;
+  reader.pattern = d.reader_pattern;
+  const bool states_seed = StatesDataSeed(reader);
   if (d.data_seed && !states_seed) {
     line(absl::StrCat("  # data_seed ", *d.data_seed, " is in the command; the ", d.reader,
                       " reader's lines do not state it, so it is no rule here."));

@@ -333,6 +333,16 @@ std::string KnownReaders() {
   return absl::StrJoin(names, ", ");
 }
 
+bool StatesDataSeed(const LogReaderSpec& spec) {
+  const ReaderTraits* t = ReaderTraitsOf(spec.reader);
+  if (t == nullptr || !t->data_seed) return false;
+  if (spec.reader != "regex") return true;
+  RE2::Options options;
+  options.set_log_errors(false);
+  const RE2 re(spec.pattern, options);
+  return re.ok() && re.NamedCapturingGroups().count("data_seed") > 0;
+}
+
 std::string LogReaderSpecError(const LogReaderSpec& spec) {
   if (ReaderTraitsOf(spec.reader) == nullptr) {
     return absl::StrCat("reader: unknown reader '", spec.reader, "' (known: ", KnownReaders(), ")");

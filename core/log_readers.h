@@ -57,6 +57,10 @@ const ReaderTraits* ReaderTraitsOf(const std::string& reader);
 // The names, for errors and --help.
 std::string KnownReaders();
 
+// Whether `spec`'s lines can state the data seed: its reader can, and a
+// regex has a (?P<data_seed>...) group (read from the compiled pattern).
+bool StatesDataSeed(const LogReaderSpec& spec);
+
 // "" when `spec` is usable, else why not (the regex compiled with RE2, its
 // named groups known and `loss` among them). `field` prefixes nothing: the
 // caller names the field.

@@ -489,8 +489,7 @@ absl::Status CheckReaderAgainstContract(const SessionSpec& spec) {
                                    " reader cannot see the optimizer: leave it out or use "
                                    "reader: harness"));
   }
-  const bool seed_group = r.reader != "regex" || absl::StrContains(r.pattern, "<data_seed>");
-  if (spec.contract.data_seed_set && !(t->data_seed && seed_group)) {
+  if (spec.contract.data_seed_set && !StatesDataSeed(r)) {
     return FieldError("contract.data_seed",
                       absl::StrCat("the ", r.reader,
                                    " reader's lines state no data seed, so the rule could never "

@@ -272,8 +272,11 @@ TEST(SpecTest, LogReadersParseAndRefuseWhatTheyCannotCheck) {
     ASSERT_FALSE(bad.ok()) << c.metrics << " " << c.contract;
     EXPECT_EQ(bad.status().message().rfind(c.error, 0), 0u) << bad.status().message();
   }
-  // jsonl can state the seed: the rule runs.
+  // jsonl can state the seed: the rule runs; so can a regex with the group
+  // (the text "<data_seed>" outside a group is no group).
   EXPECT_TRUE(with("{reader: jsonl}", "contract: {data_seed: 7}").ok());
+  EXPECT_TRUE(with("{reader: regex, pattern: '(?P<loss>\\S+) (?P<data_seed>\\d+)'}", "contract: {data_seed: 7}").ok());
+  EXPECT_FALSE(with("{reader: regex, pattern: '(?P<loss>\\S+) <data_seed>'}", "contract: {data_seed: 7}").ok());
 }
 
 constexpr char kProcessSpec[] = R"yaml(
