@@ -21,8 +21,9 @@ struct CredentialFlags {
     app.add_option("--token", token_flag, "refused: a token on the command line shows in ps")
         ->group("");
     app.add_option("--token-file", token_file,
-                   "file holding the bearer token (default: $INFRARSI_TOKEN; none needed before "
-                   "the server has tokens)");
+                   "file holding the bearer token (default: $INFRARSI_TOKEN_FILE, else the token "
+                   "in $INFRARSI_TOKEN; none needed before the server has tokens)")
+        ->envname("INFRARSI_TOKEN_FILE");
     app.add_option("--tls-ca", tls_ca, "PEM CA that signed the server's certificate: connect with TLS");
     app.add_option("--tls-cert", tls_cert, "PEM client certificate (servers that require mutual TLS)");
     app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert");

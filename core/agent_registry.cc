@@ -78,7 +78,8 @@ absl::StatusOr<storage::AgentRecord*> AgentRegistry::Bound(const std::string& id
 bool AgentRegistry::Heard(const std::string& id, int64_t now_ms) const {
   auto it = agents_.find(id);
   return it != agents_.end() && it->second.state != kAgentGone &&
-         it->second.last_heartbeat_ms >= now_ms - liveness_ms_;
+         it->second.last_heartbeat_ms >= now_ms - liveness_ms_ &&
+         it->second.last_heartbeat_ms >= started_ms_;
 }
 
 bool AgentRegistry::Live(const std::string& id, int64_t now_ms) const {

@@ -35,8 +35,11 @@ inline constexpr char kAgentGone[] = "gone";
 
 class AgentRegistry {
  public:
-  // An agent is live if it was heard from within `liveness`.
-  explicit AgentRegistry(absl::Duration liveness) : liveness_ms_(absl::ToInt64Milliseconds(liveness)) {}
+  // An agent is live if it was heard from within `liveness`, by this
+  // registry: one read back from storage (a server restart) is not live
+  // until it is heard from again, whenever it was last heard before.
+  AgentRegistry(absl::Duration liveness, int64_t started_ms)
+      : liveness_ms_(absl::ToInt64Milliseconds(liveness)), started_ms_(started_ms) {}
 
   // INVALID_ARGUMENT naming the field for a registration the server must
   // not take (sizes, counts, executor names, command prefixes).
@@ -52,7 +55,8 @@ class AgentRegistry {
   // NOT_FOUND for an unknown id, PERMISSION_DENIED for another token.
   absl::StatusOr<storage::AgentRecord*> Bound(const std::string& id, const Principal& who);
 
-  // Heard from within the liveness period and not deregistered.
+  // Heard from within the liveness period (since this registry began) and
+  // not deregistered.
   bool Heard(const std::string& id, int64_t now_ms) const;
   // Heard, and active: it takes work (not draining or quarantined).
   bool Live(const std::string& id, int64_t now_ms) const;
@@ -90,6 +94,7 @@ class AgentRegistry {
  private:
   static AgentScope ScopeOf(const storage::AgentRecord& a);
   const int64_t liveness_ms_;
+  const int64_t started_ms_;
   std::map<std::string, storage::AgentRecord> agents_;
   std::map<std::string, AgentScope> scopes_;  // each agent's tenancy and policy
 };

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "core/log_readers.h"
 #include "core/patch_scope.h"
 #include "base/status_macros.h"
 
@@ -85,10 +86,24 @@ void BuildApplyPlan(const ApplyInputs& in, v1::ApplyResponse* out) {
                     absl::StrJoin(p->paths, ", "), "]\n");
   }
   const v1::Contract& c = in.contract;
+  // Only what ran: a replayed or simulated session ran no process to time,
+  // and a log reader whose lines state no tokens checked the contract's
+  // figure only through the loss (core/integrity.cc says the same).
+  const bool process = spec.Executor().runs_code;
+  const ReaderTraits* reader = process && !spec.process.metrics.UsesHarness()
+                                   ? ReaderTraitsOf(spec.process.metrics.reader)
+                                   : nullptr;
+  const bool tokens_checked = !process || spec.process.metrics.UsesHarness() ||
+                              (reader != nullptr && reader->tokens);
   std::string checks = absl::StrFormat(
-      "tokens/step %d, loss within %.3g + %.3g*|loss| of the baseline, timing on the agent's "
-      "clock (tolerance %.0f%%)",
-      c.tokens_per_step(), c.loss_abs_tol(), c.loss_rel_tol(), 100 * c.timing_tolerance());
+      "tokens/step %d%s, loss within %.3g + %.3g*|loss| of the baseline, %s",
+      c.tokens_per_step(),
+      tokens_checked ? "" : " (not stated by the log: checked through the loss only)",
+      c.loss_abs_tol(), c.loss_rel_tol(),
+      process ? absl::StrFormat("timing on the agent's clock (tolerance %.0f%%)",
+                                100 * c.timing_tolerance())
+              : absl::StrCat("timing not checked (the ", spec.ExecutorName(),
+                             " executor runs no process to time)"));
   if (c.data_seed_set()) absl::StrAppend(&checks, ", data seed ", c.data_seed());
   if (c.precision_size() > 0) {
     absl::StrAppend(&checks, ", precision in {", absl::StrJoin(c.precision(), ", "), "}");

@@ -222,6 +222,18 @@ absl::StatusOr<v1::QueryExperienceResponse> Bank::Query(const v1::QueryExperienc
   const int32_t page = request.page_size() > 0 ? request.page_size() : 50;
   f.limit = page + 1;  // one more tells whether there is a next page
   ASSIGN_OR_RETURN(auto rows, options_.reader->QueryBank(f));
+  if (rows.empty() && request.page_token().empty()) {
+    // Nothing matched: a knob no entry has is a misspelling to name, not an
+    // empty table to show.
+    for (const auto& [k, v] : f.knobs) {
+      ASSIGN_OR_RETURN(bool known, options_.reader->BankHasKnob(k, f.visible_to_team));
+      if (!known) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "knobs: no trial in the bank has a knob named '", k,
+            "' (misspelt? the knob names are those of the sessions' specs)"));
+      }
+    }
+  }
   const bool more = rows.size() > static_cast<size_t>(page);
   if (more) rows.resize(static_cast<size_t>(page));
   v1::QueryExperienceResponse resp;

@@ -4,6 +4,7 @@
 #define INFRARSI_CORE_COMMITTER_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,8 +42,11 @@ struct CommitResult {
   std::string base_commit;  // the parent: HEAD
   std::string note;         // set when the patches were re-applied onto a moved HEAD
   std::string message;      // the commit message: the request's, plus the note
-  // Every path the commit changes against its parent, sorted.
+  // Every path the commit changes against its parent, sorted...
   std::vector<std::string> changed_paths;
+  // ...and how, path by path: 'A' added, 'M' modified, 'D' deleted (git's
+  // letters).
+  std::map<std::string, char> change_kinds;
 };
 
 // Implementations must never touch the checked-out branch, the index or the

@@ -41,7 +41,8 @@ absl::Status StageError(const std::string& id, const std::string& stage, absl::s
 SessionManager::SessionManager(const Options& options)
     : options_(options),
       table_(options.finished_cache),
-      scheduler_(TrialScheduler::Options{options.agent_liveness, options.clock}) {
+      scheduler_(TrialScheduler::Options{options.heartbeat_interval, options.heartbeat_misses,
+                                         options.clock}) {
   if (options_.optimizer) {
     optimizer_ = options_.optimizer;
   } else {
@@ -98,6 +99,10 @@ absl::Status SessionManager::Load() {
   for (auto& rec : records) {
     ASSIGN_OR_RETURN(std::shared_ptr<SessionState> s,
                      SessionState::Restore(std::move(rec), options_.storage));
+    // The events of the process before are gone: a watcher that reconnects
+    // with one of its numbers gets a snapshot (and reads what it missed),
+    // never a silent gap.
+    s->dropped_through_seq = next_seq_.load() - 1;
     loaded.push_back(table_.Insert(std::move(s), /*active=*/true));
   }
   for (const SessionRef& s : loaded) {

@@ -97,7 +97,10 @@ class SessionManager : private SessionWriter {
     int max_attempts = 3;
     // An agent is counted live (for how many trials to keep in flight) if it
     // sent anything within this period.
-    absl::Duration agent_liveness = absl::Seconds(90);
+    // Agents heartbeat this often (said in the registration's reply) and
+    // count as dead after `heartbeat_misses` beats missed in a row.
+    absl::Duration heartbeat_interval = absl::Seconds(5);
+    int heartbeat_misses = 3;
     // Git's blob id of a file's content, which locks protected files at
     // Init (the agents check the same). Null: hashes stay empty. The manager
     // reads no file: submitters send the files their specs name.

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/random.h"
 #include "base/held_lock.h"
 #include "base/status_macros.h"
@@ -43,7 +44,7 @@ absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
   v1::RegisterAgentResponse resp;
   resp.set_agent_id(a.id);
   resp.set_lease_timeout_ms(absl::ToInt64Milliseconds(options_.lease_timeout));
-  resp.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.lease_timeout / 3));
+  resp.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
   return resp;
 }
 
@@ -109,6 +110,20 @@ bool SessionManager::WaitForWork(absl::Duration timeout) {
 void SessionManager::RefreshNoticeLocked(SessionState& s) {
   std::string notice;
   if (TraitsOf(s.rec.stage).leasing) notice = scheduler_.WhyNoneFits(s.Requirement());
+  if (notice.empty() && TraitsOf(s.rec.stage).leasing) {
+    // Runs pinned to one agent (the doctor spreads them over hosts; an A/B
+    // pair shares one) wait for it while it is silent but not yet dead.
+    std::map<std::string, std::vector<int64_t>> waiting;
+    for (const auto& [trial, agent] : scheduler_.PinnedToSilent(s.rec.id)) waiting[agent].push_back(trial);
+    for (const auto& [agent, trials] : waiting) {
+      absl::StrAppend(&notice, notice.empty() ? "" : "; ", trials.size() == 1 ? "trial " : "trials ",
+                      absl::StrJoin(trials, ", "), trials.size() == 1 ? " waits" : " wait",
+                      " for agent ", agent, ", pinned to it, which missed its heartbeat; ",
+                      "another agent takes ", trials.size() == 1 ? "it" : "them",
+                      " once it has been silent ",
+                      absl::FormatDuration(scheduler_.liveness()));
+    }
+  }
   if (notice == s.notice) return;
   s.notice = notice;
   EmitLocked(s, "notice", nullptr,

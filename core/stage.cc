@@ -47,6 +47,11 @@ bool IsTerminalStage(v1::Stage st) { return TraitsOf(st).terminal; }
 
 bool IsFinishedStage(v1::Stage stage) { return TraitsOf(stage).finished; }
 
+bool WaitsForUser(v1::Stage stage) {
+  const StageTraits& t = TraitsOf(stage);
+  return t.active && !t.leasing && !t.finished;
+}
+
 std::vector<std::string> StageNamesWhere(bool StageTraits::*pick) {
   std::vector<std::string> out;
   for (const StageTraits& t : kStages) {

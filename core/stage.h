@@ -47,6 +47,9 @@ v1::Stage StageFromName(const std::string& name);
 bool IsTerminalStage(v1::Stage stage);
 // Searched or terminal: nothing more happens by itself.
 bool IsFinishedStage(v1::Stage stage);
+// Initialized or doctored: nothing happens until the team runs the next
+// stage (doctor, run).
+bool WaitsForUser(v1::Stage stage);
 // The names of the stages whose traits `pick` selects, in stage order.
 std::vector<std::string> StageNamesWhere(bool StageTraits::*pick);
 

@@ -53,6 +53,11 @@ class TrialQueue {
       const std::function<bool(const Requirement&)>& fits,
       const std::function<bool(const storage::TrialRecord&)>& accept) const;
 
+  // Every queued trial, oldest first.
+  template <typename Fn>
+  void ForEach(Fn&& fn) const {
+    for (const auto& [id, e] : by_id_) fn(e.trial);
+  }
   size_t size() const { return by_id_.size(); }
   size_t requirements() const { return by_req_.size(); }
 

@@ -1,5 +1,7 @@
 #include "core/trial_scheduler.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -11,7 +13,25 @@ namespace infrarsi {
 
 TrialScheduler::TrialScheduler(const Options& options)
     : clock_(options.clock != nullptr ? options.clock : Clock::Real()),
-      registry_(options.agent_liveness) {}
+      heartbeat_interval_(options.heartbeat_interval),
+      liveness_(options.heartbeat_interval * std::max(1, options.heartbeat_misses)),
+      registry_(liveness_, absl::ToUnixMillis(clock_->Now())) {}
+
+std::map<int64_t, std::string> TrialScheduler::PinnedToSilent(const std::string& session_id) const {
+  std::map<int64_t, std::string> out;
+  absl::MutexLock lock(&mu_);
+  const int64_t now = NowMs();
+  // One beat missed, with a quarter of an interval for the network.
+  const int64_t late_ms = absl::ToInt64Milliseconds(heartbeat_interval_ * 1.25);
+  queue_.ForEach([&](const storage::TrialRecord& t) {
+    mu_.AssertHeld();
+    if (t.session_id != session_id || t.pin_agent.empty()) return;
+    const storage::AgentRecord* a = registry_.Find(t.pin_agent);
+    if (a == nullptr || !registry_.Live(t.pin_agent, now)) return;  // dead: others take it
+    if (now - a->last_heartbeat_ms > late_ms) out[t.id] = t.pin_agent;
+  });
+  return out;
+}
 
 void TrialScheduler::SetSession(const std::string& id, SessionWork work) {
   absl::MutexLock lock(&mu_);

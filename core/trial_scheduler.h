@@ -40,8 +40,11 @@ namespace infrarsi {
 class TrialScheduler {
  public:
   struct Options {
-    // An agent is counted live if it sent anything within this period.
-    absl::Duration agent_liveness = absl::Seconds(90);
+    // Agents heartbeat this often (the server says so at registration)...
+    absl::Duration heartbeat_interval = absl::Seconds(5);
+    // ...and count as dead once this many beats in a row were missed (15 s
+    // by default): a pinned run moves on to another agent then.
+    int heartbeat_misses = 3;
     // Not owned; must outlive the scheduler. Default: the real clock.
     Clock* clock = Clock::Real();
   };
@@ -128,6 +131,12 @@ class TrialScheduler {
   std::vector<std::string> LiveFitting(const TrialQueue::Requirement& req) const;
   bool AnotherMayRun(const TrialQueue::Requirement& req, const SessionSpec& spec,
                      const storage::TrialRecord& t) const;
+  // Session `session_id`'s queued trials pinned to an agent that missed at
+  // least one heartbeat and has not yet been counted dead (what they wait
+  // for): trial id -> agent id.
+  std::map<int64_t, std::string> PinnedToSilent(const std::string& session_id) const;
+  // How long an agent may stay silent before it counts as dead.
+  absl::Duration liveness() const { return liveness_; }
   // The GPU memory agent `agent_id` registered (0: unknown).
   double MemoryPerGpuGib(const std::string& agent_id) const;
 
@@ -152,6 +161,8 @@ class TrialScheduler {
   v1::AgentInfo InfoOf(const storage::AgentRecord& a) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Clock* const clock_;
+  const absl::Duration heartbeat_interval_;
+  const absl::Duration liveness_;
   mutable absl::Mutex mu_;
   absl::CondVar work_cv_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

@@ -353,7 +353,18 @@ absl::StatusOr<CommitResult> GitCommitter::Commit(const CommitRequest& req) {
   if (git_diff_tree_to_tree(&raw_changes, repo.get(), head_tree.get(), new_tree.get(), nullptr) != 0) {
     return absl::InternalError(absl::StrCat("git: diff: ", LastGitError()));
   }
-  result.changed_paths = DiffPaths(DiffPtr(raw_changes).get());
+  DiffPtr changes(raw_changes);
+  result.changed_paths = DiffPaths(changes.get());
+  for (size_t i = 0; i < git_diff_num_deltas(changes.get()); ++i) {
+    const git_diff_delta* d = git_diff_get_delta(changes.get(), i);
+    if (d->status == GIT_DELTA_ADDED && d->new_file.path != nullptr) {
+      result.change_kinds[d->new_file.path] = 'A';
+    } else if (d->status == GIT_DELTA_DELETED && d->old_file.path != nullptr) {
+      result.change_kinds[d->old_file.path] = 'D';
+    } else if (d->new_file.path != nullptr) {
+      result.change_kinds[d->new_file.path] = 'M';
+    }
+  }
   if (req.dry_run) return result;
 
   git_signature* raw_sig = nullptr;

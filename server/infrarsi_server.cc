@@ -160,7 +160,15 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   ASSIGN_OR_RETURN(s->db_lock_.fd, LockDatabase(options.db_path));
   storage::SqliteStorage::Options so;
   so.path = options.db_path;
+  so.upgrade = options.migrate ? storage::SqliteStorage::Options::Upgrade::kMigrate
+                               : storage::SqliteStorage::Options::Upgrade::kRefuse;
+  so.backup_before_migration = true;
+  so.check_integrity = true;
   ASSIGN_OR_RETURN(s->storage_, storage::SqliteStorage::Create(so));
+  if (!s->storage_->migration_backup().empty()) {
+    spdlog::warn("migrated {} to schema version {}; the old schema is kept in {}", options.db_path,
+                 storage::SqliteStorage::LatestSchemaVersion(), s->storage_->migration_backup());
+  }
   {
     // With no token, every caller is admin: fine for one user on one
     // machine, never on a network.

@@ -59,8 +59,11 @@ class InfraRsiServer {
   struct Options {
     // HOST:PORT to listen on; port 0 picks a free port (see port()).
     std::string listen = "127.0.0.1:7420";
-    // SQLite database file; created and migrated if needed.
+    // SQLite database file; created if missing. One an older release wrote
+    // is migrated only with `migrate` (after a copy of it is kept as
+    // <db>.schema-v<N>.bak); without it the server refuses to start.
     std::string db_path = "./infrarsi.db";
+    bool migrate = false;
     // How long an agent holds a trial without reporting.
     absl::Duration lease_timeout = absl::Seconds(30);
     // Leases a trial may lose before it counts as failed.
@@ -117,7 +120,14 @@ class InfraRsiServer {
     std::string repos_dir;
   };
 
-  // Opens the database, resumes every session and starts serving.
+  // Takes `db_path`'s lock file (<db>.lock, flock'ed; its pid written in
+  // it): the fd to keep open while the database is written, or
+  // FAILED_PRECONDITION naming the holder's pid. -1 for ":memory:". What a
+  // server holds while it runs, and what `infrarsi-server migrate` holds.
+  static absl::StatusOr<int> LockDatabase(const std::string& db_path);
+
+  // Opens the database (a quick integrity check first: a damaged file is
+  // refused with DATA_LOSS), resumes every session and starts serving.
   static absl::StatusOr<std::unique_ptr<InfraRsiServer>> Create(const Options& options);
 
   // Shuts down (see Shutdown) if still running.
@@ -155,7 +165,6 @@ class InfraRsiServer {
   Options options_;
   std::string host_;
   int port_ = 0;
-  static absl::StatusOr<int> LockDatabase(const std::string& db_path);
   std::unique_ptr<storage::SqliteStorage> storage_;
   std::unique_ptr<GitCommitter> committer_;
   std::unique_ptr<Authenticator> auth_;

@@ -22,7 +22,9 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "base/file_util.h"
+#include "base/status_macros.h"
 #include "server/infrarsi_server.h"
 #include "server/tokens.h"
 #include "storage/sqlite_storage.h"
@@ -86,6 +88,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--db", opts.db_path, "SQLite database file (created if missing)")
       ->capture_default_str();
+  app.add_flag("--migrate", opts.migrate,
+               "upgrade a database an older release wrote, after copying it to "
+               "<db>.schema-v<N>.bak (without it such a database is refused; see `migrate`)");
   app.add_option("--lease-timeout-s", lease_timeout_s,
                  "seconds an agent may hold a trial without reporting progress")
       ->capture_default_str()
@@ -190,29 +195,94 @@ int main(int argc, char** argv) {
       "backup", "copy --db consistently to a new file, safe while the server runs");
   std::string backup_to;
   backup->add_option("--to", backup_to, "the copy's path (must not exist)")->required();
+  // infrarsi-server migrate: the upgrade as a step of its own (systemd's
+  // ExecStartPre), under the server's lock, with its backup.
+  auto* migrate = app.add_subcommand(
+      "migrate", "upgrade --db to this release's schema and exit (a copy of the old file is kept "
+                 "as <db>.schema-v<N>.bak first); refused while a server holds --db");
+  // infrarsi-server check: SQLite's full integrity check, on demand.
+  auto* check = app.add_subcommand(
+      "check", "check --db for damage (SQLite's integrity_check) and exit: 0 sound, 3 damaged; "
+               "safe while the server runs");
   CLI11_PARSE(app, argc, argv);
   // Before any other thread starts: a server with per-thread arenas held
   // ~58 MB after 200 replay sessions, with one ~41 MB, at the same
   // throughput (tests/bench/server_rss.sh).
   if (malloc_arenas > 0) (void)mallopt(M_ARENA_MAX, malloc_arenas);
-  // The admin's commands on the database: token ..., repo ...
-  auto on_db = [&](const std::function<absl::Status(infrarsi::storage::SqliteStorage*)>& fn) {
+  // The admin's commands on the database. None of them migrates: a
+  // database an older release wrote is refused by token and repo (with
+  // what to run), and backed up or checked as it is.
+  using Upgrade = infrarsi::storage::SqliteStorage::Options::Upgrade;
+  auto on_db = [&](const std::function<absl::Status(infrarsi::storage::SqliteStorage*)>& fn,
+                   Upgrade upgrade = Upgrade::kRefuse) {
     infrarsi::storage::SqliteStorage::Options so;
     so.path = opts.db_path;
+    so.upgrade = upgrade;
+    if (upgrade == Upgrade::kAsIs) {
+      if (auto v = infrarsi::storage::SqliteStorage::FileSchemaVersion(opts.db_path); !v.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(v.status().message()).c_str());
+        return 4;
+      }
+    }
     auto db = infrarsi::storage::SqliteStorage::Create(so);
     absl::Status st = db.ok() ? fn(db->get()) : db.status();
     if (!st.ok()) {
       std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
-      return 1;
+      return absl::IsDataLoss(st) ? 3 : 1;
     }
     return 0;
   };
   if (*backup) {
     return on_db([&](infrarsi::storage::SqliteStorage* db) -> absl::Status {
+      const absl::Time start = absl::Now();
       absl::Status st = db->BackupTo(backup_to);
-      if (st.ok()) std::printf("backed up %s to %s\n", opts.db_path.c_str(), backup_to.c_str());
+      ASSIGN_OR_RETURN(int version, db->SchemaVersion());
+      if (st.ok()) {
+        std::printf("backed up %s (schema version %d) to %s in %.2f s\n", opts.db_path.c_str(),
+                    version, backup_to.c_str(), absl::ToDoubleSeconds(absl::Now() - start));
+      }
       return st;
-    });
+    }, Upgrade::kAsIs);
+  }
+  if (*check) {
+    return on_db([&](infrarsi::storage::SqliteStorage* db) -> absl::Status {
+      ASSIGN_OR_RETURN(std::string damage, db->CheckIntegrity(/*quick=*/false));
+      if (!damage.empty()) {
+        return absl::DataLossError(absl::StrCat(opts.db_path, " is damaged: ", damage,
+                                                "; restore the last backup (docs/operations.md)"));
+      }
+      ASSIGN_OR_RETURN(int version, db->SchemaVersion());
+      std::printf("%s: sound (schema version %d)\n", opts.db_path.c_str(), version);
+      return absl::OkStatus();
+    }, Upgrade::kAsIs);
+  }
+  if (*migrate) {
+    auto lock = infrarsi::server::InfraRsiServer::LockDatabase(opts.db_path);
+    if (!lock.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(lock.status().message()).c_str());
+      return 1;
+    }
+    auto before = infrarsi::storage::SqliteStorage::FileSchemaVersion(opts.db_path);
+    infrarsi::storage::SqliteStorage::Options so;
+    so.path = opts.db_path;
+    so.upgrade = Upgrade::kMigrate;
+    so.backup_before_migration = true;
+    so.check_integrity = true;
+    auto db = infrarsi::storage::SqliteStorage::Create(so);
+    if (!db.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(db.status().message()).c_str());
+      return absl::IsDataLoss(db.status()) ? 3 : 1;
+    }
+    const int latest = infrarsi::storage::SqliteStorage::LatestSchemaVersion();
+    if ((*db)->migration_backup().empty()) {
+      std::printf("%s: schema version %d, nothing to migrate\n", opts.db_path.c_str(), latest);
+    } else {
+      std::printf("migrated %s from schema version %d to %d; the old file is kept as %s (an older "
+                  "server opens that copy)\n",
+                  opts.db_path.c_str(), before.ok() ? *before : 0, latest,
+                  (*db)->migration_backup().c_str());
+    }
+    return 0;
   }
   if (*repo) {
     return on_db([&](infrarsi::storage::SqliteStorage* db) -> absl::Status {

@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <ctime>
+#include <vector>
 
 #include <sqlite3.h>
 
@@ -253,9 +255,55 @@ absl::Status SqliteError(sqlite3* db, absl::string_view what) {
       return absl::UnavailableError(msg);
     case SQLITE_CONSTRAINT:
       return absl::AlreadyExistsError(msg);
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      // Said as damage, with what to do: never as an internal error.
+      return absl::DataLossError(absl::StrCat(
+          msg, " (the database file is damaged: `infrarsi-server check` names what; restore "
+               "the last backup, docs/operations.md)"));
     default:
       return absl::InternalError(msg);
   }
+}
+
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code
+// points above U+10FFFF).
+bool IsUtf8(absl::string_view s) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int len = 0;
+    uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + static_cast<size_t>(len) > n) return false;
+    for (int k = 1; k < len; ++k) {
+      const unsigned char cc = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += static_cast<size_t>(len);
+  }
+  return true;
 }
 
 // A prepared statement with positional binding; finalized on destruction.
@@ -296,11 +344,17 @@ class Stmt {
     return *this;
   }
 
-  // Steps once: true with a row, false when done.
+  // Steps once: true with a row, false when done. A row whose text is not
+  // UTF-8 is damage (everything we write as text came through a proto
+  // string, which is UTF-8): DATA_LOSS naming the table, the row and the
+  // column, rather than a reply the client cannot parse.
   absl::StatusOr<bool> Step() {
     RETURN_IF_ERROR(status());
     const int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_ROW) {
+      RETURN_IF_ERROR(CheckRowText());
+      return true;
+    }
     if (rc == SQLITE_DONE) return false;
     return SqliteError(db_, "step");
   }
@@ -325,6 +379,27 @@ class Stmt {
   }
 
  private:
+  absl::Status CheckRowText() const {
+    const int n = sqlite3_column_count(stmt_);
+    for (int c = 0; c < n; ++c) {
+      if (sqlite3_column_type(stmt_, c) != SQLITE_TEXT) continue;
+      const char* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, c));
+      const size_t len = static_cast<size_t>(sqlite3_column_bytes(stmt_, c));
+      if (p == nullptr || IsUtf8(absl::string_view(p, len))) continue;
+      const char* table = sqlite3_column_table_name(stmt_, c);
+      const char* first = sqlite3_column_name(stmt_, 0);
+      const unsigned char* key = sqlite3_column_text(stmt_, 0);
+      std::string key_text = key ? reinterpret_cast<const char*>(key) : "";
+      if (!IsUtf8(key_text)) key_text = "?";
+      return absl::DataLossError(absl::StrCat(
+          "db: damaged row: column ", sqlite3_column_name(stmt_, c), " of table ",
+          table ? table : "?", " (row ", first ? first : "?", "=", key_text.substr(0, 64),
+          ") is not valid UTF-8; `infrarsi-server check` lists the damage; restore the last "
+          "backup (docs/operations.md)"));
+    }
+    return absl::OkStatus();
+  }
+
   sqlite3* db_;
   sqlite3_stmt* stmt_ = nullptr;
   int rc_;
@@ -483,11 +558,17 @@ int SqliteStorage::LatestSchemaVersion() { return kLatestVersion; }
 
 absl::StatusOr<std::unique_ptr<SqliteStorage>> SqliteStorage::Create(const Options& options) {
   if (options.path.empty()) return absl::InvalidArgumentError("db: path is empty");
+  using Upgrade = Options::Upgrade;
+  const bool in_memory = options.path == ":memory:";
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(options.path.c_str(), &db,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                                     SQLITE_OPEN_FULLMUTEX,
-                                 nullptr);
+  // As is: never created (a backup or a check of a missing file is an
+  // error, not a new empty database) and query-only below. Read-write at
+  // the file level all the same: a read-only connection to a WAL database
+  // cannot open when no server left its shared-memory file.
+  const int flags = options.upgrade == Upgrade::kAsIs
+                        ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX
+                        : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
+  const int rc = sqlite3_open_v2(options.path.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
     absl::Status st = absl::FailedPreconditionError(absl::StrCat(
         "db: cannot open '", options.path, "': ", db ? sqlite3_errmsg(db) : "out of memory"));
@@ -496,19 +577,89 @@ absl::StatusOr<std::unique_ptr<SqliteStorage>> SqliteStorage::Create(const Optio
   }
   std::unique_ptr<SqliteStorage> s(new SqliteStorage(db, options.path));
   sqlite3_busy_timeout(db, 5000);
+  if (options.upgrade == Upgrade::kAsIs) RETURN_IF_ERROR(s->Exec("PRAGMA query_only=1;"));
+  // The first read: a file that is not a database says so here.
+  auto version = s->SchemaVersion();
+  if (!version.ok()) {
+    return absl::Status(version.status().code(),
+                        absl::StrCat("db: ", options.path, ": ", version.status().message()));
+  }
+  if (*version > kLatestVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "db: schema version ", *version, " is newer than this build knows (", kLatestVersion,
+        "); upgrade infrarsi-server"));
+  }
+  if (options.check_integrity && !in_memory) {
+    ASSIGN_OR_RETURN(std::string damage, s->CheckIntegrity(/*quick=*/true));
+    if (!damage.empty()) {
+      return absl::DataLossError(absl::StrCat(
+          "db: ", options.path, " is damaged (SQLite's quick_check: ", damage,
+          "); it is not served. Restore the last backup (docs/operations.md), or copy out "
+          "what is readable with sqlite3's .recover"));
+    }
+  }
+  if (options.upgrade == Upgrade::kAsIs) return s;
+  if (*version > 0 && *version < kLatestVersion && options.upgrade == Upgrade::kRefuse) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "db: ", options.path, " has schema version ", *version, " (an older release); this build ",
+        "uses version ", kLatestVersion, ". Upgrading is a step of its own: stop the old server, "
+        "then run `infrarsi-server --db ", options.path, " migrate` (it backs the file up first), ",
+        "or start this one with --migrate"));
+  }
   // WAL lets readers run beside the writer; NORMAL sync in WAL mode is safe
   // against a process crash (kill -9), which is the failure we design for.
-  if (options.path != ":memory:") {
+  if (!in_memory) {
     RETURN_IF_ERROR(s->Exec("PRAGMA journal_mode=WAL;"));
   }
   RETURN_IF_ERROR(s->Exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
-  RETURN_IF_ERROR(s->Migrate(options.target_version < 0 ? kLatestVersion
-                                                        : options.target_version));
+  const int target = options.target_version < 0 ? kLatestVersion : options.target_version;
+  if (*version > 0 && *version < target && options.backup_before_migration && !in_memory) {
+    // The old schema as it was, for a way back (an older server opens it).
+    std::string to = absl::StrCat(options.path, ".schema-v", *version, ".bak");
+    struct stat st;
+    if (::stat(to.c_str(), &st) == 0) {
+      to = absl::StrCat(options.path, ".schema-v", *version, ".", ::time(nullptr), ".bak");
+    }
+    RETURN_IF_ERROR(s->BackupTo(to));
+    s->migration_backup_ = to;
+  }
+  RETURN_IF_ERROR(s->Migrate(target));
   if (options.max_page_count > 0) {
     RETURN_IF_ERROR(s->Exec(absl::StrCat("PRAGMA max_page_count=", options.max_page_count, ";")));
   }
   if (options.read_only) RETURN_IF_ERROR(s->Exec("PRAGMA query_only=1;"));
   return s;
+}
+
+absl::StatusOr<int> SqliteStorage::FileSchemaVersion(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat("db: no database at ", path));
+  }
+  Options o;
+  o.path = path;
+  o.upgrade = Options::Upgrade::kAsIs;
+  ASSIGN_OR_RETURN(auto s, Create(o));
+  return s->SchemaVersion();
+}
+
+absl::StatusOr<std::string> SqliteStorage::CheckIntegrity(bool quick) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, quick ? "PRAGMA quick_check(20);" : "PRAGMA integrity_check(20);");
+  std::vector<std::string> problems;
+  while (true) {
+    auto row = st.Step();
+    if (!row.ok()) {
+      // A file damaged past what the check can walk: that is the answer.
+      return std::string(row.status().message());
+    }
+    if (!*row) break;
+    std::string line = st.Text(0);
+    if (line != "ok") problems.push_back(std::move(line));
+  }
+  std::string out;
+  for (const std::string& p : problems) absl::StrAppend(&out, out.empty() ? "" : "; ", p);
+  return out;
 }
 
 SqliteStorage::~SqliteStorage() { sqlite3_close(db_); }
@@ -603,9 +754,11 @@ absl::Status SqliteStorage::BackupTo(const std::string& path) {
       result = absl::InternalError(absl::StrCat("backup: ", sqlite3_errmsg(dest)));
     } else {
       int rc = SQLITE_OK;
-      // Page batches; a busy source (another process's checkpoint) is
-      // retried, the rest is an error.
-      while ((rc = sqlite3_backup_step(b, 1024)) == SQLITE_OK || rc == SQLITE_BUSY ||
+      // All pages in one step, inside one read transaction: copied in
+      // batches, every commit by another connection (the server's agents
+      // reporting) restarted the copy, which then finished only once the
+      // writes stopped. A busy source (a checkpoint) is retried.
+      while ((rc = sqlite3_backup_step(b, -1)) == SQLITE_OK || rc == SQLITE_BUSY ||
              rc == SQLITE_LOCKED) {
         if (rc != SQLITE_OK) sqlite3_sleep(10);
       }
@@ -975,6 +1128,20 @@ absl::StatusOr<int64_t> SqliteStorage::CountBank() {
   ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return absl::InternalError("sqlite: COUNT returned no row");
   return st.Int(0);
+}
+
+absl::StatusOr<bool> SqliteStorage::BankHasKnob(const std::string& knob,
+                                                const std::optional<std::string>& visible_to_team) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  // The primary key's prefix (knob) finds the rows; the team's rule is
+  // checked on each until one passes.
+  Stmt st(db_, visible_to_team
+                   ? "SELECT 1 FROM bank_knobs k JOIN bank b ON b.id = k.bank_id WHERE k.knob = ? "
+                     "AND (b.team = ? OR b.shared = 1) LIMIT 1"
+                   : "SELECT 1 FROM bank_knobs WHERE knob = ? LIMIT 1");
+  st.Bind(knob);
+  if (visible_to_team) st.Bind(*visible_to_team);
+  return st.Step();
 }
 
 absl::Status SqliteStorage::SetBankStatus(int64_t trial_id, const std::string& status) {

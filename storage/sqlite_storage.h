@@ -28,12 +28,33 @@ class SqliteStorage : public Storage {
     // Opens the database read-only (a read-only disk or mount): reads work,
     // writes fail with FAILED_PRECONDITION.
     bool read_only = false;
+    // What Create does with a database an older release wrote (a schema
+    // version below the newest; a new, empty file is always created at the
+    // newest):
+    //   kMigrate (default): migrates it forward, first copying it to
+    //     `<path>.schema-v<N>.bak` when `backup_before_migration`;
+    //   kRefuse: FAILED_PRECONDITION naming both versions and --migrate
+    //     (the server without --migrate, the admin's offline commands);
+    //   kAsIs: opens it as it is, writing nothing (backup, check).
+    enum class Upgrade { kMigrate, kRefuse, kAsIs };
+    Upgrade upgrade = Upgrade::kMigrate;
+    bool backup_before_migration = false;
+    // Runs SQLite's quick_check at open: a damaged file is refused
+    // (DATA_LOSS naming what is damaged) before anything reads or writes it.
+    bool check_integrity = false;
   };
 
   // Opens (or creates) the database, enables WAL and migrates the schema
-  // forward. Fails with FAILED_PRECONDITION on a database written by a newer
-  // InfraRSI (schema version above the newest known).
+  // forward (see Options::upgrade). Fails with FAILED_PRECONDITION on a
+  // database written by a newer InfraRSI (schema version above the newest
+  // known), and with DATA_LOSS on a file that is not a database or (with
+  // check_integrity) one that is damaged.
   static absl::StatusOr<std::unique_ptr<SqliteStorage>> Create(const Options& options);
+
+  // The schema version of the database at `path`, read without creating,
+  // migrating or writing anything (0: a new, empty database). NOT_FOUND if
+  // there is no such file.
+  static absl::StatusOr<int> FileSchemaVersion(const std::string& path);
 
   // The newest schema version this build knows.
   static int LatestSchemaVersion();
@@ -78,6 +99,8 @@ class SqliteStorage : public Storage {
   absl::Status SetBankStatus(int64_t trial_id, const std::string& status) override;
   absl::StatusOr<std::vector<BankRecord>> QueryBank(const BankFilter& f) override;
   absl::StatusOr<int64_t> CountBank() override;
+  absl::StatusOr<bool> BankHasKnob(const std::string& knob,
+                                   const std::optional<std::string>& visible_to_team) override;
   // A read-only connection to the same file (WAL: it reads the last commit
   // while this one writes). UNIMPLEMENTED for ":memory:".
   absl::StatusOr<std::unique_ptr<Storage>> OpenReader() override;
@@ -85,7 +108,15 @@ class SqliteStorage : public Storage {
   // online backup API: it reads as any reader does, so a live server's
   // writer never waits on it. Written to `path`.tmp and renamed into place
   // once complete; an existing `path` is refused (ALREADY_EXISTS).
+  // One step (the whole file inside one read transaction), so writers that
+  // commit meanwhile never make it start over, however busy they are.
   absl::Status BackupTo(const std::string& path);
+  // SQLite's integrity_check (quick: quick_check, which skips the index
+  // contents and is linear in the file's size): "" when the file is sound,
+  // else what is damaged, one problem per line (at most 20).
+  absl::StatusOr<std::string> CheckIntegrity(bool quick);
+  // The backup Create made before migrating ("" if none).
+  const std::string& migration_backup() const { return migration_backup_; }
   absl::Status AddRepository(const RepositoryRecord& r) override;
   absl::StatusOr<RepositoryRecord> GetRepository(const std::string& name) override;
   absl::StatusOr<std::vector<RepositoryRecord>> ListRepositories() override;
@@ -102,6 +133,7 @@ class SqliteStorage : public Storage {
 
   sqlite3* db_;
   const std::string path_;
+  std::string migration_backup_;
   // Recursive so that a Transaction's callback can call the other methods.
   std::recursive_mutex mu_;
   bool in_transaction_ = false;

@@ -312,6 +312,11 @@ class Storage {
   // most f.limit. Filters use indexes: the cost of a query grows with the
   // rows it returns and skips in the index it uses, not with the bank.
   virtual absl::StatusOr<std::vector<BankRecord>> QueryBank(const BankFilter& f) = 0;
+  // Whether any entry (one `visible_to_team` may read, when set) has a
+  // knob named `knob`: an empty answer to a filter on a misspelt knob is
+  // then told apart from one with no matching value.
+  virtual absl::StatusOr<bool> BankHasKnob(const std::string& knob,
+                                           const std::optional<std::string>& visible_to_team) = 0;
   // Bank statistics for operators and benchmarks.
   virtual absl::StatusOr<int64_t> CountBank() = 0;
 

@@ -147,6 +147,9 @@ absl::Status Agent::Register() {
     if (st.ok()) {
       std::lock_guard<std::mutex> lock(id_mu_);
       agent_id_ = resp.agent_id();
+      if (resp.heartbeat_interval_ms() > 0) {
+        heartbeat_ms_ = std::clamp<int64_t>(resp.heartbeat_interval_ms(), 100, 60000);
+      }
       spdlog::info("registered as {} ({} x{}, executors: {})", agent_id_, options_.gpu_model,
                    options_.gpu_count, req.executors_size());
       if (options_.on_registered) options_.on_registered(agent_id_);
@@ -258,7 +261,7 @@ absl::Status Agent::WorkLoop() {
 absl::Status Agent::RunLoop() {
   RETURN_IF_ERROR(Register());
   std::thread heartbeat([this] {
-    while (!stop_.WaitForNotificationWithTimeout(absl::Seconds(5))) {
+    while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(heartbeat_ms_.load()))) {
       v1::HeartbeatRequest req;
       req.set_agent_id(agent_id());
       v1::HeartbeatResponse resp;

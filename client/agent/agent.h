@@ -95,6 +95,9 @@ class Agent {
   std::mutex register_mu_;
   mutable std::mutex id_mu_;
   std::string agent_id_;
+  // How often to heartbeat: what the server said at registration (it
+  // counts an agent dead after a few missed beats), 5 s until then.
+  std::atomic<int64_t> heartbeat_ms_{5000};
   absl::Notification stop_;
   std::atomic<int> trials_completed_{0};
 };

@@ -1,16 +1,22 @@
 // infrarsi: the command line for cluster teams. Flags are parsed here only.
 #include <spdlog/spdlog.h>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "client/credential_flags.h"
 #include "client/cli/demo.h"
 #include "client/cli/draft_cmd.h"
@@ -22,6 +28,7 @@
 #include "core/web/pages.h"
 #include "core/stage.h"
 #include "core/sim_landscape.h"
+#include "core/spec.h"
 
 namespace {
 
@@ -60,14 +67,109 @@ std::string Unreachable(const absl::Status& st) {
                       "(infrarsi --server HOST:PORT COMMAND ...). [gRPC said: ", m, "]");
 }
 
+// Exit codes by the failure's class (README.md and `infrarsi --help` list
+// them): scripts tell a typo from a missing session from a server that is
+// down without reading the message.
+constexpr int kExitFailed = 1;       // the operation ran and failed (a stage failed, an internal error)
+constexpr int kExitUsage = 2;        // bad flags, arguments or input (INVALID_ARGUMENT)
+constexpr int kExitNotFound = 3;     // no such session, trial or agent (NOT_FOUND)
+constexpr int kExitPermission = 4;   // PERMISSION_DENIED, UNAUTHENTICATED
+constexpr int kExitUnavailable = 5;  // the server cannot be reached, or the wait ran out
+constexpr int kExitState = 6;        // not now: the wrong stage, already done (FAILED_PRECONDITION, ALREADY_EXISTS)
+constexpr int kExitInterrupted = 130;
+
+int ExitCodeOf(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk:
+      return 0;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      return kExitUsage;
+    case absl::StatusCode::kNotFound:
+      return kExitNotFound;
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+      return kExitPermission;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      return kExitUnavailable;
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kResourceExhausted:
+      return kExitState;
+    default:
+      return kExitFailed;
+  }
+}
+
 int Fail(const absl::Status& st) {
   if (std::string u = Unreachable(st); !u.empty()) {
     std::cerr << "error: " << u << " [" << absl::StatusCodeToString(st.code()) << "]\n";
-    return 1;
+    return kExitUnavailable;
   }
   std::cerr << "error: " << st.message() << " [" << absl::StatusCodeToString(st.code())
             << "]\n";
-  return 1;
+  return ExitCodeOf(st.code());
+}
+
+// Ctrl-C while the CLI follows a session: the session goes on on the
+// server, and the user is told so and how to come back. The message is
+// made before the handler is installed (a handler may only write).
+std::string g_interrupt_message;
+void OnInterrupt(int) {
+  const ssize_t n = ::write(STDERR_FILENO, g_interrupt_message.data(), g_interrupt_message.size());
+  (void)n;
+  ::_exit(kExitInterrupted);
+}
+void HintOnInterrupt(const std::string& id) {
+  g_interrupt_message = absl::StrCat(
+      "\ninterrupted: session ", id, " goes on on the server (interrupting does not stop it).\n"
+      "  re-attach: infrarsi watch ", id, "\n  stop it:   infrarsi cancel ", id, "\n");
+  struct sigaction sa {};
+  sa.sa_handler = OnInterrupt;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// What the user runs next in a stage that waits for them, or to read what
+// a finished one did.
+std::string NextCommand(const v1::SessionSummary& s) {
+  const std::string& id = s.session_id();
+  switch (s.stage()) {
+    case v1::STAGE_INITIALIZED:
+      return absl::StrCat("infrarsi doctor ", id);
+    case v1::STAGE_DOCTORED:
+      return absl::StrCat("infrarsi run ", id);
+    case v1::STAGE_SEARCHED:
+      return s.promoted() ? absl::StrCat("infrarsi report ", id, "; then infrarsi apply ", id,
+                                         " --repo CLONE --branch infrarsi/tuned --dry-run")
+                          : absl::StrCat("infrarsi report ", id);
+    case v1::STAGE_FAILED:
+    case v1::STAGE_CANCELLED:
+    case v1::STAGE_APPLIED:
+      return absl::StrCat("infrarsi report ", id);
+    default:
+      return "";
+  }
+}
+
+// One trial's line as `doctor`, `run` and `watch` print it.
+void PrintTrialLine(const v1::TrialView& t, const v1::SessionSummary& s) {
+  const std::string time =
+      t.status() == "ok" ? absl::StrFormat("%.4fs", t.step_time_s()) : std::string("-");
+  if (t.purpose() == "doctor" || t.purpose() == "verify") {
+    std::cerr << absl::StrFormat("  %s: trial %-4d %-9s %-10s on %s %s\n",
+                                 t.purpose() == "doctor" ? "baseline run" : "verify", t.id(),
+                                 t.status(), time, t.agent(), t.tag());
+    return;
+  }
+  // A search trial's "best" is unverified until the A/B runs promote it.
+  std::cerr << absl::StrFormat(
+      "  trial %-4d %-7s %-10s done %d/%d  best so far %.4f s (%.2fx, unverified)  %s\n", t.id(),
+      t.status(), time, s.trials_done(), s.trials_planned(), s.best_step_time_s(),
+      s.best_speedup(), infrarsi::client::FormatConfig(t.config()));
 }
 
 // Follows a Doctor or Run stage (with its verification; any stage to the
@@ -77,11 +179,48 @@ constexpr v1::Stage kAny = v1::STAGE_UNSPECIFIED;
 absl::StatusOr<v1::SessionSummary> Follow(RpcClient& c, const std::string& id, v1::Stage stage,
                                           double timeout_s, int64_t after_seq = 0) {
   std::string said;  // the notice last printed
-  return c.Watch(id, absl::Seconds(timeout_s), [stage, &said](const v1::SessionEvent& ev) {
+  std::set<int64_t> printed;  // trials whose line was printed
+  // Trials already finished when a `watch` began are not news; those of
+  // the stage a `doctor` or `run` follows always are.
+  std::set<int64_t> known;
+  bool first = true;
+  HintOnInterrupt(id);
+  return c.Watch(id, absl::Seconds(timeout_s), [&](const v1::SessionEvent& ev) {
     const v1::Stage now = ev.session().stage();
-    const bool going = stage == kAny ? !infrarsi::IsFinishedStage(now)
+    // `watch` stops where the session waits for its user (nothing happens
+    // until they run the next command) or is finished.
+    const bool going = stage == kAny ? !infrarsi::IsFinishedStage(now) &&
+                                           !infrarsi::WaitsForUser(now)
                                      : now == stage || (stage == v1::STAGE_RUNNING &&
                                                         now == v1::STAGE_VERIFYING);
+    if (ev.kind() == "snapshot" && (!first || after_seq > 0 || stage == kAny)) {
+      // A snapshot mid-stream: the server restarted (or let go of the
+      // events after the last one seen). What finished meanwhile is read
+      // from the report and printed, so no trial's line is missed.
+      auto rep = c.Report(id);
+      if (rep.ok()) {
+        const bool catch_up = !first || after_seq > 0;
+        int missed = 0;
+        for (const v1::TrialView& t : rep->trials()) {
+          const bool done = t.status() != "queued" && t.status() != "leased" && t.status() != "running";
+          if (!done || printed.count(t.id()) || known.count(t.id())) continue;
+          const bool of_stage = stage == kAny ||
+                                (stage == v1::STAGE_DOCTORING ? t.purpose() == "doctor"
+                                                              : t.purpose() != "doctor");
+          if (!catch_up || !of_stage) {
+            known.insert(t.id());  // before this follow began
+            continue;
+          }
+          if (missed++ == 0) {
+            std::cerr << "  (reconnected: the server restarted or let go of events; the trials "
+                         "that finished meanwhile follow)\n";
+          }
+          printed.insert(t.id());
+          PrintTrialLine(t, ev.session());
+        }
+      }
+    }
+    first = false;
     const std::string& notice = ev.session().notice();
     if ((ev.kind() == "notice" || ev.kind() == "snapshot") && notice != said) {
       if (!notice.empty()) std::cerr << "  waiting: " << notice << "\n";
@@ -93,22 +232,76 @@ absl::StatusOr<v1::SessionSummary> Follow(RpcClient& c, const std::string& id, v
       std::cerr << "  stage: " << ev.session().stage_name() << "\n";
     }
     if (ev.kind() != "trial_finished") return going;
-    const auto& t = ev.trial();
-    const auto& s = ev.session();
-    const std::string time =
-        t.status() == "ok" ? absl::StrFormat("%.4fs", t.step_time_s()) : std::string("-");
-    if (t.purpose() == "doctor" || t.purpose() == "verify") {
-      std::cerr << absl::StrFormat("  %s: trial %-4d %-9s %-10s on %s %s\n",
-                                   t.purpose() == "doctor" ? "baseline run" : "verify",
-                                   t.id(), t.status(), time, t.agent(), t.tag());
-      return going;
-    }
-    std::cerr << absl::StrFormat(
-        "  trial %-4d %-7s %-10s done %d/%d  best %.4f s (%.2fx)  %s\n", t.id(), t.status(),
-        time, s.trials_done(), s.trials_planned(), s.best_step_time_s(), s.best_speedup(),
-        infrarsi::client::FormatConfig(t.config()));
+    if (!printed.insert(ev.trial().id()).second) return going;  // printed on a catch-up
+    PrintTrialLine(ev.trial(), ev.session());
     return going;
   }, after_seq);
+}
+
+// The client config file: $INFRARSI_CONFIG (which must exist), else
+// ~/.config/infrarsi/config if there is one. `key = value` lines; `#`
+// starts a comment. It fills only what no flag and no environment variable
+// set. An unknown key is an error naming the file and line.
+absl::Status ApplyClientConfig(CLI::Option* server_opt, std::string* server,
+                               infrarsi::client::CredentialFlags* creds, CLI::Option* wait_opt,
+                               double* wait_s) {
+  std::string path;
+  bool must_exist = false;
+  if (const char* env = std::getenv("INFRARSI_CONFIG"); env != nullptr && env[0] != '\0') {
+    path = env;
+    must_exist = true;
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && home[0] != '\0') {
+    path = absl::StrCat(home, "/.config/infrarsi/config");
+  } else {
+    return absl::OkStatus();
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return must_exist ? absl::InvalidArgumentError(absl::StrCat(
+                            "INFRARSI_CONFIG: no such file: ", path))
+                      : absl::OkStatus();
+  }
+  auto text = infrarsi::ReadRegularFile(path, 64 << 10, "config");
+  if (!text.ok()) return text.status();
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    ++line_no;
+    line = absl::StripAsciiWhitespace(line.substr(0, line.find('#')));
+    if (line.empty()) continue;
+    const size_t eq = line.find('=');
+    if (eq == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", line_no, ": expected `key = value`, got '", line, "'"));
+    }
+    const std::string key(absl::StripAsciiWhitespace(line.substr(0, eq)));
+    std::string value(absl::StripAsciiWhitespace(line.substr(eq + 1)));
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
+      value = value.substr(1, value.size() - 2);
+    }
+    if (key == "server") {
+      if (server_opt->count() == 0) *server = value;
+    } else if (key == "token-file") {
+      if (creds->token_file.empty() && std::getenv("INFRARSI_TOKEN") == nullptr) creds->token_file = value;
+    } else if (key == "tls-ca") {
+      if (creds->tls_ca.empty()) creds->tls_ca = value;
+    } else if (key == "tls-cert") {
+      if (creds->tls_cert.empty()) creds->tls_cert = value;
+    } else if (key == "tls-key") {
+      if (creds->tls_key.empty()) creds->tls_key = value;
+    } else if (key == "wait-s") {
+      double v = 0;
+      if (!absl::SimpleAtod(value, &v) || v <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ":", line_no, ": wait-s: expected seconds, got '", value, "'"));
+      }
+      if (wait_opt->count() == 0) *wait_s = v;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ":", line_no, ": unknown key '", key,
+          "' (known: server, token-file, tls-ca, tls-cert, tls-key, wait-s)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -122,11 +315,32 @@ int main(int argc, char** argv) {
       "apply), query the experience bank, or run the self-contained demo."};
   app.set_version_flag("--version", std::string("infrarsi ") + INFRARSI_VERSION);
   app.require_subcommand(1);
+  // Global flags work anywhere on the line (`infrarsi status ID --server
+  // H:P`): every subcommand hands what it does not know to its parent.
+  app.fallthrough();
+  app.footer(
+      "Global flags (--server, --json, --wait-s, --token-file, --tls-*) go before or after the "
+      "command. --server defaults to $INFRARSI_SERVER, then the config file's `server`, then "
+      "127.0.0.1:7420; --token-file to $INFRARSI_TOKEN_FILE, then the config file's "
+      "`token-file`. Config file: $INFRARSI_CONFIG or ~/.config/infrarsi/config (key = value "
+      "lines: server, token-file, tls-ca, tls-cert, tls-key, wait-s).\n"
+      "Exit codes: 0 ok; 1 failed (a stage failed, an internal error); 2 usage (bad flags, "
+      "arguments or input); 3 not found; 4 permission denied; 5 server unreachable or the wait "
+      "ran out; 6 not now (the wrong stage, already done); 130 interrupted (the session goes "
+      "on).");
   RpcClient::Options co;
+  co.server = "";
   double wait_s = 3600;
-  app.add_option("--server", co.server, "infrarsi-server HOST:PORT")->capture_default_str();
-  app.add_option("--wait-s", wait_s, "how long doctor/run wait for their stage to finish")
-      ->capture_default_str();
+  CLI::Option* server_opt =
+      app.add_option("--server", co.server,
+                     "infrarsi-server HOST:PORT (default: $INFRARSI_SERVER, the config file, "
+                     "127.0.0.1:7420)")
+          ->envname("INFRARSI_SERVER");
+  CLI::Option* wait_opt =
+      app.add_option("--wait-s", wait_s, "how long doctor/run/watch wait for their stage to finish")
+          ->capture_default_str();
+  bool json = false;
+  app.add_flag("--json", json, "JSON output (every command that prints)");
 
   // session create
   auto* session = app.add_subcommand("session", "manage sessions");
@@ -141,18 +355,20 @@ int main(int argc, char** argv) {
   auto* doctor = app.add_subcommand("doctor", "run the baseline repeatedly: median, CV, drift, phases, outlier hosts, noise floor");
   doctor->add_option("id", id, "session id")->required();
   doctor->add_option("--repeats", repeats, "baseline runs (0: the spec's doctor.repeats)");
+  bool detach = false;
+  doctor->add_flag("--detach", detach,
+                   "start the stage and return (follow it later with `infrarsi watch ID`)");
 
   int max_trials = 0;
   auto* run = app.add_subcommand("run", "search the knob space, then re-verify the top candidates against the baseline (A/B); "
                         "shows progress");
   run->add_option("id", id, "session id")->required();
   run->add_option("--max-trials", max_trials, "trial budget (0: the spec's budget.max_trials)");
-
-  bool json = false;
+  run->add_flag("--detach", detach,
+                "start the stage and return (follow it later with `infrarsi watch ID`)");
   auto* report = app.add_subcommand("report", "contract, doctor, best setting, verification intervals, every trial, violations and "
                            "failure costs");
   report->add_option("id", id, "session id")->required();
-  report->add_flag("--json", json, "stable JSON output");
   std::string html_path;
   report->add_option("--html", html_path,
                      "write the report as one self-contained HTML file instead (plots included; "
@@ -191,7 +407,6 @@ int main(int argc, char** argv) {
       "agents", "the agents you may see: host, GPUs, executors, last seen, trials, state");
   bool all_agents = false;
   agents->add_flag("--all", all_agents, "deregistered agents too");
-  agents->add_flag("--json", json, "JSON output");
   std::string agent_id, agent_reason;
   std::map<std::string, CLI::App*> agent_actions;
   for (const auto& [name, help] :
@@ -210,10 +425,8 @@ int main(int argc, char** argv) {
 
   auto* status = app.add_subcommand("status", "one session's summary");
   status->add_option("id", id, "session id")->required();
-  status->add_flag("--json", json, "JSON output");
 
   auto* sessions = app.add_subcommand("sessions", "list sessions, newest first");
-  sessions->add_flag("--json", json, "JSON output");
   v1::ListSessionsRequest lq;
   int list_page_size = 100;
   std::string list_page_token;
@@ -237,7 +450,6 @@ int main(int argc, char** argv) {
   query->add_option("--page-size", page_size, "entries per page (max 1000)")
       ->capture_default_str();
   query->add_option("--page-token", page_token, "from a previous page");
-  query->add_flag("--json", json, "JSON output");
 
   auto* sim = app.add_subcommand("sim", "the cluster simulator");
   sim->require_subcommand(1);
@@ -248,7 +460,6 @@ int main(int argc, char** argv) {
   optimum->add_option("spec", spec_path, "session spec with an executor.sim section")->required();
   optimum->add_option("--top", top, "how many of the fastest settings to list")
       ->capture_default_str();
-  optimum->add_flag("--json", json, "JSON output");
 
   infrarsi::client::DemoOptions demo_opts;
   auto* demo = app.add_subcommand(
@@ -298,7 +509,26 @@ int main(int argc, char** argv) {
 
   infrarsi::client::CredentialFlags cred_flags;
   cred_flags.AddTo(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    (void)app.exit(e);  // prints what is wrong
+    return kExitUsage;
+  }
+  // The client config file fills what neither a flag nor the environment
+  // gave.
+  if (absl::Status st = ApplyClientConfig(server_opt, &co.server, &cred_flags, wait_opt, &wait_s);
+      !st.ok()) {
+    std::cerr << "error: " << st.message() << "\n";
+    return kExitUsage;
+  }
+  if (co.server.empty()) co.server = "127.0.0.1:7420";
   {
     auto creds = cred_flags.Resolve();
     if (!creds.ok()) {
@@ -332,7 +562,8 @@ int main(int argc, char** argv) {
   if (*create) {
     auto s = c.InitFromFile(spec_path);
     if (!s.ok()) return Fail(s.status());
-    std::cout << s->session_id() << "\n";
+    std::cout << (json ? infrarsi::client::ToJson(*s) : s->session_id()) << "\n";
+    if (!json) std::cerr << "next: infrarsi doctor " << s->session_id() << "\n";
     return 0;
   }
   if (*doctor) {
@@ -341,11 +572,23 @@ int main(int argc, char** argv) {
     r.set_repeats(repeats);
     auto started = c.Doctor(r);
     if (!started.ok()) return Fail(started.status());
+    if (detach) {
+      std::cout << (json ? infrarsi::client::ToJson(*started) : infrarsi::client::FormatSummary(*started))
+                << "\n";
+      if (!json) std::cerr << "follow it: infrarsi watch " << id << "\n";
+      return 0;
+    }
     auto s = Follow(c, id, v1::STAGE_DOCTORING, wait_s, started->last_event_seq());
     if (!s.ok()) return Fail(s.status());
     if (s->stage() != v1::STAGE_DOCTORED) {
-      return Fail(absl::FailedPreconditionError(
+      if (json) std::cout << infrarsi::client::ToJson(*s) << "\n";
+      Fail(absl::FailedPreconditionError(
           absl::StrCat("doctor ended in stage ", s->stage_name(), ": ", s->error())));
+      return kExitFailed;
+    }
+    if (json) {
+      std::cout << infrarsi::client::ToJson(*s) << "\n";
+      return 0;
     }
     std::cout << absl::StrFormat("baseline %.4f s/step, CV %.2f%%, noise floor %.2f%%\n",
                                  s->baseline_step_time_s(), 100 * s->baseline_cv(),
@@ -355,6 +598,7 @@ int main(int argc, char** argv) {
     if (auto rep = c.Report(id); rep.ok() && !rep->doctor().warning().empty()) {
       std::cout << "warning: " << rep->doctor().warning() << "\n";
     }
+    std::cerr << "next: " << NextCommand(*s) << "\n";
     return 0;
   }
   if (*run) {
@@ -363,8 +607,24 @@ int main(int argc, char** argv) {
     r.set_max_trials(max_trials);
     auto started = c.Run(r);
     if (!started.ok()) return Fail(started.status());
+    if (detach) {
+      std::cout << (json ? infrarsi::client::ToJson(*started) : infrarsi::client::FormatSummary(*started))
+                << "\n";
+      if (!json) std::cerr << "follow it: infrarsi watch " << id << "\n";
+      return 0;
+    }
     auto s = Follow(c, id, v1::STAGE_RUNNING, wait_s, started->last_event_seq());
     if (!s.ok()) return Fail(s.status());
+    if (json) {
+      std::cout << infrarsi::client::ToJson(*s) << "\n";
+      return s->stage() == v1::STAGE_SEARCHED ? 0 : kExitFailed;
+    }
+    if (s->stage() != v1::STAGE_SEARCHED) {
+      Fail(absl::FailedPreconditionError(absl::StrCat("run ended in stage ", s->stage_name(),
+                                                      s->error().empty() ? "" : ": ", s->error())));
+      return kExitFailed;
+    }
+    std::cerr << "next: " << NextCommand(*s) << "\n";
     if (s->promoted()) {
       std::cout << absl::StrFormat("%s: %d trials; promoted: %.4f s/step, speedup %.3fx (verified A/B)  %s\n",
                                    s->stage_name(), s->trials_done(), s->best_step_time_s(),
@@ -403,6 +663,10 @@ int main(int argc, char** argv) {
   if (*logs) {
     auto l = c.GetTrialLog(id, log_trial, log_stderr ? "stderr" : "stdout");
     if (!l.ok()) return Fail(l.status());
+    if (json) {
+      std::cout << infrarsi::client::ToJson(*l) << "\n";
+      return 0;
+    }
     if (l->dropped_bytes() > 0) {
       std::cerr << "(the first " << l->dropped_bytes() << " bytes were not kept; the last "
                 << l->content().size() << " follow)\n";
@@ -420,22 +684,53 @@ int main(int argc, char** argv) {
   if (*apply) {
     auto a = infrarsi::client::ApplyLocally(c, id, repo, branch, dry_run);
     if (!a.ok()) return Fail(a.status());
+    auto kind_of = [&](const std::string& f) {
+      auto k = a->change_kinds.find(f);
+      return k == a->change_kinds.end() ? 'M' : k->second;
+    };
+    if (json) {
+      std::vector<std::string> files;
+      for (const auto& f : a->changed) {
+        files.push_back(absl::StrCat("{\"path\": ", infrarsi::JsonQuote(f), ", \"change\": \"",
+                                     std::string(1, kind_of(f)), "\"}"));
+      }
+      std::cout << "{\"dry_run\": " << (dry_run ? "true" : "false")
+                << ", \"commit\": " << infrarsi::JsonQuote(a->commit)
+                << ", \"already_committed\": " << (a->existed ? "true" : "false")
+                << ", \"base\": " << infrarsi::JsonQuote(a->base)
+                << ", \"branch\": " << infrarsi::JsonQuote(branch)
+                << ", \"repo\": " << infrarsi::JsonQuote(repo)
+                << ", \"note\": " << infrarsi::JsonQuote(a->note) << ", \"files\": ["
+                << absl::StrJoin(files, ", ") << "], \"message\": " << infrarsi::JsonQuote(a->plan.message())
+                << "}\n";
+      return 0;
+    }
+    // The base named as the commit the branch would start from (HEAD of
+    // the clone), and, if it differs, where the session ran.
+    const std::string base = a->base.empty() ? a->plan.base_commit() : a->base;
     if (dry_run) {
-      std::cout << "dry run: would commit on top of " << a->plan.base_commit() << " as new branch "
-                << branch << " of " << repo << "\n";
+      std::cout << "dry run: would commit on top of " << (base.empty() ? "HEAD" : base)
+                << " as new branch " << branch << " of " << repo << "\n";
     } else {
       std::cout << (a->existed ? "already committed " : "committed ") << a->commit
-                << " on branch " << branch << " of " << repo << "; recorded\n";
+                << " on branch " << branch << " (on top of " << base << ") of " << repo
+                << "; recorded\n";
     }
     if (!a->note.empty()) std::cout << "note: " << a->note << "\n";
-    for (const auto& f : a->changed) std::cout << "  M " << f << "\n";
+    for (const auto& f : a->changed) std::cout << "  " << kind_of(f) << " " << f << "\n";
     std::cout << "\n" << a->plan.message();
     return 0;
   }
   if (*watch) {
     auto s = Follow(c, id, kAny, wait_s);
     if (!s.ok()) return Fail(s.status());
-    std::cout << infrarsi::client::FormatSummary(*s) << "\n";
+    std::cout << (json ? infrarsi::client::ToJson(*s) : infrarsi::client::FormatSummary(*s)) << "\n";
+    if (!json && infrarsi::WaitsForUser(s->stage())) {
+      std::cerr << "session " << id << " waits for you in stage " << s->stage_name()
+                << ": nothing happens until you run\n  " << NextCommand(*s) << "\n";
+    } else if (!json && !NextCommand(*s).empty()) {
+      std::cerr << "next: " << NextCommand(*s) << "\n";
+    }
     return 0;
   }
   if (*agents) {
@@ -449,7 +744,7 @@ int main(int argc, char** argv) {
       if (!info.ok()) return Fail(info.status());
       v1::ListAgentsResponse one;
       *one.add_agents() = *info;
-      std::cout << infrarsi::client::FormatAgents(one);
+      std::cout << (json ? infrarsi::client::ToJson(one) + "\n" : infrarsi::client::FormatAgents(one));
       return 0;
     }
     v1::ListAgentsRequest r;
@@ -462,7 +757,7 @@ int main(int argc, char** argv) {
   if (*cancel) {
     auto s = c.Cancel(id);
     if (!s.ok()) return Fail(s.status());
-    std::cout << infrarsi::client::FormatSummary(*s) << "\n";
+    std::cout << (json ? infrarsi::client::ToJson(*s) : infrarsi::client::FormatSummary(*s)) << "\n";
     return 0;
   }
   if (*status) {

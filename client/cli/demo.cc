@@ -108,6 +108,7 @@ absl::Status RunDemo(const DemoOptions& options, std::ostream& out) {
     srv->Shutdown();
   };
 
+  std::string applied_branch;  // set once the demo committed
   absl::Status result = [&]() -> absl::Status {
     RpcClient::Options co;
     co.server = srv->address();
@@ -167,7 +168,12 @@ absl::Status RunDemo(const DemoOptions& options, std::ostream& out) {
     if (applied.ok()) {
       out << "[apply]   commit " << applied->commit << " on branch " << branch << " of "
           << repo_dir.string() << " (checked-out branch untouched)\n";
-      for (const auto& f : applied->changed) out << "          + " << f << "\n";
+      for (const auto& f : applied->changed) {
+        auto kind = applied->change_kinds.find(f);
+        out << "          " << (kind == applied->change_kinds.end() ? 'M' : kind->second) << " " << f
+            << "\n";
+      }
+      applied_branch = branch;
     } else if (absl::IsFailedPrecondition(applied.status())) {
       out << "[apply]   nothing applied: " << applied.status().message() << "\n";
     } else {
@@ -179,8 +185,20 @@ absl::Status RunDemo(const DemoOptions& options, std::ostream& out) {
   if (remove_after) {
     std::error_code ec;
     fs::remove_all(dir, ec);
+    out << "\nRemoved the demo's temporary folder " << dir.string()
+        << (applied_branch.empty() ? "" : " (the repository and the commit above with it)")
+        << "; `infrarsi demo --keep` keeps it.\n";
   } else {
     out << "\nKept the work folder: " << dir.string() << "\n";
+    if (!applied_branch.empty()) {
+      out << "  the commit: git -C " << repo_dir.string() << " show " << applied_branch << "\n";
+    }
+  }
+  if (result.ok()) {
+    out << "\nNext: tune a job of your own. Draft its spec from the command you run,\n"
+           "  infrarsi draft --gpu H100 --repo ~/src/job -o job.yaml -- torchrun train.py ...\n"
+           "start infrarsi-server and an infrarsi-agent per GPU host, and follow README.md's\n"
+           "\"From a request to a commit\": session create, doctor, run, report, apply.\n";
   }
   return result;
 }

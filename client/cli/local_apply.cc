@@ -48,6 +48,8 @@ absl::StatusOr<LocalApply> ApplyLocally(RpcClient& client, const std::string& se
   out.existed = made->existed;
   out.note = made->note;
   out.changed = made->changed_paths;
+  out.change_kinds = made->change_kinds;
+  out.base = made->base_commit;
   if (dry_run || !record) return out;
   // Already recorded as another commit: say so rather than record twice.
   if (!out.plan.commit().empty() && out.plan.commit() != out.commit) {

@@ -7,6 +7,7 @@
 #ifndef INFRARSI_CLIENT_CLI_LOCAL_APPLY_H_
 #define INFRARSI_CLIENT_CLI_LOCAL_APPLY_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct LocalApply {
   bool existed = false;                 // the branch already held it (a retry)
   std::string note;                     // HEAD had moved and the patches re-applied
   std::vector<std::string> changed;     // every path the commit changes
+  std::map<std::string, char> change_kinds;  // A, M or D per changed path
+  std::string base;                     // the commit it goes on top of (HEAD)
 };
 
 // `record` false stops after the commit (what a crash would leave; tests).

@@ -27,7 +27,7 @@ TrialQueue::Requirement Req(const std::string& gpu, int count, const std::string
 }
 
 TEST(AgentRegistryTest, IdsAreBoundToTheirToken) {
-  AgentRegistry reg(absl::Seconds(90));
+  AgentRegistry reg(absl::Seconds(90), /*started_ms=*/0);
   reg.Put(Agent("agt-1", "H200", 8, "replay"));
   Principal mine;
   mine.token_id = "tok-1";
@@ -39,7 +39,7 @@ TEST(AgentRegistryTest, IdsAreBoundToTheirToken) {
 }
 
 TEST(AgentRegistryTest, FitsHardwareExecutorAndTenancy) {
-  AgentRegistry reg(absl::Seconds(90));
+  AgentRegistry reg(absl::Seconds(90), /*started_ms=*/0);
   reg.Put(Agent("agt-1", "H200", 8, "replay,sim"));
   storage::AgentRecord red = Agent("agt-2", "H200", 8, "replay");
   red.team = "red";  // a team-scoped token: red's work only
@@ -58,7 +58,7 @@ TEST(AgentRegistryTest, FitsHardwareExecutorAndTenancy) {
 }
 
 TEST(AgentRegistryTest, RefusalsCommandPoliciesAndLiveness) {
-  AgentRegistry reg(absl::Seconds(90));
+  AgentRegistry reg(absl::Seconds(90), /*started_ms=*/0);
   storage::AgentRecord a = Agent("agt-1", "H200", 1, "process");
   a.commands = EncodeStringList({"python3 train.py"});
   reg.Put(a);

@@ -119,6 +119,38 @@ TEST_F(BankTest, QueriesAreScopedToTheCallersTeam) {
   EXPECT_TRUE(absl::IsPermissionDenied(bank_->Query(v1::QueryExperienceRequest(), agent).status()));
 }
 
+// `bank query --knob atn=sdpa` (a typo) returned an empty table silently:
+// a knob no entry has is named as an error; a known knob with no matching
+// value is an empty answer; another team's knob names are not revealed.
+TEST_F(BankTest, AKnobNoEntryHasIsAnErrorNamingIt) {
+  Add("red", "gpt/gb8/seq1024", "H200", {{"mbs", "4"}, {"attn", "sdpa"}}, 0.5, "red");
+  Add("blue", "gpt/gb8/seq1024", "H200", {{"mbs", "2"}, {"zero", "1"}}, 0.5, "blue");
+  Principal red;
+  red.role = Role::kReader;
+  red.team = "red";
+  v1::QueryExperienceRequest typo;
+  (*typo.mutable_knobs())["atn"] = "sdpa";
+  auto r = bank_->Query(typo, red);
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_NE(r.status().message().find("no trial in the bank has a knob named 'atn'"),
+            std::string::npos)
+      << r.status();
+  v1::QueryExperienceRequest no_match;
+  (*no_match.mutable_knobs())["attn"] = "flash";
+  r = bank_->Query(no_match, red);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->entries_size(), 0);
+  v1::QueryExperienceRequest others;
+  (*others.mutable_knobs())["zero"] = "1";
+  EXPECT_TRUE(absl::IsInvalidArgument(bank_->Query(others, red).status()))
+      << "blue's knob is not red's to know of";
+  Principal admin;
+  admin.role = Role::kAdmin;
+  r = bank_->Query(others, admin);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->entries_size(), 1);
+}
+
 // Each knob pair is a subquery: a caller may not send thousands of them,
 // nor filter strings of any length.
 TEST_F(BankTest, FiltersAreBoundedNamingTheField) {
@@ -130,7 +162,10 @@ TEST_F(BankTest, FiltersAreBoundedNamingTheField) {
   EXPECT_EQ(r.status().message().rfind("knobs:", 0), 0u) << r.status();
   v1::QueryExperienceRequest sixty_four;
   for (int i = 0; i < 64; ++i) (*sixty_four.mutable_knobs())[absl::StrCat("k", i)] = "v";
-  EXPECT_TRUE(bank_->Query(sixty_four, open).ok());
+  // Sixty-four pass the bound; none is a knob the (empty) bank knows.
+  r = bank_->Query(sixty_four, open);
+  EXPECT_EQ(r.status().message().rfind("knobs: no trial in the bank has a knob named", 0), 0u)
+      << r.status();
   v1::QueryExperienceRequest long_value;
   (*long_value.mutable_knobs())["mbs"] = std::string(257, 'x');
   EXPECT_TRUE(absl::IsInvalidArgument(bank_->Query(long_value, open).status()));

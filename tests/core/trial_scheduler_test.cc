@@ -16,7 +16,8 @@ class TrialSchedulerTest : public ::testing::Test {
   TrialSchedulerTest() : scheduler_(Options()) {}
   TrialScheduler::Options Options() {
     TrialScheduler::Options o;
-    o.agent_liveness = absl::Seconds(90);
+    o.heartbeat_interval = absl::Seconds(30);  // dead after 90 s
+    o.heartbeat_misses = 3;
     o.clock = &clock_;
     return o;
   }
@@ -140,6 +141,73 @@ TEST_F(TrialSchedulerTest, LivenessFollowsTheClockAndPinsFallBack) {
   const TrialScheduler::Stats st = scheduler_.GetStats();
   EXPECT_EQ(st.agents_live, 1);
   EXPECT_EQ(st.queued_trials, 1u);
+}
+
+// Liveness means heartbeats: 5 s beats, dead after three missed (15 s); a
+// run pinned to a silent agent is said to wait for it, then moves on.
+// Before: an agent counted live for 90 s after it was last heard from.
+TEST_F(TrialSchedulerTest, ThreeMissedHeartbeatsAndAPinnedRunMovesOn) {
+  TrialScheduler::Options o;
+  o.clock = &clock_;  // the defaults: 5 s, three misses
+  TrialScheduler sched(o);
+  EXPECT_EQ(sched.liveness(), absl::Seconds(15));
+  auto reg = [&](const std::string& host) {
+    v1::RegisterAgentRequest r;
+    r.set_host(host);
+    r.set_gpu_model("H200");
+    r.set_gpu_count(1);
+    r.add_executors("replay");
+    auto a = sched.PlanRegistration(r, Principal::Open(), "agt-" + host);
+    EXPECT_TRUE(a.ok());
+    sched.PutAgent(*a);
+    return a->id;
+  };
+  const std::string dead = reg("a");
+  const std::string alive = reg("b");
+  TrialScheduler::SessionWork w;
+  w.leasing = true;
+  w.req = Req();
+  w.spec = spec_;
+  sched.SetSession("s", w);
+  storage::TrialRecord pinned = Queued(7, "s");
+  pinned.pin_agent = dead;
+  sched.File(pinned, Req());
+  EXPECT_TRUE(sched.PinnedToSilent("s").empty()) << "just heard from";
+  clock_.Advance(absl::Seconds(7));  // one beat missed
+  ASSERT_TRUE(sched.Touch(alive, Principal::Open()).ok());
+  EXPECT_EQ(sched.PinnedToSilent("s"), (std::map<int64_t, std::string>{{7, dead}}));
+  EXPECT_FALSE(sched.PickFor(alive, Principal::Open(), {})->has_value())
+      << "late, not yet dead: still its run";
+  clock_.Advance(absl::Seconds(8) + absl::Milliseconds(1));  // 15 s silent
+  ASSERT_TRUE(sched.Touch(alive, Principal::Open()).ok());
+  EXPECT_TRUE(sched.PinnedToSilent("s").empty()) << "dead: nothing to wait for";
+  auto pick = sched.PickFor(alive, Principal::Open(), {});
+  ASSERT_TRUE(pick.ok() && pick->has_value());
+  EXPECT_EQ((*pick)->trial_id, 7);
+}
+
+// A restart does not revive: an agent read back from storage counts live
+// only once this process hears from it, however recent its stored
+// heartbeat. Before: live for 90 s after a restart, on its stored time.
+TEST_F(TrialSchedulerTest, AnAgentReadBackAtARestartIsNotLiveUntilHeard) {
+  clock_.Advance(absl::Seconds(100));
+  TrialScheduler::Options o;
+  o.clock = &clock_;
+  TrialScheduler restarted(o);
+  storage::AgentRecord a;
+  a.id = "agt-old";
+  a.host = "node-1";
+  a.gpu_model = "H200";
+  a.gpu_count = 1;
+  a.executors = "replay";
+  a.state = kAgentActive;
+  a.last_heartbeat_ms = absl::ToUnixMillis(clock_.Now()) - 1000;  // 1 s before the restart
+  restarted.PutAgent(a);
+  EXPECT_TRUE(restarted.LiveFitting(Req()).empty());
+  EXPECT_EQ(restarted.GetStats().agents_live, 0);
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(restarted.Touch("agt-old", Principal::Open()).ok());
+  EXPECT_EQ(restarted.LiveFitting(Req()), std::vector<std::string>{"agt-old"});
 }
 
 TEST_F(TrialSchedulerTest, RebuildFilesOnlyLeasingSessionsWork) {

@@ -24,7 +24,7 @@ fi
 # The config file as shipped, with a scratch database, loopback and no TLS
 # files: the server parses every key (an unknown one is an error) and starts.
 sed -e "s|/var/lib/infrarsi/infrarsi.db|$tmp/db|" -e 's|^tls-cert.*||' -e 's|^tls-key.*||' \
-    -e 's|0.0.0.0:50051|127.0.0.1:0|' "$src/deploy/systemd/infrarsi-server.conf" > "$tmp/server.conf"
+    -e 's|0.0.0.0:7420|127.0.0.1:0|' "$src/deploy/systemd/infrarsi-server.conf" > "$tmp/server.conf"
 coproc SERVER { exec "$server" --config "$tmp/server.conf" 2>"$tmp/err"; }
 first=""
 read -r -t 10 first <&"${SERVER[0]}" || true  # its first line, as soon as it is written

@@ -83,7 +83,7 @@ TEST_F(EndToEndTest, FiveStagesThroughTheCliWithReplayAgents) {
   EXPECT_EQ(bank.entries_size(), 27);
 
   // Apply: a path that is not a repository is refused, naming the field.
-  ASSERT_EQ(Cli({"apply", id, "--repo", dir_, "--branch", "tuned"}, &out, &err), 1);
+  ASSERT_EQ(Cli({"apply", id, "--repo", dir_, "--branch", "tuned"}, &out, &err), 6 /* not now: FAILED_PRECONDITION */);
   EXPECT_NE(err.find("--repo: not a git repository"), std::string::npos) << err;
   const std::string repo = MakeRepo();
   ASSERT_EQ(Cli({"apply", id, "--repo", repo, "--branch", "infrarsi/tuned"}, &out, &err), 0)
@@ -538,7 +538,7 @@ knobs: {mbs: [1, 2]}
   for (const Case& c : cases) {
     const std::string path = WriteFile("specs/bad.yaml", c.yaml);
     std::string out, err;
-    EXPECT_EQ(Cli({"session", "create", path}, &out, &err), 1) << c.field;
+    EXPECT_EQ(Cli({"session", "create", path}, &out, &err), 2 /* usage */) << c.field;
     EXPECT_NE(err.find(c.field), std::string::npos) << "expected '" << c.field << "' in: " << err;
     EXPECT_NE(err.find("INVALID_ARGUMENT"), std::string::npos) << err;
     EXPECT_TRUE(out.empty());
@@ -678,7 +678,7 @@ TEST_F(EndToEndTest, TokensRolesAndTeams) {
   const std::string spec = H200Spec(/*max_trials=*/4, /*doctor=*/2, /*candidates=*/1, /*runs=*/2);
   std::string out, err;
   // No token: refused before anything runs.
-  EXPECT_EQ(Cli({"sessions"}, &out, &err), 1);
+  EXPECT_EQ(Cli({"sessions"}, &out, &err), 4 /* permission */);
   EXPECT_NE(err.find("UNAUTHENTICATED"), std::string::npos) << err;
   // The submitter drives its session through the stages with the agent.
   ASSERT_EQ(Cli({"--token-file", TokenFile(vision), "session", "create", spec}, &out, &err), 0) << err;
@@ -688,15 +688,15 @@ TEST_F(EndToEndTest, TokensRolesAndTeams) {
   ASSERT_EQ(Cli({"--token-file", TokenFile(vision), "report", id}, &out, &err), 0) << err;
   // Another team's reader: no report (the session answers as a missing one
   // does), no listing, no creating.
-  EXPECT_EQ(Cli({"--token-file", TokenFile(audio), "report", id}, &out, &err), 1);
+  EXPECT_EQ(Cli({"--token-file", TokenFile(audio), "report", id}, &out, &err), 3 /* not found */);
   EXPECT_NE(err.find("NOT_FOUND"), std::string::npos) << err;
   EXPECT_EQ(err.find("gpt-354m"), std::string::npos) << "the denial leaks the session: " << err;
   ASSERT_EQ(Cli({"--token-file", TokenFile(audio), "sessions"}, &out, &err), 0) << err;
   EXPECT_EQ(out.find(id), std::string::npos) << out;
-  EXPECT_EQ(Cli({"--token-file", TokenFile(audio), "session", "create", spec}, &out, &err), 1);
+  EXPECT_EQ(Cli({"--token-file", TokenFile(audio), "session", "create", spec}, &out, &err), 4);
   EXPECT_NE(err.find("role reader may not create or drive sessions"), std::string::npos) << err;
   // The agent's token works for the AgentService only.
-  EXPECT_EQ(Cli({"--token-file", TokenFile(agent_tok), "sessions"}, &out, &err), 1);
+  EXPECT_EQ(Cli({"--token-file", TokenFile(agent_tok), "sessions"}, &out, &err), 4);
   EXPECT_NE(err.find("PERMISSION_DENIED"), std::string::npos) << err;
   // A revoked token stops working at once, on the running server.
   std::string vid;
@@ -705,7 +705,7 @@ TEST_F(EndToEndTest, TokensRolesAndTeams) {
   }
   ASSERT_EQ(vid.rfind("tok-", 0), 0u) << vid;
   EXPECT_EQ(ServerTokenCommand(db, {"revoke", vid}), "revoked " + vid);
-  EXPECT_EQ(Cli({"--token-file", TokenFile(vision), "status", id}, &out, &err), 1);
+  EXPECT_EQ(Cli({"--token-file", TokenFile(vision), "status", id}, &out, &err), 4);
   EXPECT_NE(err.find("invalid or revoked token"), std::string::npos) << err;
   // Denials are logged, without the token.
   std::ifstream log(dir_ + "/server.log");
@@ -885,7 +885,7 @@ TEST_F(EndToEndTest, DraftedTinyGptSpecRunsAllFiveStagesUnchanged) {
   EXPECT_NE(yaml.find("repository: {url: \"../tiny-gpt\", base: HEAD}"), std::string::npos) << yaml;
   // Drafting again over an existing file is refused: nothing is overwritten.
   EXPECT_EQ(Cli({"draft", "--gpu", "cpu", "--global-batch", "8", "--seq-len", "64", "-o", spec, "--",
-                 python, "train.py", "--micro-batch", "1"}, &out, &err), 1);
+                 python, "train.py", "--micro-batch", "1"}, &out, &err), 6);  // ALREADY_EXISTS: not now
   EXPECT_NE(err.find("--out: " + spec + " exists"), std::string::npos) << err;
   EXPECT_EQ(ReadText(spec), yaml);
 
@@ -924,7 +924,7 @@ TEST_F(EndToEndTest, MultiNodeWithoutSlurmIsRefusedUpFront) {
   const std::string id =
       CliCreate(std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads/moe-8x7b-2x8-h200.yaml");
   std::string out, err;
-  EXPECT_EQ(Cli({"doctor", id}, &out, &err), 1);
+  EXPECT_EQ(Cli({"doctor", id}, &out, &err), 6);
   EXPECT_NE(err.find("16 x h200 with the sim executor: no registered agent holds that many GPUs"),
             std::string::npos)
       << err;

@@ -408,7 +408,7 @@ budget: {max_trials: 1}
         "specs/dev.yaml", base + "executor:\n  replay: {landscape: " + path + "}\n");
     std::string out, err;
     const auto t0 = std::chrono::steady_clock::now();
-    EXPECT_EQ(Cli({"session", "create", spec}, &out, &err), 1);
+    EXPECT_EQ(Cli({"session", "create", spec}, &out, &err), 2);  // usage: INVALID_ARGUMENT
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
     EXPECT_NE(err.find("executor.replay.landscape: " + path + " is not a regular file"),
               std::string::npos)

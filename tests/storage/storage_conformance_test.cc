@@ -8,6 +8,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <thread>
 
 #include "base/status_macros.h"
 #include "storage/sqlite_storage.h"
@@ -837,6 +841,173 @@ TEST_F(SqliteSpecific, NewerSchemaIsRefused) {
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(s.status()));
   EXPECT_NE(s.status().message().find("newer"), std::string::npos);
+}
+
+// Issue 32 item 3: a backup under steady writes finished only once the
+// writes stopped (copied in batches, every commit by the server restarted
+// it). The copy must finish while another connection keeps committing.
+TEST_F(SqliteSpecific, BackupFinishesWhileAnotherConnectionKeepsWriting) {
+  SqliteStorage::Options o;
+  o.path = dir_ + "/busy.db";
+  auto live = SqliteStorage::Create(o);
+  ASSERT_TRUE(live.ok()) << live.status();
+  // ~12 MB: many batches of the old copy.
+  for (int i = 1; i <= 12; ++i) {
+    TrialLogRecord log;
+    log.trial_id = i;
+    log.stream = "stdout";
+    log.content = std::string(1 << 20, static_cast<char>('a' + i));
+    ASSERT_TRUE((*live)->PutTrialLog(log).ok());
+  }
+  std::atomic<bool> done{false};
+  std::atomic<int> writes_after{0};
+  std::atomic<bool> capped{false};
+  // The writer: commits as fast as it can until the backup is done, or for
+  // at most 60 s (the old copy finished only then).
+  std::thread writer([&] {
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t n = 1;; ++n) {
+      if (done.load()) {
+        if (writes_after.fetch_add(1) >= 3) return;  // still writing after the copy
+      }
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(60)) {
+        capped = true;
+        return;
+      }
+      SessionRecord rec;
+      rec.id = absl::StrCat("w-", n);
+      rec.stage = "initialized";
+      EXPECT_TRUE((*live)->InsertSession(rec).ok());
+    }
+  });
+  auto tool = SqliteStorage::Create(o);  // the backup command's own connection
+  ASSERT_TRUE(tool.ok()) << tool.status();
+  const absl::Status st = (*tool)->BackupTo(dir_ + "/copy.db");
+  done = true;
+  writer.join();
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_FALSE(capped.load()) << "the backup finished only once the writes stopped";
+  o.path = dir_ + "/copy.db";
+  auto copy = SqliteStorage::Create(o);
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  auto log = (*copy)->GetTrialLog(12, "stdout");
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_EQ(log->content.size(), 1u << 20);
+}
+
+// Items 4 and the migrate step: an older release's database is refused
+// unless migrating is asked for; opening it as it is writes nothing (a
+// backup of it is the old schema, which an old server opens); migrating
+// keeps a copy of the old file first.
+TEST_F(SqliteSpecific, AnOlderSchemaIsMigratedOnlyWhenAskedAndBackedUpFirst) {
+  const std::string path = dir_ + "/v6.db";
+  {
+    SqliteStorage::Options o;
+    o.path = path;
+    o.target_version = 6;
+    ASSERT_TRUE(SqliteStorage::Create(o).ok());
+  }
+  SqliteStorage::Options o;
+  o.path = path;
+  o.upgrade = SqliteStorage::Options::Upgrade::kRefuse;
+  auto refused = SqliteStorage::Create(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status()));
+  EXPECT_NE(refused.status().message().find("schema version 6"), std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("migrate"), std::string::npos) << refused.status();
+  EXPECT_EQ(*SqliteStorage::FileSchemaVersion(path), 6);
+  o.upgrade = SqliteStorage::Options::Upgrade::kAsIs;
+  {
+    auto as_is = SqliteStorage::Create(o);
+    ASSERT_TRUE(as_is.ok()) << as_is.status();
+    EXPECT_EQ(*(*as_is)->SchemaVersion(), 6);
+    ASSERT_TRUE((*as_is)->BackupTo(dir_ + "/pre-upgrade.db").ok());
+    EXPECT_FALSE((*as_is)->InsertSession(SessionRecord()).ok()) << "as is: nothing written";
+  }
+  EXPECT_EQ(*SqliteStorage::FileSchemaVersion(path), 6);
+  EXPECT_EQ(*SqliteStorage::FileSchemaVersion(dir_ + "/pre-upgrade.db"), 6);
+  o.upgrade = SqliteStorage::Options::Upgrade::kMigrate;
+  o.backup_before_migration = true;
+  auto migrated = SqliteStorage::Create(o);
+  ASSERT_TRUE(migrated.ok()) << migrated.status();
+  EXPECT_EQ(*(*migrated)->SchemaVersion(), SqliteStorage::LatestSchemaVersion());
+  EXPECT_EQ((*migrated)->migration_backup(), path + ".schema-v6.bak");
+  EXPECT_EQ(*SqliteStorage::FileSchemaVersion(path + ".schema-v6.bak"), 6);
+  // A new, empty file is created at the newest version whatever the rule.
+  SqliteStorage::Options fresh;
+  fresh.path = dir_ + "/new.db";
+  fresh.upgrade = SqliteStorage::Options::Upgrade::kRefuse;
+  ASSERT_TRUE(SqliteStorage::Create(fresh).ok());
+  EXPECT_EQ(*SqliteStorage::FileSchemaVersion(fresh.path), SqliteStorage::LatestSchemaVersion());
+  EXPECT_TRUE(absl::IsNotFound(SqliteStorage::FileSchemaVersion(dir_ + "/none.db").status()));
+}
+
+// Item 8: a damaged file is refused at open with what is damaged; a row
+// whose text is garbled is DATA_LOSS naming its table, row and column (it
+// reached clients as "No message returned for unary request").
+TEST_F(SqliteSpecific, DamageIsRefusedAtOpenAndGarbledRowsAreNamed) {
+  const std::string path = dir_ + "/d.db";
+  {
+    SqliteStorage::Options o;
+    o.path = path;
+    auto s = SqliteStorage::Create(o);
+    ASSERT_TRUE(s.ok());
+    for (int i = 0; i < 400; ++i) {
+      SessionRecord rec;
+      rec.id = absl::StrCat("ses-", i);
+      rec.stage = "searched";
+      rec.spec_yaml = std::string(300, 'y');
+      ASSERT_TRUE((*s)->InsertSession(rec).ok());
+    }
+    BankRecord b;
+    b.session_id = "ses-1";
+    b.trial_id = 77;
+    b.config = "{}";
+    b.status = "ok";
+    ASSERT_TRUE((*s)->AddBankEntry(b).ok());
+    ASSERT_EQ(*(*s)->CheckIntegrity(true), "");
+  }
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw, "UPDATE bank SET config = CAST(X'7B22FF2D' AS TEXT) WHERE trial_id = 77;",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  SqliteStorage::Options o;
+  o.path = path;
+  {
+    auto s = SqliteStorage::Create(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    auto rows = (*s)->QueryBank(BankFilter());
+    ASSERT_FALSE(rows.ok());
+    EXPECT_TRUE(absl::IsDataLoss(rows.status())) << rows.status();
+    EXPECT_NE(rows.status().message().find("column config of table bank"), std::string::npos)
+        << rows.status();
+    EXPECT_NE(rows.status().message().find("id="), std::string::npos) << rows.status();
+  }
+  // Pages of the sessions' table overwritten in the middle of the file.
+  const auto size = std::filesystem::file_size(path);
+  ASSERT_GT(size, 16u * 4096u);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(8 * 4096));
+    const std::string junk(3 * 4096, '\xA5');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  o.check_integrity = true;
+  auto damaged = SqliteStorage::Create(o);
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_TRUE(absl::IsDataLoss(damaged.status())) << damaged.status();
+  EXPECT_NE(damaged.status().message().find("is damaged"), std::string::npos) << damaged.status();
+  // A file that is not a database at all.
+  std::ofstream(dir_ + "/junk.db") << std::string(8192, 'j');
+  o.path = dir_ + "/junk.db";
+  o.check_integrity = false;
+  auto junk = SqliteStorage::Create(o);
+  ASSERT_FALSE(junk.ok());
+  EXPECT_TRUE(absl::IsDataLoss(junk.status())) << junk.status();
 }
 
 TEST_F(SqliteSpecific, UnopenablePathNamesTheField) {

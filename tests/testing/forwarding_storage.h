@@ -98,6 +98,10 @@ class ForwardingStorage : public storage::Storage {
     return inner_->QueryBank(f);
   }
   absl::StatusOr<int64_t> CountBank() override { return inner_->CountBank(); }
+  absl::StatusOr<bool> BankHasKnob(const std::string& knob,
+                                   const std::optional<std::string>& team) override {
+    return inner_->BankHasKnob(knob, team);
+  }
   absl::Status AddRepository(const storage::RepositoryRecord& r) override {
     return inner_->AddRepository(r);
   }

@@ -1,0 +1,307 @@
+// Issue 32: the machinery around the durable core, as an operator meets it,
+// with real processes: upgrades that are a step of their own, offline
+// commands that migrate nothing, damaged files refused, agents that die,
+// a server killed under a watching `run`, and the CLI's conventions.
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "core/stage.h"
+#include "google/protobuf/util/json_util.h"
+#include "storage/sqlite_storage.h"
+#include "tests/integration/end_to_end_fixture.h"
+
+namespace infrarsi {
+namespace {
+
+// A command's exit code, stdout and stderr.
+struct Ran {
+  int code = -1;
+  std::string out, err;
+};
+
+class OperationsTest : public EndToEndTest {
+ protected:
+  Ran Run(std::vector<std::string> argv, const std::vector<std::pair<std::string, std::string>>& env = {}) {
+    if (!env.empty()) {
+      std::vector<std::string> with = {"/usr/bin/env"};
+      for (const auto& [k, v] : env) with.push_back(k + "=" + v);
+      argv.insert(argv.begin(), with.begin(), with.end());
+    }
+    const std::string err_path = dir_ + "/run.err";
+    e2e_fs::remove(err_path);
+    Ran r;
+    {
+      testing::Subprocess p(argv, err_path);
+      r.out = p.ReadAll();
+      const int status = p.Wait();
+      r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    std::ifstream in(err_path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    r.err = ss.str();
+    return r;
+  }
+  Ran Server(const std::string& db, std::vector<std::string> args) {
+    args.insert(args.begin(), {INFRARSI_SERVER_BIN, "--db", db});
+    return Run(args);
+  }
+  // A database as an older release (schema v6) left it, with a session.
+  std::string OldDatabase() {
+    const std::string db = dir_ + "/old.db";
+    storage::SqliteStorage::Options o;
+    o.path = db;
+    o.target_version = 6;
+    EXPECT_TRUE(storage::SqliteStorage::Create(o).ok());
+    sqlite3* raw = nullptr;
+    EXPECT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(raw,
+                           "INSERT INTO sessions (id, name, spec_yaml, spec_dir, stage, "
+                           "contract_hash, workload_signature, gpu_model, created_ms, updated_ms) "
+                           "VALUES ('ses-old', 'n', '', '', 'searched', '', '', '', 1, 1);",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(raw);
+    return db;
+  }
+};
+
+// Items 4 and 8, and the migrate step: `token list`, `repo list` and
+// `backup` migrated the database in place, so a "pre-upgrade" backup was
+// already upgraded and the old server refused it; the server upgraded any
+// database it was given; a damaged file was served.
+TEST_F(OperationsTest, UpgradesAreAStepOfTheirOwnAndOfflineCommandsMigrateNothing) {
+  const std::string db = OldDatabase();
+  Ran r = Server(db, {"token", "list"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("schema version 6"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("migrate"), std::string::npos) << r.err;
+  r = Server(db, {"repo", "list"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(*storage::SqliteStorage::FileSchemaVersion(db), 6) << "an offline command migrated it";
+  // The pre-upgrade backup is the old schema.
+  r = Server(db, {"backup", "--to", dir_ + "/pre.db"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("schema version 6"), std::string::npos) << r.out;
+  EXPECT_EQ(*storage::SqliteStorage::FileSchemaVersion(dir_ + "/pre.db"), 6);
+  EXPECT_EQ(*storage::SqliteStorage::FileSchemaVersion(db), 6);
+  // The server refuses to upgrade unless told.
+  r = Server(db, {"--listen", "127.0.0.1:0"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--migrate"), std::string::npos) << r.err;
+  EXPECT_EQ(*storage::SqliteStorage::FileSchemaVersion(db), 6);
+  // migrate: the old file kept first, then upgraded, its rows kept.
+  r = Server(db, {"migrate"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("from schema version 6"), std::string::npos) << r.out;
+  EXPECT_EQ(*storage::SqliteStorage::FileSchemaVersion(db + ".schema-v6.bak"), 6);
+  EXPECT_EQ(*storage::SqliteStorage::FileSchemaVersion(db),
+            storage::SqliteStorage::LatestSchemaVersion());
+  r = Server(db, {"migrate"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("nothing to migrate"), std::string::npos) << r.out;
+  r = Server(db, {"check"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("sound"), std::string::npos) << r.out;
+  {
+    storage::SqliteStorage::Options o;
+    o.path = db;
+    auto s = storage::SqliteStorage::Create(o);
+    ASSERT_TRUE(s.ok());
+    EXPECT_TRUE((*s)->GetSession("ses-old").ok());
+  }
+  // A corrupted copy: refused at start and by `check` (exit 3), naming the
+  // damage; never served.
+  const std::string bad = dir_ + "/bad.db";
+  e2e_fs::copy_file(db, bad);
+  {
+    storage::SqliteStorage::Options o;
+    o.path = bad;
+    auto s = storage::SqliteStorage::Create(o);
+    ASSERT_TRUE(s.ok());
+    for (int i = 0; i < 300; ++i) {
+      storage::SessionRecord rec;
+      rec.id = absl::StrCat("ses-", i);
+      rec.stage = "searched";
+      rec.spec_yaml = std::string(400, 'y');
+      ASSERT_TRUE((*s)->InsertSession(rec).ok());
+    }
+  }
+  ASSERT_GT(e2e_fs::file_size(bad), 40u * 4096u);
+  {
+    std::fstream f(bad, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20 * 4096);
+    const std::string junk(4 * 4096, '\xA5');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  r = Server(bad, {"check"});
+  EXPECT_EQ(r.code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("damaged"), std::string::npos) << r.err;
+  r = Server(bad, {"--listen", "127.0.0.1:0"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("is damaged"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("listening"), std::string::npos) << "a damaged database was served";
+}
+
+// Item 8: a garbled bank string reached the client as "No message returned
+// for unary request [UNIMPLEMENTED]"; it is DATA_LOSS naming the row.
+TEST_F(OperationsTest, AGarbledRowIsNamedToTheClient) {
+  StartServer();
+  StartAgent("replay");
+  const std::string id = CliCreate(H200Spec(/*max_trials=*/3, /*doctor=*/2, /*candidates=*/1, /*runs=*/2));
+  CliDoctorAndRun(id);
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ + "/infrarsi.db").c_str(), &raw), SQLITE_OK);
+    sqlite3_busy_timeout(raw, 5000);
+    ASSERT_EQ(sqlite3_exec(raw,
+                           "UPDATE bank SET workload_signature = CAST(X'6770FF74' AS TEXT) WHERE "
+                           "id = (SELECT MAX(id) FROM bank);",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  std::string out, err;
+  EXPECT_EQ(Cli({"bank", "query"}, &out, &err), 1);
+  EXPECT_NE(err.find("DATA_LOSS"), std::string::npos) << err;
+  EXPECT_NE(err.find("column workload_signature of table bank"), std::string::npos) << err;
+  EXPECT_EQ(err.find("UNIMPLEMENTED"), std::string::npos) << err;
+}
+
+// Item 5: one dead agent stalled every new doctor for up to 90 s,
+// silently. Now its pinned baseline run waits while it is late (said on
+// the stream), and moves to the live agent once three heartbeats (15 s)
+// were missed.
+TEST_F(OperationsTest, ADeadAgentsPinnedDoctorRunMovesOnSayingWhy) {
+  StartServer();
+  testing::Subprocess& doomed = StartAgent("replay");
+  StartAgent("replay");
+  const std::string id = CliCreate(H200Spec(/*max_trials=*/3, /*doctor=*/2, /*candidates=*/1, /*runs=*/2));
+  doomed.Signal(SIGKILL);
+  doomed.Wait();
+  const auto start = std::chrono::steady_clock::now();
+  v1::DoctorRequest d;
+  d.set_session_id(id);
+  auto started = client_->Doctor(d);
+  ASSERT_TRUE(started.ok()) << started.status();
+  bool said = false;
+  auto done = client_->Watch(id, absl::Seconds(60), [&](const v1::SessionEvent& ev) {
+    if (ev.kind() == "notice" && absl::StrContains(ev.session().notice(), "missed its heartbeat")) {
+      said = true;
+    }
+    return ev.session().stage() == v1::STAGE_DOCTORING;
+  }, started->last_event_seq());
+  ASSERT_TRUE(done.ok()) << done.status() << " (a doctor stalled on a dead agent)";
+  EXPECT_EQ(done->stage(), v1::STAGE_DOCTORED) << done->error();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(50));
+  EXPECT_TRUE(said) << "the wait for the dead agent was never explained";
+  auto rep = client_->Report(id);
+  ASSERT_TRUE(rep.ok());
+  std::set<std::string> agents;
+  for (const auto& t : rep->trials()) agents.insert(t.agent());
+  EXPECT_EQ(agents.size(), 1u) << "both baseline runs ran on the live agent";
+}
+
+// Item 6: `run` and `watch` dropped events across a server restart (a
+// watcher reconnecting with the old process's seq got no snapshot). A
+// watching `run` survives five kill -9 restarts and prints every trial
+// exactly once.
+TEST_F(OperationsTest, AWatchingRunPrintsEveryTrialOnceAcrossFiveRestarts) {
+  StartServer();
+  StartAgent("process");
+  StartAgent("process");
+  const std::string id = CliCreate(ProcessSpec(/*max_trials=*/12, /*steps=*/6, /*doctor=*/2));
+  std::string out, err;
+  ASSERT_EQ(Cli({"doctor", id}, &out, &err), 0) << err;
+  const std::string run_err = dir_ + "/run.stderr";
+  testing::Subprocess run({INFRARSI_CLI_BIN, "--server", address_, "run", id}, run_err);
+  int restarts = 0;
+  for (int done_at = 2; restarts < 5; ++done_at) {
+    auto mid = client_->Watch(id, absl::Seconds(60), [&](const v1::SessionEvent& ev) {
+      return ev.session().trials_done() < done_at && !IsFinishedStage(ev.session().stage());
+    });
+    ASSERT_TRUE(mid.ok()) << mid.status();
+    if (IsFinishedStage(mid->stage()) || mid->stage() == v1::STAGE_VERIFYING) break;
+    server_->Signal(SIGKILL);
+    server_->Wait();
+    StartServer(address_);
+    ++restarts;
+  }
+  EXPECT_EQ(restarts, 5);
+  const std::string printed = run.ReadAll();
+  const int status = run.Wait();
+  std::ifstream in(run_err);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string lines = ss.str();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << lines;
+  auto rep = client_->Report(id);
+  ASSERT_TRUE(rep.ok());
+  std::map<int64_t, int> seen;
+  const std::regex trial_line(R"((?:^|\n)  (?:verify: )?trial (\d+) )");
+  for (std::sregex_iterator it(lines.begin(), lines.end(), trial_line), end; it != end; ++it) {
+    int64_t n = 0;
+    ASSERT_TRUE(absl::SimpleAtoi((*it)[1].str(), &n));
+    ++seen[n];
+  }
+  int expected = 0;
+  for (const auto& t : rep->trials()) {
+    if (t.purpose() == "doctor" || t.status() == "cancelled") continue;
+    ++expected;
+    EXPECT_EQ(seen[t.id()], 1) << "trial " << t.id() << " (" << t.purpose() << ") printed "
+                               << seen[t.id()] << " times\n" << lines;
+  }
+  EXPECT_EQ(static_cast<int>(seen.size()), expected) << lines;
+  std::cerr << "restarts: " << restarts << ", trial lines: " << seen.size() << " of " << expected
+            << "\n";
+}
+
+// Items 11 and 13: `watch` on a session waiting for its user ends saying
+// what to run; exit codes by class; global flags anywhere; INFRARSI_SERVER
+// and the config file; --json on what prints; --detach.
+TEST_F(OperationsTest, TheCliFollowsTheConventionsOfWellKeptTools) {
+  StartServer();
+  StartAgent("replay");
+  const std::string id = CliCreate(H200Spec(/*max_trials=*/3, /*doctor=*/2, /*candidates=*/1, /*runs=*/2));
+  // watch on an initialized session: it waits for `doctor`, so it ends.
+  std::string out, err;
+  ASSERT_EQ(Cli({"watch", id, "--wait-s", "20"}, &out, &err), 0) << err;
+  EXPECT_NE(err.find("infrarsi doctor " + id), std::string::npos) << err;
+  // --detach, a global flag after the command, JSON.
+  ASSERT_EQ(Cli({"doctor", id, "--detach", "--json"}, &out, &err), 0) << err;
+  v1::SessionSummary started;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &started).ok()) << out;
+  EXPECT_EQ(started.session_id(), id);
+  ASSERT_EQ(Cli({"watch", id}, &out, &err), 0) << err;
+  EXPECT_NE(err.find("infrarsi run " + id), std::string::npos) << err;
+  // Exit codes by class.
+  EXPECT_EQ(Cli({"status", "ses-nope"}, &out, &err), 3) << err;
+  EXPECT_EQ(Cli({"doctor", id}, &out, &err), 6) << err;  // not now: doctored
+  EXPECT_EQ(Cli({"status"}, &out, &err), 2) << err;      // usage: no id
+  EXPECT_EQ(Cli({"--no-such-flag", "sessions"}, &out, &err), 2) << err;
+  EXPECT_EQ(Cli({"bank", "query", "--knob", "atn=sdpa"}, &out, &err), 2) << err;
+  EXPECT_NE(err.find("knob named 'atn'"), std::string::npos) << err;
+  // The address from the environment, then the config file; the flag first.
+  const std::string cli = INFRARSI_CLI_BIN;
+  Ran r = Run({cli, "status", id, "--json"}, {{"INFRARSI_SERVER", address_}, {"HOME", dir_}});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(id), std::string::npos) << r.out;
+  const std::string conf = WriteFile("conf/cli", "# the team's server\nserver = " + address_ + "\n");
+  r = Run({cli, "status", id}, {{"INFRARSI_CONFIG", conf}});
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = Run({cli, "status", id, "--server", "127.0.0.1:1"}, {{"INFRARSI_CONFIG", conf}});
+  EXPECT_EQ(r.code, 5) << r.err;  // unavailable, and the flag won
+  EXPECT_NE(r.err.find("cannot reach infrarsi-server at 127.0.0.1:1"), std::string::npos) << r.err;
+  const std::string typo = WriteFile("conf/typo", "sever = " + address_ + "\n");
+  r = Run({cli, "status", id}, {{"INFRARSI_CONFIG", typo}});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unknown key 'sever'"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace infrarsi
