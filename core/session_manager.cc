@@ -243,6 +243,10 @@ absl::Status SessionManager::TransactLocked(SessionState& s,
   s.events = std::move(events);
   const int64_t last_seq = next_seq_.load() - 1;
   absl::Status st = options_.storage->Transaction(fn);
+  if (st.ok() && !s.write_error.empty()) {
+    s.write_error.clear();
+    RefreshNoticeLocked(s);
+  }
   if (!st.ok()) {
     events = std::move(s.events);
     events.erase(std::remove_if(events.begin(), events.end(),
@@ -259,6 +263,10 @@ absl::Status SessionManager::TransactLocked(SessionState& s,
                                                   trials.status().message()));
     }
     scheduler_.RefileSession(s.rec.id, *trials);
+    if (absl::IsResourceExhausted(st) && s.write_error.empty()) {
+      s.write_error = std::string(st.message());
+      RefreshNoticeLocked(s);
+    }
   }
   return st;
 }

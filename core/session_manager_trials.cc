@@ -109,7 +109,13 @@ bool SessionManager::WaitForWork(absl::Duration timeout) {
 
 void SessionManager::RefreshNoticeLocked(SessionState& s) {
   std::string notice;
-  if (TraitsOf(s.rec.stage).leasing) notice = scheduler_.WhyNoneFits(s.Requirement());
+  if (!s.write_error.empty()) {
+    notice = absl::StrCat(
+        "the server cannot write its database (", s.write_error,
+        "): finished trials wait on their agents, which retry, and nothing is lost; free space "
+        "on the volume of the server's --db (or raise its quota) and the session goes on");
+  }
+  if (notice.empty() && TraitsOf(s.rec.stage).leasing) notice = scheduler_.WhyNoneFits(s.Requirement());
   if (notice.empty() && TraitsOf(s.rec.stage).leasing) {
     // Runs pinned to one agent (the doctor spreads them over hosts; an A/B
     // pair shares one) wait for it while it is silent but not yet dead.

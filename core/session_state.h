@@ -89,6 +89,10 @@ struct SessionState {
   // Why its work waits (SessionSummary.notice); not stored: the reaper
   // says it again after a restart.
   std::string notice;
+  // The last write of this session's that storage refused for want of room
+  // (disk full, a quota), until one succeeds: said first in the notice, so
+  // a stall is never silent.
+  std::string write_error;
   // Its trials that failed or timed out (IsHostFailureStatus): while there
   // are none, no host can be broken by its evidence (the check is skipped).
   int host_failures = 0;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -164,6 +165,9 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
                                : storage::SqliteStorage::Options::Upgrade::kRefuse;
   so.backup_before_migration = true;
   so.check_integrity = true;
+  if (options.db_quota_mib < 0) return absl::InvalidArgumentError("db_quota_mib: must be >= 0");
+  // SQLite's default page: 4 KiB.
+  so.max_page_count = static_cast<int64_t>(std::ceil(options.db_quota_mib * 256));
   ASSIGN_OR_RETURN(s->storage_, storage::SqliteStorage::Create(so));
   if (!s->storage_->migration_backup().empty()) {
     spdlog::warn("migrated {} to schema version {}; the old schema is kept in {}", options.db_path,

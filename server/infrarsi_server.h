@@ -64,6 +64,9 @@ class InfraRsiServer {
     // <db>.schema-v<N>.bak); without it the server refuses to start.
     std::string db_path = "./infrarsi.db";
     bool migrate = false;
+    // Caps the database file (MiB; 0: no cap), a quota: writes past it fail
+    // as on a full disk, and the sessions they stall say so.
+    double db_quota_mib = 0;
     // How long an agent holds a trial without reporting.
     absl::Duration lease_timeout = absl::Seconds(30);
     // Leases a trial may lose before it counts as failed.

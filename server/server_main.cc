@@ -88,6 +88,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--db", opts.db_path, "SQLite database file (created if missing)")
       ->capture_default_str();
+  app.add_option("--db-quota-mib", opts.db_quota_mib,
+                 "cap the database file at this many MiB (0: none); writes past it wait as on a "
+                 "full disk, and the sessions they stall say so")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
   app.add_flag("--migrate", opts.migrate,
                "upgrade a database an older release wrote, after copying it to "
                "<db>.schema-v<N>.bak (without it such a database is refused; see `migrate`)");

@@ -239,7 +239,8 @@ std::string HistoryChart(const v1::SessionReport& r) {
   XyChart c;
   c.id = "chart-history";
   c.title = "Step time of every trial, in order";
-  c.x_label = "trial (in the order it was created)";
+  // One numbering everywhere: the trial ids of the table and the A/B chart.
+  c.x_label = "trial id";
   c.y_label = "step time (s)";
   c.width = 680;
   Series doctor{"doctor", "doctor", "#8c8c8c", Shape::kDot, {}};
@@ -250,15 +251,16 @@ std::string HistoryChart(const v1::SessionReport& r) {
   std::map<std::string, Series> failed;
   Series flight{"in flight", "in-flight", "#999", Shape::kRing, {}};
   double best_so_far = 0;
-  int i = 0;
   for (const v1::TrialView& t : r.trials()) {
-    ++i;
-    Mark m{static_cast<double>(i), t.step_time_s(), TrialTip(t),
+    const double i = static_cast<double>(t.id());
+    Mark m{i, t.step_time_s(), TrialTip(t),
            {{"trial", absl::StrCat(t.id())}, {"status", t.status()}}};
     if (t.status() == "ok" && t.step_time_s() > 0) {
       Series& s = t.purpose() == "doctor" ? doctor : t.purpose() == "verify" ? verify : search;
       s.marks.push_back(m);
-      if (t.purpose() != "verify" && (best_so_far == 0 || t.step_time_s() < best_so_far)) {
+      // Best so far among the search's trials (a doctor run is the
+      // baseline, not a find).
+      if (t.purpose() == "search" && (best_so_far == 0 || t.step_time_s() < best_so_far)) {
         best_so_far = t.step_time_s();
       }
     } else if (!t.failure_class().empty()) {
@@ -270,7 +272,7 @@ std::string HistoryChart(const v1::SessionReport& r) {
     } else if (InFlight(t.status())) {
       flight.marks.push_back(m);
     }
-    if (best_so_far > 0) best.marks.push_back(Mark{static_cast<double>(i), best_so_far, "", {}});
+    if (best_so_far > 0) best.marks.push_back(Mark{i, best_so_far, "", {}});
   }
   c.series = {best, doctor, search, verify};
   for (auto& [name, s] : failed) c.top_band.push_back(std::move(s));
@@ -281,6 +283,16 @@ std::string HistoryChart(const v1::SessionReport& r) {
   return c.Render();
 }
 
+// Why a memory panel is empty: nothing ran yet, or (a finished session)
+// nothing its trials ran stated a peak.
+std::string MemoryEmptyText(const v1::SessionReport& r) {
+  const bool finished = r.stage() == "searched" || r.stage() == "applied" ||
+                        r.stage() == "failed" || r.stage() == "cancelled";
+  return finished ? "no trial reported its peak memory (its executor or log reader states none), "
+                    "so there is no memory model"
+                  : "not measured yet: no trial has reported its peak memory";
+}
+
 std::string MemoryChart(const v1::SessionReport& r) {
   XyChart c;
   c.id = "chart-memory";
@@ -288,7 +300,7 @@ std::string MemoryChart(const v1::SessionReport& r) {
   c.x_label = "peak memory per GPU (GiB)";
   c.y_label = "step time (s)";
   c.width = 680;
-  c.empty_text = "no trial reported its peak memory yet";
+  c.empty_text = MemoryEmptyText(r);
   Series measured{"measured", "measured", "#1f77b4", Shape::kDot, {}};
   Series predicted{"memory model", "predicted", "#ff7f0e", Shape::kRing, {}};
   Series oom{"OOM (peak above capacity)", "oom", "#d62728", Shape::kCross, {}};
@@ -334,11 +346,13 @@ std::string KnobCharts(const v1::SessionReport& r) {
   time.title = "Each knob value's effect on step time (vs the baseline's value)";
   time.x_label = "step time change (%), 95% interval";
   time.value_name = "from the runs";
+  time.empty_text = "not measured yet: no search trial has finished";
   IntervalChart mem;
   mem.id = "chart-knob-mem";
   mem.title = "Each knob value's effect on peak memory";
   mem.x_label = "peak memory change (%), 95% interval";
   mem.value_name = "memory model";
+  mem.empty_text = MemoryEmptyText(r);
   const bool priors = !r.search().knob_effects().empty() && r.search().knob_effects(0).has_prior();
   if (priors) {
     time.marker_names = {"prior", "revised"};
@@ -349,7 +363,9 @@ std::string KnobCharts(const v1::SessionReport& r) {
     const std::vector<std::pair<std::string, std::string>> data = {{"knob", k.knob()},
                                                                    {"knob-value", k.value()}};
     IntervalRow t{label, kNone, kNone, kNone, {}, {}, "", "", data};
-    if (k.time_avg().known()) {
+    // Before a search trial ran with it, a value has no effect to draw (not
+    // "no change").
+    if (k.time_avg().known() && k.trials() > 0) {
       t.value = k.time_avg().pct();
       t.low = k.time_avg().low();
       t.high = k.time_avg().high();
@@ -365,7 +381,7 @@ std::string KnobCharts(const v1::SessionReport& r) {
     if (k.miscalibrated()) t.color = "#d62728";
     time.rows.push_back(std::move(t));
     IntervalRow m{label, kNone, kNone, kNone, {}, {}, "", "", data};
-    if (k.mem_avg().known()) {
+    if (k.mem_avg().known() && k.trials() > 0) {
       m.value = k.mem_avg().pct();
       m.low = k.mem_avg().low();
       m.high = k.mem_avg().high();
@@ -411,9 +427,10 @@ std::string DoctorChart(const v1::SessionReport& r) {
   if (d.median_step_time_s() > 0) {
     c.refs.push_back(RefLine{true, d.median_step_time_s(), "median", "#555"});
     if (d.noise_floor() > 0) {
+      // Labelled as the card states the floor; the line is where a
+      // candidate's step time must be to clear it.
       c.refs.push_back(RefLine{true, d.median_step_time_s() / (1 + d.noise_floor()),
-                               Fmt("floor -%.1f%%", 100 * d.noise_floor() / (1 + d.noise_floor())),
-                               "#2ca02c"});
+                               Fmt("noise floor %.2f%%", 100 * d.noise_floor()), "#2ca02c"});
     }
   }
   return c.Render();

@@ -295,7 +295,9 @@ std::string XyChart::Render() const {
     const double t = yt[i];
     const double y = sy(t);
     absl::StrAppend(&out, "<line x1=\"", F(left), "\" y1=\"", F(y), "\" x2=\"", F(sx.b), "\" y2=\"",
-                    F(y), "\" stroke=\"#eee\"/><text x=\"", F(left - 4), "\" y=\"", F(y + 4),
+                    F(y), "\" stroke=\"#eee\"/><text x=\"", F(left - 4), "\" y=\"",
+                    // The lowest label sits above the x axis, clear of its first tick's label.
+                    F(i == 0 ? y - 1 : y + 4),
                     "\" text-anchor=\"end\" fill=\"#444\">", Escape(ylabels[i]), "</text>");
   }
   absl::StrAppend(&out, XAxis(sx, xt, bottom, top, x_label, (left + sx.b) / 2));
@@ -339,10 +341,12 @@ std::string XyChart::Render() const {
     if (s.line) {
       std::string d;
       double prev_y = 0;
+      double min_y = kNone;  // for readers of the page (and its tests)
       bool first = true;
       for (const Mark& m : s.marks) {
         if (!std::isfinite(m.x) || !std::isfinite(m.y)) continue;
         const double x = sx(m.x), y = sy(m.y);
+        min_y = std::isfinite(min_y) ? std::min(min_y, m.y) : m.y;
         if (first) {
           absl::StrAppend(&d, "M", F(x), " ", F(y));
         } else if (s.step) {
@@ -354,7 +358,8 @@ std::string XyChart::Render() const {
         first = false;
       }
       if (!d.empty()) {
-        absl::StrAppend(&out, "<path class=\"line s-", key, "\" data-series=\"", key, "\" d=\"", d,
+        absl::StrAppend(&out, "<path class=\"line s-", key, "\" data-series=\"", key,
+                        "\" data-min-y=\"", Exact(min_y), "\" d=\"", d,
                         "\" fill=\"none\" stroke=\"", s.color, "\" stroke-width=\"1.5\"",
                         s.dashed ? " stroke-dasharray=\"4 3\"" : "", "/>");
       }
@@ -409,11 +414,78 @@ std::string IntervalChart::Render() const {
   std::vector<std::string> labels;
   for (const IntervalRow& r : rows) labels.push_back(r.label);
   const double left = LabelWidth(labels);
-  const double top = kTitleH + 6;
+  // Very wide intervals (a knob value seen once) are clipped to the axis
+  // fitted to the estimates, so they do not squeeze every other row.
+  std::vector<double> core_xs;
+  for (const IntervalRow& r : rows) {
+    core_xs.push_back(r.value);
+    core_xs.insert(core_xs.end(), r.dots.begin(), r.dots.end());
+    core_xs.insert(core_xs.end(), r.markers.begin(), r.markers.end());
+  }
+  for (const RefLine& r : refs) core_xs.push_back(r.at);
+  {
+    double lo = kNone, hi = kNone;
+    for (double x : core_xs) {
+      if (!std::isfinite(x)) continue;
+      lo = std::isfinite(lo) ? std::min(lo, x) : x;
+      hi = std::isfinite(hi) ? std::max(hi, x) : x;
+    }
+    if (std::isfinite(lo)) {
+      const double span = std::max(hi - lo, 1e-9);
+      const double min_x = lo - 0.5 * span, max_x = hi + 0.5 * span;
+      std::vector<double> kept;
+      for (double x : xs) {
+        if (std::isfinite(x)) kept.push_back(std::clamp(x, min_x, max_x));
+      }
+      xs = std::move(kept);
+    }
+  }
+  const std::vector<double> xt0 = Domain(xs, false);
+  const Scale sx0{xt0.front(), xt0.back(), left, static_cast<double>(width - kRightPad)};
+  // Reference labels: in order of position, each right of its line where
+  // that is free, else left, else one line higher (no two overprint).
+  std::vector<int> ref_row(refs.size(), 0);
+  std::vector<bool> ref_right(refs.size(), true);
+  {
+    std::vector<size_t> order;
+    for (size_t i = 0; i < refs.size(); ++i) {
+      if (std::isfinite(refs[i].at)) order.push_back(i);
+    }
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return refs[a].at < refs[b].at; });
+    std::vector<std::vector<std::pair<double, double>>> taken;  // per row: [x0, x1]
+    auto free_at = [&](int row, double x0, double x1) {
+      if (static_cast<size_t>(row) >= taken.size()) return true;
+      for (const auto& [a, b] : taken[static_cast<size_t>(row)]) {
+        if (x0 < b + 4 && a < x1 + 4) return false;
+      }
+      return true;
+    };
+    for (size_t i : order) {
+      const double x = sx0(refs[i].at);
+      const double w = kCharW * static_cast<double>(refs[i].label.size());
+      for (int row = 0;; ++row) {
+        const double rx0 = x + 3, rx1 = x + 3 + w;
+        const double lx0 = x - 3 - w, lx1 = x - 3;
+        const bool right_fits = rx1 <= width && free_at(row, rx0, rx1);
+        const bool left_fits = lx0 >= 0 && free_at(row, lx0, lx1);
+        if (right_fits || left_fits || row > 4) {
+          ref_right[i] = right_fits || !left_fits;
+          ref_row[i] = row;
+          if (taken.size() <= static_cast<size_t>(row)) taken.resize(static_cast<size_t>(row) + 1);
+          taken[static_cast<size_t>(row)].push_back(ref_right[i] ? std::make_pair(rx0, rx1)
+                                                                 : std::make_pair(lx0, lx1));
+          break;
+        }
+      }
+    }
+  }
+  int ref_rows = 1;
+  for (int r : ref_row) ref_rows = std::max(ref_rows, r + 1);
+  const double top = kTitleH + 6 + 12.0 * (ref_rows - 1);
   const double bottom = top + kRowH * static_cast<double>(rows.size());
   const int h = static_cast<int>(bottom) + kAxisH;
-  const std::vector<double> xt = Domain(xs, false);
-  const Scale sx{xt.front(), xt.back(), left, static_cast<double>(width - kRightPad)};
+  const std::vector<double>& xt = xt0;
+  const Scale& sx = sx0;
   std::string out = Header(id, title, width, h, "interval");
   std::vector<std::pair<std::string, std::pair<Shape, std::string>>> legend = {
       {value_name, {Shape::kDot, "#1f4e79"}}};
@@ -426,13 +498,12 @@ std::string IntervalChart::Render() const {
     const RefLine& r = refs[i];
     if (!std::isfinite(r.at)) continue;
     const double x = sx(r.at);
-    // Neighbouring references' labels alternate right and left of their
-    // lines, so that two close lines' labels do not overprint.
-    const bool right = i % 2 == 0;
+    const bool right = ref_right[i];
+    const double label_y = top - 1 - 12.0 * ref_row[i];
     absl::StrAppend(&out, "<g class=\"ref\" data-at=\"", Exact(r.at), "\"><line x1=\"", F(x),
-                    "\" y1=\"", F(top - 4), "\" x2=\"", F(x), "\" y2=\"", F(bottom), "\" stroke=\"",
+                    "\" y1=\"", F(label_y - 3), "\" x2=\"", F(x), "\" y2=\"", F(bottom), "\" stroke=\"",
                     r.color, "\" stroke-dasharray=\"5 3\"/><text x=\"", F(right ? x + 3 : x - 3),
-                    "\" y=\"", F(top - 1), "\" text-anchor=\"", right ? "start" : "end", "\" fill=\"",
+                    "\" y=\"", F(label_y), "\" text-anchor=\"", right ? "start" : "end", "\" fill=\"",
                     r.color, "\">", Escape(r.label), "</text></g>");
   }
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -454,10 +525,13 @@ std::string IntervalChart::Render() const {
     }
     const std::string color = r.color.empty() ? "#1f4e79" : r.color;
     if (std::isfinite(r.low) && std::isfinite(r.high)) {
-      absl::StrAppend(&out, "<line class=\"interval\" x1=\"", F(sx(r.low)), "\" y1=\"", F(y),
-                      "\" x2=\"", F(sx(r.high)), "\" y2=\"", F(y), "\" stroke=\"", color,
+      // An end past the axis is drawn to its edge without a cap: it goes on.
+      const double lo = std::max(r.low, xt.front()), hi = std::min(r.high, xt.back());
+      absl::StrAppend(&out, "<line class=\"interval\" x1=\"", F(sx(lo)), "\" y1=\"", F(y),
+                      "\" x2=\"", F(sx(hi)), "\" y2=\"", F(y), "\" stroke=\"", color,
                       "\" stroke-width=\"2\"/>");
       for (double e : {r.low, r.high}) {
+        if (e < xt.front() || e > xt.back()) continue;
         absl::StrAppend(&out, "<line x1=\"", F(sx(e)), "\" y1=\"", F(y - 4), "\" x2=\"", F(sx(e)),
                         "\" y2=\"", F(y + 4), "\" stroke=\"", color, "\" stroke-width=\"2\"/>");
       }

@@ -13,6 +13,7 @@
 #include <map>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "infrarsi/v1/infrarsi.pb.h"
 #include "tests/integration/end_to_end_fixture.h"
@@ -89,7 +90,24 @@ class DashboardBrowserTest : public EndToEndTest {
         speedup: fig('fig-speedup'), promoted: fig('fig-promoted'), cost: fig('fig-cost'),
         floor: fig('fig-noise-floor'), charts: charts,
         trials: q('#trials tbody tr').map(r => ({id: r.dataset.id, step: r.dataset.step, status: r.dataset.status})),
-        history: q('#chart-history .mark:not(.band)').map(m => ({trial: m.dataset.trial, y: m.dataset.y})),
+        history: q('#chart-history .mark:not(.band)').map(m => ({trial: m.dataset.trial, x: m.dataset.x, y: m.dataset.y})),
+        best_line: (q('#chart-history path.s-best')[0] || {dataset: {}}).dataset.minY,
+        doctor_floor: (q('#chart-doctor g.ref text').map(t => t.textContent).filter(t => t.includes('floor'))[0] || ''),
+        overlaps: (() => {
+          // Every pair of text boxes in a chart that overprint each other.
+          const out = [];
+          q('svg.chart').forEach(s => {
+            const ts = Array.from(s.querySelectorAll('text')).filter(t => t.textContent.trim() !== '')
+                .map(t => ({t: t.textContent, b: t.getBoundingClientRect()})).filter(x => x.b.width > 0);
+            for (let i = 0; i < ts.length; ++i) for (let j = i + 1; j < ts.length; ++j) {
+              const a = ts[i].b, b = ts[j].b;
+              const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+              const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+              if (w > 1 && h > 1) out.push(s.id + ': "' + ts[i].t + '" over "' + ts[j].t + '"');
+            }
+          });
+          return out;
+        })(),
         failed: q('#chart-history .mark.band').filter(m => m.dataset.class).length,
         measured: q('#chart-memory .mark.s-measured').length,
         predicted: q('#chart-memory .mark.s-predicted').length,
@@ -133,6 +151,28 @@ class DashboardBrowserTest : public EndToEndTest {
     EXPECT_EQ(static_cast<int>(history.size()), ok);
     for (const Value& m : history) {
       EXPECT_DOUBLE_EQ(Num(Field(m, "y")), step[Field(m, "trial").string_value()]);
+      // One numbering: the chart's x is the table's trial id.
+      EXPECT_EQ(Num(Field(m, "x")), Num(Field(m, "trial")));
+    }
+    // Best so far is over the search's trials: never below the fastest one
+    // (a doctor run is the baseline, not a find).
+    double fastest_search = 0;
+    for (const auto& t : r.trials()) {
+      if (t.purpose() == "search" && t.status() == "ok" && t.step_time_s() > 0 &&
+          (fastest_search == 0 || t.step_time_s() < fastest_search)) {
+        fastest_search = t.step_time_s();
+      }
+    }
+    if (fastest_search > 0) {
+      EXPECT_DOUBLE_EQ(Num(Field(d, "best_line")), fastest_search);
+    }
+    // The floor labelled as the card states it.
+    if (r.doctor().noise_floor() > 0) {
+      EXPECT_EQ(Field(d, "doctor_floor").string_value(),
+                absl::StrFormat("noise floor %.2f%%", 100 * r.doctor().noise_floor()));
+    }
+    for (const Value& o : Field(d, "overlaps").list_value().values()) {
+      ADD_FAILURE() << "labels overprint: " << o.string_value();
     }
     EXPECT_EQ(Num(Field(d, "failed")), failed);
     EXPECT_EQ(Num(Field(d, "measured")), measured);
@@ -145,7 +185,7 @@ class DashboardBrowserTest : public EndToEndTest {
     for (int i = 0; i < r.search().knob_effects_size(); ++i) {
       const v1::KnobEffect& k = r.search().knob_effects(i);
       EXPECT_EQ(Field(knobs[i], "label").string_value(), k.knob() + "=" + k.value());
-      if (!k.time_avg().known()) continue;
+      if (!k.time_avg().known() || k.trials() == 0) continue;
       EXPECT_DOUBLE_EQ(Num(Field(knobs[i], "value")), k.time_avg().pct());
       EXPECT_DOUBLE_EQ(Num(Field(knobs[i], "low")), k.time_avg().low());
       EXPECT_DOUBLE_EQ(Num(Field(knobs[i], "high")), k.time_avg().high());

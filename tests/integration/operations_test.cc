@@ -261,6 +261,98 @@ TEST_F(OperationsTest, AWatchingRunPrintsEveryTrialOnceAcrossFiveRestarts) {
             << "\n";
 }
 
+// Item 9: a full disk stalled `run` silently (errors in the server's log,
+// nothing on the session or the CLI until --wait-s ran out). A database at
+// its quota: the stalled session says why, on the stream and in `run`.
+TEST_F(OperationsTest, AFullDatabaseStallsAloudOnTheSessionAndTheCli) {
+  server_extra_ = {"--db-quota-mib", "2"};
+  StartServer();
+  StartAgent("process");
+  // Each trial prints ~900 KB, kept as its log: the third fills the quota.
+  const std::string chatty = WriteFile(
+      "chatty.sh", absl::StrCat("head -c 900000 /dev/zero | tr '\\0' x\necho\nexec ", FAKE_TRAINER,
+                                " \"$@\"\n"));
+  const std::string spec = WriteFile("specs/chatty.yaml", absl::StrCat(R"(
+name: chatty
+workload: {model: fake, global_batch: 32, seq_len: 128}
+hardware: {gpu: H200, count: 1}
+knobs:
+  ms: [60, 70, 80, 90, 100]
+baseline: {ms: 100}
+budget: {max_trials: 8}
+doctor: {repeats: 2}
+executor:
+  process:
+    command: "/bin/sh )", chatty, R"( --steps 3 --step-ms {ms}"
+    timeout_s: 60
+)"));
+  const std::string id = CliCreate(spec);
+  std::string out, err;
+  const int code = Cli({"doctor", id, "--wait-s", "20"}, &out, &err);
+  if (code == 0) {
+    EXPECT_EQ(Cli({"run", id, "--wait-s", "10"}, &out, &err), 5) << err;
+  } else {
+    EXPECT_EQ(code, 5) << err;
+  }
+  EXPECT_NE(err.find("waiting: the server cannot write its database"), std::string::npos) << err;
+  EXPECT_NE(err.find("disk full"), std::string::npos) << err;
+  auto s = client_->GetSession(id);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_NE(s->notice().find("free space on the volume of the server's --db"), std::string::npos)
+      << s->notice();
+}
+
+// Item 11: Ctrl-C during `run` exited 130 printing nothing. It says the
+// session goes on and how to re-attach.
+TEST_F(OperationsTest, InterruptingRunSaysTheSessionGoesOnAndHowToReattach) {
+  StartServer();  // no agent: the doctor waits
+  const std::string id = CliCreate(H200Spec(/*max_trials=*/3, /*doctor=*/2, /*candidates=*/1, /*runs=*/2));
+  const std::string err_path = dir_ + "/doctor.err";
+  testing::Subprocess doctor({INFRARSI_CLI_BIN, "--server", address_, "doctor", id}, err_path);
+  // It follows once it printed why the doctor waits (no agent).
+  for (int i = 0; i < 600; ++i) {
+    std::ifstream in(err_path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (absl::StrContains(ss.str(), "waiting:")) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  doctor.Signal(SIGINT);
+  const int status = doctor.Wait();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  std::ifstream in(err_path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_NE(ss.str().find("goes on on the server"), std::string::npos) << ss.str();
+  EXPECT_NE(ss.str().find("infrarsi watch " + id), std::string::npos) << ss.str();
+  EXPECT_EQ(client_->GetSession(id)->stage(), v1::STAGE_DOCTORING);
+}
+
+// Item 14: `apply --dry-run` printed "would commit on top of  as new
+// branch" (an empty base) and listed a new file as M; a replay session's
+// commit message claimed "timing on the agent's clock".
+TEST_F(OperationsTest, ApplyNamesItsBaseAndMarksAddedFiles) {
+  StartServer();
+  StartAgent("replay");
+  StartAgent("replay");
+  const std::string id = CliCreate(H200Spec(/*max_trials=*/6, /*doctor=*/2, /*candidates=*/1, /*runs=*/2));
+  CliDoctorAndRun(id);
+  ASSERT_TRUE(client_->GetSession(id)->promoted());
+  const std::string repo = MakeRepo();
+  std::string out, err;
+  ASSERT_EQ(Cli({"apply", id, "--repo", repo, "--branch", "infrarsi/t", "--dry-run"}, &out, &err), 0)
+      << err;
+  EXPECT_TRUE(std::regex_search(out, std::regex("would commit on top of [0-9a-f]{40} as new branch")))
+      << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("\n  A infrarsi/[^ ]+\\.launch\\.yaml"))) << out;
+  EXPECT_EQ(out.find("  M infrarsi/"), std::string::npos) << out;
+  EXPECT_EQ(out.find("timing on the agent's clock"), std::string::npos) << out;
+  EXPECT_NE(out.find("timing not checked (the replay executor runs no process to time)"),
+            std::string::npos)
+      << out;
+}
+
 // Items 11 and 13: `watch` on a session waiting for its user ends saying
 // what to run; exit codes by class; global flags anywhere; INFRARSI_SERVER
 // and the config file; --json on what prints; --detach.
