@@ -25,6 +25,27 @@ bool IsFailure(const std::string& status) {
 
 }  // namespace
 
+void MarkRecordedBeforeFreezing(v1::SessionReport* rep) {
+  rep->set_recorded(absl::StrCat(
+      "rebuilt by infrarsi ", INFRARSI_VERSION,
+      ": the session finished under an older release, before reports were kept as they were "
+      "when their session finished; which checks ran then, its search strategy and its memory "
+      "model's figures are not known"));
+  for (v1::IntegrityCheck& c : *rep->mutable_integrity()) {
+    c.set_ran(false);
+    c.set_detail(absl::StrCat("not known to have run: recorded before this release, and the check "
+                              "may not have existed then (this release checks: ",
+                              c.detail(), ")"));
+  }
+  rep->mutable_search()->set_strategy("unknown (recorded before this release)");
+  rep->mutable_search()->set_memory_sigma(0);
+  for (v1::TrialView& t : *rep->mutable_trials()) t.set_predicted_peak_mem_gib(0);
+  for (v1::KnobEffect& k : *rep->mutable_search()->mutable_knob_effects()) {
+    k.clear_mem_avg();
+    k.set_memory_price_gib(0);
+  }
+}
+
 v1::TrialView TrialViewOf(const storage::TrialRecord& t) {
   v1::TrialView v;
   v.set_id(t.id);

@@ -46,6 +46,13 @@ absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
                                               const std::vector<storage::TrialRecord>& trials,
                                               const Optimizer& optimizer);
 
+// A finished session's report rebuilt by a release other than the one it
+// finished under (it finished before reports were frozen): whether each
+// check ran then is not known, nor the search's strategy, and today's
+// memory model's figures are not what that session saw; all are said so
+// rather than claimed.
+void MarkRecordedBeforeFreezing(v1::SessionReport* rep);
+
 // A trial as the API shows it.
 v1::TrialView TrialViewOf(const storage::TrialRecord& t);
 

@@ -276,6 +276,9 @@ absl::Status SessionManager::SaveSessionLocked(SessionState& s, v1::Stage stage)
   s.rec.stage = StageName(stage);
   s.rec.updated_ms = NowMs();
   RETURN_IF_ERROR(options_.storage->UpdateSession(s.rec));
+  // What a report says of a finished session is what was true when it
+  // finished: made now, in the same transaction, and served from then on.
+  if (TraitsOf(stage).finished) RETURN_IF_ERROR(FreezeReportLocked(s));
   PublishStageLocked(s);
   if (!TraitsOf(stage).leasing) s.notice.clear();  // nothing waits any more
   // A search that ended lets go of its inputs (the spec's copy, the bank's

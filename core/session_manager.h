@@ -321,6 +321,10 @@ class SessionManager : private SessionWriter {
   ReportLimits LimitsLocked(const SessionState& s, const storage::TrialRecord& t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
   // Sets s.notice (and says so on its stream when it changed): why no live
   // agent can take its work, or "" when one can or it has none.
+  // The report of `s` as it stands (its trials read on the writer's
+  // connection: inside a transaction, what it wrote so far), stored as the
+  // session's frozen report. Called when it reaches a finished stage.
+  absl::Status FreezeReportLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
   void RefreshNoticeLocked(SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
   // RefreshNoticeLocked for every session that leases, but busy ones.
   void RefreshNotices();

@@ -69,6 +69,45 @@ absl::StatusOr<v1::ListSessionsResponse> SessionManager::ListSessions(
   return resp;
 }
 
+namespace {
+
+// What Report reads of a session under its lock.
+ReportInputs SnapshotForReport(const SessionState& s, std::shared_ptr<const SearchInputs>* search) {
+  ReportInputs in;
+  in.summary = s.Summary();
+  in.rec = s.rec;
+  in.spec = s.spec;
+  in.doctor = s.doctor;
+  in.verification = s.verification;
+  in.best_trial_id = s.best_trial_id;
+  in.best_config = s.best_config;
+  *search = s.search;
+  in.stop_reason = s.stop_reason;
+  in.llm_round = s.llm_round;
+  in.priors = (*search)->priors ? &*(*search)->priors : nullptr;
+  in.priors_label = (*search)->priors_label;
+  in.warm_starts = (*search)->warm_start_count;
+  in.related_trials = (*search)->related_count;
+  return in;
+}
+
+}  // namespace
+
+absl::Status SessionManager::FreezeReportLocked(SessionState& s) {
+  std::shared_ptr<const SearchInputs> search;  // keeps in.priors alive
+  const ReportInputs in = SnapshotForReport(s, &search);
+  ASSIGN_OR_RETURN(auto trials, options_.storage->ListTrials(s.rec.id));
+  ASSIGN_OR_RETURN(v1::SessionReport rep, BuildReport(in, trials, *optimizer_));
+  storage::FrozenReportRecord f;
+  f.session_id = s.rec.id;
+  f.release = INFRARSI_VERSION;
+  f.frozen_ms = NowMs();
+  rep.set_recorded(absl::StrCat("frozen when the session finished (stage ", s.rec.stage,
+                                "), by infrarsi ", f.release));
+  f.report = rep.SerializeAsString();
+  return options_.storage->PutFrozenReport(f);
+}
+
 absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& session_id,
                                                         const Principal& who) {
   // A snapshot under the lock; the trials are read and the models fitted
@@ -78,23 +117,30 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
   {
     ASSIGN_OR_RETURN(SessionRef s, FindFor(session_id, who, Action::kRead));
     absl::MutexLock lock(&s->sync.mu);
-    in.summary = s->Summary();
-    in.rec = s->rec;
-    in.spec = s->spec;
-    in.doctor = s->doctor;
-    in.verification = s->verification;
-    in.best_trial_id = s->best_trial_id;
-    in.best_config = s->best_config;
-    search = s->search;
-    in.stop_reason = s->stop_reason;
-    in.llm_round = s->llm_round;
+    in = SnapshotForReport(*s, &search);
   }
-  in.priors = search->priors ? &*search->priors : nullptr;
-  in.priors_label = search->priors_label;
-  in.warm_starts = search->warm_start_count;
-  in.related_trials = search->related_count;
+  const bool finished = TraitsOf(in.rec.stage).finished;
+  if (finished) {
+    // Finished: the report made then, never refitted by today's models.
+    auto frozen = session_reader_->GetFrozenReport(in.rec.id);
+    if (frozen.ok()) {
+      v1::SessionReport rep;
+      if (!rep.ParseFromString(frozen->report)) {
+        return absl::DataLossError(absl::StrCat("session ", in.rec.id,
+                                                ": its stored report does not parse (damaged)"));
+      }
+      return rep;
+    }
+    if (!absl::IsNotFound(frozen.status())) return frozen.status();
+  }
   ASSIGN_OR_RETURN(auto trials, session_reader_->ListTrials(in.rec.id));
-  return BuildReport(in, trials, *optimizer_);
+  ASSIGN_OR_RETURN(v1::SessionReport rep, BuildReport(in, trials, *optimizer_));
+  if (finished) {
+    MarkRecordedBeforeFreezing(&rep);
+  } else {
+    rep.set_recorded(absl::StrCat("as the session stands now, by infrarsi ", INFRARSI_VERSION));
+  }
+  return rep;
 }
 
 // ------------------------------------------------------------------ events, bank

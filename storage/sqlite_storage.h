@@ -84,6 +84,8 @@ class SqliteStorage : public Storage {
   absl::StatusOr<StepTail> ListStepTail(int64_t trial_id, int64_t from_step) override;
   absl::Status DeleteSteps(int64_t trial_id) override;
   absl::Status PutTrialLog(const TrialLogRecord& log) override;
+  absl::Status PutFrozenReport(const FrozenReportRecord& r) override;
+  absl::StatusOr<FrozenReportRecord> GetFrozenReport(const std::string& session_id) override;
   absl::StatusOr<TrialLogRecord> GetTrialLog(int64_t trial_id, const std::string& stream) override;
   absl::StatusOr<int64_t> PruneSteps(const std::vector<std::string>& stages, int64_t before_ms,
                                      int32_t limit) override;

@@ -218,6 +218,15 @@ struct BankFilter {
   int32_t limit = 50;
 };
 
+// A finished session's report as it was when the session finished: the
+// release that made it and the report's serialized bytes (core's).
+struct FrozenReportRecord {
+  std::string session_id;
+  std::string release;
+  int64_t frozen_ms = 0;
+  std::string report;
+};
+
 // What a trial printed: the last `content` bytes of one stream, and how
 // many bytes before them were not kept.
 struct TrialLogRecord {
@@ -288,6 +297,11 @@ class Storage {
   // stream (stdout or stderr), inserted or replaced by (trial_id, stream).
   // Retention prunes them with the steps (PruneSteps).
   virtual absl::Status PutTrialLog(const TrialLogRecord& log) = 0;
+  // Stores (or replaces) a session's frozen report.
+  virtual absl::Status PutFrozenReport(const FrozenReportRecord& r) = 0;
+  // NOT_FOUND when the session has none (unfinished, or finished before
+  // reports were frozen).
+  virtual absl::StatusOr<FrozenReportRecord> GetFrozenReport(const std::string& session_id) = 0;
   // NOT_FOUND when the trial kept no such stream (or it was pruned).
   virtual absl::StatusOr<TrialLogRecord> GetTrialLog(int64_t trial_id, const std::string& stream) = 0;
 

@@ -172,6 +172,7 @@ std::string FormatReport(const v1::SessionReport& r) {
       }
     }
   }
+  if (!r.recorded().empty()) absl::StrAppend(&out, "Recorded: ", r.recorded(), "\n");
   if (r.integrity_size() > 0) {
     absl::StrAppend(&out, "Integrity checks:\n");
     for (const auto& c : r.integrity()) {

@@ -508,6 +508,7 @@ std::string ContractSection(const v1::SessionReport& r) {
   row("patches", absl::StrJoin(c.patches(), ", "));
   row("repository", c.repository());
   row("base commit", c.base_commit());
+  row("recorded", r.recorded());
   absl::StrAppend(&out, "</tbody></table><table id=\"checks\"><thead><tr><th>check</th><th>ran</th><th>what it checked</th></tr></thead><tbody>");
   for (const auto& k : r.integrity()) {
     absl::StrAppend(&out, "<tr data-ran=\"", k.ran() ? "1" : "0", "\">", Td(k.name()),

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "core/stage.h"
 #include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "storage/sqlite_storage.h"
 #include "tests/integration/end_to_end_fixture.h"
 
@@ -351,6 +352,59 @@ TEST_F(OperationsTest, ApplyNamesItsBaseAndMarksAddedFiles) {
   EXPECT_NE(out.find("timing not checked (the replay executor runs no process to time)"),
             std::string::npos)
       << out;
+}
+
+// Item 7: upgraded reports claimed checks that never ran ("[ran] agent
+// reports ..."), named today's strategy, and refitted memory figures. A
+// finished session's report is the one made when it finished; one that
+// finished before reports were kept says so and claims nothing.
+TEST_F(OperationsTest, FinishedReportsAreFrozenAndOldOnesClaimNothing) {
+  StartServer();
+  StartAgent("replay");
+  StartAgent("replay");
+  const std::string frozen = CliCreate(H200Spec(/*max_trials=*/5, /*doctor=*/2, /*candidates=*/1, /*runs=*/2));
+  CliDoctorAndRun(frozen);
+  const std::string old = CliCreate(H200Spec(/*max_trials=*/5, /*doctor=*/2, /*candidates=*/1, /*runs=*/2));
+  CliDoctorAndRun(old);
+  auto before = client_->Report(frozen);
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_NE(before->recorded().find("frozen when the session finished"), std::string::npos)
+      << before->recorded();
+  // What a later release would compute differently (here: the stored
+  // trials themselves), and a session as an older release left it: no
+  // frozen report.
+  server_->Signal(SIGKILL);
+  server_->Wait();
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ + "/infrarsi.db").c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw,
+                           ("UPDATE trials SET step_time_s = step_time_s * 2 WHERE session_id = '" +
+                            frozen + "'; DELETE FROM frozen_reports WHERE session_id = '" + old + "';")
+                               .c_str(),
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  StartServer(address_);
+  auto after = client_->Report(frozen);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*after, *before))
+      << "a finished report changed";
+  auto legacy = client_->Report(old);
+  ASSERT_TRUE(legacy.ok()) << legacy.status();
+  EXPECT_NE(legacy->recorded().find("before reports were kept"), std::string::npos) << legacy->recorded();
+  ASSERT_GT(legacy->integrity_size(), 0);
+  for (const auto& c : legacy->integrity()) {
+    EXPECT_FALSE(c.ran()) << c.name() << " claimed";
+    EXPECT_NE(c.detail().find("not known to have run"), std::string::npos) << c.detail();
+  }
+  EXPECT_EQ(legacy->search().strategy().rfind("unknown", 0), 0u) << legacy->search().strategy();
+  for (const auto& t : legacy->trials()) EXPECT_EQ(t.predicted_peak_mem_gib(), 0) << t.id();
+  std::string out, err;
+  ASSERT_EQ(Cli({"report", old}, &out, &err), 0) << err;
+  EXPECT_EQ(out.find("[ran]"), std::string::npos) << out;
+  EXPECT_NE(out.find("before reports were kept"), std::string::npos) << out;
 }
 
 // Items 11 and 13: `watch` on a session waiting for its user ends saying

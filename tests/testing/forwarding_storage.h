@@ -62,6 +62,12 @@ class ForwardingStorage : public storage::Storage {
   }
   absl::Status DeleteSteps(int64_t trial_id) override { return inner_->DeleteSteps(trial_id); }
   absl::Status PutTrialLog(const storage::TrialLogRecord& log) override { return inner_->PutTrialLog(log); }
+  absl::Status PutFrozenReport(const storage::FrozenReportRecord& r) override {
+    return inner_->PutFrozenReport(r);
+  }
+  absl::StatusOr<storage::FrozenReportRecord> GetFrozenReport(const std::string& id) override {
+    return inner_->GetFrozenReport(id);
+  }
   absl::StatusOr<storage::TrialLogRecord> GetTrialLog(int64_t trial_id, const std::string& stream) override {
     return inner_->GetTrialLog(trial_id, stream);
   }
