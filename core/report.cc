@@ -25,9 +25,9 @@ bool IsFailure(const std::string& status) {
 
 }  // namespace
 
-void MarkRecordedBeforeFreezing(v1::SessionReport* rep) {
+void MarkRecordedBeforeFreezing(v1::SessionReport* rep, const std::string& release) {
   rep->set_recorded(absl::StrCat(
-      "rebuilt by infrarsi ", INFRARSI_VERSION,
+      "rebuilt by infrarsi ", release,
       ": the session finished under an older release, before reports were kept as they were "
       "when their session finished; which checks ran then, its search strategy and its memory "
       "model's figures are not known"));

@@ -51,7 +51,7 @@ absl::StatusOr<v1::SessionReport> BuildReport(const ReportInputs& in,
 // check ran then is not known, nor the search's strategy, and today's
 // memory model's figures are not what that session saw; all are said so
 // rather than claimed.
-void MarkRecordedBeforeFreezing(v1::SessionReport* rep);
+void MarkRecordedBeforeFreezing(v1::SessionReport* rep, const std::string& release);
 
 // A trial as the API shows it.
 v1::TrialView TrialViewOf(const storage::TrialRecord& t);

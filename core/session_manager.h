@@ -101,6 +101,9 @@ class SessionManager : private SessionWriter {
     // count as dead after `heartbeat_misses` beats missed in a row.
     absl::Duration heartbeat_interval = absl::Seconds(5);
     int heartbeat_misses = 3;
+    // The release that writes (infrarsi-server sets its version): named in
+    // each frozen report.
+    std::string release = "dev";
     // Git's blob id of a file's content, which locks protected files at
     // Init (the agents check the same). Null: hashes stay empty. The manager
     // reads no file: submitters send the files their specs name.

@@ -100,7 +100,7 @@ absl::Status SessionManager::FreezeReportLocked(SessionState& s) {
   ASSIGN_OR_RETURN(v1::SessionReport rep, BuildReport(in, trials, *optimizer_));
   storage::FrozenReportRecord f;
   f.session_id = s.rec.id;
-  f.release = INFRARSI_VERSION;
+  f.release = options_.release;
   f.frozen_ms = NowMs();
   rep.set_recorded(absl::StrCat("frozen when the session finished (stage ", s.rec.stage,
                                 "), by infrarsi ", f.release));
@@ -136,9 +136,9 @@ absl::StatusOr<v1::SessionReport> SessionManager::Report(const std::string& sess
   ASSIGN_OR_RETURN(auto trials, session_reader_->ListTrials(in.rec.id));
   ASSIGN_OR_RETURN(v1::SessionReport rep, BuildReport(in, trials, *optimizer_));
   if (finished) {
-    MarkRecordedBeforeFreezing(&rep);
+    MarkRecordedBeforeFreezing(&rep, options_.release);
   } else {
-    rep.set_recorded(absl::StrCat("as the session stands now, by infrarsi ", INFRARSI_VERSION));
+    rep.set_recorded(absl::StrCat("as the session stands now, by infrarsi ", options_.release));
   }
   return rep;
 }

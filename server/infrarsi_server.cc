@@ -200,6 +200,7 @@ absl::StatusOr<std::unique_ptr<InfraRsiServer>> InfraRsiServer::Create(const Opt
   mo.lease_timeout = options.lease_timeout;
   mo.step_retention = options.step_retention;
   mo.max_attempts = options.max_attempts;
+  mo.release = INFRARSI_VERSION;
   mo.blob_hash = GitBlobHash;  // libgit2 is initialised by the committer
   std::optional<Priors> file_priors;
   if (!options.priors_yaml.empty()) {

@@ -144,6 +144,7 @@ v1::SessionReport Finished() {
   v1::KnobEffect* k = r.mutable_search()->add_knob_effects();
   k->set_knob("mbs");
   k->set_value("4");
+  k->set_trials(2);
   k->mutable_time_avg()->set_known(true);
   k->mutable_time_avg()->set_pct(-30);
   k->mutable_time_avg()->set_low(-40);
@@ -201,6 +202,18 @@ v1::SessionReport Finished() {
   no->set_name("llm-<b>data</b>");
   no->set_reason("patches[llm-data]: data.py is protected");
   return r;
+}
+
+// Issue 32 item 15: before any search trial, every knob value was drawn at
+// "no change" under "from the runs". A value no search trial ran with has
+// no effect drawn, and a chart with none says it was not measured yet.
+TEST(PagesTest, AKnobValueNoTrialRanWithIsNotDrawnAsNoChange) {
+  v1::SessionReport r = Finished();
+  r.set_stage("running");
+  for (v1::KnobEffect& k : *r.mutable_search()->mutable_knob_effects()) k.set_trials(0);
+  const std::string page = SessionPage(r, v1::SessionSummary(), PageStyle{false, "x"});
+  EXPECT_EQ(page.find("data-label=\"mbs=4\" data-value=\"-30\""), std::string::npos);
+  EXPECT_NE(page.find("not measured yet: no search trial has finished"), std::string::npos);
 }
 
 TEST(PagesTest, ASessionPageHasEveryPlotFigureAndTrialAndEscapesTheSpec) {
