@@ -407,6 +407,24 @@ TEST_F(OperationsTest, FinishedReportsAreFrozenAndOldOnesClaimNothing) {
   EXPECT_NE(out.find("before reports were kept"), std::string::npos) << out;
 }
 
+// Item 14: the demo deleted the folder and commit it had just shown without
+// a word (`--keep` existed, unmentioned) and said nothing of what to do
+// next; it listed the new launch file as modified.
+TEST_F(OperationsTest, TheDemoSaysWhatItRemovedAndWhatToTryNext) {
+  Ran r = Run({INFRARSI_CLI_BIN, "demo"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\n +A infrarsi/[^ ]+\\.launch\\.yaml\n"))) << r.out;
+  EXPECT_NE(r.out.find("Removed the demo's temporary folder"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("`infrarsi demo --keep` keeps it"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Next: tune a job of your own"), std::string::npos) << r.out;
+  const std::string kept = dir_ + "/demo";
+  r = Run({INFRARSI_CLI_BIN, "demo", "--workdir", kept});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Kept the work folder: " + kept), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the commit: git -C "), std::string::npos) << r.out;
+  EXPECT_TRUE(e2e_fs::exists(kept)) << "the folder asked for is kept";
+}
+
 // Items 11 and 13: `watch` on a session waiting for its user ends saying
 // what to run; exit codes by class; global flags anywhere; INFRARSI_SERVER
 // and the config file; --json on what prints; --detach.
