@@ -50,8 +50,22 @@ absl::StatusOr<v1::RegisterAgentResponse> SessionManager::RegisterAgent(
 
 absl::StatusOr<v1::HeartbeatResponse> SessionManager::Heartbeat(const v1::HeartbeatRequest& r,
                                                                  const Principal& who) {
-  ASSIGN_OR_RETURN(storage::AgentRecord copy, scheduler_.Touch(r.agent_id(), who));
+  bool revived = false;
+  ASSIGN_OR_RETURN(storage::AgentRecord copy, scheduler_.Touch(r.agent_id(), who, &revived));
   RETURN_IF_ERROR(options_.storage->PutAgent(copy));
+  if (revived && copy.state == kAgentActive) {
+    // Live again (after a server restart every agent is, at its first
+    // beat): running sessions' windows widen as for a new registration.
+    for (SessionRef& s : table_.PinAll(scheduler_.RunningSessions())) {
+      absl::MutexLock lock(&s->sync.mu);
+      if (StageFromName(s->rec.stage) != v1::STAGE_RUNNING) continue;
+      RETURN_IF_ERROR(TransactLocked(*s, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->sync.mu) {
+        return FillWindowLocked(*s);
+      }));
+    }
+    scheduler_.Signal();
+    driver_->ProposePending("", /*wait_for_busy=*/false).IgnoreError();
+  }
   v1::HeartbeatResponse resp;
   resp.set_server_unix_ms(NowMs());
   return resp;

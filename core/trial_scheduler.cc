@@ -203,10 +203,12 @@ void TrialScheduler::PutAgent(storage::AgentRecord a) {
 }
 
 absl::StatusOr<storage::AgentRecord> TrialScheduler::Touch(const std::string& agent_id,
-                                                           const Principal& who) {
+                                                           const Principal& who, bool* revived) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(storage::AgentRecord * agent, registry_.Bound(agent_id, who));
-  agent->last_heartbeat_ms = NowMs();
+  const int64_t now = NowMs();
+  if (revived != nullptr) *revived = !registry_.Live(agent_id, now);
+  agent->last_heartbeat_ms = now;
   return *agent;
 }
 

@@ -109,7 +109,11 @@ class TrialScheduler {
                                                         const std::string& new_id);
   void PutAgent(storage::AgentRecord a);
   // Heard from: agent `agent_id`, bound to `who` (NOT_FOUND, PERMISSION_DENIED).
-  absl::StatusOr<storage::AgentRecord> Touch(const std::string& agent_id, const Principal& who);
+  // `revived` (optional) is set when it was not live before this call (a
+  // restarted server hearing from it for the first time, or an agent back
+  // from silence): running sessions may widen their windows.
+  absl::StatusOr<storage::AgentRecord> Touch(const std::string& agent_id, const Principal& who,
+                                             bool* revived = nullptr);
   // Heard from, by way of a trial it holds (no token check: the lease was).
   void Heard(const std::string& agent_id);
   // A clean exit: the agent is gone (its record returned for storage).
