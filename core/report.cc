@@ -80,7 +80,8 @@ absl::StatusOr<std::vector<Observation>> SearchHistoryOf(
     Observation o;
     ASSIGN_OR_RETURN(o.config, DecodeConfigJson(t.config));
     FillKnobDefaults(spec, &o.config);
-    o.status = t.status;
+    // A pruned trial ran: the models learn the step time its steps showed.
+    o.status = t.status == trial_status::kPruned ? std::string(trial_status::kOk) : t.status;
     o.step_time_s = t.step_time_s;
     o.peak_mem_gib = t.peak_mem_gib;
     history.push_back(std::move(o));

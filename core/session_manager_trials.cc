@@ -405,8 +405,9 @@ absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
   }
   RETURN_IF_ERROR(CheckLeaseHolder(t, who, r.agent_id()));
   v1::ReportProgressResponse resp;
-  if (t.status == ts::kCancelled) {
+  if (t.status == ts::kCancelled || t.status == ts::kPruned) {
     resp.set_cancelled(true);
+    if (t.status == ts::kPruned) resp.set_pruned(t.note);
     return resp;
   }
   if (!IsLeasedStatus(t.status)) {
@@ -430,6 +431,37 @@ absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
                                (r.slurm().state() == "PENDING" || r.slurm().state() == "CONFIGURING");
   if (!queued_in_slurm) t.status = ts::kRunning;
   t.lease_deadline_ms = NowMs() + absl::ToInt64Milliseconds(options_.lease_timeout);
+  // A search trial that cannot win is stopped here, on what it has shown
+  // (doctor and verification runs never are: they are the measurements).
+  if (t.purpose == trial_purpose::kSearch && StageFromName(s.rec.stage) == v1::STAGE_RUNNING &&
+      !steps.empty()) {
+    const double incumbent = s.best_trial_id != 0 ? s.best_step_time_s : s.rec.baseline_step_time_s;
+    ASSIGN_OR_RETURN(std::vector<storage::StepRecord> all, options_.storage->ListSteps(t.id));
+    std::map<int64_t, storage::StepRecord> by_step;
+    for (auto& st : all) by_step[st.step] = std::move(st);
+    for (const auto& st : steps) by_step[st.step] = st;
+    all.clear();
+    for (auto& [n, st] : by_step) all.push_back(std::move(st));
+    const PruneVerdict v =
+        JudgePrune(all, incumbent, s.doctor.noise_floor(), ExpectedTimedSteps(s, t));
+    if (v.prune) {
+      t.status = ts::kPruned;
+      t.step_time_s = v.step_time_s;
+      t.note = v.reason;
+      t.agent = t.lease_agent;
+      t.finished_ms = NowMs();
+      // The server's clock from the lease: the agent's wall time never comes.
+      t.cost_s = t.leased_ms > 0 ? static_cast<double>(t.finished_ms - t.leased_ms) / 1000.0 : 0;
+      for (const auto& st : all) t.peak_mem_gib = std::max(t.peak_mem_gib, st.peak_mem_gib);
+      RETURN_IF_ERROR(TransactLocked(s, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu) -> absl::Status {
+        RETURN_IF_ERROR(options_.storage->PutSteps(steps));
+        return FinishTrialLocked(s, t);
+      }));
+      resp.set_cancelled(true);
+      resp.set_pruned(v.reason);
+      return resp;
+    }
+  }
   RETURN_IF_ERROR(options_.storage->Transaction([&]() -> absl::Status {
     RETURN_IF_ERROR(options_.storage->PutSteps(steps));
     return options_.storage->UpdateTrial(t);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/agent_report.h"
 #include "core/trial_status.h"
 #include "models/stats.h"
@@ -121,6 +122,30 @@ ReportedFinish JudgeReportedFinish(const std::string& status,
     out.step_time_s = models::Median(timed);
   }
   return out;
+}
+
+PruneVerdict JudgePrune(const std::vector<storage::StepRecord>& steps, double incumbent_s,
+                        double noise_floor, int expected_timed_steps) {
+  PruneVerdict v;
+  if (!(incumbent_s > 0)) return v;
+  std::vector<double> timed;
+  for (const storage::StepRecord& s : steps) {
+    if (!s.warmup && s.step_time_s > 0 && std::isfinite(s.step_time_s)) timed.push_back(s.step_time_s);
+  }
+  const int n = static_cast<int>(timed.size());
+  if (n < kMinPruneSteps || (expected_timed_steps > 0 && n >= expected_timed_steps)) return v;
+  const double margin = 2 * std::max(noise_floor, 0.01);
+  const double fastest = *std::min_element(timed.begin(), timed.end());
+  if (fastest <= incumbent_s * (1 + margin)) return v;
+  v.prune = true;
+  v.step_time_s = models::Median(timed);
+  v.reason = absl::StrCat(
+      "pruned after ", n, expected_timed_steps > 0 ? absl::StrCat(" of ", expected_timed_steps) : "",
+      " timed steps: its fastest step (", absl::StrFormat("%.4g", fastest),
+      " s) is slower than the best known (", absl::StrFormat("%.4g", incumbent_s), " s) by ",
+      absl::StrFormat("%.1f", 100 * (fastest / incumbent_s - 1)), "%, more than twice the noise floor (",
+      absl::StrFormat("%.2f", 100 * std::max(noise_floor, 0.01)), "%)");
+  return v;
 }
 
 }  // namespace infrarsi

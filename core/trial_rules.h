@@ -69,6 +69,21 @@ ReportedFinish JudgeReportedFinish(const std::string& status,
                                    const std::vector<storage::StepRecord>& steps,
                                    double reported_peak_mem_gib, int expected_timed_steps);
 
+// Whether a search trial still running cannot win: at least
+// kMinPruneSteps timed steps so far (and fewer than `expected_timed_steps`,
+// 0: unknown), and even its fastest one is slower than `incumbent_s` (the
+// best search trial's step time, else the baseline's) by more than twice
+// the noise floor (at least 1%). The fastest step is the trial's most
+// favourable evidence, so a noisy step never prunes a fast setting.
+inline constexpr int kMinPruneSteps = 3;
+struct PruneVerdict {
+  bool prune = false;
+  double step_time_s = 0;  // the median of the timed steps so far
+  std::string reason;
+};
+PruneVerdict JudgePrune(const std::vector<storage::StepRecord>& steps, double incumbent_s,
+                        double noise_floor, int expected_timed_steps);
+
 }  // namespace infrarsi
 
 #endif  // INFRARSI_CORE_TRIAL_RULES_H_

@@ -17,6 +17,11 @@ inline constexpr char kFailed[] = "failed";
 inline constexpr char kTimeout[] = "timeout";
 inline constexpr char kViolation[] = "violation";
 inline constexpr char kCancelled[] = "cancelled";
+// A search trial the server stopped early: its timed steps already showed,
+// with confidence, that it is slower than the best known by more than the
+// noise floor. Its step time is the median of the steps it ran; it counts
+// in the cost, is never promoted and never run again as is.
+inline constexpr char kPruned[] = "pruned";
 // Not a trial status: an agent's answer when its policy does not let it run
 // a trial (the trial goes back to the queue for another agent).
 inline constexpr char kRefused[] = "refused";

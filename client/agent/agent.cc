@@ -49,6 +49,7 @@ class RpcProgressSink : public ProgressSink {
     const absl::Status st = FromGrpcStatus(stub_->ReportProgress(&ctx, req, &resp));
     if (st.ok()) {
       unsent_.clear();
+      if (!resp.pruned().empty()) spdlog::info("trial {}: {}", trial_.trial_id(), resp.pruned());
       return !resp.cancelled();
     }
     // An unreachable server may come back: keep running, the lease allows it.

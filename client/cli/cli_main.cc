@@ -444,7 +444,7 @@ int main(int argc, char** argv) {
   query->add_option("--gpu", gpu, "GPU model (case-insensitive)");
   query->add_option("--workload", workload, "workload signature, e.g. gpt-354m/gb16/seq2048");
   query->add_option("--knob", knobs, "KNOB=VALUE the setting must have (repeatable)");
-  query->add_option("--status", bstatus, "ok, oom, failed, timeout, violation, cancelled");
+  query->add_option("--status", bstatus, "ok, oom, failed, timeout, violation, cancelled, pruned");
   query->add_option("--purpose", purpose, "doctor, search or verify");
   query->add_option("--order", order, "newest (default), oldest, or fastest (ok trials by step time)");
   query->add_option("--page-size", page_size, "entries per page (max 1000)")

@@ -97,5 +97,31 @@ TEST(TrialRulesTest, AReportedFinishIsJudgedOnItsSteps) {
   EXPECT_DOUBLE_EQ(f.peak_mem_gib, 80);
 }
 
+// Issue 33: a search trial that cannot win is stopped on what its steps
+// showed, and only then: enough timed steps, its fastest one past twice the
+// noise floor, not yet finished, and warm-up never counted.
+TEST(TrialRulesTest, PruningNeedsEnoughStepsAllSlowerThanTheBestByTwiceTheFloor) {
+  // Best known 1.0 s, floor 2%: a step must be slower than 1.04 s.
+  const std::vector<storage::StepRecord> slow = {Step(0, 0.5, true), Step(1, 1.30), Step(2, 1.20),
+                                                 Step(3, 1.25)};
+  PruneVerdict v = JudgePrune(slow, 1.0, 0.02, 10);
+  EXPECT_TRUE(v.prune);
+  EXPECT_DOUBLE_EQ(v.step_time_s, 1.25) << "the median of the timed steps";
+  EXPECT_NE(v.reason.find("pruned after 3 of 10 timed steps"), std::string::npos) << v.reason;
+  // Two timed steps are not enough evidence.
+  EXPECT_FALSE(JudgePrune({Step(1, 1.3), Step(2, 1.3)}, 1.0, 0.02, 10).prune);
+  // One fast step (within twice the floor) keeps it running.
+  EXPECT_FALSE(JudgePrune({Step(1, 1.3), Step(2, 1.03), Step(3, 1.3)}, 1.0, 0.02, 10).prune);
+  // A noisy host: twice a 10% floor is 20%.
+  EXPECT_FALSE(JudgePrune(slow, 1.0, 0.10, 10).prune);
+  EXPECT_TRUE(JudgePrune(slow, 1.0, 0.05, 10).prune);
+  // Done already: nothing left to save.
+  EXPECT_FALSE(JudgePrune(slow, 1.0, 0.02, 3).prune);
+  // No incumbent: nothing to compare with.
+  EXPECT_FALSE(JudgePrune(slow, 0, 0.02, 10).prune);
+  // The floor never counts below 1%: 1.015 s is within twice that.
+  EXPECT_FALSE(JudgePrune({Step(1, 1.015), Step(2, 1.015), Step(3, 1.015)}, 1.0, 0.0, 10).prune);
+}
+
 }  // namespace
 }  // namespace infrarsi

@@ -547,6 +547,57 @@ knobs: {mbs: [1, 2]}
   EXPECT_EQ(client_->ListSessions()->sessions_size(), 0);
 }
 
+// Issue 33: a search trial whose steps already show it cannot win is
+// stopped by the server (recorded "pruned", its partial evidence kept and
+// its cost counted), never promoted and never run again; doctor and
+// verification runs are never pruned.
+TEST_F(EndToEndTest, TrialsThatCannotWinArePrunedMidRun) {
+  StartServer();
+  StartAgent("process");
+  StartAgent("process");
+  const std::string id = CliCreate(ProcessSpec(/*max_trials=*/9, /*steps=*/14, /*doctor=*/2));
+  CliDoctorAndRun(id);
+  auto rep = client_->Report(id);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  double best = 0;
+  for (const auto& t : rep->trials()) {
+    if (t.purpose() == "search" && t.status() == "ok" && (best == 0 || t.step_time_s() < best)) {
+      best = t.step_time_s();
+    }
+  }
+  ASSERT_GT(best, 0);
+  int pruned = 0;
+  std::set<std::string> settings;
+  for (const auto& t : rep->trials()) {
+    if (t.purpose() == "search") {
+      EXPECT_TRUE(settings.insert(t.config().at("ms")).second) << "setting run twice";
+    }
+    if (t.status() != "pruned") continue;
+    ++pruned;
+    EXPECT_EQ(t.purpose(), "search") << "only search trials are pruned";
+    EXPECT_EQ(t.note().rfind("pruned after ", 0), 0u) << t.note();
+    EXPECT_GT(t.step_time_s(), best * 1.02) << t.note();
+    EXPECT_GT(t.cost_s(), 0) << "its cost counts";
+    EXPECT_EQ(t.failure_class(), "") << "pruned is not a failure";
+    std::printf("trial %ld ms=%s pruned at %.3f s of wall time: %s\n", static_cast<long>(t.id()),
+                t.config().at("ms").c_str(), t.cost_s(), t.note().c_str());
+  }
+  EXPECT_GE(pruned, 1) << "no slower setting was pruned";
+  EXPECT_GT(rep->verification().promoted_rank(), 0) << rep->verification().summary();
+  for (const auto& c : rep->verification().candidates()) {
+    for (const auto& t : rep->trials()) {
+      if (t.id() == c.trial_id()) {
+        EXPECT_EQ(t.status(), "ok") << "a pruned trial became a candidate";
+      }
+    }
+  }
+  std::string out, err;
+  ASSERT_EQ(Cli({"bank", "query", "--status", "pruned", "--json"}, &out, &err), 0) << err;
+  v1::QueryExperienceResponse bank;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &bank).ok()) << out;
+  EXPECT_EQ(bank.entries_size(), pruned);
+}
+
 TEST_F(EndToEndTest, ServerKilledMidSessionRestartsLosingNothing) {
   StartServer();
   StartAgent("process");
