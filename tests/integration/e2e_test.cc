@@ -390,6 +390,13 @@ executor:
         }
         continue;
       }
+      if (mode == "pace_slow" && t.status() == "pruned") {
+        // Its lines claim steps twice as slow as the work: the server may
+        // stop it on that claim before it exits short of its lines. Either
+        // way it cannot win.
+        EXPECT_EQ(t.note().rfind("pruned after ", 0), 0u) << t.note();
+        continue;
+      }
       EXPECT_EQ(t.status(), "violation") << mode << ": " << t.error();
       EXPECT_EQ(t.violation(), kind.at(mode)) << mode << ": " << t.error();
       EXPECT_EQ(t.error().rfind(kind.at(mode) + ":", 0), 0u) << t.error();
