@@ -270,10 +270,12 @@ TEST_F(OperationsTest, AFullDatabaseStallsAloudOnTheSessionAndTheCli) {
   StartServer();
   StartAgent("process");
   // Each trial prints ~900 KB, kept as its log: the third fills the quota.
-  const std::string chatty = WriteFile(
-      "chatty.sh", absl::StrCat("head -c 900000 /dev/zero | tr '\\0' x\necho\nexec ", FAKE_TRAINER,
-                                " \"$@\"\n"));
-  const std::string spec = WriteFile("specs/chatty.yaml", absl::StrCat(R"(
+  // The job's folder (the spec's, its workdir) holds the script and a copy
+  // of the trainer: a sealed trial sees its workdir, not where the build put
+  // the trainer.
+  WriteFile("chat/chatty.sh", "head -c 900000 /dev/zero | tr '\\0' x\necho\nexec ./fake_trainer \"$@\"\n");
+  e2e_fs::copy_file(FAKE_TRAINER, dir_ + "/chat/fake_trainer");
+  const std::string spec = WriteFile("chat/chatty.yaml", absl::StrCat(R"(
 name: chatty
 workload: {model: fake, global_batch: 32, seq_len: 128}
 hardware: {gpu: H200, count: 1}
@@ -284,7 +286,7 @@ budget: {max_trials: 8}
 doctor: {repeats: 2}
 executor:
   process:
-    command: "/bin/sh )", chatty, R"( --steps 3 --step-ms {ms}"
+    command: "/bin/sh chatty.sh --steps 3 --step-ms {ms}"
     timeout_s: 60
 )"));
   const std::string id = CliCreate(spec);
