@@ -205,6 +205,14 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
     if (!PrintableUtf8(in.argv[w])) {
       return Field("argv", absl::StrCat("word ", w + 1, " is not printable UTF-8 text"));
     }
+    // A spec's command reads "{name}" as a knob's placeholder: a word that
+    // already holds one would be read as a knob the draft never made
+    // (found by fuzz_llm).
+    if (const auto ph = CommandPlaceholders(in.argv[w]); !ph.empty()) {
+      return Field("argv", absl::StrCat("word ", w + 1, " ('", in.argv[w], "') holds {", ph.front(),
+                                        "...}, which a spec's command reads as a knob's "
+                                        "placeholder; write that part of the spec by hand"));
+    }
   }
   for (const auto& [field, text] : std::vector<std::pair<const char*, const std::string*>>{
            {"gpu", &in.gpu}, {"intent", &in.intent}, {"name", &in.name}, {"model", &in.model},

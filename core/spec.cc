@@ -1467,4 +1467,6 @@ std::string StableHash(const std::string& data) {
   return absl::StrFormat("%016x", h);
 }
 
+std::vector<std::string> CommandPlaceholders(const std::string& word) { return Placeholders(word); }
+
 }  // namespace infrarsi

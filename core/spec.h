@@ -270,6 +270,10 @@ bool IsValidName(const std::string& s);
 // anything. Used so that no command ever passes through a shell.
 absl::StatusOr<std::vector<std::string>> SplitCommandLine(const std::string& command);
 
+// The placeholders a command word holds as a spec reads them: "name" for
+// "{name}", "name?" for a switch "{name?TEXT}" (identifiers only).
+std::vector<std::string> CommandPlaceholders(const std::string& word);
+
 // Adds patch `ps` (name, diff, rationale, prior) to `spec` exactly as a
 // spec's own patches are added at Init: a valid, unique name; the size
 // limit; the files the diff names and (with `source_repo`) the files git

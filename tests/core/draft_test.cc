@@ -180,6 +180,25 @@ TEST(DraftTest, Llama3Fp8OnOneNodeWithItsSwitches) {
   EXPECT_EQ(SubstituteCommand(d->command, base), Words(kLlama3));
 }
 
+// Found by fuzz_llm: a word of the team's command that already looks like a
+// placeholder ("{name}", "{name?TEXT}") was copied into the drafted command,
+// which then did not parse ("placeholder ... is not a knob"). It is refused,
+// naming the word.
+TEST(DraftTest, AWordThatLooksLikeAPlaceholderIsRefusedNamingIt) {
+  DraftInput in;
+  in.argv = {"torchrun", "train.py", "--micro-batch-size", "2", "--name={run?x}"};
+  in.gpu = "H100";
+  in.global_batch = 64;
+  in.seq_len = 2048;
+  auto d = DraftSpec(in);
+  ASSERT_FALSE(d.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(d.status()));
+  EXPECT_NE(d.status().message().find("word 5 ('--name={run?x}') holds {run?...}"), std::string::npos)
+      << d.status();
+  in.argv.back() = "--name=run{1";  // a brace alone is text, not a placeholder
+  EXPECT_TRUE(DraftSpec(in).ok()) << DraftSpec(in).status();
+}
+
 TEST(DraftTest, TinyGptFromTheScriptsOwnChoices) {
   const std::string script = ReadSource("deploy/examples/tiny-gpt/train.py");
   DraftInput in;
