@@ -547,6 +547,12 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
   // config): accumulation follows the micro-batch by itself. Otherwise an
   // accumulation flag must be tied to it (HF, nanoGPT).
   const Arg* accum_arg = FindArg(args, kAccum);
+  if (accum_arg != nullptr && accum_arg->bare) {
+    // Tied to the micro-batch it needs a value to replace (found by
+    // fuzz_llm: a bare flag became a switch placeholder of a derived value).
+    return Field("argv", absl::StrCat(accum_arg->flag, " has no value; give it the accumulation "
+                                                        "steps the job runs with"));
+  }
   const std::string accum_default_flag = [&]() -> std::string {
     for (const std::string& f : kAccum) {
       if (in.script_defaults.count(f)) return f;

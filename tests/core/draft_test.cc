@@ -197,6 +197,14 @@ TEST(DraftTest, AWordThatLooksLikeAPlaceholderIsRefusedNamingIt) {
       << d.status();
   in.argv.back() = "--name=run{1";  // a brace alone is text, not a placeholder
   EXPECT_TRUE(DraftSpec(in).ok()) << DraftSpec(in).status();
+  // The recorded fuzz input: a bare accumulation flag, which a tie to the
+  // micro-batch would have placed as a switch of a derived value.
+  in.argv = {"torchrun", "train.py", "--gradient-accumulation-steps", "--micro-batch-size", "2",
+             "--tensor-model-parallel-size", "2"};
+  d = DraftSpec(in);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("--gradient-accumulation-steps has no value"), std::string::npos)
+      << d.status();
 }
 
 TEST(DraftTest, TinyGptFromTheScriptsOwnChoices) {
