@@ -6,6 +6,7 @@
 #include <functional>
 #include <cmath>
 #include <regex>
+#include <map>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -343,6 +344,20 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
                                  : cmd[program_at];
   d.args_from = std::min(script_at + 1, cmd.size());
   const std::vector<Arg> args = ParseArgs(cmd, d.args_from);
+  // A flag given twice with different values: the job reads one of them
+  // (argparse, the last), and a knob drafted on the other would not be the
+  // one that counts (found by fuzz_llm: knob values from one, the baseline
+  // from the other).
+  {
+    std::map<std::string, const Arg*> seen;
+    for (const Arg& a : args) {
+      auto [it, fresh] = seen.emplace(a.flag, &a);
+      if (!fresh && (it->second->value != a.value || it->second->bare != a.bare)) {
+        return Field("argv", absl::StrCat(a.flag, " is given twice ('", it->second->value, "' and '",
+                                          a.value, "'); give it once, as the job runs"));
+      }
+    }
+  }
 
   // GPUs.
   if (nproc < 0 || nproc > 4096 || nnodes < 0 || nnodes > 65536) {

@@ -197,6 +197,14 @@ TEST(DraftTest, AWordThatLooksLikeAPlaceholderIsRefusedNamingIt) {
       << d.status();
   in.argv.back() = "--name=run{1";  // a brace alone is text, not a placeholder
   EXPECT_TRUE(DraftSpec(in).ok()) << DraftSpec(in).status();
+  // A flag given twice with different values is refused: which one the job
+  // reads is not the draft's guess to make.
+  in.argv = {"torchrun", "train.py", "--micro-batch-size", "2", "--micro-batch-size", "4"};
+  d = DraftSpec(in);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("--micro-batch-size is given twice ('2' and '4')"),
+            std::string::npos)
+      << d.status();
   // The recorded fuzz input: a bare accumulation flag, which a tie to the
   // micro-batch would have placed as a switch of a derived value.
   in.argv = {"torchrun", "train.py", "--gradient-accumulation-steps", "--micro-batch-size", "2",
