@@ -433,8 +433,15 @@ absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
   t.lease_deadline_ms = NowMs() + absl::ToInt64Milliseconds(options_.lease_timeout);
   // A search trial that cannot win is stopped here, on what it has shown
   // (doctor and verification runs never are: they are the measurements).
+  // Read back only when this report brings a timed step that could make the
+  // third (a report of warm-up lines, or of the first steps, cannot prune):
+  // the steps are read per report, on the progress path.
+  const bool may_prune =
+      std::any_of(steps.begin(), steps.end(), [](const storage::StepRecord& st) {
+        return !st.warmup && st.step + 1 >= kMinPruneSteps;
+      });
   if (t.purpose == trial_purpose::kSearch && StageFromName(s.rec.stage) == v1::STAGE_RUNNING &&
-      !steps.empty()) {
+      may_prune) {
     const double incumbent = s.best_trial_id != 0 ? s.best_step_time_s : s.rec.baseline_step_time_s;
     ASSIGN_OR_RETURN(std::vector<storage::StepRecord> all, options_.storage->ListSteps(t.id));
     std::map<int64_t, storage::StepRecord> by_step;
