@@ -395,6 +395,14 @@ double TextbookStepTimeS(const ModelShape& m, const ClusterShape& c, const Launc
     return (span <= c.gpus_per_node ? c.nvlink_gbps : c.net_gbps) * 1e9;
   };
   if (tp > 1) time += layer_steps * 4.0 * 2.0 * (tp - 1) / tp * layer_bytes / bw(tp);
+  // Pipeline point-to-point: each micro-batch's activations forward and
+  // gradients backward at every virtual stage boundary, on the critical
+  // path with the bubble's (p - 1) / v slots (Narayanan et al. 2021, sec.
+  // 3.3); adjacent stages are tp x cp x dp ranks apart.
+  if (pp > 1) {
+    time += (micro + static_cast<double>(pp - 1) / vpp) * 2.0 * vpp * layer_bytes /
+            bw(static_cast<int64_t>(tp) * cp * dp + 1);
+  }
   if (m.experts > 0 && ep > 1) {
     time += layer_steps * 4.0 * (ep - 1) / ep * layer_bytes * std::max(m.topk, 1) / tp /
             bw(static_cast<int64_t>(tp) * cp * ep);
@@ -716,6 +724,11 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
   return r;
 }
 
+double StartupS(const ModelShape& m, const ClusterShape& c) {
+  const ParamCounts pc = CountParams(m);
+  return 20.0 + 3.0 * std::log2(std::max(1, c.world())) + 2.0 * pc.total / std::max(1, c.world()) / 2e9;
+}
+
 Measurement MeasureTrial(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k,
                          int warmup_steps, int timed_steps, uint64_t trial_seed,
                          int64_t trial_index) {
@@ -723,10 +736,7 @@ Measurement MeasureTrial(const ModelShape& m, const ClusterShape& c, const Launc
   out.truth = Simulate(m, c, k);
   out.status = out.truth.status;
   out.message = out.truth.message;
-  const ParamCounts pc = CountParams(m);
-  // Start-up: imports, NCCL init across the world, building the model.
-  const double startup = 20.0 + 3.0 * std::log2(std::max(1, c.world())) +
-                         2.0 * pc.total / std::max(1, c.world()) / 2e9;
+  const double startup = StartupS(m, c);
   if (out.status == Status::kLauncherError) {
     out.wall_s = 8.0;  // argument validation fails before any GPU work
     return out;

@@ -180,7 +180,8 @@ double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const Launc
 // over all GPUs at the precision's peak times one GEMM efficiency, a third
 // more with full recompute (the attention scores again with selective),
 // stretched by the 1F1B bubble (1 + (p-1)/(m v)); plus TP's four ring
-// all-reduces per layer and micro-batch, EP's four all-to-alls, and the
+// all-reduces per layer and micro-batch, EP's four all-to-alls, the
+// pipeline's point-to-point sends (2v per micro-batch and bubble slot), and the
 // data-parallel gradient all-reduce unless it is overlapped. Deliberately
 // simpler than Simulate (no kernel efficiencies by shape, no flash or fused
 // kernels, no fp8 or CP overheads, no latencies): the search's step-time
@@ -207,6 +208,10 @@ struct Measurement {
   double wall_s = 0;  // start-up included
   SimResult truth;    // the noise-free result behind it
 };
+
+// A trial's start-up before its first step (imports, NCCL init across the
+// world, building the model), in seconds: MeasureTrial's, without noise.
+double StartupS(const ModelShape& model, const ClusterShape& cluster);
 
 // One trial as a real cluster would show it: `trial_seed` draws this
 // launch's noise; `trial_index` (how many trials the cluster ran before)

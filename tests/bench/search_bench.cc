@@ -13,6 +13,9 @@
 //   search_bench [seeds=30] [budget=200] [landscape-substring]
 //   search_bench --transfer [seeds=10] [workload-substring]  same workload on another GPU, bank vs cold
 //   search_bench --estimates      the planner's textbook estimates against the simulator
+//   search_bench --generalize [seeds=10] [budget=30] [both|held-out|tune]
+//                                 the generated suite (workload_suite.h), cold, against TPE,
+//                                 in trials and GPU-seconds, with and without pruning
 //   search_bench --latency [history=2000] proposal latency with a long history
 //   search_bench --promote [seeds=30]     whole noisy sessions: what is promoted after re-verification
 //   search_bench --describe               landscapes as JSON lines (for tpe_bench.py)
@@ -40,6 +43,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "client/agent/executors/landscape.h"
@@ -51,6 +56,7 @@
 #include "core/spec.h"
 #include "models/cluster_sim.h"
 #include "models/stats.h"
+#include "tests/bench/workload_suite.h"
 
 namespace {
 
@@ -62,6 +68,12 @@ struct Outcome {
   bool oom = false;
   double step_time_s = 0;
   double peak_mem_gib = 0;
+  // GPU-seconds the trial costs (GPUs x wall time, start-up included, as
+  // the simulator's MeasureTrial counts it, without noise), and what it
+  // costs when the server stops it after its third timed step (pruning).
+  // 0 where unknown (the measured landscape).
+  double gpu_s = 0;
+  double gpu_s_pruned = 0;
 };
 
 struct Bench {
@@ -71,6 +83,10 @@ struct Bench {
   double best = 0;
   double baseline = 0;
   Config best_config;  // where known (the simulator's landscapes)
+  // Relative noise of the cluster (what the doctor's floor would read);
+  // the pruning rule's margin is twice it, at least 2%.
+  double noise_floor = 0.01;
+  bool hand_tuned = false;  // generated suite: the baseline is a decent one
 };
 
 std::string Read(const std::string& path) {
@@ -99,22 +115,39 @@ double Percentile(std::vector<double> v, double q) {
   return v[i];
 }
 
-Bench SimBench(const infrarsi::SessionSpec& spec) {
+// `best_s` > 0: the landscape's best step time, known (the generated suite
+// found it); else the whole space is enumerated.
+Bench SimBench(const infrarsi::SessionSpec& spec, double best_s = 0) {
+  namespace ms = infrarsi::models::sim;
   Bench b;
   b.spec = spec;
   b.name = spec.name + " (sim)";
-  auto land = infrarsi::EnumerateSimLandscape(b.spec, 1);
-  b.best = land->best.front().result.step_time_s;
-  b.best_config = land->best.front().config;
-  b.baseline = land->baseline.result.step_time_s;
-  b.evaluate = [spec](const Config& c) {
-    namespace ms = infrarsi::models::sim;
+  if (best_s > 0) {
+    b.best = best_s;
+    b.baseline = ms::Simulate(spec.sim.model, spec.sim.cluster, infrarsi::SimKnobs(spec, spec.baseline)).step_time_s;
+  } else {
+    auto land = infrarsi::EnumerateSimLandscape(b.spec, 1);
+    b.best = land->best.front().result.step_time_s;
+    b.best_config = land->best.front().config;
+    b.baseline = land->baseline.result.step_time_s;
+  }
+  b.noise_floor = std::max(0.01, spec.sim.cluster.noise_cv);
+  const double world = spec.sim.cluster.world();
+  const double startup = ms::StartupS(spec.sim.model, spec.sim.cluster);
+  const double warm = 1.8 * spec.sim.warmup_steps;  // MeasureTrial's warm-up steps are slower
+  const double timed = spec.sim.timed_steps;
+  b.evaluate = [spec, world, startup, warm, timed](const Config& c) {
     const ms::SimResult r = ms::Simulate(spec.sim.model, spec.sim.cluster, infrarsi::SimKnobs(spec, c));
     Outcome o;
     o.ok = r.status == ms::Status::kOk;
     o.oom = r.status == ms::Status::kOom;
     o.step_time_s = r.step_time_s;
     o.peak_mem_gib = r.peak_mem_gib;
+    const double wall = o.ok    ? startup + (warm + timed) * r.step_time_s
+                        : o.oom ? startup + 0.5 * r.step_time_s
+                                : 8.0;  // argument checks fail before any GPU work
+    o.gpu_s = world * wall;
+    o.gpu_s_pruned = o.ok ? world * (startup + (warm + std::min(3.0, timed)) * r.step_time_s) : o.gpu_s;
     return o;
   };
   return b;
@@ -278,6 +311,14 @@ struct SessionResult {
   int ooms = 0, failed = 0;
   double best_at_40 = 0;     // best step time within 40 trials (0: none ran)
   double best_found = 0;
+  // Over the whole budget: OOMs, and trials slower than the baseline or
+  // failed (of `trials`).
+  int ooms_total = 0, worse_than_baseline = 0, trials = 0;
+  // GPU-seconds until the first trial within 2% (the whole budget's when
+  // never), without and with the server's pruning of trials that cannot
+  // win; and how many trials pruning stops before that.
+  double gpu_s_to_2pct = 0, gpu_s_to_2pct_pruned = 0;
+  int pruned = 0;
 };
 
 SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrarsi::Priors* priors,
@@ -317,11 +358,24 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
       r.ooms += o.oom;
       r.failed += !o.ok && !o.oom;
     }
+    ++r.trials;
+    r.ooms_total += o.oom;
+    r.worse_than_baseline += !o.ok || o.step_time_s > b.baseline;
+    // Pruning, as the server's JudgePrune: past three timed steps, a trial
+    // slower than the incumbent by more than twice the noise floor stops.
+    const bool prune = o.ok && r.best_found > 0 && o.step_time_s > r.best_found * (1 + 2 * b.noise_floor);
+    if (r.trials_to_2pct > budget) {
+      r.gpu_s_to_2pct += o.gpu_s;
+      r.gpu_s_to_2pct_pruned += prune ? o.gpu_s_pruned : o.gpu_s;
+      r.pruned += prune;
+    }
     if (o.ok && (r.best_found == 0 || o.step_time_s < r.best_found)) r.best_found = o.step_time_s;
     if (n <= 40) r.best_at_40 = r.best_found;
     if (o.ok && o.step_time_s <= 1.02 * b.best && r.trials_to_2pct > budget) {
       r.trials_to_2pct = n;
-      if (n >= 40 || stop_when_reached) break;  // nothing left to measure
+      // Nothing left to measure (the whole-budget counts are read only with
+      // budgets of at most 40).
+      if (n >= 40 || stop_when_reached) break;
     }
   }
   if (r.best_at_40 == 0) r.best_at_40 = r.best_found;
@@ -732,23 +786,187 @@ int Estimates() {
   return 0;
 }
 
-int Describe() {
-  for (const Bench& b : Landscapes()) {
-    std::string knobs;
-    for (const auto& k : b.spec.knobs) {
-      std::string vals;
-      for (const auto& v : k.values) vals += (vals.empty() ? "" : ",") + infrarsi::JsonQuote(v);
-      knobs += (knobs.empty() ? "" : ",") + infrarsi::JsonQuote(k.name) + ":[" + vals + "]";
+// The generated suite's workload `w` as a bench.
+Bench SuiteBench(const infrarsi::bench::SuiteWorkload& w) {
+  Bench b = SimBench(Parse(w.yaml, "/", w.name), w.best_step_s);
+  b.name = w.name;
+  b.hand_tuned = w.hand_tuned;
+  return b;
+}
+
+std::string DescribeLine(const Bench& b) {
+  std::string knobs;
+  for (const auto& k : b.spec.knobs) {
+    std::string vals;
+    for (const auto& v : k.values) vals += (vals.empty() ? "" : ",") + infrarsi::JsonQuote(v);
+    knobs += (knobs.empty() ? "" : ",") + infrarsi::JsonQuote(k.name) + ":[" + vals + "]";
+  }
+  char tail[128];
+  std::snprintf(tail, sizeof(tail), ",\"best\":%.9g,\"baseline_time\":%.9g}", b.best, b.baseline);
+  return "{\"name\":" + infrarsi::JsonQuote(b.name) + ",\"knobs\":{" + knobs +
+         "},\"baseline\":" + infrarsi::EncodeConfigJson(b.spec.baseline) + tail;
+}
+
+// Generalization (issue 33): the generated suite's two halves, cold, the
+// model search against Optuna's TPE (tpe_bench.py --suite, where Debian's
+// python3-optuna is installed), in trials and in GPU-seconds.
+int Generalize(int seeds, int budget, const std::string& which) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto suite = infrarsi::bench::GenerateSuite();
+  if (!suite.ok()) {
+    std::fprintf(stderr, "suite: %s\n", suite.status().ToString().c_str());
+    return 1;
+  }
+  const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int hand = 0, moe = 0;
+  for (const auto& w : *suite) {
+    hand += w.hand_tuned;
+    moe += w.name.find("-moe-") != std::string::npos;
+  }
+  std::printf("Generated suite (tests/bench/workload_suite.h states the distribution): %zu workloads,\n"
+              "seed %llu, %d MoE, %d with hand-tuned baselines; generated in %.1f s. Cold sessions of\n"
+              "the model search, %d seeds, budget %d trials. reached: sessions with a trial within 2%% of\n"
+              "the optimum; med: median trials to it (%d = never); OOM: per session over the budget;\n"
+              "@%d: median share of the optimum's gain held; worse: share of trials slower than the\n"
+              "baseline or failed; GPU-h: median GPU-hours (GPUs x wall, start-up included) to within\n"
+              "2%% (a session that never got there counts its whole budget: a lower bound), without\n"
+              "and with the server's pruning; TPE: Optuna's TPE the same way; ratio: ours / TPE's.\n",
+              suite->size(), static_cast<unsigned long long>(infrarsi::bench::kSuiteSeed),
+              moe, hand, gen_s, seeds, budget, budget + 1, budget);
+  // TPE's figures, per workload name, where Optuna runs here.
+  struct Tpe {
+    double median = 0, gpu_s = 0, ooms = 0, worse = 0, share = 0;
+    int reached = 0;
+  };
+  std::map<std::string, Tpe> tpe;
+  const bool want_tpe = std::getenv("SEARCH_NO_TPE") == nullptr &&
+                        std::system("/usr/bin/python3 -c 'import optuna' >/dev/null 2>&1") == 0;
+  if (want_tpe) {
+    const std::string desc = (std::filesystem::temp_directory_path() /
+                              ("search_bench_suite_" + std::to_string(getpid()) + ".jsonl")).string();
+    {
+      std::ofstream out(desc);
+      for (const auto& w : *suite) {
+        if (which == "both" || (which == "held-out") == w.held_out) out << DescribeLine(SuiteBench(w)) << "\n";
+      }
     }
-    std::printf("{\"name\":%s,\"knobs\":{%s},\"baseline\":%s,\"best\":%.9g,\"baseline_time\":%.9g}\n",
-                infrarsi::JsonQuote(b.name).c_str(), knobs.c_str(),
-                infrarsi::EncodeConfigJson(b.spec.baseline).c_str(), b.best, b.baseline);
+    const std::string cmd = "SEARCH_BENCH=/proc/" + std::to_string(getpid()) + "/exe /usr/bin/python3 " +
+                            std::string(INFRARSI_SOURCE_DIR) + "/tests/bench/tpe_bench.py --suite " + desc +
+                            " " + std::to_string(seeds) + " " + std::to_string(budget);
+    std::fprintf(stderr, "running Optuna's TPE: %s\n", cmd.c_str());
+    if (FILE* f = popen(cmd.c_str(), "r")) {
+      char line[4096];
+      while (std::fgets(line, sizeof(line), f) != nullptr) {
+        const std::string s(line);
+        auto field = [&](const std::string& key) {
+          const size_t at = s.find("\"" + key + "\":");
+          return at == std::string::npos ? 0.0 : std::atof(s.c_str() + at + key.size() + 3);
+        };
+        const size_t a = s.find("\"name\": \"");
+        if (a == std::string::npos) continue;
+        const size_t e = s.find('"', a + 9);
+        Tpe t;
+        t.median = field("median");
+        t.gpu_s = field("gpu_s");
+        t.ooms = field("ooms");
+        t.worse = field("worse");
+        t.share = field("share");
+        t.reached = static_cast<int>(field("reached"));
+        tpe[s.substr(a + 9, e - a - 9)] = t;
+      }
+      pclose(f);
+    }
+    std::filesystem::remove(desc);
+  } else {
+    std::printf("(Optuna's TPE not run: Debian's python3-optuna is not installed, or SEARCH_NO_TPE is set)\n");
+  }
+  infrarsi::ModelOptimizer model;
+  for (const bool held_out : {false, true}) {
+    if (which != "both" && (which == "held-out") != held_out) continue;
+    std::printf("\n%s half:\n", held_out ? "Held-out" : "Tuning");
+    std::printf("%-40s %5s %6s %7s %4s %5s %6s %6s %8s %8s %6s  %7s %4s %5s %8s %6s\n", "workload", "knobs",
+                "gain", "reached", "med", "OOM", "@share", "worse", "GPU-h", "pruned", "saved", "TPE", "med",
+                "OOM", "GPU-h", "ratio");
+    int n = 0, med_ok = 0, oom_ok = 0, share_ok = 0, tuned = 0, worse_ok = 0, cost_n = 0, cost_ok = 0;
+    double worst_med = 0, worst_share = 2, worst_oom = 0, worst_worse = 0, worst_ratio = 0;
+    double sum_saved = 0, sum_cost = 0;
+    for (const auto& w : *suite) {
+      if (w.held_out != held_out) continue;
+      const Bench b = SuiteBench(w);
+      std::vector<double> need, share, gpu, gpu_pruned, oom, worse;
+      int reached = 0;
+      for (int seed = 1; seed <= seeds; ++seed) {
+        const SessionResult r = RunSession(b, model, nullptr, {}, budget, static_cast<uint64_t>(seed));
+        need.push_back(r.trials_to_2pct);
+        reached += r.trials_to_2pct <= budget;
+        share.push_back(r.best_at_40 > 0 ? (b.baseline / r.best_at_40) / (b.baseline / b.best) : 0);
+        gpu.push_back(r.gpu_s_to_2pct);
+        gpu_pruned.push_back(r.gpu_s_to_2pct_pruned);
+        oom.push_back(r.ooms_total);
+        worse.push_back(static_cast<double>(r.worse_than_baseline) / std::max(1, r.trials));
+        sum_cost += r.gpu_s_to_2pct;
+        sum_saved += r.gpu_s_to_2pct - r.gpu_s_to_2pct_pruned;
+      }
+      double mean_oom = 0, mean_worse = 0;
+      for (double o : oom) mean_oom += o / seeds;
+      for (double x : worse) mean_worse += x / seeds;
+      const double med = Percentile(need, 0.5), sh = Percentile(share, 0.5);
+      const double g = Percentile(gpu, 0.5) / 3600, gp = Percentile(gpu_pruned, 0.5) / 3600;
+      ++n;
+      med_ok += med <= 15;
+      oom_ok += mean_oom <= 1;
+      share_ok += sh >= 0.99;
+      worst_med = std::max(worst_med, med);
+      worst_share = std::min(worst_share, sh);
+      worst_oom = std::max(worst_oom, mean_oom);
+      if (w.hand_tuned) {
+        ++tuned;
+        worse_ok += mean_worse <= 0.15;
+        worst_worse = std::max(worst_worse, mean_worse);
+      }
+      std::printf("%-40s %5d %5.2fx %4d/%-2d %4.0f %5.1f %5.1f%% %5.0f%% %8.2f %8.2f %5.0f%%", w.name.c_str(),
+                  w.knobs, w.optimum_gain, reached, seeds, med, mean_oom, 100 * sh, 100 * mean_worse, g, gp,
+                  g > 0 ? 100 * (1 - gp / g) : 0.0);
+      auto it = tpe.find(w.name);
+      if (it != tpe.end()) {
+        const double ratio = it->second.gpu_s > 0 ? Percentile(gpu, 0.5) / it->second.gpu_s : 0;
+        ++cost_n;
+        cost_ok += ratio <= 1.0 / 3;
+        worst_ratio = std::max(worst_ratio, ratio);
+        std::printf("  %4d/%-2d %4.0f %5.1f %8.2f %6.2f", it->second.reached, seeds, it->second.median,
+                    it->second.ooms, it->second.gpu_s / 3600, ratio);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+    std::printf("%s half, targets met: median <= 15 trials %d/%d (worst %.0f); OOM/session <= 1 %d/%d "
+                "(worst %.1f); >= 99%% of the gain %d/%d (worst %.1f%%); hand-tuned, <= 15%% of trials "
+                "slower than the baseline %d/%d (worst %.0f%%)",
+                held_out ? "Held-out" : "Tuning", med_ok, n, worst_med, oom_ok, n, worst_oom, share_ok, n,
+                100 * worst_share, worse_ok, tuned, 100 * worst_worse);
+    if (cost_n > 0) std::printf("; GPU-seconds <= 1/3 of TPE's %d/%d (worst ratio %.2f)", cost_ok, cost_n, worst_ratio);
+    std::printf(".\nPruning saved %.1f%% of the GPU-seconds to within 2%% over the half's sessions.\n",
+                sum_cost > 0 ? 100 * sum_saved / sum_cost : 0.0);
   }
   return 0;
 }
 
+int Describe() {
+  for (const Bench& b : Landscapes()) std::printf("%s\n", DescribeLine(b).c_str());
+  return 0;
+}
+
 int Oracle(const std::string& name) {
-  for (const Bench& b : Landscapes()) {
+  std::vector<Bench> benches;
+  int index = -1;
+  // "g07-...": the generated suite's workload 7, generated alone.
+  if (name.size() > 3 && name[0] == 'g' && std::sscanf(name.c_str() + 1, "%d-", &index) == 1) {
+    auto w = infrarsi::bench::GenerateWorkload(index);
+    if (w.ok() && w->name == name) benches.push_back(SuiteBench(*w));
+  } else {
+    benches = Landscapes();
+  }
+  for (const Bench& b : benches) {
     if (b.name != name) continue;
     std::string line;
     while (std::getline(std::cin, line)) {
@@ -761,9 +979,10 @@ int Oracle(const std::string& name) {
       if (c.size() != b.spec.knobs.size()) {
         std::printf("failed\n");
       } else {
+        // The trial's GPU-seconds last (0 where unknown).
         const Outcome o = b.evaluate(c);
-        if (o.ok) std::printf("ok %.9g %.4f\n", o.step_time_s, o.peak_mem_gib);
-        else std::printf("%s\n", o.oom ? "oom" : "failed");
+        if (o.ok) std::printf("ok %.9g %.4f %.6g\n", o.step_time_s, o.peak_mem_gib, o.gpu_s);
+        else std::printf("%s %.6g\n", o.oom ? "oom" : "failed", o.gpu_s);
       }
       std::fflush(stdout);
     }
@@ -779,6 +998,16 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--describe") == 0) return Describe();
   if (argc > 2 && std::strcmp(argv[1], "--oracle") == 0) return Oracle(argv[2]);
   if (argc > 1 && std::strcmp(argv[1], "--estimates") == 0) return Estimates();
+  if (argc > 1 && std::strcmp(argv[1], "--generalize") == 0) {
+    const int seeds = argc > 2 ? std::atoi(argv[2]) : 10;
+    const int budget = argc > 3 ? std::atoi(argv[3]) : 30;
+    const std::string which = argc > 4 ? argv[4] : "both";
+    if (seeds < 1 || budget < 1 || budget > 40 || (which != "both" && which != "held-out" && which != "tune")) {
+      std::fprintf(stderr, "usage: search_bench --generalize [seeds>=1] [budget 1..40] [both|held-out|tune]\n");
+      return 2;
+    }
+    return Generalize(seeds, budget, which);
+  }
   if (argc > 1 && std::strcmp(argv[1], "--transfer") == 0) {
     return Transfer(argc > 2 ? std::atoi(argv[2]) : 10, argc > 3 ? argv[3] : "");
   }

@@ -10,6 +10,7 @@ again). Repeated settings count as trials:
 each would be a real run.
 
 Usage: tpe_bench.py [seeds=30] [budget=200] [landscape-substring] [--multivariate]
+       tpe_bench.py --suite FILE [seeds=10] [budget=30]   (search_bench --generalize runs it)
 Needs Debian's python3-optuna (deploy/install_deps.sh installs it).
 """
 import json
@@ -37,7 +38,7 @@ def percentile(v, q):
     return v[min(len(v) - 1, int(q * (len(v) - 1) + 0.5))]
 
 
-def run_session(oracle, land, seed, budget, multivariate):
+def run_session(oracle, land, seed, budget, multivariate, suite_mode=False):
     sampler = optuna.samplers.TPESampler(seed=seed, multivariate=multivariate)
     study = optuna.create_study(sampler=sampler, direction="minimize")
     study.enqueue_trial(land["baseline"])
@@ -49,6 +50,10 @@ def run_session(oracle, land, seed, budget, multivariate):
     found = base_time
     at40 = base_time
     first = True
+    # The whole budget's OOMs and trials slower than the baseline (or
+    # failed), and GPU-seconds until the first trial within 2% (the oracle's
+    # last field; the whole budget's when never).
+    extra = {"ooms_total": 0, "worse": 0, "trials": 0, "gpu_s": 0.0}
     while n < budget:
         trial = study.ask()
         cfg = {k: trial.suggest_categorical(k, v) for k, v in knobs.items()}
@@ -57,6 +62,13 @@ def run_session(oracle, land, seed, budget, multivariate):
         ans = oracle.stdout.readline().split()
         if not first:
             n += 1
+            extra["trials"] += 1
+            extra["ooms_total"] += ans[0] == "oom"
+            extra["worse"] += ans[0] != "ok" or float(ans[1]) > base_time
+            if reached > budget:
+                # "ok T MEM COST", "oom COST", "failed COST"
+                if len(ans) >= (4 if ans[0] == "ok" else 2):
+                    extra["gpu_s"] += float(ans[-1])
         if ans[0] == "ok":
             t = float(ans[1])
             study.tell(trial, t)
@@ -73,10 +85,45 @@ def run_session(oracle, land, seed, budget, multivariate):
             if not first and reached > budget:
                 ooms += ans[0] == "oom"  # paid until within 2%, as search_bench counts
         first = False
+    if suite_mode:
+        return reached, ooms, (base_time / at40) / (base_time / best), base_time / found, extra
     return reached, ooms, (base_time / at40) / (base_time / best), base_time / found
 
 
+def suite(path, seeds, budget):
+    """The generated suite (search_bench --generalize): reads its workloads'
+    descriptions from `path`, prints one JSON line per workload."""
+    binary = bench_binary()
+    with open(path) as f:
+        lands = [json.loads(l) for l in f if l.strip()]
+    for land in lands:
+        oracle = subprocess.Popen([binary, "--oracle", land["name"]], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        need, gpu_s, ooms, worse, share = [], [], [], [], []
+        for seed in range(1, seeds + 1):
+            r, _, a, _, extra = run_session(oracle, land, seed, budget, False, suite_mode=True)
+            need.append(r)
+            gpu_s.append(extra["gpu_s"])
+            ooms.append(extra["ooms_total"])
+            worse.append(extra["worse"] / max(1, extra["trials"]))
+            share.append(a)
+        oracle.stdin.close()
+        oracle.wait()
+        print(json.dumps({"name": land["name"], "median": percentile(need, .5),
+                          "reached": sum(1 for r in need if r <= budget),
+                          "gpu_s": percentile(gpu_s, .5), "ooms": statistics.mean(ooms),
+                          "worse": statistics.mean(worse), "share": percentile(share, .5)}),
+              flush=True)
+
+
 def main():
+    if "--suite" in sys.argv:
+        i = sys.argv.index("--suite")
+        rest = sys.argv[i + 1:]
+        if not rest:
+            sys.exit("usage: tpe_bench.py --suite FILE [seeds=10] [budget=30]")
+        suite(rest[0], int(rest[1]) if len(rest) > 1 else 10, int(rest[2]) if len(rest) > 2 else 30)
+        return
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     multivariate = "--multivariate" in sys.argv
     seeds = int(args[0]) if len(args) > 0 else 30
