@@ -214,7 +214,7 @@ class Models {
   Models(const SearchContext& ctx, const Planner& planner, const std::vector<Observation>& history,
          const ModelOptimizer::Options& o, const Priors* priors,
          const std::vector<int64_t>* indices = nullptr)
-      : spec_(*ctx.spec), f_(spec_), planner_(planner) {
+      : spec_(*ctx.spec), f_(spec_), planner_(planner), cost_weight_(o.cost_weight) {
     const int d = f_.dim();
     const bool memory = planner_.capacity_gib > 0;
     const bool estimate = static_cast<bool>(planner_.memory_estimate_gib);
@@ -447,7 +447,11 @@ class Models {
     double mu = 0, sd = 1;  // log step time
     double p_fit = 1, p_launch = 1;
     double ei = 0;          // expected improvement of log time over the best
-    double Score() const { return ei * p_fit * p_launch; }
+    // Predicted cost of running it against the best's (exp(mu) / t_best,
+    // at least 1), raised to Options::cost_weight: a setting predicted
+    // slower than the best pays for its trial in GPU-hours.
+    double cost = 1;
+    double Score() const { return ei * p_fit * p_launch / cost; }
   };
   // Predictions for the settings at `indices` of the space.
   std::vector<Prediction> PredictAll(const std::vector<int64_t>& indices) const {
@@ -485,6 +489,9 @@ class Models {
       p.sd = std::sqrt(var[i]);
       const double z = (best_ - p.mu) / p.sd;
       p.ei = (best_ - p.mu) * NormalCdf(z) + p.sd * NormalPdf(z);
+      if (cost_weight_ > 0) {
+        p.cost = std::pow(std::max(1.0, std::exp(std::min(20.0, p.mu - best_))), cost_weight_);
+      }
       if (fit_launch_) p.p_launch = 1.0 / (1.0 + std::exp(-launch[i]));
       if (memory_) p.p_fit = fit[i];
     }
@@ -507,6 +514,8 @@ class Models {
 
   const Features& features() const { return f_; }
   double memory_sigma() const { return memory_ ? memory_sigma_ : 0.0; }
+  // Log step time of the fastest own trial that ran (what EI improves on).
+  double best_log_time() const { return best_; }
   const models::BayesLinear& time() const { return time_; }
   const std::optional<models::CensoredLinear>& memory() const { return memory_; }
 
@@ -530,6 +539,7 @@ class Models {
   int mem_dim_ = 0, time_dim_ = 0;
   bool time_estimate_ = false;
   double base_estimate_ = 0, base_time_estimate_ = 0;
+  double cost_weight_ = 0;
   double best_ = 0;
   double memory_sigma_ = 0;
   models::BayesLinear time_;

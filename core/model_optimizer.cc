@@ -188,6 +188,19 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     space.ForEachWithinTwo(incumbent, [&](int64_t c) {
       if (!seen.count(c) && pooled.insert(c).second && launches(c)) pool.push_back(c);
     });
+    // And a sample of three-knob moves: the last step often needs three
+    // knobs changed together (pp, tp and recompute, say).
+    if (space.knobs() >= 3) {
+      std::uniform_int_distribution<size_t> knob(0, space.knobs() - 1);
+      for (int i = 0; i < options_.pool_size / 2; ++i) {
+        int64_t c = incumbent;
+        for (int j = 0; j < 3; ++j) {
+          const size_t k = knob(rng);
+          c = space.With(c, k, std::uniform_int_distribution<int64_t>(0, space.radix(k) - 1)(rng));
+        }
+        if (!seen.count(c) && pooled.insert(c).second && launches(c)) pool.push_back(c);
+      }
+    }
   }
   if (pool.empty()) return out;
   std::vector<std::string> why(pool.size(), "model");
@@ -284,7 +297,55 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       }
       pool.insert(pool.end(), extra.begin(), extra.end());
     }
-    out.expected_gain = score.empty() ? 0 : *std::max_element(score.begin(), score.end());
+    // Every OOM is a trial paid for nothing: after k of them, a setting
+    // must fit with probability 1 - 2^-k to be run (the memory model's
+    // doubt about a setting is what a further OOM would have cost).
+    if (options_.oom_caution) {
+      const int ooms = static_cast<int>(std::count_if(history.begin(), history.end(),
+                                                      [](const Observation& o) { return o.status == "oom"; }));
+      if (ooms > 0) {
+        const double min_fit = 1.0 - std::pow(0.5, std::min(ooms, 6));
+        for (size_t i = 0; i < pool.size(); ++i) {
+          if (pred[i].p_fit < min_fit) score[i] = 0;
+        }
+      }
+    }
+    // What the stop rule reads: the most any setting is expected to gain
+    // (its cost aside).
+    out.expected_gain = 0;
+    for (size_t i = 0; i < pred.size(); ++i) {
+      out.expected_gain = std::max(out.expected_gain, score[i] * pred[i].cost);
+    }
+    // A trust region around the incumbent: picks change at most
+    // trust_radius knobs of it, one more for every two trials that have
+    // not beaten it (a decent baseline keeps what it has right; a stalled
+    // search widens), and wider where nothing inside is worth a trial. A
+    // setting outside that the models expect faster than the incumbent
+    // with confidence (its mean plus one sd below it: the bank's trials or
+    // the runs speak for it) stays a candidate.
+    if (options_.trust_radius > 0 && incumbent >= 0) {
+      int since_best = 0;
+      for (size_t i = history.size(); i-- > 0;) {
+        if (history_index[i] == incumbent && Ran(history[i])) break;
+        since_best += !InFlight(history[i].status);
+      }
+      std::vector<double> best_at(space.knobs() + 1, 0.0);  // best score at each distance
+      for (size_t i = 0; i < pool.size(); ++i) {
+        double& b = best_at[static_cast<size_t>(space.Distance(pool[i], incumbent))];
+        b = std::max(b, score[i]);
+      }
+      size_t radius = static_cast<size_t>(options_.trust_radius + since_best / 2);
+      auto inside = [&](size_t r) {
+        return *std::max_element(best_at.begin(), best_at.begin() + static_cast<std::ptrdiff_t>(std::min(r, space.knobs())) + 1);
+      };
+      while (radius < space.knobs() && inside(radius) <= 0) ++radius;
+      const double best_log = m.best_log_time();
+      for (size_t i = 0; i < pool.size(); ++i) {
+        if (static_cast<size_t>(space.Distance(pool[i], incumbent)) > radius && pred[i].mu + pred[i].sd >= best_log) {
+          score[i] = 0;
+        }
+      }
+    }
     // Every `local_every`-th finished trial, the first pick is the best
     // scored setting near the incumbent: a global model over a large space
     // keeps enough doubt about far regions that expected improvement alone

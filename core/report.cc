@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/agent_health.h"
 #include "core/slurm_job.h"
+#include "core/trial_rules.h"
 #include "core/audit.h"
 #include "core/integrity.h"
 #include "core/model_optimizer.h"
@@ -80,8 +81,13 @@ absl::StatusOr<std::vector<Observation>> SearchHistoryOf(
     Observation o;
     ASSIGN_OR_RETURN(o.config, DecodeConfigJson(t.config));
     FillKnobDefaults(spec, &o.config);
-    // A pruned trial ran: the models learn the step time its steps showed.
-    o.status = t.status == trial_status::kPruned ? std::string(trial_status::kOk) : t.status;
+    // A pruned trial ran: the models learn the step time its steps showed,
+    // or, where its memory went past the device's, that it does not fit.
+    o.status = t.status;
+    if (t.status == trial_status::kPruned) {
+      const double capacity = DeclaredCapacityGib(spec);
+      o.status = capacity > 0 && t.peak_mem_gib > capacity ? trial_status::kOom : trial_status::kOk;
+    }
     o.step_time_s = t.step_time_s;
     o.peak_mem_gib = t.peak_mem_gib;
     history.push_back(std::move(o));

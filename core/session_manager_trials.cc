@@ -436,9 +436,10 @@ absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
   // Read back only when this report brings a timed step that could make the
   // third (a report of warm-up lines, or of the first steps, cannot prune):
   // the steps are read per report, on the progress path.
+  const double capacity = DeclaredCapacityGib(s.spec);
   const bool may_prune =
-      std::any_of(steps.begin(), steps.end(), [](const storage::StepRecord& st) {
-        return !st.warmup && st.step + 1 >= kMinPruneSteps;
+      std::any_of(steps.begin(), steps.end(), [&](const storage::StepRecord& st) {
+        return (!st.warmup && st.step + 1 >= kMinPruneSteps) || (capacity > 0 && st.peak_mem_gib > capacity);
       });
   if (t.purpose == trial_purpose::kSearch && StageFromName(s.rec.stage) == v1::STAGE_RUNNING &&
       may_prune) {
@@ -450,7 +451,7 @@ absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
     all.clear();
     for (auto& [n, st] : by_step) all.push_back(std::move(st));
     const PruneVerdict v =
-        JudgePrune(all, incumbent, s.doctor.noise_floor(), ExpectedTimedSteps(s, t));
+        JudgePrune(all, incumbent, s.doctor.noise_floor(), ExpectedTimedSteps(s, t), capacity);
     if (v.prune) {
       t.status = ts::kPruned;
       t.step_time_s = v.step_time_s;

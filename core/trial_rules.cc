@@ -124,9 +124,33 @@ ReportedFinish JudgeReportedFinish(const std::string& status,
   return out;
 }
 
+double DeclaredCapacityGib(const SessionSpec& spec) {
+  switch (spec.executor_kind) {
+    case SessionSpec::ExecutorKind::kReplay: return spec.replay.capacity_gib;
+    case SessionSpec::ExecutorKind::kSim: return spec.sim.cluster.gpu.memory_gib;
+    default: return 0;
+  }
+}
+
 PruneVerdict JudgePrune(const std::vector<storage::StepRecord>& steps, double incumbent_s,
-                        double noise_floor, int expected_timed_steps) {
+                        double noise_floor, int expected_timed_steps, double capacity_gib) {
   PruneVerdict v;
+  if (capacity_gib > 0) {
+    for (const storage::StepRecord& s : steps) {
+      if (!(s.peak_mem_gib > capacity_gib)) continue;  // NaN never prunes
+      v.prune = v.memory = true;
+      v.peak_mem_gib = s.peak_mem_gib;
+      std::vector<double> timed;
+      for (const storage::StepRecord& t : steps) {
+        if (!t.warmup && t.step_time_s > 0 && std::isfinite(t.step_time_s)) timed.push_back(t.step_time_s);
+      }
+      if (!timed.empty()) v.step_time_s = models::Median(timed);
+      v.reason = absl::StrCat("pruned at step ", s.step, ": its peak memory (",
+                              absl::StrFormat("%.2f", s.peak_mem_gib), " GiB) is past the device's ",
+                              absl::StrFormat("%.2f", capacity_gib), " GiB");
+      return v;
+    }
+  }
   if (!(incumbent_s > 0)) return v;
   std::vector<double> timed;
   for (const storage::StepRecord& s : steps) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/spec.h"
 #include "storage/storage.h"
 
 namespace infrarsi {
@@ -75,14 +76,26 @@ ReportedFinish JudgeReportedFinish(const std::string& status,
 // best search trial's step time, else the baseline's) by more than twice
 // the noise floor (at least 1%). The fastest step is the trial's most
 // favourable evidence, so a noisy step never prunes a fast setting.
+//
+// Memory: where `capacity_gib` > 0, a step (warm-up included) whose peak is
+// past it prunes the trial at once, as out of memory (`memory` set): it
+// cannot run as a candidate however fast its steps are.
 inline constexpr int kMinPruneSteps = 3;
 struct PruneVerdict {
   bool prune = false;
-  double step_time_s = 0;  // the median of the timed steps so far
+  bool memory = false;     // pruned for memory past capacity
+  double step_time_s = 0;  // the median of the timed steps so far (0: none)
+  double peak_mem_gib = 0;
   std::string reason;
 };
 PruneVerdict JudgePrune(const std::vector<storage::StepRecord>& steps, double incumbent_s,
-                        double noise_floor, int expected_timed_steps);
+                        double noise_floor, int expected_timed_steps, double capacity_gib = 0);
+
+// The device memory a trial's peak is judged against where the spec fixes
+// it: the replay's emulated capacity, the simulated GPU's; 0 for a real
+// process (a real GPU's own limit ends the run itself, and what its
+// allocator reports may exceed a catalog's figure).
+double DeclaredCapacityGib(const SessionSpec& spec);
 
 }  // namespace infrarsi
 

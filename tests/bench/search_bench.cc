@@ -35,6 +35,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -324,7 +325,7 @@ struct SessionResult {
 SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrarsi::Priors* priors,
                          const std::vector<Config>& warm, int budget, uint64_t seed,
                          const std::vector<infrarsi::SearchContext::Related>& related = {},
-                         bool stop_when_reached = false) {
+                         bool stop_when_reached = false, bool server_stop_rule = false) {
   // The baseline is measured by the doctor first, as in a session.
   Outcome bo;
   std::vector<Observation> history = {Observe(b, b.spec.baseline, &bo)};
@@ -340,6 +341,13 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
     const infrarsi::Proposal proposal = opt.Propose(ctx, history, 1, seed * 1000 + static_cast<uint64_t>(n));
     const std::vector<Config>& next = proposal.configs;
     if (next.empty()) break;
+    // The server's stop rule (SessionManager::ApplyProposalLocked, defaults:
+    // min_trials 10, stop_gain 0): past 10 search trials, a session stops
+    // when no setting is expected to beat the best by more than the noise.
+    if (server_stop_rule && n - 1 >= 10 && proposal.expected_gain >= 0 &&
+        proposal.expected_gain < b.noise_floor) {
+      break;
+    }
     Outcome o;
     history.push_back(Observe(b, next[0], &o));
     if (std::getenv("SEARCH_TRACE") != nullptr) {  // one line per trial, for diagnosis
@@ -404,6 +412,7 @@ int Main(int seeds, int budget, const std::string& only) {
   if (const char* v = std::getenv("X_MSIG")) exp_opts.memory_sigma = std::atof(v);
   if (const char* v = std::getenv("X_LEARNSIG")) exp_opts.learn_memory_sigma = std::atoi(v) != 0;
   if (const char* v = std::getenv("X_SIGW")) exp_opts.memory_sigma_weight = std::atof(v);
+  if (const char* v = std::getenv("X_COST")) exp_opts.cost_weight = std::atof(v);
   strategies.push_back({"model", std::make_unique<infrarsi::ModelOptimizer>(exp_opts)});
   strategies.push_back({"model+priors", std::make_unique<infrarsi::ModelOptimizer>(), &*priors});
 
@@ -825,12 +834,14 @@ int Generalize(int seeds, int budget, const std::string& which) {
   }
   std::printf("Generated suite (tests/bench/workload_suite.h states the distribution): %zu workloads,\n"
               "seed %llu, %d MoE, %d with hand-tuned baselines; generated in %.1f s. Cold sessions of\n"
-              "the model search, %d seeds, budget %d trials. reached: sessions with a trial within 2%% of\n"
+              "the model search, %d seeds, budget %d trials, stopping as the server does (past 10 trials,\n"
+              "when nothing is expected to gain more than the noise). reached: sessions with a trial within 2%% of\n"
               "the optimum; med: median trials to it (%d = never); OOM: per session over the budget;\n"
               "@%d: median share of the optimum's gain held; worse: share of trials slower than the\n"
               "baseline or failed; GPU-h: median GPU-hours (GPUs x wall, start-up included) to within\n"
-              "2%% (a session that never got there counts its whole budget: a lower bound), without\n"
-              "and with the server's pruning; TPE: Optuna's TPE the same way; ratio: ours / TPE's.\n",
+              "2%% (a session that never got there counts as infinite), without and with the server's\n"
+              "pruning; TPE: Optuna's TPE the same way (reached, median trials, OOMs, GPU-h); ratio:\n"
+              "ours / TPE's (0 where only TPE's median is never).\n",
               suite->size(), static_cast<unsigned long long>(infrarsi::bench::kSuiteSeed),
               moe, hand, gen_s, seeds, budget, budget + 1, budget);
   // TPE's figures, per workload name, where Optuna runs here.
@@ -880,7 +891,12 @@ int Generalize(int seeds, int budget, const std::string& which) {
   } else {
     std::printf("(Optuna's TPE not run: Debian's python3-optuna is not installed, or SEARCH_NO_TPE is set)\n");
   }
-  infrarsi::ModelOptimizer model;
+  infrarsi::ModelOptimizer::Options opts;
+  if (const char* v = std::getenv("X_COST")) opts.cost_weight = std::atof(v);
+  if (const char* v = std::getenv("X_LOCAL")) opts.local_every = std::atoi(v);
+  if (const char* v = std::getenv("X_TRUST")) opts.trust_radius = std::atoi(v);
+  if (const char* v = std::getenv("X_OOMC")) opts.oom_caution = std::atoi(v) != 0;
+  infrarsi::ModelOptimizer model(opts);
   for (const bool held_out : {false, true}) {
     if (which != "both" && (which == "held-out") != held_out) continue;
     std::printf("\n%s half:\n", held_out ? "Held-out" : "Tuning");
@@ -889,14 +905,31 @@ int Generalize(int seeds, int budget, const std::string& which) {
                 "OOM", "GPU-h", "ratio");
     int n = 0, med_ok = 0, oom_ok = 0, share_ok = 0, tuned = 0, worse_ok = 0, cost_n = 0, cost_ok = 0;
     double worst_med = 0, worst_share = 2, worst_oom = 0, worst_worse = 0, worst_ratio = 0;
-    double sum_saved = 0, sum_cost = 0;
+    double sum_saved = 0, sum_cost = 0, sum_med = 0, sum_oom = 0, sum_worse = 0;
     for (const auto& w : *suite) {
       if (w.held_out != held_out) continue;
+      // SEARCH_ONLY=substring: only those workloads (for diagnosis).
+      if (const char* only = std::getenv("SEARCH_ONLY"); only != nullptr && w.name.find(only) == std::string::npos) {
+        continue;
+      }
       const Bench b = SuiteBench(w);
+      if (std::getenv("SEARCH_TRACE") != nullptr) {  // where the optimum is, against the baseline
+        auto land = infrarsi::EnumerateSimLandscape(b.spec, 5);
+        for (const auto& p : land->best) {
+          std::string diff;
+          for (const auto& k : b.spec.knobs) {
+            if (p.config.at(k.name) != b.spec.baseline.at(k.name)) diff += k.name + "=" + p.config.at(k.name) + " ";
+          }
+          std::fprintf(stderr, "%s: top %.3f (%.3f of best): %s\n", w.name.c_str(), p.result.step_time_s,
+                       p.result.step_time_s / b.best, diff.c_str());
+        }
+        std::fprintf(stderr, "baseline %s\n", infrarsi::EncodeConfigJson(b.spec.baseline).c_str());
+      }
       std::vector<double> need, share, gpu, gpu_pruned, oom, worse;
       int reached = 0;
       for (int seed = 1; seed <= seeds; ++seed) {
-        const SessionResult r = RunSession(b, model, nullptr, {}, budget, static_cast<uint64_t>(seed));
+        const SessionResult r = RunSession(b, model, nullptr, {}, budget, static_cast<uint64_t>(seed), {},
+                                           false, /*server_stop_rule=*/true);
         need.push_back(r.trials_to_2pct);
         reached += r.trials_to_2pct <= budget;
         share.push_back(r.best_at_40 > 0 ? (b.baseline / r.best_at_40) / (b.baseline / b.best) : 0);
@@ -904,8 +937,15 @@ int Generalize(int seeds, int budget, const std::string& which) {
         gpu_pruned.push_back(r.gpu_s_to_2pct_pruned);
         oom.push_back(r.ooms_total);
         worse.push_back(static_cast<double>(r.worse_than_baseline) / std::max(1, r.trials));
-        sum_cost += r.gpu_s_to_2pct;
-        sum_saved += r.gpu_s_to_2pct - r.gpu_s_to_2pct_pruned;
+        if (r.trials_to_2pct <= budget) {
+          sum_cost += r.gpu_s_to_2pct;
+          sum_saved += r.gpu_s_to_2pct - r.gpu_s_to_2pct_pruned;
+        }
+      }
+      // A session that never got within 2% has no cost to it: it sorts last
+      // (infinite), and a median that falls on one reads "never".
+      for (size_t i = 0; i < need.size(); ++i) {
+        if (need[i] > budget) gpu[i] = gpu_pruned[i] = std::numeric_limits<double>::infinity();
       }
       double mean_oom = 0, mean_worse = 0;
       for (double o : oom) mean_oom += o / seeds;
@@ -913,6 +953,9 @@ int Generalize(int seeds, int budget, const std::string& which) {
       const double med = Percentile(need, 0.5), sh = Percentile(share, 0.5);
       const double g = Percentile(gpu, 0.5) / 3600, gp = Percentile(gpu_pruned, 0.5) / 3600;
       ++n;
+      sum_med += med;
+      sum_oom += mean_oom;
+      if (w.hand_tuned) sum_worse += mean_worse;
       med_ok += med <= 15;
       oom_ok += mean_oom <= 1;
       share_ok += sh >= 0.99;
@@ -929,7 +972,9 @@ int Generalize(int seeds, int budget, const std::string& which) {
                   g > 0 ? 100 * (1 - gp / g) : 0.0);
       auto it = tpe.find(w.name);
       if (it != tpe.end()) {
-        const double ratio = it->second.gpu_s > 0 ? Percentile(gpu, 0.5) / it->second.gpu_s : 0;
+        // TPE never (median) and ours did: a ratio of 0 (met); ours never: inf.
+        const double ratio = std::isinf(it->second.gpu_s) ? (std::isinf(Percentile(gpu, 0.5)) ? 1.0 : 0.0)
+                                                            : Percentile(gpu, 0.5) / it->second.gpu_s;
         ++cost_n;
         cost_ok += ratio <= 1.0 / 3;
         worst_ratio = std::max(worst_ratio, ratio);
@@ -945,7 +990,9 @@ int Generalize(int seeds, int budget, const std::string& which) {
                 held_out ? "Held-out" : "Tuning", med_ok, n, worst_med, oom_ok, n, worst_oom, share_ok, n,
                 100 * worst_share, worse_ok, tuned, 100 * worst_worse);
     if (cost_n > 0) std::printf("; GPU-seconds <= 1/3 of TPE's %d/%d (worst ratio %.2f)", cost_ok, cost_n, worst_ratio);
-    std::printf(".\nPruning saved %.1f%% of the GPU-seconds to within 2%% over the half's sessions.\n",
+    std::printf(".\nSums: median trials %.0f, OOMs per session %.1f, hand-tuned share slower %.2f, "
+                "GPU-hours of the sessions that got within 2%% %.0f, of which pruning saved %.1f%%.\n",
+                sum_med, sum_oom, sum_worse, sum_cost / 3600,
                 sum_cost > 0 ? 100 * sum_saved / sum_cost : 0.0);
   }
   return 0;

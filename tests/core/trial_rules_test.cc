@@ -2,8 +2,11 @@
 // a reported finish is judged, on hand-built records.
 #include "core/trial_rules.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
+#include "core/report.h"
 #include "core/trial_status.h"
 
 namespace infrarsi {
@@ -121,6 +124,64 @@ TEST(TrialRulesTest, PruningNeedsEnoughStepsAllSlowerThanTheBestByTwiceTheFloor)
   EXPECT_FALSE(JudgePrune(slow, 0, 0.02, 10).prune);
   // The floor never counts below 1%: 1.015 s is within twice that.
   EXPECT_FALSE(JudgePrune({Step(1, 1.015), Step(2, 1.015), Step(3, 1.015)}, 1.0, 0.0, 10).prune);
+}
+
+TEST(JudgePruneTest, MemoryPastTheDeclaredCapacityPrunesAtOnceAsOutOfMemory) {
+  // A fast trial whose first (warm-up) step already holds more than the
+  // device: pruned without waiting for three timed steps or an incumbent.
+  storage::StepRecord warm = Step(0, 0.5);
+  warm.warmup = true;
+  warm.peak_mem_gib = 81.5;
+  PruneVerdict v = JudgePrune({warm}, 0, 0.02, 10, 80.0);
+  EXPECT_TRUE(v.prune);
+  EXPECT_TRUE(v.memory);
+  EXPECT_DOUBLE_EQ(v.peak_mem_gib, 81.5);
+  EXPECT_NE(v.reason.find("81.50 GiB) is past the device's 80.00 GiB"), std::string::npos) << v.reason;
+  // At the capacity, or without one declared (a real process), it runs on.
+  warm.peak_mem_gib = 80.0;
+  EXPECT_FALSE(JudgePrune({warm}, 0, 0.02, 10, 80.0).prune);
+  warm.peak_mem_gib = 81.5;
+  EXPECT_FALSE(JudgePrune({warm}, 0, 0.02, 10, 0).prune);
+  // A NaN peak never prunes.
+  warm.peak_mem_gib = std::nan("");
+  EXPECT_FALSE(JudgePrune({warm}, 0, 0.02, 10, 80.0).prune);
+}
+
+TEST(JudgePruneTest, TheSearchLearnsAMemoryPruneAsAnOomAndATimePruneAsARun) {
+  SessionSpec spec;
+  spec.executor_kind = SessionSpec::ExecutorKind::kSim;
+  spec.sim.cluster.gpu.memory_gib = 80;
+  spec.gpu_count = 8;
+  spec.knobs = {{"tp", {"1", "2"}}};
+  spec.baseline = {{"tp", "1"}};
+  storage::TrialRecord memory, slow;
+  memory.purpose = slow.purpose = trial_purpose::kSearch;
+  memory.config = R"({"tp":"2"})";
+  slow.config = R"({"tp":"1"})";
+  memory.status = slow.status = ts::kPruned;
+  memory.peak_mem_gib = 85;
+  slow.peak_mem_gib = 60;
+  memory.step_time_s = slow.step_time_s = 1.5;
+  double gpu_s = 0;
+  auto history = SearchHistoryOf(spec, {memory, slow}, &gpu_s);
+  ASSERT_TRUE(history.ok()) << history.status();
+  ASSERT_EQ(history->size(), 2u);
+  EXPECT_EQ((*history)[0].status, ts::kOom);
+  EXPECT_EQ((*history)[1].status, ts::kOk);
+  EXPECT_DOUBLE_EQ((*history)[1].step_time_s, 1.5);
+}
+
+TEST(JudgePruneTest, TheDeclaredCapacityIsTheReplaysOrTheSimulatedGpusOnly) {
+  SessionSpec spec;
+  spec.executor_kind = SessionSpec::ExecutorKind::kReplay;
+  spec.replay.capacity_gib = 40;
+  EXPECT_DOUBLE_EQ(DeclaredCapacityGib(spec), 40);
+  spec.executor_kind = SessionSpec::ExecutorKind::kSim;
+  spec.sim.cluster.gpu.memory_gib = 80;
+  EXPECT_DOUBLE_EQ(DeclaredCapacityGib(spec), 80);
+  spec.executor_kind = SessionSpec::ExecutorKind::kProcess;
+  spec.gpu = "H100";
+  EXPECT_DOUBLE_EQ(DeclaredCapacityGib(spec), 0);
 }
 
 }  // namespace
