@@ -192,7 +192,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     // knobs changed together (pp, tp and recompute, say).
     if (space.knobs() >= 3) {
       std::uniform_int_distribution<size_t> knob(0, space.knobs() - 1);
-      for (int i = 0; i < options_.pool_size / 2; ++i) {
+      for (int i = 0; i < options_.pool_size / 4; ++i) {
         int64_t c = incumbent;
         for (int j = 0; j < 3; ++j) {
           const size_t k = knob(rng);

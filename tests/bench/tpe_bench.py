@@ -11,6 +11,7 @@ each would be a real run.
 
 Usage: tpe_bench.py [seeds=30] [budget=200] [landscape-substring] [--multivariate]
        tpe_bench.py --suite FILE [seeds=10] [budget=30]   (search_bench --generalize runs it)
+       tpe_bench.py --latency [history=2000]   (proposal time; search_bench --latency runs it)
 Needs Debian's python3-optuna (deploy/install_deps.sh installs it).
 """
 import json
@@ -117,7 +118,53 @@ def suite(path, seeds, budget):
               flush=True)
 
 
+def latency(history):
+    """Optuna TPE's proposal time with `history` finished trials, on the
+    landscapes search_bench --latency times (the reference workloads)."""
+    import random
+    import time
+    binary = bench_binary()
+    lands = [json.loads(l) for l in subprocess.run([binary, "--describe"], check=True,
+                                                   capture_output=True, text=True).stdout.splitlines()]
+    print(f"Optuna {optuna.__version__} TPE: proposal time with {history} finished trials (ms)")
+    print(f"{'landscape':<28} {'p50 ms':>10} {'p99 ms':>10}")
+    for land in lands:
+        if "(sim)" not in land["name"] or not any(r in land["name"] for r in (
+                "dense-8b-1x8-h100", "dense-70b-4x8-h100", "moe-8x7b-16l-1x8-h100", "moe-8x7b-2x8-h200")):
+            continue
+        oracle = subprocess.Popen([binary, "--oracle", land["name"]], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        dists = {k: optuna.distributions.CategoricalDistribution(v) for k, v in land["knobs"].items()}
+        study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=1), direction="minimize")
+        rng = random.Random(1)
+        for _ in range(history):
+            cfg = {k: rng.choice(v) for k, v in land["knobs"].items()}
+            oracle.stdin.write(",".join(f"{k}={cfg[k]}" for k in sorted(cfg)) + "\n")
+            oracle.stdin.flush()
+            ans = oracle.stdout.readline().split()
+            if ans[0] == "ok":
+                study.add_trial(optuna.trial.create_trial(params=cfg, distributions=dists, value=float(ans[1])))
+            else:
+                study.add_trial(optuna.trial.create_trial(params=cfg, distributions=dists,
+                                                          state=optuna.trial.TrialState.PRUNED))
+        oracle.stdin.close()
+        oracle.wait()
+        ms = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            trial = study.ask()
+            for k, v in land["knobs"].items():
+                trial.suggest_categorical(k, v)
+            ms.append(1e3 * (time.perf_counter() - t0))
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        print(f"{land['name']:<28} {percentile(ms, .5):>10.1f} {percentile(ms, .99):>10.1f}", flush=True)
+
+
 def main():
+    if "--latency" in sys.argv:
+        rest = [a for a in sys.argv[1:] if not a.startswith("--")]
+        latency(int(rest[0]) if rest else 2000)
+        return
     if "--suite" in sys.argv:
         i = sys.argv.index("--suite")
         rest = sys.argv[i + 1:]
