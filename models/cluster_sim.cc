@@ -398,10 +398,10 @@ double TextbookStepTimeS(const ModelShape& m, const ClusterShape& c, const Launc
   // Pipeline point-to-point: each micro-batch's activations forward and
   // gradients backward at every virtual stage boundary, on the critical
   // path with the bubble's (p - 1) / v slots (Narayanan et al. 2021, sec.
-  // 3.3); adjacent stages are tp x cp x dp ranks apart.
+  // 3.3). The stages tile the world, so on more than one node some stage
+  // boundary is a node boundary, and the slowest send paces the pipeline.
   if (pp > 1) {
-    time += (micro + static_cast<double>(pp - 1) / vpp) * 2.0 * vpp * layer_bytes /
-            bw(static_cast<int64_t>(tp) * cp * dp + 1);
+    time += (micro + static_cast<double>(pp - 1) / vpp) * 2.0 * vpp * layer_bytes / bw(world);
   }
   if (m.experts > 0 && ep > 1) {
     time += layer_steps * 4.0 * (ep - 1) / ep * layer_bytes * std::max(m.topk, 1) / tp /

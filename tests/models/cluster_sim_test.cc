@@ -284,11 +284,22 @@ TEST(TextbookStepTimeTest, BubbleAndCommunicationTerms) {
   k.overlap_grad_reduce = true;  // no exposed data-parallel term
   const double flat = TextbookStepTimeS(m, c, k);
   // pp=4 leaves dp=2, so 32 micro-batches of 1: bubble 1 + 3/32, or 3/64
-  // interleaved twice.
+  // interleaved twice; plus the point-to-point sends of one micro-batch's
+  // activations (2048 tokens x 2048 values in bf16) forward and back at
+  // each virtual stage boundary, for the 32 micro-batches and the bubble's
+  // 3 / v slots, over NVLink (adjacent stages are dp = 2 ranks apart).
+  const double send = 2048.0 * 2048 * 2 / (c.nvlink_gbps * 1e9);
   k.pp = 4;
-  EXPECT_NEAR(TextbookStepTimeS(m, c, k) / flat, 1.0 + 3.0 / 32, 1e-12);
+  EXPECT_NEAR(TextbookStepTimeS(m, c, k), flat * (1.0 + 3.0 / 32) + (32 + 3.0) * 2 * send, 1e-12);
   k.vpp = 2;
-  EXPECT_NEAR(TextbookStepTimeS(m, c, k) / flat, 1.0 + 3.0 / 64, 1e-12);
+  EXPECT_NEAR(TextbookStepTimeS(m, c, k), flat * (1.0 + 3.0 / 64) + (32 + 1.5) * 4 * send, 1e-12);
+  // The sends cross nodes once a stage spans one: the same pp=4 on 2 nodes
+  // of 4 GPUs pays the network's bandwidth.
+  ClusterShape two = H100Node(4);
+  two.nodes = 2;
+  k.vpp = 1;
+  const double net_send = 2048.0 * 2048 * 2 / (two.net_gbps * 1e9);
+  EXPECT_NEAR(TextbookStepTimeS(m, two, k) - TextbookStepTimeS(m, c, k), (32 + 3.0) * 2 * (net_send - send), 1e-9);
   k.pp = 1;
   k.vpp = 1;
   k.tp = 2;  // four ring all-reduces per layer and micro-batch
