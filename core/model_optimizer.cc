@@ -297,6 +297,10 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       }
       pool.insert(pool.end(), extra.begin(), extra.end());
     }
+    // The scores before the guards below: where they leave nothing worth a
+    // trial, the picks still follow the models (the stop rule, reading an
+    // expected gain of 0, ends the session once it may), not pool order.
+    const std::vector<double> unguarded = score;
     // Every OOM is a trial paid for nothing: after k of them, a setting
     // must fit with probability 1 - 2^-k to be run (the memory model's
     // doubt about a setting is what a further OOM would have cost).
@@ -307,6 +311,24 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
         const double min_fit = 1.0 - std::pow(0.5, std::min(ooms, 6));
         for (size_t i = 0; i < pool.size(); ++i) {
           if (pred[i].p_fit < min_fit) score[i] = 0;
+        }
+      }
+    }
+    // A setting more likely slower than the baseline than not is not worth
+    // its GPU-hours: the baseline already runs that well (a trust region
+    // around a decent baseline; a naive one leaves nearly everything in).
+    if (options_.min_p_beat_baseline > 0) {
+      double base_log = 0;
+      bool have_base = false;
+      for (const Observation& o : history) {
+        if (Ran(o) && o.config == spec.baseline) {
+          base_log = have_base ? std::min(base_log, std::log(o.step_time_s)) : std::log(o.step_time_s);
+          have_base = true;
+        }
+      }
+      if (have_base) {
+        for (size_t i = 0; i < pool.size(); ++i) {
+          if (NormalCdf((base_log - pred[i].mu) / pred[i].sd) < options_.min_p_beat_baseline) score[i] = 0;
         }
       }
     }
@@ -346,6 +368,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
         }
       }
     }
+    if (std::none_of(score.begin(), score.end(), [](double s) { return s > 0; })) score = unguarded;
     // Every `local_every`-th finished trial, the first pick is the best
     // scored setting near the incumbent: a global model over a large space
     // keeps enough doubt about far regions that expected improvement alone

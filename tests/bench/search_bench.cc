@@ -908,6 +908,7 @@ int Generalize(int seeds, int budget, const std::string& which) {
   if (const char* v = std::getenv("X_LOCAL")) opts.local_every = std::atoi(v);
   if (const char* v = std::getenv("X_TRUST")) opts.trust_radius = std::atoi(v);
   if (const char* v = std::getenv("X_OOMC")) opts.oom_caution = std::atoi(v) != 0;
+  if (const char* v = std::getenv("X_PBASE")) opts.min_p_beat_baseline = std::atof(v);
   infrarsi::ModelOptimizer model(opts);
   for (const bool held_out : {false, true}) {
     if (which != "both" && (which == "held-out") != held_out) continue;

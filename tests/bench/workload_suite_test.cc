@@ -70,6 +70,7 @@ TEST(WorkloadSuiteTest, TheDrawRepeatsAndAWorkloadDependsOnlyOnItsIndex) {
 // search as it was (the guard's option off), which fails the expectation.
 struct Session {
   int ooms = 0, trials = 0;
+  int slower = 0;  // trials slower than the baseline, or failed
   std::vector<Config> picks;
   std::vector<int> from_incumbent;  // knobs each pick changed of the fastest that ran before it
 };
@@ -101,6 +102,7 @@ Session RunSession(const SessionSpec& spec, const ModelOptimizer::Options& o, ui
     for (const auto& [k, v] : p.configs[0]) changed += best->config.at(k) != v;
     s.from_incumbent.push_back(changed);
     history.push_back(observe(p.configs[0]));
+    s.slower += history.back().status != "ok" || history.back().step_time_s > history.front().step_time_s;
     s.picks.push_back(p.configs[0]);
     s.ooms += history.back().status == "oom";
     ++s.trials;
@@ -124,6 +126,7 @@ TEST(SearchGuardsTest, AfterOomsOnlySettingsLikelyToFitRunAndTheSearchStops) {
   const SessionSpec spec = Parsed(*w);
   ModelOptimizer::Options off;
   off.oom_caution = false;
+  off.min_p_beat_baseline = 0;
   int ooms_on = 0, ooms_off = 0;
   for (uint64_t seed = 1; seed <= 3; ++seed) {
     ooms_on += RunSession(spec, ModelOptimizer::Options(), seed, 30).ooms;
@@ -143,9 +146,10 @@ TEST(SearchGuardsTest, AHandTunedBaselineKeepsWhatItHasRightInTheFirstPicks) {
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_EQ(w->name.rfind("g24-dense-34b", 0), 0u) << w->name;
   const SessionSpec spec = Parsed(*w);
-  ModelOptimizer::Options off;
+  ModelOptimizer::Options off;  // the search as it was
   off.trust_radius = 0;
   off.cost_weight = 0;
+  off.min_p_beat_baseline = 0;
   int far_on = 0, far_off = 0;
   for (uint64_t seed = 1; seed <= 5; ++seed) {
     for (const auto& [opts, far] : {std::pair{ModelOptimizer::Options(), &far_on}, std::pair{off, &far_off}}) {
@@ -158,6 +162,20 @@ TEST(SearchGuardsTest, AHandTunedBaselineKeepsWhatItHasRightInTheFirstPicks) {
   }
   std::printf("picks more than 3 knobs from the incumbent in 5 x 2 trials: %d with the guards, %d without\n",
               far_on, far_off);
+  // Whole sessions (the server's stop rule): the share of trials slower than
+  // the baseline, which every one of them pays for in GPU-hours.
+  int slower_on = 0, trials_on = 0, slower_off = 0, trials_off = 0;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    const Session on = RunSession(spec, ModelOptimizer::Options(), seed, 20);
+    const Session was = RunSession(spec, off, seed, 20);
+    slower_on += on.slower;
+    trials_on += on.trials;
+    slower_off += was.slower;
+    trials_off += was.trials;
+  }
+  std::printf("trials slower than the baseline: %d of %d with the guards, %d of %d without\n", slower_on,
+              trials_on, slower_off, trials_off);
+  EXPECT_LT(static_cast<double>(slower_on) / trials_on, 0.75 * slower_off / trials_off);
   EXPECT_EQ(far_on, 0) << "picks more than three knobs from the incumbent in the first two trials";
   EXPECT_GT(far_off, 0) << "the search as it was: no far pick (the test shows nothing)";
 }
