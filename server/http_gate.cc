@@ -338,9 +338,11 @@ void HttpGate::Poll() {
           }
         }
         if (refuse) {
+          // Counted before the answer: whoever reads the 503 then reads a
+          // count that includes it (a loaded host showed the count first).
+          ++refused_;
           Answer(fd, "503 Service Unavailable");
           close(fd);
-          ++refused_;
           continue;
         }
         waiting.push_back(Conn{fd, ip, now, std::string()});
