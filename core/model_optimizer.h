@@ -26,7 +26,12 @@
 // P(fits) x P(launches), over every untried setting in small spaces and a
 // sample plus the neighbourhood of the best in large ones; every other
 // trial, the first pick stays within two knobs of the fastest setting so
-// far (the last few percent are usually there). The best
+// far (the last few percent are usually there). Guards against paying for
+// what the models could know (Options): expected improvement is divided by
+// the predicted slowdown against the best (cost_weight); a setting less
+// likely than not to beat the baseline is not run (min_p_beat_baseline);
+// after k OOMs a setting must fit with probability 1 - 2^-k (oom_caution);
+// picks stay in a trust region around the incumbent (trust_radius). The best
 // predicted speed-ups that would not fit are paired with the memory savers
 // (knob values of negative memory price) that make them fit. A batch keeps
 // its picks at least two knobs apart.
