@@ -178,7 +178,10 @@ absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
   ASSIGN_OR_RETURN(YAML::Node m, RequireMap(sim, "model", f + ".model", true));
   RETURN_IF_ERROR(CheckKeys(m, f + ".model",
                             {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "swiglu",
-                             "dropout", "tied_embeddings", "experts", "topk", "expert_ffn"}));
+                             "dropout", "tied_embeddings", "experts", "topk", "expert_ffn",
+                             "head_dim", "q_lora_rank", "kv_lora_rank", "rope_head_dim",
+                             "v_head_dim", "shared_expert_ffn", "dense_layers", "window",
+                             "global_every"}));
   auto int_field = [&](const char* key, int64_t lo, int64_t hi,
                        std::optional<int64_t> dflt) -> absl::StatusOr<int64_t> {
     return ReadInt(m, key, f + ".model." + key, lo, hi, dflt);
@@ -201,6 +204,15 @@ absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
   ASSIGN_OR_RETURN(int64_t experts, int_field("experts", 0, 4096, 0));
   ASSIGN_OR_RETURN(int64_t topk, int_field("topk", 0, 4096, 0));
   ASSIGN_OR_RETURN(int64_t expert_ffn, int_field("expert_ffn", 0, 1 << 22, 0));
+  ASSIGN_OR_RETURN(int64_t head_dim, int_field("head_dim", 0, 1 << 16, 0));
+  ASSIGN_OR_RETURN(int64_t q_lora, int_field("q_lora_rank", 0, 1 << 20, 0));
+  ASSIGN_OR_RETURN(int64_t kv_lora, int_field("kv_lora_rank", 0, 1 << 20, 0));
+  ASSIGN_OR_RETURN(int64_t rope, int_field("rope_head_dim", 0, 1 << 16, 0));
+  ASSIGN_OR_RETURN(int64_t v_head, int_field("v_head_dim", 0, 1 << 16, 0));
+  ASSIGN_OR_RETURN(int64_t shared_ffn, int_field("shared_expert_ffn", 0, 1 << 22, 0));
+  ASSIGN_OR_RETURN(int64_t dense_layers, int_field("dense_layers", 0, 10000, 0));
+  ASSIGN_OR_RETURN(int64_t window, int_field("window", 0, 1 << 30, 0));
+  ASSIGN_OR_RETURN(int64_t global_every, int_field("global_every", 0, 10000, 0));
   mm.layers = static_cast<int>(layers);
   mm.hidden = static_cast<int>(hidden);
   mm.heads = static_cast<int>(heads);
@@ -210,12 +222,66 @@ absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
   mm.experts = static_cast<int>(experts);
   mm.topk = static_cast<int>(topk);
   mm.expert_ffn = static_cast<int>(expert_ffn);
+  mm.head_dim = static_cast<int>(head_dim);
+  mm.q_lora_rank = static_cast<int>(q_lora);
+  mm.kv_lora_rank = static_cast<int>(kv_lora);
+  mm.rope_head_dim = static_cast<int>(rope);
+  mm.v_head_dim = static_cast<int>(v_head);
+  mm.shared_expert_ffn = static_cast<int>(shared_ffn);
+  mm.dense_layers = static_cast<int>(dense_layers);
+  mm.window = static_cast<int>(window);
+  mm.global_every = static_cast<int>(global_every);
   ASSIGN_OR_RETURN(mm.swiglu, bool_field(m, "swiglu", f + ".model.swiglu", true));
   ASSIGN_OR_RETURN(mm.dropout, bool_field(m, "dropout", f + ".model.dropout", false));
   ASSIGN_OR_RETURN(mm.tied_embeddings,
                    bool_field(m, "tied_embeddings", f + ".model.tied_embeddings", false));
-  if (mm.hidden % mm.heads != 0) {
-    return FieldError(f + ".model.hidden", "must be a multiple of heads");
+  const bool mla = mm.kv_lora_rank > 0;
+  if (mm.head_dim == 0 && mm.hidden % mm.heads != 0) {
+    return FieldError(f + ".model.hidden", "must be a multiple of heads (or set head_dim)");
+  }
+  if (mla) {
+    if (mm.head_dim == 0) {
+      return FieldError(f + ".model.head_dim",
+                        "is required with multi-head latent attention (kv_lora_rank): the "
+                        "query/key head width without its RoPE part");
+    }
+    if (mm.kv_heads != 0 && mm.kv_heads != mm.heads) {
+      return FieldError(f + ".model.kv_heads",
+                        "must be 0 or heads with multi-head latent attention (every head has "
+                        "its own keys, decompressed from the latent)");
+    }
+  } else {
+    for (auto [key, v] : {std::pair{"q_lora_rank", mm.q_lora_rank},
+                          std::pair{"rope_head_dim", mm.rope_head_dim},
+                          std::pair{"v_head_dim", mm.v_head_dim}}) {
+      if (v > 0) {
+        return FieldError(f + ".model." + key,
+                          "applies to multi-head latent attention only (set kv_lora_rank)");
+      }
+    }
+  }
+  if (mm.experts == 0) {
+    if (mm.shared_expert_ffn > 0) {
+      return FieldError(f + ".model.shared_expert_ffn", "applies to a MoE model only (experts)");
+    }
+    if (mm.dense_layers > 0) {
+      return FieldError(f + ".model.dense_layers", "applies to a MoE model only (experts)");
+    }
+  } else if (mm.dense_layers > 0) {
+    if (mm.dense_layers >= mm.layers) {
+      return FieldError(f + ".model.dense_layers", "must leave at least one MoE layer (< layers)");
+    }
+    if (mm.ffn < 1) {
+      return FieldError(f + ".model.ffn", "is required for the dense layers (dense_layers > 0)");
+    }
+  }
+  if (mm.global_every > 0) {
+    if (mm.window == 0) {
+      return FieldError(f + ".model.global_every", "needs a sliding window (window > 0)");
+    }
+    if (mm.global_every > mm.layers) {
+      return FieldError(f + ".model.global_every", "must be at most layers");
+    }
   }
   if (mm.kv_heads > 0 && mm.heads % mm.kv_heads != 0) {
     return FieldError(f + ".model.kv_heads", "must divide heads");
@@ -239,10 +305,14 @@ absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
   }
   ms::ClusterShape& c = out.cluster;
   c.gpu = *gpu;
+  // The GPU's usual fabric where the catalog states one (GB200: NVLink 5
+  // across a 72-GPU rack); the spec's own figures override it.
+  if (gpu->nvlink_gbps > 0) c.nvlink_gbps = gpu->nvlink_gbps;
+  if (gpu->nvlink_domain > c.gpus_per_node) c.nvlink_domain = gpu->nvlink_domain;
   ASSIGN_OR_RETURN(YAML::Node cl, RequireMap(sim, "cluster", f + ".cluster", false));
   if (cl) {
     RETURN_IF_ERROR(CheckKeys(cl, f + ".cluster",
-                              {"gpus_per_node", "nodes", "nvlink_gbps", "net_gbps",
+                              {"gpus_per_node", "nodes", "nvlink_domain", "nvlink_gbps", "net_gbps",
                                "nvlink_latency_us", "net_latency_us", "noise_cv",
                                "straggler_prob", "straggler_slowdown", "drift_pct", "seed"}));
     ASSIGN_OR_RETURN(int64_t per_node,
@@ -250,6 +320,15 @@ absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
     ASSIGN_OR_RETURN(int64_t nodes, ReadInt(cl, "nodes", f + ".cluster.nodes", 1, 100000, 1));
     c.gpus_per_node = static_cast<int>(per_node);
     c.nodes = static_cast<int>(nodes);
+    ASSIGN_OR_RETURN(int64_t domain,
+                     ReadInt(cl, "nvlink_domain", f + ".cluster.nvlink_domain", 0, 100000,
+                             gpu->nvlink_domain > per_node ? gpu->nvlink_domain : 0));
+    if (domain > 0 && domain % per_node != 0) {
+      return FieldError(f + ".cluster.nvlink_domain",
+                        absl::StrCat("must be a multiple of gpus_per_node (", per_node,
+                                     "): an NVLink domain joins whole nodes, got ", domain));
+    }
+    c.nvlink_domain = static_cast<int>(domain);
     ASSIGN_OR_RETURN(c.nvlink_gbps, ReadDouble(cl, "nvlink_gbps", f + ".cluster.nvlink_gbps", 1, 1e5, c.nvlink_gbps));
     ASSIGN_OR_RETURN(c.net_gbps, ReadDouble(cl, "net_gbps", f + ".cluster.net_gbps", 0.1, 1e5, c.net_gbps));
     ASSIGN_OR_RETURN(c.nvlink_latency_us, ReadDouble(cl, "nvlink_latency_us", f + ".cluster.nvlink_latency_us", 0, 1e4, c.nvlink_latency_us));

@@ -18,11 +18,33 @@ const std::vector<GpuSpec>& Catalog() {
   // allocator reports it (the measured H200 landscape: 139.8 GiB). The GEMM
   // efficiency is what large training GEMMs sustain: Hopper parts run into
   // their power limit well below the datasheet clock.
+  //
+  // Entries added for current systems state their source. Their GEMM
+  // efficiency is an assumption, said here, not fitted to the calibration
+  // rows: Hopper-class parts under their power limit like the H100 (0.60);
+  // parts that are not power-bound (H20) like the A100; MI300X at half its
+  // peak, what public GEMM benchmarks of it report.
   static const std::vector<GpuSpec> gpus = {
-      {"A100-40GB", 312, 0, 39.4, 1.555, 0.82},
-      {"A100-80GB", 312, 0, 79.2, 2.039, 0.82},
-      {"H100", 989, 1979, 79.1, 3.35, 0.60},
-      {"H200", 989, 1979, 139.8, 4.8, 0.62},
+      {"A100-40GB", 312, 0, 39.4, 1.555, 0.82, 0, 0, "NVIDIA A100 datasheet"},
+      {"A100-80GB", 312, 0, 79.2, 2.039, 0.82, 0, 0, "NVIDIA A100 datasheet"},
+      {"H100", 989, 1979, 79.1, 3.35, 0.60, 450, 8, "NVIDIA H100 SXM5 datasheet (700 W)"},
+      // Meta's Grand Teton H100s (torchtitan's benchmarks): HBM2e, 2.4 TB/s,
+      // 500 W; "peak between SXM and NVL" (989 and 835): their midpoint.
+      {"H100-96GB", 912, 1824, 94.5, 2.4, 0.60, 450, 8,
+       "torchtitan benchmarks/llama3_h100_202412 (Grand Teton, 500 W, HBM2e)"},
+      // The export part DeepSeek-V3 trained on: H100 compute, NVLink 400 GB/s
+      // both directions.
+      {"H800", 989, 1979, 79.1, 3.35, 0.60, 200, 8, "DeepSeek-V3 technical report, sec. 3.1"},
+      {"H20", 148, 296, 94.5, 4.0, 0.82, 450, 8, "NVIDIA H20 product brief (96 GB HBM3)"},
+      {"H200", 989, 1979, 139.8, 4.8, 0.62, 450, 8, "NVIDIA H200 datasheet; measured capacity"},
+      {"B200", 2250, 4500, 178.4, 8.0, 0.60, 900, 8,
+       "NVIDIA DGX B200 datasheet (dense; NVLink 5 1.8 TB/s both directions)"},
+      {"GB200", 2500, 5000, 184.0, 8.0, 0.60, 900, 72,
+       "NVIDIA GB200 NVL72 datasheet (dense; 72-GPU NVLink domain, 186 GB HBM3e)"},
+      {"GB300", 2500, 5000, 284.0, 8.0, 0.60, 900, 72,
+       "NVIDIA GB300 NVL72 datasheet (dense; 288 GB HBM3e)"},
+      {"MI300X", 1307, 2615, 191.5, 5.3, 0.50, 448, 8,
+       "AMD Instinct MI300X datasheet (Infinity Fabric 896 GB/s aggregate)"},
   };
   return gpus;
 }
@@ -57,10 +79,11 @@ struct Link {
   double lat_us;
 };
 
-// A group of `span` consecutive ranks stays inside one node when it fits.
-// NCCL reaches about 80% of the link's bandwidth.
+// A group of `span` consecutive ranks stays inside one NVLink domain (a
+// node, or a GB200 NVL72 rack) when it fits. NCCL reaches about 80% of the
+// link's bandwidth.
 Link LinkFor(const ClusterShape& c, int64_t span) {
-  if (span <= c.gpus_per_node) return {c.nvlink_gbps * 0.8, c.nvlink_latency_us};
+  if (span <= c.domain()) return {c.nvlink_gbps * 0.8, c.nvlink_latency_us};
   return {c.net_gbps * 0.8, c.net_latency_us};
 }
 
@@ -70,7 +93,7 @@ Link LinkFor(const ClusterShape& c, int64_t span) {
 // up to NVLink's bandwidth (nccl-tests' multi-node bus bandwidth on DGX
 // nodes: several times one NIC's when the whole node is in the group).
 Link GroupLink(const ClusterShape& c, int64_t stride, int64_t span) {
-  if (span <= c.gpus_per_node) return LinkFor(c, span);
+  if (span <= c.domain()) return LinkFor(c, span);
   const double members = std::max<int64_t>(1, c.gpus_per_node / std::max<int64_t>(1, stride));
   return {std::min(c.nvlink_gbps, members * c.net_gbps) * 0.8, c.net_latency_us};
 }
@@ -104,7 +127,22 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
                   kv, k.tp);
     return buf;
   }
-  if (m.layers % k.pp != 0) {
+  const bool uneven = k.pp_first_layers > 0 || k.pp_last_layers > 0;
+  if (uneven) {
+    if (k.pp < 2) {
+      return "AssertionError: --decoder-first/last-pipeline-num-layers require "
+             "pipeline_model_parallel_size > 1";
+    }
+    const int middle = k.pp - (k.pp_first_layers > 0) - (k.pp_last_layers > 0);
+    const int rest = m.layers - k.pp_first_layers - k.pp_last_layers;
+    if (rest < 0 || (middle == 0 && rest != 0) || (middle > 0 && (rest < middle || rest % middle != 0))) {
+      std::snprintf(buf, sizeof(buf),
+                    "AssertionError: num_layers (%d) minus the first (%d) and last (%d) stage's "
+                    "layers must split evenly over the other %d pipeline stages",
+                    m.layers, k.pp_first_layers, k.pp_last_layers, middle);
+      return buf;
+    }
+  } else if (m.layers % k.pp != 0) {
     std::snprintf(buf, sizeof(buf),
                   "AssertionError: num_layers (%d) must be divisible by "
                   "pipeline_model_parallel_size (%d)",
@@ -116,7 +154,9 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
       return "AssertionError: virtual_pipeline_model_parallel_size > 1 requires "
              "pipeline_model_parallel_size > 1";
     }
-    if ((m.layers / k.pp) % k.vpp != 0) {
+    // With uneven stages the virtual stages follow a pipeline layout
+    // (Megatron's --pipeline-model-parallel-layout), which need not divide.
+    if (!uneven && (m.layers / k.pp) % k.vpp != 0) {
       std::snprintf(buf, sizeof(buf),
                     "AssertionError: number of layers per pipeline stage (%d) must be divisible "
                     "by virtual_pipeline_model_parallel_size (%d)",
@@ -171,9 +211,29 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
   if (k.precision == Precision::kFp8 && c.gpu.fp8_tflops <= 0) {
     return "RuntimeError: FP8 requires compute capability >= 8.9 (got " + c.gpu.name + ")";
   }
-  if (k.overlap_param_gather && !k.dist_opt) {
+  if (k.overlap_param_gather && !k.dist_opt && k.sharding == Sharding::kNone) {
     return "AssertionError: --overlap-param-gather only supported with "
            "--use-distributed-optimizer";
+  }
+  if (k.overlap_moe_comm && k.ep < 2) {
+    return "AssertionError: overlap_moe_expert_parallel_comm requires "
+           "expert_model_parallel_size > 1";
+  }
+  if (k.capacity_factor > 0 && m.experts == 0) {
+    return "AssertionError: --moe-expert-capacity-factor requires num_experts (a MoE model)";
+  }
+  if (k.shard_group > 0) {
+    if (k.sharding == Sharding::kNone && !k.dist_opt) {
+      return "AssertionError: a shard group (HSDP) needs sharded state (sharding zero1-3 or "
+             "dist_opt)";
+    }
+    if ((dp * k.cp) % k.shard_group != 0) {
+      std::snprintf(buf, sizeof(buf),
+                    "AssertionError: data_parallel_size x context_parallel_size (%d) must be "
+                    "divisible by the shard group size (%d)",
+                    dp * k.cp, k.shard_group);
+      return buf;
+    }
   }
   if (k.bucket_mb <= 0) return "AssertionError: --ddp-bucket-size must be positive";
   return "";
@@ -200,7 +260,8 @@ const std::vector<std::string>& KnobNames() {
   static const std::vector<std::string> names = {
       "tp", "pp", "cp", "ep", "micro_batch", "vpp", "recompute", "dist_opt", "grad_reduce_bf16",
       "seq_par", "overlap_grad_reduce", "overlap_param_gather", "bucket_mb", "precision", "fused_kernels",
-      "flash_attn", "global_batch_override"};
+      "flash_attn", "sharding", "shard_group", "pp_first_layers", "pp_last_layers",
+      "capacity_factor", "overlap_moe_comm", "global_batch_override"};
   return names;
 }
 
@@ -243,6 +304,39 @@ bool SetKnob(LaunchKnobs* k, const std::string& name, const std::string& value,
     k->global_batch_override = v;
     return true;
   }
+  if (name == "shard_group" || name == "pp_first_layers" || name == "pp_last_layers") {
+    if (!as_int(&v)) return false;
+    if (v > 65536) {
+      *error = name + ": must be in [0, 65536] (0: " +
+               (name == "shard_group" ? "one group" : "an even split") + "), got '" + value + "'";
+      return false;
+    }
+    int* field = name == "shard_group" ? &k->shard_group
+               : name == "pp_first_layers" ? &k->pp_first_layers : &k->pp_last_layers;
+    *field = static_cast<int>(v);
+    return true;
+  }
+  if (name == "capacity_factor") {
+    char* end = nullptr;
+    const double d = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || !(d >= 0) || d > 64) {
+      *error = name + ": expected 0 (dropless) or a capacity factor in (0, 64], got '" + value + "'";
+      return false;
+    }
+    k->capacity_factor = d;
+    return true;
+  }
+  if (name == "sharding") {
+    if (value == "none") k->sharding = Sharding::kNone;
+    else if (value == "zero1") k->sharding = Sharding::kZero1;
+    else if (value == "zero2") k->sharding = Sharding::kZero2;
+    else if (value == "zero3" || value == "fsdp") k->sharding = Sharding::kZero3;
+    else {
+      *error = name + ": expected none, zero1, zero2, zero3 or fsdp, got '" + value + "'";
+      return false;
+    }
+    return true;
+  }
   if (name == "bucket_mb") {
     char* end = nullptr;
     const double d = std::strtod(value.c_str(), &end);
@@ -279,6 +373,7 @@ bool SetKnob(LaunchKnobs* k, const std::string& name, const std::string& value,
   if (name == "overlap_param_gather") return as_bool(&k->overlap_param_gather);
   if (name == "fused_kernels") return as_bool(&k->fused_kernels);
   if (name == "flash_attn") return as_bool(&k->flash_attn);
+  if (name == "overlap_moe_comm") return as_bool(&k->overlap_moe_comm);
   *error = name + ": not a simulator knob";
   return false;
 }
@@ -310,6 +405,12 @@ KnobSetter CompileKnob(const std::string& name, const std::string& value, std::s
   if (name == "precision") return Assign(&LaunchKnobs::precision, p.precision);
   if (name == "fused_kernels") return Assign(&LaunchKnobs::fused_kernels, p.fused_kernels);
   if (name == "flash_attn") return Assign(&LaunchKnobs::flash_attn, p.flash_attn);
+  if (name == "sharding") return Assign(&LaunchKnobs::sharding, p.sharding);
+  if (name == "shard_group") return Assign(&LaunchKnobs::shard_group, p.shard_group);
+  if (name == "pp_first_layers") return Assign(&LaunchKnobs::pp_first_layers, p.pp_first_layers);
+  if (name == "pp_last_layers") return Assign(&LaunchKnobs::pp_last_layers, p.pp_last_layers);
+  if (name == "capacity_factor") return Assign(&LaunchKnobs::capacity_factor, p.capacity_factor);
+  if (name == "overlap_moe_comm") return Assign(&LaunchKnobs::overlap_moe_comm, p.overlap_moe_comm);
   if (name == "global_batch_override") return Assign(&LaunchKnobs::global_batch_override, p.global_batch_override);
   *error = name + ": not a simulator knob";
   return nullptr;
@@ -324,19 +425,96 @@ const char* StatusName(Status s) {
   return "failed";
 }
 
+namespace {
+
+// Attention widths of one layer (see ModelShape's head_dim and MLA fields).
+struct AttnDims {
+  double params = 0;   // projections (MLA: down- and up-projections)
+  double q = 0;        // query width, heads x query/key head dim
+  double k = 0;        // key width after up-projection (GQA: kv heads)
+  double v = 0;        // value width
+  double o = 0;        // output projection's input width, heads x value head dim
+  double latent = 0;   // MLA: compressed query and KV latents (+ RoPE key)
+  double score = 0;    // heads x (qk + v) / 2: the width attention's FLOPs scale with
+};
+
+AttnDims Attention(const ModelShape& m) {
+  AttnDims d;
+  const double h = m.hidden, a = m.heads;
+  const double hd = m.head_dim > 0 ? m.head_dim : h / a;
+  const double kvh = m.kv_heads > 0 ? m.kv_heads : m.heads;
+  if (m.kv_lora_rank > 0) {
+    const double r = m.rope_head_dim, vh = m.v_head_dim > 0 ? m.v_head_dim : hd;
+    d.q = a * (hd + r);
+    d.k = a * (hd + r);
+    d.v = a * vh;
+    d.o = a * vh;
+    d.latent = (m.q_lora_rank > 0 ? m.q_lora_rank : 0) + m.kv_lora_rank + r;
+    const double q_params = m.q_lora_rank > 0 ? h * m.q_lora_rank + m.q_lora_rank * d.q : h * d.q;
+    const double kv_params = h * (m.kv_lora_rank + r) + m.kv_lora_rank * a * (hd + vh);
+    d.params = q_params + kv_params + d.o * h;
+    d.score = a * (hd + r + vh) / 2.0;
+  } else {
+    d.q = a * hd;
+    d.k = kvh * hd;
+    d.v = kvh * hd;
+    d.o = a * hd;
+    d.params = h * (d.q + d.k + d.v) + d.o * h;
+    d.score = a * hd;
+  }
+  return d;
+}
+
+// Keys a query attends to in a layer, as a non-causal count (MFU
+// conventions count full attention as s keys): s globally; with a window
+// w, twice the causal mean w - w^2/(2s).
+double KeysPerQuery(const ModelShape& m, bool global) {
+  const double s = m.seq_len;
+  if (global || m.window <= 0 || m.window >= m.seq_len) return s;
+  const double w = m.window;
+  return 2.0 * w - w * w / s;
+}
+
+}  // namespace
+
+bool IsMoeLayer(const ModelShape& m, int layer) {
+  return m.experts > 0 && layer >= m.dense_layers;
+}
+
+bool IsGlobalLayer(const ModelShape& m, int layer) {
+  if (m.window <= 0) return true;
+  return m.global_every > 0 && (layer + 1) % m.global_every == 0;
+}
+
+StageLayers LayersOfStage(const ModelShape& m, const LaunchKnobs& k, int stage) {
+  const int pp = std::max(k.pp, 1);
+  if (pp == 1) return {0, m.layers};
+  const int f = k.pp_first_layers, l = k.pp_last_layers;
+  const int middle = pp - (f > 0) - (l > 0);
+  const int per = middle > 0 ? (m.layers - f - l) / middle : 0;
+  auto count = [&](int s) { return s == 0 && f > 0 ? f : s == pp - 1 && l > 0 ? l : per; };
+  StageLayers out;
+  for (int s = 0; s < stage; ++s) out.first += count(s);
+  out.count = count(stage);
+  return out;
+}
+
 ParamCounts CountParams(const ModelShape& m) {
   ParamCounts p;
   const double h = m.hidden;
-  const double kv = (m.kv_heads > 0 ? m.kv_heads : m.heads) * (h / m.heads);
   const double mats = m.swiglu ? 3.0 : 2.0;
-  const double attn = h * (h + 2 * kv) + h * h;
-  const double norms = 2 * h;
+  p.attention = Attention(m).params + 2 * h + (m.kv_lora_rank > 0 ? m.kv_lora_rank + m.q_lora_rank : 0);
+  p.dense_mlp = mats * h * m.ffn;
   if (m.experts > 0) {
-    p.per_layer_dense = attn + norms + h * m.experts;  // router
-    p.per_layer_expert = m.experts * mats * h * m.expert_ffn;
-  } else {
-    p.per_layer_dense = attn + norms + mats * h * m.ffn;
+    p.moe_dense = h * m.experts + mats * h * m.shared_expert_ffn;  // router, shared experts
+    p.moe_experts = m.experts * mats * h * m.expert_ffn;
+    p.moe_layers = std::max(0, m.layers - m.dense_layers);
   }
+  const int dense_layers = m.layers - p.moe_layers;
+  const double layers = std::max(1, m.layers);
+  p.per_layer_dense =
+      p.attention + (dense_layers * p.dense_mlp + p.moe_layers * p.moe_dense) / layers;
+  p.per_layer_expert = p.moe_layers * p.moe_experts / layers;
   p.embedding = static_cast<double>(m.vocab) * h * (m.tied_embeddings ? 1 : 2);
   p.total = m.layers * (p.per_layer_dense + p.per_layer_expert) + p.embedding;
   const double active_expert =
@@ -344,7 +522,6 @@ ParamCounts CountParams(const ModelShape& m) {
   p.active = m.layers * (p.per_layer_dense + active_expert) + p.embedding;
   return p;
 }
-
 std::string LaunchCheck(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k) {
   return LauncherCheck(m, c, k, k.global_batch_override > 0 ? k.global_batch_override
                                                             : m.global_batch);
@@ -358,8 +535,14 @@ double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const Launc
   const double layers = static_cast<double>(m.layers) / pp;
   const double params =
       (p.embedding / 2 + layers * (p.per_layer_dense + p.per_layer_expert / ep)) / tp;
-  const double state = params * (k.grad_reduce_bf16 ? (k.dist_opt ? 4.0 + 16.0 / dp : 20.0)
-                                                    : (k.dist_opt ? 6.0 + 12.0 / dp : 18.0));
+  // Bytes per parameter: weights 2, gradients 4 (2 in bf16), optimizer 12
+  // (16 with bf16 gradients: an fp32 copy); ZeRO-1 shards the optimizer,
+  // ZeRO-2 the gradients too, ZeRO-3/FSDP the weights as well.
+  const int zero = std::max(static_cast<int>(k.sharding), k.dist_opt ? 1 : 0);
+  const double d = k.shard_group > 0 ? std::min(k.shard_group, dp) : dp;
+  const double grad = k.grad_reduce_bf16 ? 2.0 : 4.0, opt = k.grad_reduce_bf16 ? 16.0 : 12.0;
+  const double state = params * ((zero >= 3 ? 2.0 / d : 2.0) + (zero >= 2 ? grad / d : grad) +
+                                 (zero >= 1 ? opt / d : opt));
   const double s = static_cast<double>(m.seq_len) / cp, b = k.micro_batch, h = m.hidden;
   double act;
   if (k.recompute == Recompute::kFull) {
@@ -419,24 +602,31 @@ double TextbookStepTimeS(const ModelShape& m, const ClusterShape& c, const Launc
 double ModelFlopsPerToken(const ModelShape& m) {
   const ParamCounts p = CountParams(m);
   // 6 per parameter per token through every layer, the output layer's
-  // matmul, and attention scores (non-causal count, as MFU conventions do).
+  // matmul, and attention scores and values (non-causal count, as MFU
+  // conventions do; a windowed layer counts the keys its window holds).
   const double layer_params = p.active - p.embedding;
-  return 6.0 * layer_params + 6.0 * static_cast<double>(m.vocab) * m.hidden +
-         12.0 * m.layers * static_cast<double>(m.hidden) * m.seq_len;
+  const double score = Attention(m).score;
+  double attention = 0;
+  for (int i = 0; i < m.layers; ++i) attention += 12.0 * score * KeysPerQuery(m, IsGlobalLayer(m, i));
+  return 6.0 * layer_params + 6.0 * static_cast<double>(m.vocab) * m.hidden + attention;
 }
 
 double ActivationBytesPerLayer(const ModelShape& m, const LaunchKnobs& k) {
+  return ActivationBytesPerLayer(m, k, m.experts > 0);
+}
+
+double ActivationBytesPerLayer(const ModelShape& m, const LaunchKnobs& k, bool moe) {
   // Korthikanti et al. 2022, section 4, term by term, for t tokens of one
   // micro-batch on this rank (sequence split by CP).
   const double t = static_cast<double>(k.micro_batch) * m.seq_len / k.cp;
   const double h = m.hidden;
   const double a = m.heads;
-  const double kv = (m.kv_heads > 0 ? m.kv_heads : m.heads) * (h / m.heads);
+  const AttnDims d = Attention(m);
   const double tp = k.tp;
   // With sequence parallelism the parts TP would replicate are split too.
   const double rep = (k.seq_par && k.tp > 1) ? tp : 1.0;
   const double drop = m.dropout ? 1.0 : 0.0;
-  const double s_keys = m.seq_len;  // each query attends to the whole sequence
+  const double s_keys = m.seq_len;  // materialised scores span the whole sequence
   const bool fp8 = k.precision == Precision::kFp8;
   // fp8 keeps GEMM inputs in 1 byte (Transformer Engine stores fp8 copies).
   const double gemm_in = fp8 ? 1.0 : 2.0;
@@ -445,8 +635,13 @@ double ActivationBytesPerLayer(const ModelShape& m, const LaunchKnobs& k) {
 
   double attn = 0;
   attn += gemm_in * t * h / rep;                  // QKV matmul input
-  attn += 2.0 * t * (h + 2 * kv) / tp;            // Q, K, V
-  attn += gemm_in * t * h / tp;                   // output projection input
+  attn += 2.0 * t * d.latent / rep;               // MLA: the latents the up-projections read
+  // Q, K, V; with MLA, selective recompute rebuilds them from the latents
+  // (Megatron-Core's mla_up_proj), as the published MLA recipes run.
+  if (!(m.kv_lora_rank > 0 && k.recompute == Recompute::kSelective)) {
+    attn += 2.0 * t * (d.q + d.k + d.v) / tp;
+  }
+  attn += gemm_in * t * d.o / tp;                 // output projection input
   attn += drop * t * h / rep;                     // attention output dropout mask
   if (!k.flash_attn && k.recompute != Recompute::kSelective) {
     // softmax output; with dropout also its mask and output.
@@ -454,19 +649,27 @@ double ActivationBytesPerLayer(const ModelShape& m, const LaunchKnobs& k) {
   } else if (k.flash_attn) {
     attn += 4.0 * a * t / tp;  // log-sum-exp statistics
   }
+  // Per element of an MLP's width: SwiGLU's gate and up outputs (2 + 2)
+  // and their product, the second GEMM's input (GeLU: its input and
+  // output); a GEMM input is kept in fp8 under fp8.
+  const double act_bytes = m.swiglu ? 4.0 + gemm_in : 2.0 + gemm_in;
   double mlp = 0;
-  if (m.experts > 0) {
-    const double tk = t * m.topk * 1.12;  // routed tokens, with imbalance
-    const double mats = m.swiglu ? 3.0 : 2.0;
+  if (moe) {
+    // Routed tokens: dropless with the router's imbalance, or padded to
+    // the capacity.
+    const double tk = t * m.topk * (k.capacity_factor > 0 ? k.capacity_factor : 1.12);
     mlp += gemm_in * t * h / rep;             // router / MLP input
-    mlp += 2.0 * 2.0 * tk * h / rep;          // dispatched and combined tokens
-    mlp += (mats == 3.0 ? 6.0 : 4.0) * tk * m.expert_ffn / tp;
+    // Dispatched tokens (the experts' first GEMM input) and the experts'
+    // outputs the weighted combine needs.
+    mlp += (gemm_in + 2.0) * tk * h / rep;
+    mlp += act_bytes * tk * m.expert_ffn / tp;
+    mlp += act_bytes * t * m.shared_expert_ffn / tp;
     mlp += drop * t * h / rep;
   } else {
     mlp += gemm_in * t * h / rep;  // first linear input
     // GeLU: its input and output (2+2 bytes per element of ffn); SwiGLU:
     // gate and up outputs and their product.
-    mlp += (m.swiglu ? 6.0 : 4.0) * t * m.ffn / tp;
+    mlp += act_bytes * t * m.ffn / tp;
     mlp += drop * t * h / rep;
   }
   const double norms = 4.0 * t * h / rep;
@@ -489,7 +692,7 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
   r.microbatches = micro;
 
   const double h = m.hidden;
-  const double kvd = (m.kv_heads > 0 ? m.kv_heads : m.heads) * (h / m.heads);
+  const AttnDims ad = Attention(m);
   const double t = static_cast<double>(k.micro_batch) * m.seq_len / k.cp;  // tokens per rank
   const double s_q = static_cast<double>(m.seq_len) / k.cp;
   const double tp = k.tp;
@@ -498,9 +701,9 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
   const bool fp8 = k.precision == Precision::kFp8;
   const double hbm = g.hbm_tbps * 1e12 * 0.75;  // achievable streaming bandwidth
   const ParamCounts pc = CountParams(m);
-  const int layers_stage = m.layers / k.pp;
+  const int zero = std::max(static_cast<int>(k.sharding), k.dist_opt ? 1 : 0);
 
-  // ---- compute per layer per micro-batch (seconds)
+  // ---- compute per layer per micro-batch (seconds), by kind of layer
   // fp8 GEMMs reach the same share of their doubled peak as bf16 ones of
   // theirs: NeMo's fp8 recipes on H100 (tests/models/nemo_perf.h) land
   // within 10% so; at 0.75 of it, the simulator was 8-27% slow on them.
@@ -508,87 +711,169 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
   auto gemm_eff = [&](double rows, double cols) {
     return g.gemm_efficiency * Sat(rows, 192) * Sat(cols, 256);
   };
-  const double attn_proj_flops = 2.0 * t * (h * (h + 2 * kvd) + h * h) / tp;
-  double gemm_f = attn_proj_flops / (peak * gemm_eff(t, h / tp));
-  double moe_a2a = 0;
-  if (m.experts > 0) {
-    const double tk = t * m.topk;
-    const double per_expert_rows = tk * k.ep / m.experts;
-    // Router load imbalance makes the busiest expert rank the one to wait for;
-    // grouped GEMMs run below dense GEMM efficiency.
-    const double expert_flops = 2.0 * tk * mats * h * m.expert_ffn / tp * 1.2;
-    gemm_f += expert_flops / (peak * gemm_eff(per_expert_rows, m.expert_ffn / tp) * 0.75);
-    gemm_f += 2.0 * t * h * m.experts / (peak * 0.2);  // router
-    // Token permutation and un-permutation around the experts.
-    gemm_f += (k.fused_kernels ? 4.0 : 8.0) * tk * h * 2.0 / rep / hbm;
-    if (k.ep > 1) {
-      const Link l = LinkFor(c, static_cast<int64_t>(k.tp) * k.cp * k.ep);
-      const double bytes = tk * h * 2.0 / rep;
-      const double one = bytes * (k.ep - 1) / k.ep / (l.gbps * 1e9) + (k.ep - 1) * l.lat_us * 1e-6;
-      moe_a2a = 4.0 * one;  // dispatch + combine, forward and backward
+  struct LayerCost {
+    double gemm_f = 0, attn_f = 0, attn_b = 0, elem_f = 0, tp_comm = 0, cp_comm = 0, a2a = 0,
+           recompute = 0, launch = 0;
+    double total() const {
+      return 3.0 * gemm_f + attn_f + attn_b + 3.0 * elem_f + recompute + tp_comm + cp_comm + a2a +
+             launch;
     }
-  } else {
-    gemm_f += 2.0 * t * mats * h * m.ffn / tp / (peak * gemm_eff(t, m.ffn / tp));
-  }
-  // Attention scores and values.
-  const double attn_flops = 4.0 * k.micro_batch * s_q * m.seq_len * h / tp;
-  double attn_f, attn_b;
-  if (k.flash_attn) {
-    // Causal flash attention skips the masked half.
-    const double eff = 0.42 * (g.gemm_efficiency / 0.6) * Sat(s_q, 512);
-    attn_f = 0.5 * attn_flops / (g.bf16_tflops * 1e12 * eff);
-    attn_b = 2.5 * attn_f;
-  } else {
-    const double score_bytes = static_cast<double>(k.micro_batch) * (m.heads / tp) * s_q *
-                               m.seq_len * 2.0;
-    const double passes = m.dropout ? 6.0 : 4.0;
-    attn_f = attn_flops / (g.bf16_tflops * 1e12 * 0.45 * g.gemm_efficiency) +
-             passes * score_bytes / hbm;
-    attn_b = 2.0 * attn_f;
-  }
-  // Memory-bound element-wise work: norms, residuals, activations, casts.
-  const double passes_h = k.fused_kernels ? 8.0 : 20.0;
-  const double passes_f = (k.fused_kernels ? 3.0 : 6.0) * (m.swiglu ? 1.5 : 1.0);
-  const double ffn_width = m.experts > 0 ? m.topk * m.expert_ffn : m.ffn;
-  double elem_f = (passes_h * t * h * 2.0 / rep + passes_f * t * ffn_width * 2.0 / tp) / hbm;
-  if (fp8) elem_f += 4.0 * (t * h / rep + t * ffn_width / tp) / hbm;  // casts, amax
-  // Tensor-parallel collectives: 2 forward, 2 backward per layer.
-  double tp_comm = 0;
-  if (k.tp > 1) {
-    const Link l = LinkFor(c, k.tp);
-    const double bytes = t * h * 2.0;
-    const double one = AllReduce(bytes, k.tp, l.gbps, l.lat_us);
-    // Fused kernels with sequence parallelism overlap TP communication
-    // with the GEMMs (Transformer Engine's userbuffers).
-    const double exposed = (k.fused_kernels && k.seq_par) ? 0.35 : 1.0;
-    tp_comm = 4.0 * one * exposed;
-    if (k.recompute == Recompute::kFull) tp_comm *= 1.5;
-  }
-  // Context parallelism: ring exchange of K and V, hidden behind attention.
-  double cp_comm = 0;
-  if (k.cp > 1) {
-    const Link l = LinkFor(c, static_cast<int64_t>(k.tp) * k.cp);
-    const double kv_bytes = t * 2.0 * kvd * 2.0 / tp;
-    const double comm = 3.0 * (k.cp - 1) * kv_bytes / (l.gbps * 1e9) +
-                        3.0 * (k.cp - 1) * l.lat_us * 1e-6;
-    cp_comm = std::max(0.0, comm - 0.8 * (attn_f + attn_b));
-  }
-  double recompute = 0;
-  if (k.recompute == Recompute::kFull) {
-    recompute = gemm_f + attn_f + elem_f;
-  } else if (k.recompute == Recompute::kSelective) {
-    recompute = attn_f;
-  }
-  // Kernel launches: small micro-batches cannot hide them.
-  const double launch = k.fused_kernels ? 0.25e-3 : 0.5e-3;
-  const double layer_time = 3.0 * gemm_f + attn_f + attn_b + 3.0 * elem_f + recompute +
-                            tp_comm + cp_comm + moe_a2a + launch;
+  };
+  auto layer_cost = [&](bool moe, bool global) {
+    LayerCost lc;
+    const double attn_proj_flops = 2.0 * t * ad.params / tp;
+    lc.gemm_f = attn_proj_flops / (peak * gemm_eff(t, h / tp));
+    if (moe) {
+      // Dropless: the router's imbalance makes the busiest expert rank the
+      // one to wait for; with a capacity, every expert's input is padded to
+      // it. Grouped GEMMs run below dense GEMM efficiency.
+      const double load = k.capacity_factor > 0 ? k.capacity_factor : 1.2;
+      const double tk = t * m.topk;
+      const double per_expert_rows = tk * k.ep / m.experts;
+      const double expert_flops = 2.0 * tk * mats * h * m.expert_ffn / tp * load;
+      lc.gemm_f += expert_flops / (peak * gemm_eff(per_expert_rows, m.expert_ffn / tp) * 0.75);
+      lc.gemm_f += 2.0 * t * h * m.experts / (peak * 0.2);  // router
+      if (m.shared_expert_ffn > 0) {
+        lc.gemm_f += 2.0 * t * mats * h * m.shared_expert_ffn / tp /
+                     (peak * gemm_eff(t, m.shared_expert_ffn / tp));
+      }
+      // Token permutation and un-permutation around the experts.
+      const double routed = tk * (k.capacity_factor > 0 ? k.capacity_factor : 1.0);
+      lc.gemm_f += (k.fused_kernels ? 4.0 : 8.0) * routed * h * 2.0 / rep / hbm;
+      if (k.ep > 1) {
+        // Dispatch and combine, forward and backward; under fp8 the forward
+        // dispatch sends fp8 tokens (DeepEP, Transformer Engine).
+        const double values = routed * h / rep;
+        const double bytes = values * (fp8 ? 1.0 + 2.0 + 2.0 + 2.0 : 8.0);
+        const int64_t span = static_cast<int64_t>(k.tp) * k.cp * k.ep;
+        const int64_t stride = static_cast<int64_t>(k.tp) * k.cp;
+        if (span <= c.domain()) {
+          const Link l = LinkFor(c, span);
+          lc.a2a = bytes * (k.ep - 1) / k.ep / (l.gbps * 1e9) + 4.0 * (k.ep - 1) * l.lat_us * 1e-6;
+        } else {
+          // Across NVLink domains only the peers outside this rank's domain
+          // are reached through its NIC; the rest move over NVLink at once.
+          const double local = std::max<int64_t>(1, c.domain() / stride);
+          const double remote_share = (k.ep - local) / k.ep;
+          const double local_share = (local - 1) / k.ep;
+          const double net = bytes * remote_share / (c.net_gbps * 0.8 * 1e9);
+          const double nvl = bytes * local_share / (c.nvlink_gbps * 0.8 * 1e9);
+          lc.a2a = std::max(net, nvl) + 4.0 * (k.ep - 1) * c.net_latency_us * 1e-6;
+        }
+      }
+    } else {
+      lc.gemm_f += 2.0 * t * mats * h * m.ffn / tp / (peak * gemm_eff(t, m.ffn / tp));
+    }
+    // Attention scores and values over the keys this layer sees.
+    const double keys = KeysPerQuery(m, global);
+    const double attn_flops = 4.0 * k.micro_batch * s_q * keys * ad.score / tp;
+    if (k.flash_attn) {
+      // Causal flash attention skips the masked half (a window's keys are
+      // already a causal count, doubled).
+      const double eff = 0.42 * (g.gemm_efficiency / 0.6) * Sat(s_q, 512);
+      lc.attn_f = 0.5 * attn_flops / (g.bf16_tflops * 1e12 * eff);
+      lc.attn_b = 2.5 * lc.attn_f;
+    } else {
+      // Materialised scores span the whole sequence, masked or not.
+      const double full = 4.0 * k.micro_batch * s_q * m.seq_len * ad.score / tp;
+      const double score_bytes = static_cast<double>(k.micro_batch) * (m.heads / tp) * s_q *
+                                 m.seq_len * 2.0;
+      const double passes = m.dropout ? 6.0 : 4.0;
+      lc.attn_f = full / (g.bf16_tflops * 1e12 * 0.45 * g.gemm_efficiency) +
+                  passes * score_bytes / hbm;
+      lc.attn_b = 2.0 * lc.attn_f;
+    }
+    // Memory-bound element-wise work: norms, residuals, activations, casts.
+    const double passes_h = k.fused_kernels ? 8.0 : 20.0;
+    const double passes_f = (k.fused_kernels ? 3.0 : 6.0) * (m.swiglu ? 1.5 : 1.0);
+    const double ffn_width =
+        moe ? m.topk * m.expert_ffn + m.shared_expert_ffn : static_cast<double>(m.ffn);
+    lc.elem_f = (passes_h * t * h * 2.0 / rep + passes_f * t * ffn_width * 2.0 / tp) / hbm;
+    if (fp8) lc.elem_f += 4.0 * (t * h / rep + t * ffn_width / tp) / hbm;  // casts, amax
+    // Tensor-parallel collectives: 2 forward, 2 backward per layer.
+    if (k.tp > 1) {
+      const Link l = LinkFor(c, k.tp);
+      const double one = AllReduce(t * h * 2.0, k.tp, l.gbps, l.lat_us);
+      // Fused kernels with sequence parallelism overlap TP communication
+      // with the GEMMs (Transformer Engine's userbuffers, async TP).
+      const double exposed = (k.fused_kernels && k.seq_par) ? 0.35 : 1.0;
+      lc.tp_comm = 4.0 * one * exposed;
+      if (k.recompute == Recompute::kFull) lc.tp_comm *= 1.5;
+    }
+    // Context parallelism: ring exchange of K and V, hidden behind attention.
+    if (k.cp > 1) {
+      const Link l = LinkFor(c, static_cast<int64_t>(k.tp) * k.cp);
+      const double kv_bytes = t * (ad.k + ad.v) * 2.0 / tp;
+      const double comm = 3.0 * (k.cp - 1) * kv_bytes / (l.gbps * 1e9) +
+                          3.0 * (k.cp - 1) * l.lat_us * 1e-6;
+      lc.cp_comm = std::max(0.0, comm - 0.8 * (lc.attn_f + lc.attn_b));
+    }
+    if (k.recompute == Recompute::kFull) {
+      lc.recompute = lc.gemm_f + lc.attn_f + lc.elem_f;
+    } else if (k.recompute == Recompute::kSelective) {
+      lc.recompute = lc.attn_f;
+    }
+    // Kernel launches: small micro-batches cannot hide them.
+    lc.launch = k.fused_kernels ? 0.25e-3 : 0.5e-3;
+    if (k.overlap_moe_comm && lc.a2a > 0 && micro >= 2) {
+      // One micro-batch's dispatch and combine run under another's
+      // compute (Megatron-Core's combined 1F1B with
+      // overlap_moe_expert_parallel_comm); a twentieth stays exposed.
+      const double cover = 0.8 * (3.0 * lc.gemm_f + lc.attn_f + lc.attn_b + 3.0 * lc.elem_f);
+      lc.a2a = std::max(0.05 * lc.a2a, lc.a2a - cover);
+    }
+    return lc;
+  };
+  // The four kinds of layer (dense or MoE, global or windowed).
+  const std::array<LayerCost, 4> kinds = {layer_cost(false, false), layer_cost(false, true),
+                                          layer_cost(true, false), layer_cost(true, true)};
+  auto kind_of = [&](int i) { return 2 * IsMoeLayer(m, i) + IsGlobalLayer(m, i); };
 
   // Output layer and loss on the last stage.
   const double logit_flops = 2.0 * t * h * static_cast<double>(m.vocab) / tp;
   const double logits_time = 3.0 * logit_flops / (peak * gemm_eff(t, h)) +
                              6.0 * t * static_cast<double>(m.vocab) / tp * 4.0 / hbm;
-  double stage_mb = layers_stage * layer_time + logits_time;
+
+  // ---- every pipeline stage: its layers' time and parameters
+  struct Stage {
+    LayerCost sum;  // per micro-batch
+    double time = 0;
+    double dense_params = 0, expert_params = 0;  // per GPU, this stage's
+    int moe_layers = 0;
+    StageLayers layers;
+  };
+  std::vector<Stage> stages(k.pp);
+  for (int s = 0; s < k.pp; ++s) {
+    Stage& st = stages[s];
+    st.layers = LayersOfStage(m, k, s);
+    for (int i = st.layers.first; i < st.layers.first + st.layers.count; ++i) {
+      const LayerCost& lc = kinds[kind_of(i)];
+      st.sum.gemm_f += lc.gemm_f;
+      st.sum.attn_f += lc.attn_f;
+      st.sum.attn_b += lc.attn_b;
+      st.sum.elem_f += lc.elem_f;
+      st.sum.tp_comm += lc.tp_comm;
+      st.sum.cp_comm += lc.cp_comm;
+      st.sum.a2a += lc.a2a;
+      st.sum.recompute += lc.recompute;
+      st.sum.launch += lc.launch;
+      const bool moe = IsMoeLayer(m, i);
+      st.moe_layers += moe;
+      st.dense_params += (pc.attention + (moe ? pc.moe_dense : pc.dense_mlp)) / tp;
+      if (moe) st.expert_params += pc.moe_experts / (tp * k.ep);
+    }
+    st.time = st.sum.total() + (s == k.pp - 1 ? logits_time : 0.0);
+  }
+  const double emb = static_cast<double>(m.vocab) * h / tp;
+  // The output layer's parameters on the last stage (its gradients sync there).
+  stages.back().dense_params += emb;
+  size_t pace_at = 0;
+  for (size_t s = 1; s < stages.size(); ++s) {
+    if (stages[s].time > stages[pace_at].time) pace_at = s;
+  }
+  const Stage& pace = stages[pace_at];
+  const double stage_mb = pace.time;
+
   // Pipeline point-to-point: activations forward, gradients backward.
   double p2p = 0;
   if (k.pp > 1) {
@@ -597,44 +882,86 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
     p2p = 2.0 * k.vpp * (bytes / (l.gbps * 1e9) + l.lat_us * 1e-6);
   }
   const double bubble_mbs = static_cast<double>(k.pp - 1) / k.vpp;
-  const double pipeline = (static_cast<double>(micro) + bubble_mbs) * (stage_mb + p2p);
 
-  // ---- data-parallel gradient sync and optimizer, for the last stage
-  const double dense_params = layers_stage * pc.per_layer_dense / tp +
-                              static_cast<double>(m.vocab) * h / tp;
-  const double expert_params = layers_stage * pc.per_layer_expert / (tp * k.ep);
+  // ---- data-parallel gradient sync, sharded state and optimizer, for the
+  // stage with the most parameters (its sync ends last)
+  const Stage* heavy = &stages[0];
+  for (const Stage& st : stages) {
+    if (st.dense_params + st.expert_params > heavy->dense_params + heavy->expert_params) heavy = &st;
+  }
+  const double dense_params = heavy->dense_params;
+  const double expert_params = heavy->expert_params;
   const int dpc = dp * k.cp;
   const int edp = std::max(1, dpc / k.ep);
+  // Sharding groups (HSDP: within shard_group ranks, replicated across).
+  const int sg = k.shard_group > 0 ? std::min(k.shard_group, dpc) : dpc;
+  const int esg = std::max(1, std::min(sg, edp));
+  const int replicas = std::max(1, dpc / sg);
+  const int ereplicas = std::max(1, edp / esg);
   const Link dl = GroupLink(c, k.tp, static_cast<int64_t>(k.tp) * k.cp * dp);
+  const Link sl = GroupLink(c, k.tp, static_cast<int64_t>(k.tp) * sg);
   const double grad_bytes = 2.0 * (dense_params + expert_params);
   const double bucket = k.bucket_mb * kMB;
   const double n_buckets = std::ceil(grad_bytes / bucket);
   const double coll_lat = 30e-6 + 2.0 * std::ceil(std::log2(std::max(2, dpc))) * dl.lat_us * 1e-6;
-  auto sync = [&](double params, int n) {
-    const double bytes = 2.0 * params;
-    return k.dist_opt ? AllGather(bytes, n, dl.gbps, 0) : AllReduce(bytes, n, dl.gbps, 0);
-  };
-  double grad_comm = sync(dense_params, dpc) + sync(expert_params, edp);
-  if (dpc > 1) grad_comm += n_buckets * coll_lat;
-  double grad_exposed = grad_comm;
-  if (k.overlap_grad_reduce && dpc > 1) {
-    // Reduction runs during the last micro-batch's backward; the last
-    // bucket (first layers' gradients) cannot start before it ends.
-    const double window = 0.85 * (2.0 / 3.0) * stage_mb;
-    const double tail = std::min(grad_bytes, bucket) * 2.0 / (dl.gbps * 1e9) + coll_lat;
-    grad_exposed = std::max(tail, grad_comm - window) + 0.05 * std::min(grad_comm, window);
+  const double bwd_window = 0.85 * (2.0 / 3.0) * stage_mb;  // a micro-batch's backward
+  double grad_exposed = 0, param_gather = 0, fsdp_exposed = 0;
+  if (zero <= 1) {
+    // All-reduce (or, sharded, reduce-scatter) once a step.
+    auto sync = [&](double params, int n, const Link& l) {
+      const double bytes = 2.0 * params;
+      return zero == 1 ? AllGather(bytes, n, l.gbps, 0) : AllReduce(bytes, n, l.gbps, 0);
+    };
+    double grad_comm;
+    if (zero == 1 && replicas > 1) {
+      grad_comm = sync(dense_params, sg, sl) + sync(expert_params, esg, sl) +
+                  AllReduce(2.0 * dense_params / sg, replicas, dl.gbps, 0) +
+                  AllReduce(2.0 * expert_params / esg, ereplicas, dl.gbps, 0);
+    } else {
+      grad_comm = sync(dense_params, dpc, dl) + sync(expert_params, edp, dl);
+    }
+    if (dpc > 1) grad_comm += n_buckets * coll_lat;
+    grad_exposed = grad_comm;
+    if (k.overlap_grad_reduce && dpc > 1) {
+      // Reduction runs during the last micro-batch's backward; the last
+      // bucket (first layers' gradients) cannot start before it ends.
+      const double tail = std::min(grad_bytes, bucket) * 2.0 / (dl.gbps * 1e9) + coll_lat;
+      grad_exposed = std::max(tail, grad_comm - bwd_window) + 0.05 * std::min(grad_comm, bwd_window);
+    }
+  } else {
+    // ZeRO-2/3: gradients are reduce-scattered into their shards on every
+    // micro-batch's backward (no unsharded buffer accumulates them), then
+    // the shards all-reduced across HSDP replicas once a step.
+    const double rs = AllGather(grad_bytes, sg, sl.gbps, 0) + n_buckets * coll_lat;
+    const double tail = std::min(grad_bytes, bucket) * 2.0 / (sl.gbps * 1e9) + coll_lat;
+    double per_mb = rs;
+    if (k.overlap_grad_reduce) per_mb = std::max(tail, rs - bwd_window) + 0.05 * std::min(rs, bwd_window);
+    grad_exposed = static_cast<double>(micro) * per_mb;
+    if (replicas > 1) grad_exposed += AllReduce(grad_bytes / sg, replicas, dl.gbps, 0) + coll_lat;
+    if (zero == 3) {
+      // FSDP: every layer's weights all-gathered before its forward and
+      // again before its backward, one layer prefetched ahead, so only what
+      // compute cannot cover, and the first layer's gather, shows.
+      const double gather = 2.0 * AllGather(grad_bytes, sg, sl.gbps, 0) +
+                             2.0 * pace.layers.count * coll_lat;
+      const double compute = 0.9 * stage_mb;
+      const double first = AllGather(grad_bytes / std::max(1, pace.layers.count), sg, sl.gbps, 0);
+      fsdp_exposed = static_cast<double>(micro) * (std::max(0.0, gather - compute) + first);
+    }
   }
-  double param_gather = 0;
-  if (k.dist_opt && dpc > 1) {
-    param_gather = AllGather(2.0 * dense_params, dpc, dl.gbps, 0) +
-                   AllGather(2.0 * expert_params, edp, dl.gbps, 0) + n_buckets * coll_lat;
-    if (k.overlap_param_gather) {
+  if (zero == 1 || zero == 2) {
+    // Updated shards gathered back into whole weights after the step.
+    param_gather = AllGather(2.0 * dense_params, std::min(sg, dpc), sl.gbps, 0) +
+                   AllGather(2.0 * expert_params, esg, sl.gbps, 0) + n_buckets * coll_lat;
+    if (dpc <= 1) param_gather = 0;
+    if (k.overlap_param_gather && param_gather > 0) {
       const double window = 0.8 * (1.0 / 3.0) * stage_mb;
       param_gather = std::max(param_gather / n_buckets, param_gather - window);
     }
   }
+  const double pipeline = (static_cast<double>(micro) + bubble_mbs) * (stage_mb + p2p) + fsdp_exposed;
   const double opt_params =
-      k.dist_opt ? dense_params / dpc + expert_params / edp : dense_params + expert_params;
+      zero >= 1 ? dense_params / sg + expert_params / esg : dense_params + expert_params;
   const double optimizer = opt_params * (k.fused_kernels ? 28.0 : 48.0) / hbm + 2e-3;
   const double overhead = 0.025 + 0.3e-3 * static_cast<double>(micro);
 
@@ -649,69 +976,90 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
   r.mfu = model_flops / (r.step_time_s * world * g.bf16_tflops * 1e12);
 
   const double mb = static_cast<double>(micro);
-  r.phases["compute"] = mb * layers_stage * (3.0 * gemm_f + 3.0 * elem_f + launch) + mb * logits_time;
-  r.phases["attention"] = mb * layers_stage * (attn_f + attn_b);
-  r.phases["recompute"] = mb * layers_stage * recompute;
-  r.phases["tp_comm"] = mb * layers_stage * tp_comm;
-  r.phases["cp_comm"] = mb * layers_stage * cp_comm;
-  r.phases["moe_all_to_all"] = mb * layers_stage * moe_a2a;
+  const LayerCost& ps = pace.sum;
+  r.phases["compute"] = mb * (3.0 * ps.gemm_f + 3.0 * ps.elem_f + ps.launch) +
+                        (pace_at + 1 == stages.size() ? mb * logits_time : 0.0);
+  r.phases["attention"] = mb * (ps.attn_f + ps.attn_b);
+  r.phases["recompute"] = mb * ps.recompute;
+  r.phases["tp_comm"] = mb * ps.tp_comm;
+  r.phases["cp_comm"] = mb * ps.cp_comm;
+  r.phases["moe_all_to_all"] = mb * ps.a2a;
   r.phases["pp_bubble"] = bubble_mbs * (stage_mb + p2p);
   r.phases["pp_p2p"] = mb * p2p;
-  r.phases["dp_comm"] = grad_exposed + param_gather;
+  r.phases["dp_comm"] = grad_exposed + param_gather + fsdp_exposed;
   r.phases["optimizer"] = optimizer;
   r.phases["other"] = overhead;
 
-  // ---- memory per GPU: the worse of the first stage (most activations in
-  // flight) and the last (output layer and logits).
-  const double layer_params = layers_stage * (pc.per_layer_dense / tp);
-  const double emb = static_cast<double>(m.vocab) * h / tp;
-  const double exp_params = expert_params;
+  // ---- memory per GPU: every stage's, the worst is the peak (the first
+  // holds the most activations in flight, the last the output layer and
+  // logits).
+  const int dsh = zero >= 1 ? sg : 1, esh = zero >= 1 ? esg : 1;
   auto state_bytes = [&](double dense, double expert) {
-    const double weights = 2.0 * (dense + expert) + (fp8 ? 1.0 * (dense + expert) : 0.0);
+    const double wd = zero >= 3 ? dense / dsh : dense, we = zero >= 3 ? expert / esh : expert;
+    const double weights = 2.0 * (wd + we) + (fp8 ? 1.0 * (wd + we) : 0.0);
     // fp32 main gradients, or bf16 ones with an fp32 copy in the optimizer.
-    const double grads = (k.grad_reduce_bf16 ? 2.0 : 4.0) * (dense + expert);
+    const double gb_per = k.grad_reduce_bf16 ? 2.0 : 4.0;
+    const double grads = zero >= 2 ? gb_per * (dense / dsh + expert / esh) : gb_per * (dense + expert);
     const double per = k.grad_reduce_bf16 ? 16.0 : 12.0;
-    const double opt = k.dist_opt ? per * (dense / dpc + expert / edp) : per * (dense + expert);
+    const double opt = zero >= 1 ? per * (dense / dsh + expert / esh) : per * (dense + expert);
     return std::array<double, 3>{weights, grads, opt};
   };
-  const double act_layer = ActivationBytesPerLayer(m, k);
-  double inflight = k.pp == 1 ? 1.0 : static_cast<double>(std::min<int64_t>(micro, k.pp));
-  if (k.vpp > 1) inflight *= 1.0 + static_cast<double>(k.pp - 1) / (k.pp * k.vpp);
-  double act_first = act_layer * layers_stage * inflight;
-  double act_last = act_layer * layers_stage;
-  if (k.recompute == Recompute::kFull) {
-    // Recomputing one layer needs its whole working set again.
-    LaunchKnobs none = k;
-    none.recompute = Recompute::kNone;
-    const double one = ActivationBytesPerLayer(m, none);
-    act_first += one;
-    act_last += one;
-  }
-  if (!k.flash_attn) {
-    // The fp32 softmax workspace of the layer being computed.
-    const double ws = static_cast<double>(k.micro_batch) * (m.heads / tp) * s_q * m.seq_len * 4.0;
-    act_first += ws;
-    act_last += ws;
-  }
-  const double logits = 10.0 * t * static_cast<double>(m.vocab) / tp;  // bf16 + fp32 + grad
+  const double act_dense = ActivationBytesPerLayer(m, k, false);
+  const double act_moe = ActivationBytesPerLayer(m, k, true);
+  LaunchKnobs none = k;
+  none.recompute = Recompute::kNone;
+  const double whole_dense = ActivationBytesPerLayer(m, none, false);
+  const double whole_moe = ActivationBytesPerLayer(m, none, true);
+  // bf16 logits, their fp32 copy for the loss and its gradient; a fused
+  // cross entropy (Transformer Engine's, Megatron's vocab-parallel one)
+  // works in place on the bf16 logits and their gradient.
+  const double logits =
+      (k.fused_kernels ? 4.0 : 10.0) * t * static_cast<double>(m.vocab) / tp;
   const double buffers =
       (1.5 + 0.25 * ((k.tp > 1) + (k.pp > 1) + (k.cp > 1) + (k.ep > 1))) * kGiB +
       (k.overlap_grad_reduce ? 2.0 * bucket : 0.0);
   const bool tied_single = m.tied_embeddings && k.pp == 1;
-  const auto first = state_bytes(layer_params + emb, exp_params);
-  const auto last = state_bytes(layer_params + (k.pp == 1 ? (tied_single ? 0 : emb) : emb), exp_params);
-  const double first_total = first[0] + first[1] + first[2] + 1.07 * act_first +
-                             (k.pp == 1 ? 1.07 * logits : 0.0) + buffers;
-  const double last_total = last[0] + last[1] + last[2] + 1.07 * (act_last + logits) + buffers;
-  const bool first_worse = first_total >= last_total;
-  const auto& st = first_worse ? first : last;
-  r.memory.weights_gib = st[0] / kGiB;
-  r.memory.grads_gib = st[1] / kGiB;
-  r.memory.optimizer_gib = st[2] / kGiB;
-  r.memory.activations_gib = 1.07 * (first_worse ? act_first : act_last) / kGiB;
-  r.memory.logits_gib = (first_worse ? (k.pp == 1 ? 1.07 * logits : 0.0) : 1.07 * logits) / kGiB;
-  r.memory.buffers_gib = buffers / kGiB;
-  r.memory.total_gib = std::max(first_total, last_total) / kGiB;
+  double worst = -1;
+  for (int s = 0; s < k.pp; ++s) {
+    const Stage& st = stages[s];
+    const int dense_layers = st.layers.count - st.moe_layers;
+    double dense = st.dense_params - (s == k.pp - 1 ? emb : 0.0);
+    if (s == 0) dense += emb;                                     // input embedding
+    if (s == k.pp - 1 && !tied_single) dense += emb;              // output layer
+    const auto state = state_bytes(dense, st.expert_params);
+    // 1F1B: stage s holds min(m, p - s) micro-batches' activations.
+    double inflight = k.pp == 1 ? 1.0 : static_cast<double>(std::min<int64_t>(micro, k.pp - s));
+    if (k.vpp > 1) inflight *= 1.0 + static_cast<double>(k.pp - 1) / (k.pp * k.vpp);
+    double act = (dense_layers * act_dense + st.moe_layers * act_moe) * inflight;
+    if (k.recompute == Recompute::kFull) {
+      // Recomputing one layer needs its whole working set again.
+      act += st.moe_layers > 0 ? whole_moe : whole_dense;
+    }
+    if (!k.flash_attn) {
+      // The fp32 softmax workspace of the layer being computed.
+      act += static_cast<double>(k.micro_batch) * (m.heads / tp) * s_q * m.seq_len * 4.0;
+    }
+    double transient = 0;
+    if (zero >= 2 && st.layers.count > 0) {
+      // A layer's unsharded gradients before their reduce-scatter; FSDP
+      // also holds two layers' gathered weights (one prefetched).
+      const double layer = (st.dense_params - (s == k.pp - 1 ? emb : 0.0) + st.expert_params) /
+                           st.layers.count;
+      transient = layer * (k.grad_reduce_bf16 ? 2.0 : 4.0) + (zero == 3 ? 2.0 * 2.0 * layer : 0.0);
+    }
+    const double logit_bytes = s == k.pp - 1 ? 1.07 * logits : 0.0;
+    const double total = state[0] + state[1] + state[2] + 1.07 * act + logit_bytes + buffers + transient;
+    if (total > worst) {
+      worst = total;
+      r.memory.weights_gib = state[0] / kGiB;
+      r.memory.grads_gib = state[1] / kGiB;
+      r.memory.optimizer_gib = state[2] / kGiB;
+      r.memory.activations_gib = 1.07 * act / kGiB;
+      r.memory.logits_gib = logit_bytes / kGiB;
+      r.memory.buffers_gib = (buffers + transient) / kGiB;
+    }
+  }
+  r.memory.total_gib = worst / kGiB;
   r.peak_mem_gib = r.memory.total_gib;
   if (r.peak_mem_gib > g.memory_gib) {
     r.status = Status::kOom;
@@ -776,6 +1124,9 @@ Measurement MeasureTrial(const ModelShape& m, const ClusterShape& c, const Launc
     double loss = 2.3 + 8.6 * std::exp(-progress) + 0.02 * data_normal(data);
     loss += 1e-4 * numerics_normal(numerics);  // bf16 reduction order
     if (k.precision == Precision::kFp8) loss += 1.5e-3 * (i + 1);  // fp8 drifts slightly
+    // Dropped tokens train the experts on less: the lower the capacity,
+    // the more dropped (any capacity drops some).
+    if (k.capacity_factor > 0) loss += 2e-3 + 0.02 * std::max(0.0, 1.5 - k.capacity_factor);
     s.loss = loss;
     wall += s.step_time_s;
     out.steps.push_back(std::move(s));

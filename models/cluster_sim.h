@@ -15,8 +15,12 @@
 //    Activation Recomputation"), generalised to GQA, SwiGLU and flash
 //    attention: 34*s*b*h + 5*a*s^2*b bytes for GPT without parallelism;
 //  - model state: Megatron's 18 bytes/param, or 6 + 12/d with the
-//    distributed optimizer;
-//  - pipeline bubble (p-1)/(m*v) with 1F1B, in-flight micro-batches min(m,p);
+//    distributed optimizer (ZeRO-1); ZeRO-2 shards the gradients too
+//    (2 + 16/d) and ZeRO-3 / FSDP the weights as well (18/d), over the
+//    whole data-parallel group or, with HSDP, a shard group of it;
+//  - pipeline bubble (p-1)/(m*v) with 1F1B; stage i of p holds min(m, p-i)
+//    micro-batches in flight (the first holds p), every stage's memory is
+//    counted and the worst is the peak, so uneven stages balance it;
 //  - ring collectives: all-reduce 2(n-1)/n * bytes / bw, all-gather and
 //    reduce-scatter (n-1)/n * bytes / bw, plus per-step latency.
 //
@@ -40,9 +44,16 @@ struct GpuSpec {
   double memory_gib = 0;   // usable device memory
   double hbm_tbps = 0;
   double gemm_efficiency = 0.8;  // best large-GEMM fraction of peak
+  // The GPU-to-GPU fabric of its usual system, where the catalog states it
+  // (0: not stated; a cluster's own defaults, 450 GB/s and one node, apply).
+  double nvlink_gbps = 0;  // GB/s per GPU, one direction
+  int nvlink_domain = 0;   // GPUs one NVLink fabric joins (GB200 NVL72: 72)
+  const char* source = "";  // where the figures come from
 };
 
-// The catalog: A100-40GB, A100-80GB (alias A100), H100 (SXM, 80 GB), H200.
+// The catalog: A100-40GB, A100-80GB (alias A100), H100 (SXM, 80 GB),
+// H100-96GB (HBM2e at 500 W), H800, H20, H200, B200, GB200, GB300, MI300X;
+// each entry's `source` says where its figures come from.
 // Null for an unknown name (compared case-insensitively).
 const GpuSpec* FindGpu(std::string_view name);
 std::vector<std::string> GpuNames();
@@ -60,6 +71,28 @@ struct ModelShape {
   int experts = 0;  // MoE when > 0: every layer's MLP is a mixture
   int topk = 0;
   int expert_ffn = 0;
+  // Attention per head: 0 means hidden / heads. Qwen3 and GPT-OSS use a
+  // head dimension of their own (queries heads x head_dim wide).
+  int head_dim = 0;
+  // Multi-head latent attention (DeepSeek-V2/V3) when kv_lora_rank > 0:
+  // keys and values come from a kv_lora_rank-wide latent (plus a
+  // rope_head_dim-wide shared RoPE key), queries from a q_lora_rank-wide
+  // one (0: not compressed); query/key heads are head_dim + rope_head_dim
+  // wide, value heads v_head_dim (0: head_dim).
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int rope_head_dim = 0;
+  int v_head_dim = 0;
+  // MoE extras: always-active shared experts (their total width; DeepSeek's
+  // one shared expert is 2048 wide) and leading layers with a dense MLP of
+  // width `ffn` (DeepSeek-V3: the first 3 of 61).
+  int shared_expert_ffn = 0;
+  int dense_layers = 0;
+  // Sliding-window attention: a query sees the last `window` tokens (0:
+  // every layer attends globally); with global_every = n, every n-th layer
+  // attends globally (GPT-OSS alternates: 2; Gemma 3: 6; 0: none does).
+  int window = 0;
+  int global_every = 0;
   int seq_len = 0;
   int64_t global_batch = 0;  // sequences per optimizer step
 };
@@ -68,6 +101,9 @@ struct ClusterShape {
   GpuSpec gpu;
   int gpus_per_node = 8;
   int nodes = 1;
+  // GPUs one NVLink fabric joins (0: a node's). A GB200 NVL72 rack joins 72
+  // GPUs across 18 trays of 4: a collective within it never touches the NIC.
+  int nvlink_domain = 0;
   double nvlink_gbps = 450;  // GB/s per GPU, one direction
   double net_gbps = 50;      // GB/s per GPU across nodes (400 Gb/s NIC)
   double nvlink_latency_us = 5;
@@ -79,10 +115,16 @@ struct ClusterShape {
   double drift_pct = 1.0;            // slow-down per 100 trials on this cluster
   uint64_t seed = 1;
   int world() const { return gpus_per_node * nodes; }
+  int domain() const { return nvlink_domain > gpus_per_node ? nvlink_domain : gpus_per_node; }
 };
 
 enum class Recompute { kNone, kSelective, kFull };
 enum class Precision { kBf16, kFp8 };
+// How model state is sharded across data-parallel ranks: ZeRO stages as
+// DeepSpeed names them. Megatron's distributed optimizer is ZeRO-1
+// (`dist_opt` true raises kNone to it); FSDP/FSDP2 is ZeRO-3 (its knob
+// value `fsdp` is an alias of `zero3`).
+enum class Sharding { kNone = 0, kZero1 = 1, kZero2 = 2, kZero3 = 3 };
 
 struct LaunchKnobs {
   int tp = 1, pp = 1, cp = 1, ep = 1;
@@ -103,6 +145,22 @@ struct LaunchKnobs {
   Precision precision = Precision::kBf16;
   bool fused_kernels = false;  // fused norms/activations/optimizer, TP overlap
   bool flash_attn = false;
+  Sharding sharding = Sharding::kNone;
+  // HSDP: shard within groups of this many data-parallel ranks (x CP, as
+  // FSDP's mesh counts them) and replicate across groups; 0: one group.
+  int shard_group = 0;
+  // Uneven pipeline stages (Megatron's --decoder-first/last-pipeline-num-
+  // layers): layers on the first and last stage; 0: an even split. The
+  // rest split evenly over the stages between.
+  int pp_first_layers = 0;
+  int pp_last_layers = 0;
+  // MoE token dropping: an expert takes at most capacity_factor x its fair
+  // share of tokens, padded to it (0: dropless). Dropping tokens changes
+  // what is computed, so the losses change with it.
+  double capacity_factor = 0;
+  // The expert all-to-all of one micro-batch under another's compute
+  // (Megatron-Core's overlap_moe_expert_parallel_comm); needs EP > 1.
+  bool overlap_moe_comm = false;
   // A contract-breaking edit: sequences per step actually processed (0: the
   // workload's). Changes the numbers, which a contract must catch.
   int64_t global_batch_override = 0;
@@ -148,16 +206,35 @@ struct ParamCounts {
   double total = 0;
   double active = 0;           // per token (MoE: top-k experts)
   double embedding = 0;        // input embedding (+ output layer if untied)
-  double per_layer_dense = 0;  // attention + norms (+ dense MLP)
-  double per_layer_expert = 0; // all experts of one layer
+  // Per layer, averaged over the layers (a MoE model's leading dense
+  // layers included): what is not split by EP, and all experts.
+  double per_layer_dense = 0;  // attention + norms + router + shared/dense MLP
+  double per_layer_expert = 0; // routed experts
+  double attention = 0;        // one layer's attention and norms
+  double dense_mlp = 0;        // one dense MLP (width ffn)
+  double moe_dense = 0;        // one MoE layer's router and shared experts
+  double moe_experts = 0;      // one MoE layer's routed experts
+  int moe_layers = 0;          // layers with a mixture (the rest dense)
 };
+// Whether layer i (from 0) has a mixture of experts, and whether it
+// attends globally (not through a sliding window).
+bool IsMoeLayer(const ModelShape& m, int layer);
+bool IsGlobalLayer(const ModelShape& m, int layer);
+// The layers of pipeline stage `stage` of `pp` as [first, first + count):
+// the knobs' uneven split or an even one.
+struct StageLayers {
+  int first = 0, count = 0;
+};
+StageLayers LayersOfStage(const ModelShape& m, const LaunchKnobs& k, int stage);
 ParamCounts CountParams(const ModelShape& m);
 // Model FLOPs per token for training (see the header comment).
 double ModelFlopsPerToken(const ModelShape& m);
 
 // Activation bytes of one transformer layer for one micro-batch on one GPU,
-// as Korthikanti et al. count them (exposed for tests).
+// as Korthikanti et al. count them (exposed for tests): a MoE layer for a
+// MoE model, unless `moe` says which.
 double ActivationBytesPerLayer(const ModelShape& m, const LaunchKnobs& k);
+double ActivationBytesPerLayer(const ModelShape& m, const LaunchKnobs& k, bool moe);
 
 // Megatron's launch-time argument checks (divisibility of the world by the
 // parallel sizes, heads and layers by TP and PP, the batch by micro-batches,

@@ -1,8 +1,12 @@
 // Prints how close the cluster simulator comes to Table 1 of Narayanan et al.
-// 2021 and to NeMo's fp8 recipes on DGX-H100, and how long it takes per trial on each reference workload: Simulate
+// 2021, to NeMo's fp8 recipes on DGX-H100 and to the calibration set of
+// tests/models/calibration.h (FSDP, MoE with MLA, Blackwell systems: every
+// row with its error, whether it is in the pass set, and why a row misses),
+// and how long it takes per trial on each reference workload: Simulate
 // (noise-free) and MeasureTrial (1 warm-up + 5 steps).
 // Usage: sim_bench [repetitions]
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -10,6 +14,7 @@
 
 #include "core/optimizer.h"
 #include "core/spec.h"
+#include "tests/models/calibration.h"
 #include "tests/models/megatron_table1.h"
 #include "tests/models/nemo_perf.h"
 
@@ -35,11 +40,38 @@ int main(int argc, char** argv) {
     std::printf("%-14s %12.0f %12.0f %+7.1f%% %10.1f\n", row.name, row.tokens_per_s_per_gpu, tok,
                 100.0 * (tok / row.tokens_per_s_per_gpu - 1.0), r.peak_mem_gib);
   }
-  std::printf("\n");
+  std::printf("\n%-36s %4s %10s %10s %8s %12s  %s\n", "calibration row", "set", "published",
+              "simulated", "error", "peak GiB", "note");
+  int pass = 0, within = 0;
+  for (const ms::CalibrationRow& row : ms::CalibrationSet()) {
+    const ms::SimResult r = ms::Simulate(row.model, row.cluster, row.knobs);
+    const char* set = row.pass_set ? "pass" : row.fit_only ? "fit" : "-";
+    const bool tokens = row.tokens_per_s_per_gpu > 0;
+    const double published = tokens ? row.tokens_per_s_per_gpu : row.tflops_per_gpu;
+    const std::string why = !row.miss.empty() ? "miss: " + row.miss : row.note;
+    if (r.status != ms::Status::kOk) {
+      std::printf("%-36s %4s %10.0f %10s %8s %6.1f/%-5.1f  %s\n", row.name.c_str(), set, published,
+                  ms::StatusName(r.status), "-", r.peak_mem_gib, row.cluster.gpu.memory_gib,
+                  why.c_str());
+      continue;
+    }
+    const double sim = tokens ? ms::SimTokensPerGpu(row, r) : r.model_tflops_per_gpu;
+    const double err = ms::CalibrationError(row, r);
+    if (row.pass_set) {
+      ++pass;
+      within += std::abs(err) <= 0.10;
+    }
+    std::printf("%-36s %4s %10.0f %10.0f %+7.1f%% %6.1f/%-5.1f  %s%s\n", row.name.c_str(), set,
+                published, sim, 100.0 * err, r.peak_mem_gib, row.cluster.gpu.memory_gib,
+                tokens ? "" : "(TFLOP/s/GPU) ", why.c_str());
+  }
+  std::printf("pass set: %d of %d rows within 10%%\n\n", within, pass);
   const std::string dir = std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads";
   std::printf("%-26s %10s %14s %16s\n", "workload", "settings", "simulate_us", "measure_trial_us");
   for (const char* f : {"dense-8b-1x8-h100.yaml", "dense-70b-4x8-h100.yaml",
-                        "moe-8x7b-16l-1x8-h100.yaml", "moe-8x7b-2x8-h200.yaml"}) {
+                        "moe-8x7b-16l-1x8-h100.yaml", "moe-8x7b-2x8-h200.yaml",
+                        "fsdp-8b-2x8-h100.yaml", "moe-mla-16b-1x8-h200.yaml",
+                        "dense-70b-4x4-gb200.yaml"}) {
     std::ifstream in(dir + "/" + f);
     std::stringstream ss;
     ss << in.rdbuf();

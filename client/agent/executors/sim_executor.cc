@@ -23,10 +23,22 @@ absl::Status SimInputs(const v1::TrialAssignment& trial, ms::ModelShape* m, ms::
   m->experts = pm.experts();
   m->topk = pm.topk();
   m->expert_ffn = pm.expert_ffn();
+  m->head_dim = pm.head_dim();
+  m->q_lora_rank = pm.q_lora_rank();
+  m->kv_lora_rank = pm.kv_lora_rank();
+  m->rope_head_dim = pm.rope_head_dim();
+  m->v_head_dim = pm.v_head_dim();
+  m->shared_expert_ffn = pm.shared_expert_ffn();
+  m->dense_layers = pm.dense_layers();
+  m->window = pm.window();
+  m->global_every = pm.global_every();
   m->seq_len = pm.seq_len();
   m->global_batch = pm.global_batch();
   if (m->layers <= 0 || m->hidden <= 0 || m->heads <= 0 || m->seq_len <= 0 ||
-      m->global_batch <= 0 || m->hidden % m->heads != 0) {
+      m->global_batch <= 0 || (m->head_dim == 0 && m->hidden % m->heads != 0) || m->head_dim < 0 ||
+      m->q_lora_rank < 0 || m->kv_lora_rank < 0 || m->rope_head_dim < 0 || m->v_head_dim < 0 ||
+      m->shared_expert_ffn < 0 || m->dense_layers < 0 || m->dense_layers > m->layers ||
+      m->window < 0 || m->global_every < 0) {
     return absl::InvalidArgumentError("sim: malformed model in the trial");
   }
   const auto& pc = spec.cluster();
@@ -35,6 +47,7 @@ absl::Status SimInputs(const v1::TrialAssignment& trial, ms::ModelShape* m, ms::
   c->gpu = *gpu;
   c->gpus_per_node = pc.gpus_per_node();
   c->nodes = pc.nodes();
+  c->nvlink_domain = pc.nvlink_domain();
   c->nvlink_gbps = pc.nvlink_gbps();
   c->net_gbps = pc.net_gbps();
   c->nvlink_latency_us = pc.nvlink_latency_us();
@@ -44,7 +57,8 @@ absl::Status SimInputs(const v1::TrialAssignment& trial, ms::ModelShape* m, ms::
   c->straggler_slowdown = pc.straggler_slowdown();
   c->drift_pct = pc.drift_pct();
   c->seed = pc.seed();
-  if (c->gpus_per_node <= 0 || c->nodes <= 0 || c->nvlink_gbps <= 0 || c->net_gbps <= 0) {
+  if (c->gpus_per_node <= 0 || c->nodes <= 0 || c->nvlink_gbps <= 0 || c->net_gbps <= 0 ||
+      c->nvlink_domain < 0) {
     return absl::InvalidArgumentError("sim: malformed cluster in the trial");
   }
   std::string err;

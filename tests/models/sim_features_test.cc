@@ -1,0 +1,373 @@
+// What the simulator learned to express for issue 34: ZeRO stages, FSDP
+// and HSDP; head_dim, MLA, shared experts, leading dense layers, sliding
+// windows; uneven pipeline stages; token dropping; the expert all-to-all
+// overlapped; NVLink domains larger than a node; and the spec fields that
+// carry them.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "core/spec.h"
+#include "models/cluster_sim.h"
+#include "tests/models/calibration.h"
+
+namespace infrarsi::models::sim {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+ModelShape Small() {
+  ModelShape m = calibration::Llama3_8B();
+  m.seq_len = 4096;
+  m.global_batch = 64;
+  return m;
+}
+
+ClusterShape Nodes(int nodes, double net = 50, const char* gpu = "H100") {
+  ClusterShape c;
+  c.gpu = *FindGpu(gpu);
+  c.nodes = nodes;
+  c.net_gbps = net;
+  return c;
+}
+
+TEST(ShardingTest, BytesPerParameterByZeroStage) {
+  const ModelShape m = Small();
+  const ClusterShape c = Nodes(1);  // DP 8
+  const double p = CountParams(m).total;
+  struct Case {
+    Sharding s;
+    double weights, grads, opt;  // bytes a parameter
+  };
+  for (const Case& e : {Case{Sharding::kNone, 2, 4, 12}, Case{Sharding::kZero1, 2, 4, 12.0 / 8},
+                        Case{Sharding::kZero2, 2, 4.0 / 8, 12.0 / 8},
+                        Case{Sharding::kZero3, 2.0 / 8, 4.0 / 8, 12.0 / 8}}) {
+    LaunchKnobs k;
+    k.flash_attn = true;
+    k.sharding = e.s;
+    const SimResult r = Simulate(m, c, k);
+    SCOPED_TRACE(static_cast<int>(e.s));
+    EXPECT_NEAR(r.memory.weights_gib * kGiB / p, e.weights, 1e-9);
+    EXPECT_NEAR(r.memory.grads_gib * kGiB / p, e.grads, 1e-9);
+    EXPECT_NEAR(r.memory.optimizer_gib * kGiB / p, e.opt, 1e-9);
+  }
+  // Megatron's distributed optimizer is ZeRO-1.
+  LaunchKnobs dist;
+  dist.flash_attn = true;
+  dist.dist_opt = true;
+  LaunchKnobs zero1 = dist;
+  zero1.dist_opt = false;
+  zero1.sharding = Sharding::kZero1;
+  EXPECT_DOUBLE_EQ(Simulate(m, c, dist).peak_mem_gib, Simulate(m, c, zero1).peak_mem_gib);
+}
+
+TEST(ShardingTest, HsdpShardsWithinAGroupAndKeepsTheGathersOffTheNetwork) {
+  const ModelShape m = Small();
+  const ClusterShape c = Nodes(2, 12.5);  // DP 16 over a slow network
+  LaunchKnobs fsdp;
+  fsdp.flash_attn = true;
+  fsdp.sharding = Sharding::kZero3;
+  LaunchKnobs hsdp = fsdp;
+  hsdp.shard_group = 8;
+  const SimResult a = Simulate(m, c, fsdp), b = Simulate(m, c, hsdp);
+  ASSERT_EQ(a.status, Status::kOk) << a.message;
+  ASSERT_EQ(b.status, Status::kOk) << b.message;
+  const double p = CountParams(m).total;
+  EXPECT_NEAR(a.memory.optimizer_gib * kGiB / p, 12.0 / 16, 1e-9);
+  EXPECT_NEAR(b.memory.optimizer_gib * kGiB / p, 12.0 / 8, 1e-9);
+  // FSDP over both nodes gathers every layer across the network; HSDP
+  // gathers inside the node and all-reduces the shards across once.
+  EXPECT_LT(b.phases.at("dp_comm"), 0.5 * a.phases.at("dp_comm"));
+  EXPECT_LT(b.step_time_s, a.step_time_s);
+  // A shard group that does not divide the data-parallel ranks fails at
+  // launch, and one without sharded state is not a thing.
+  hsdp.shard_group = 3;
+  EXPECT_NE(LaunchCheck(m, c, hsdp).find("shard group"), std::string::npos);
+  LaunchKnobs plain;
+  plain.shard_group = 8;
+  EXPECT_NE(LaunchCheck(m, c, plain).find("sharded state"), std::string::npos);
+}
+
+TEST(ShardingTest, Zero3PaysTheGathersComputeCannotHide) {
+  ModelShape m = Small();
+  m.seq_len = 1024;  // little compute to hide them behind
+  const ClusterShape c = Nodes(2, 12.5);
+  LaunchKnobs z1;
+  z1.flash_attn = true;
+  z1.sharding = Sharding::kZero1;
+  LaunchKnobs z3 = z1;
+  z3.sharding = Sharding::kZero3;
+  const SimResult a = Simulate(m, c, z1), b = Simulate(m, c, z3);
+  ASSERT_EQ(b.status, Status::kOk) << b.message;
+  EXPECT_GT(b.phases.at("dp_comm"), 2.0 * a.phases.at("dp_comm"));
+  EXPECT_LT(b.peak_mem_gib, a.peak_mem_gib);
+}
+
+TEST(ArchitectureTest, PublishedParameterCounts) {
+  struct Case {
+    const char* name;
+    ModelShape m;
+    double total, active;  // billions, as the model cards give them
+  };
+  for (const Case& e : {Case{"DeepSeek-V3", calibration::DeepSeekV3(), 671, 37},
+                        Case{"Qwen3-30B-A3B", calibration::Qwen3_30B_A3B(), 30.5, 3.3},
+                        Case{"Qwen3-235B-A22B", calibration::Qwen3_235B_A22B(), 235, 22},
+                        Case{"GPT-OSS-120B", calibration::GptOss120B(), 116.8, 0},
+                        Case{"Llama-3.1-405B", calibration::Llama31_405B(), 405, 0}}) {
+    SCOPED_TRACE(e.name);
+    const ParamCounts p = CountParams(e.m);
+    EXPECT_NEAR(p.total / 1e9 / e.total, 1.0, 0.02);
+    if (e.active > 0) {
+      EXPECT_NEAR(p.active / 1e9 / e.active, 1.0, 0.03);
+    }
+  }
+  // Without its own head_dim Qwen3's attention would be half as wide.
+  ModelShape narrow = calibration::Qwen3_30B_A3B();
+  narrow.head_dim = 0;
+  EXPECT_LT(CountParams(narrow).attention, 0.6 * CountParams(calibration::Qwen3_30B_A3B()).attention);
+}
+
+TEST(ArchitectureTest, LeadingDenseLayersAndSharedExpertsCountWhereTheyAre) {
+  ModelShape m = calibration::DeepSeekV3();
+  EXPECT_FALSE(IsMoeLayer(m, 0));
+  EXPECT_FALSE(IsMoeLayer(m, 2));
+  EXPECT_TRUE(IsMoeLayer(m, 3));
+  const ParamCounts p = CountParams(m);
+  EXPECT_EQ(p.moe_layers, 58);
+  EXPECT_DOUBLE_EQ(p.dense_mlp, 3.0 * 7168 * 18432);
+  EXPECT_DOUBLE_EQ(p.moe_dense, 7168.0 * 256 + 3.0 * 7168 * 2048);
+  // A stage holding the dense layers holds no experts.
+  LaunchKnobs k;
+  k.pp = 2;
+  k.pp_first_layers = 3;
+  k.pp_last_layers = 58;
+  EXPECT_EQ(LayersOfStage(m, k, 0).count, 3);
+  EXPECT_EQ(LayersOfStage(m, k, 1).first, 3);
+}
+
+TEST(ArchitectureTest, SlidingWindowLayersAttendToTheirWindowOnly) {
+  ModelShape m = Small();
+  m.seq_len = 32768;
+  ModelShape w = m;
+  w.window = 4096;
+  w.global_every = 4;  // layers 3, 7, ... attend globally
+  EXPECT_TRUE(IsGlobalLayer(w, 3));
+  EXPECT_FALSE(IsGlobalLayer(w, 0));
+  // Attention FLOPs: a quarter of the layers see 32k keys, the rest
+  // 2w - w^2/s.
+  const double full = ModelFlopsPerToken(m), windowed = ModelFlopsPerToken(w);
+  const double attn_full = 12.0 * m.layers * m.hidden * 32768.0;
+  const double keys = 2.0 * 4096 - 4096.0 * 4096 / 32768;
+  const double attn_w = 12.0 * m.hidden * (8 * 32768.0 + 24 * keys);
+  EXPECT_NEAR(full - windowed, attn_full - attn_w, 1.0);
+  LaunchKnobs k;
+  k.flash_attn = true;
+  k.cp = 2;
+  k.dist_opt = true;
+  k.recompute = Recompute::kFull;
+  const ClusterShape c = Nodes(1, 50, "H200");
+  const SimResult a = Simulate(m, c, k), b = Simulate(w, c, k);
+  ASSERT_EQ(a.status, Status::kOk) << a.message;
+  EXPECT_LT(b.phases.at("attention"), 0.5 * a.phases.at("attention"));
+}
+
+TEST(ArchitectureTest, MlaRecomputesItsUpProjectionsUnderSelectiveRecompute) {
+  ModelShape m = calibration::DeepSeekV3();
+  m.seq_len = 4096;
+  LaunchKnobs k;
+  k.flash_attn = true;
+  const double none = ActivationBytesPerLayer(m, k, true);
+  k.recompute = Recompute::kSelective;
+  const double sel = ActivationBytesPerLayer(m, k, true);
+  // The decompressed Q, K and V: 128 heads x (192 + 192 + 128) bf16 values a token.
+  EXPECT_DOUBLE_EQ(none - sel, 2.0 * 4096 * 128 * (192 + 192 + 128));
+}
+
+TEST(PipelineTest, UnevenStagesLaunchLikeMegatronAndBalanceMemory) {
+  ModelShape m = calibration::Llama31_405B();
+  m.seq_len = 8192;
+  m.global_batch = 2048;
+  ClusterShape c = Nodes(16);  // 128 GPUs
+  LaunchKnobs k;
+  k.tp = 8, k.pp = 16, k.seq_par = true, k.flash_attn = true, k.fused_kernels = true;
+  k.precision = Precision::kFp8;
+  k.sharding = Sharding::kZero2;
+  EXPECT_NE(LaunchCheck(m, c, k).find("num_layers (126) must be divisible"), std::string::npos);
+  k.pp_first_layers = 7;
+  k.pp_last_layers = 8;  // 111 over 14 stages does not split
+  EXPECT_NE(LaunchCheck(m, c, k).find("split evenly"), std::string::npos);
+  k.pp_last_layers = 7;
+  EXPECT_EQ(LaunchCheck(m, c, k), "");
+  EXPECT_EQ(LayersOfStage(m, k, 0).count, 7);
+  EXPECT_EQ(LayersOfStage(m, k, 1).count, 8);
+  EXPECT_EQ(LayersOfStage(m, k, 15).first, 7 + 14 * 8);
+  const SimResult r = Simulate(m, c, k);
+  ASSERT_NE(r.status, Status::kLauncherError) << r.message;
+  // The first stage holds 16 micro-batches of 7 layers, not 8: the balance
+  // Llama 3 struck. The same shape with 128 layers split evenly holds more.
+  ModelShape even = m;
+  even.layers = 128;
+  LaunchKnobs ek = k;
+  ek.pp_first_layers = ek.pp_last_layers = 0;
+  EXPECT_LT(r.memory.activations_gib, Simulate(even, c, ek).memory.activations_gib);
+  LaunchKnobs one = k;
+  one.pp = 1;
+  EXPECT_NE(LaunchCheck(m, Nodes(1), one).find("require"), std::string::npos);
+}
+
+TEST(MoeTest, CapacityBoundsTheBusiestExpertAndChangesTheNumbers) {
+  ModelShape m = calibration::Qwen3_30B_A3B();
+  m.seq_len = 4096;
+  m.global_batch = 64;
+  ClusterShape c = Nodes(1, 50, "H200");
+  LaunchKnobs k;
+  k.ep = 8, k.flash_attn = true, k.dist_opt = true, k.recompute = Recompute::kSelective;
+  const SimResult dropless = Simulate(m, c, k);
+  LaunchKnobs cap = k;
+  cap.capacity_factor = 1.0;
+  const SimResult capped = Simulate(m, c, cap);
+  ASSERT_EQ(capped.status, Status::kOk) << capped.message;
+  EXPECT_LT(capped.step_time_s, dropless.step_time_s);
+  // Dropping tokens trains on less: the losses are not the dropless ones.
+  const Measurement a = MeasureTrial(m, c, k, 0, 3, 1, 0), b = MeasureTrial(m, c, cap, 0, 3, 1, 0);
+  EXPECT_GT(std::abs(b.steps[2].loss - a.steps[2].loss), 1e-3);
+  ModelShape dense = Small();
+  cap.ep = 1;
+  EXPECT_NE(LaunchCheck(dense, c, cap).find("capacity"), std::string::npos);
+}
+
+TEST(MoeTest, OverlapHidesTheAllToAllBehindAnotherMicroBatch) {
+  ModelShape m = calibration::Qwen3_30B_A3B();
+  m.seq_len = 4096;
+  m.global_batch = 64;
+  LaunchKnobs k;
+  k.ep = 8, k.flash_attn = true, k.dist_opt = true;
+  const ClusterShape c = Nodes(1, 50, "H200");
+  const SimResult plain = Simulate(m, c, k);
+  k.overlap_moe_comm = true;
+  const SimResult over = Simulate(m, c, k);
+  ASSERT_EQ(over.status, Status::kOk);
+  EXPECT_LT(over.phases.at("moe_all_to_all"), 0.5 * plain.phases.at("moe_all_to_all"));
+  k.ep = 1;
+  EXPECT_NE(LaunchCheck(m, Nodes(1), k).find("expert_model_parallel_size > 1"), std::string::npos);
+}
+
+TEST(CatalogTest, CurrentSystemsWithTheirSourcesAndRackScaleNvlink) {
+  for (const char* g : {"B200", "GB200", "GB300", "H20", "H800", "MI300X", "H100-96GB"}) {
+    const GpuSpec* s = FindGpu(g);
+    ASSERT_NE(s, nullptr) << g;
+    EXPECT_GT(std::string(s->source).size(), 10u) << g;
+    EXPECT_GT(s->bf16_tflops, 0) << g;
+  }
+  EXPECT_EQ(FindGpu("GB200")->nvlink_domain, 72);
+  // Expert parallelism over 16 GPUs on four trays of 4: inside an NVL72
+  // domain it never touches the NIC; as four separate nodes it does.
+  ModelShape m = calibration::Qwen3_30B_A3B();
+  m.seq_len = 4096;
+  m.global_batch = 64;
+  ClusterShape rack = calibration::System("GB200", 16, 4, 50);
+  ClusterShape trays = rack;
+  trays.nvlink_domain = 0;
+  LaunchKnobs k;
+  k.ep = 16, k.flash_attn = true, k.dist_opt = true, k.precision = Precision::kFp8;
+  const SimResult a = Simulate(m, rack, k), b = Simulate(m, trays, k);
+  ASSERT_EQ(a.status, Status::kOk) << a.message;
+  EXPECT_LT(a.phases.at("moe_all_to_all"), 0.25 * b.phases.at("moe_all_to_all"));
+}
+
+TEST(MemoryTest, FusedCrossEntropyKeepsOnlyTheBf16LogitsAndTheirGradient) {
+  const ModelShape m = Small();
+  LaunchKnobs k;
+  k.flash_attn = true;
+  const double unfused = Simulate(m, Nodes(1), k).memory.logits_gib;
+  k.fused_kernels = true;
+  EXPECT_NEAR(Simulate(m, Nodes(1), k).memory.logits_gib / unfused, 0.4, 1e-9);
+}
+
+// ---- the spec carries the new fields, and names the field it rejects.
+
+absl::StatusOr<SessionSpec> Parse(const std::string& model, const std::string& gpu = "H100",
+                                  int count = 8, const std::string& cluster = "") {
+  const std::string yaml = std::string("name: t\nworkload: {model: m, global_batch: 64, seq_len: 4096}\n") +
+                           "hardware: {gpu: " + gpu + ", count: " + std::to_string(count) + "}\n" +
+                           "knobs: {tp: [1, 2]}\nbaseline: {tp: 1}\nbudget: {max_trials: 5}\n" +
+                           "executor:\n  sim:\n    model: " +
+                           model + "\n" + (cluster.empty() ? "" : "    cluster: " + cluster + "\n");
+  return ParseSpec(yaml, SpecParseOptions());
+}
+
+TEST(SpecTest, NewModelFieldsParseAndBadOnesNameTheirField) {
+  auto ok = Parse(
+      "{layers: 27, hidden: 2048, heads: 16, head_dim: 128, kv_lora_rank: 512, rope_head_dim: 64, "
+      "v_head_dim: 128, vocab: 102400, experts: 64, topk: 6, expert_ffn: 1408, "
+      "shared_expert_ffn: 2816, dense_layers: 1, ffn: 10944, window: 1024, global_every: 3}");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->sim.model.kv_lora_rank, 512);
+  EXPECT_EQ(ok->sim.model.shared_expert_ffn, 2816);
+  EXPECT_EQ(ok->sim.model.global_every, 3);
+  struct Bad {
+    const char* model;
+    const char* field;
+  };
+  for (const Bad& b :
+       {Bad{"{layers: 4, hidden: 64, heads: 4, kv_lora_rank: 16, vocab: 100, ffn: 64}", "head_dim"},
+        Bad{"{layers: 4, hidden: 64, heads: 4, q_lora_rank: 16, vocab: 100, ffn: 64}", "q_lora_rank"},
+        Bad{"{layers: 4, hidden: 64, heads: 4, shared_expert_ffn: 16, vocab: 100, ffn: 64}",
+            "shared_expert_ffn"},
+        Bad{"{layers: 4, hidden: 64, heads: 4, global_every: 2, vocab: 100, ffn: 64}", "global_every"},
+        Bad{"{layers: 4, hidden: 64, heads: 4, vocab: 100, experts: 4, topk: 1, expert_ffn: 8, "
+            "dense_layers: 4, ffn: 64}",
+            "dense_layers"},
+        Bad{"{layers: 4, hidden: 64, heads: 4, head_dim: -1, vocab: 100, ffn: 64}", "head_dim"},
+        Bad{"{layers: 4, hidden: 66, heads: 4, vocab: 100, ffn: 64}", "hidden"}}) {
+    auto r = Parse(b.model);
+    ASSERT_FALSE(r.ok()) << b.model;
+    EXPECT_NE(r.status().message().find(std::string("executor.sim.model.") + b.field),
+              std::string::npos)
+        << r.status();
+  }
+  // hidden need not divide by heads when the heads have their own width.
+  EXPECT_TRUE(Parse("{layers: 4, hidden: 2880, heads: 64, head_dim: 64, vocab: 100, ffn: 64}").ok());
+}
+
+TEST(SpecTest, Gb200BringsItsNvlinkDomainAndADomainJoinsWholeNodes) {
+  auto r = Parse("{layers: 4, hidden: 64, heads: 4, vocab: 100, ffn: 64}", "GB200", 16,
+                 "{gpus_per_node: 4, nodes: 4}");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->sim.cluster.nvlink_domain, 72);
+  EXPECT_DOUBLE_EQ(r->sim.cluster.nvlink_gbps, 900);
+  auto bad = Parse("{layers: 4, hidden: 64, heads: 4, vocab: 100, ffn: 64}", "GB200", 16,
+                   "{gpus_per_node: 4, nodes: 4, nvlink_domain: 6}");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("executor.sim.cluster.nvlink_domain"), std::string::npos);
+  auto h100 = Parse("{layers: 4, hidden: 64, heads: 4, vocab: 100, ffn: 64}");
+  ASSERT_TRUE(h100.ok());
+  EXPECT_EQ(h100->sim.cluster.nvlink_domain, 0);
+}
+
+TEST(SpecTest, NewKnobsValidateTheirValues) {
+  LaunchKnobs k;
+  std::string err;
+  EXPECT_TRUE(SetKnob(&k, "sharding", "fsdp", &err));
+  EXPECT_EQ(k.sharding, Sharding::kZero3);
+  EXPECT_FALSE(SetKnob(&k, "sharding", "zero4", &err));
+  EXPECT_NE(err.find("sharding"), std::string::npos);
+  EXPECT_FALSE(SetKnob(&k, "capacity_factor", "-1", &err));
+  EXPECT_NE(err.find("capacity_factor"), std::string::npos);
+  EXPECT_FALSE(SetKnob(&k, "pp_first_layers", "x", &err));
+  EXPECT_TRUE(SetKnob(&k, "shard_group", "8", &err));
+  EXPECT_EQ(k.shard_group, 8);
+  for (const std::string name : {"sharding", "shard_group", "pp_first_layers", "pp_last_layers",
+                                  "capacity_factor", "overlap_moe_comm"}) {
+    const std::string v = name == "sharding" ? "zero2" : name == "overlap_moe_comm" ? "true" : "2";
+    LaunchKnobs a, b;
+    ASSERT_TRUE(SetKnob(&a, name, v, &err)) << name << ": " << err;
+    KnobSetter set = CompileKnob(name, v, &err);
+    ASSERT_TRUE(set) << name;
+    set(&b);
+    EXPECT_EQ(Simulate(Small(), Nodes(1), a).message, Simulate(Small(), Nodes(1), b).message) << name;
+  }
+}
+
+}  // namespace
+}  // namespace infrarsi::models::sim
