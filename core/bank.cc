@@ -18,7 +18,7 @@ namespace {
 constexpr const char* kStatuses[] = {trial_status::kOk,      trial_status::kOom,
                                      trial_status::kFailed,  trial_status::kTimeout,
                                      trial_status::kViolation, trial_status::kCancelled,
-                                     trial_status::kPruned};
+                                     trial_status::kPruned, trial_status::kUnconfirmed};
 constexpr const char* kPurposes[] = {trial_purpose::kDoctor, trial_purpose::kSearch,
                                      trial_purpose::kVerify};
 constexpr int kMaxKnobFilters = 64;

@@ -246,6 +246,7 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
   const double se = kept.size() > 1 ? models::SampleStdDev(kept) / std::sqrt(n) : 0.0;
   const double upper = models::Mean(kept) + TQuantile975(static_cast<int>(kept.size()) - 1) * se;
   v.implausible = kept.size() > 1 && upper < 0;
+  v.unconfirmed = !v.implausible;
   v.reason = absl::StrFormat(
       "the gain vanishes over the whole run: %.3fx [%.3f, %.3f] from process start to exit "
       "against %.3fx in the timed window; of %.4f s saved per run in the window, %.4f s is saved "

@@ -92,6 +92,10 @@ struct CandidateVerdict {
   PairedSpeedup reported, agent, whole;
   bool cleared = false;
   bool implausible = false;  // not promoted: its numbers cannot be true
+  // Not promoted: on the agent's clock its timed-window gain mostly
+  // vanished over the whole run, but too few runs to say it beyond doubt.
+  // Not a cheat's verdict; its gain is unconfirmed.
+  bool unconfirmed = false;
   std::string reason;
 };
 CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const VerifyRules& rules);

@@ -707,6 +707,12 @@ absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s,
       if (t.id == s.best_trial_id) s.best_trial_id = 0;
     }
   }
+  for (const int64_t id : d.unconfirmed) {
+    if (absl::Status b = options_.storage->SetBankStatus(id, ts::kUnconfirmed);
+        !b.ok() && !absl::IsNotFound(b)) {
+      return b;
+    }
+  }
   if (s.best_trial_id == 0) {
     // The best search trial, now that some may have been disqualified.
     for (const auto& t : trials) RETURN_IF_ERROR(s.ConsiderBest(t));

@@ -22,6 +22,10 @@ inline constexpr char kCancelled[] = "cancelled";
 // noise floor. Its step time is the median of the steps it ran; it counts
 // in the cost, is never promoted and never run again as is.
 inline constexpr char kPruned[] = "pruned";
+// Not a trial status: a bank entry's, for a search trial whose timed-window
+// gain its verification could not confirm over the whole run (too few runs
+// to call it a violation). Other sessions are not seeded from it as ok.
+inline constexpr char kUnconfirmed[] = "unconfirmed";
 // Not a trial status: an agent's answer when its policy does not let it run
 // a trial (the trial goes back to the queue for another agent).
 inline constexpr char kRefused[] = "refused";

@@ -141,6 +141,11 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
     c.set_whole_run_ci_high(cap(verdict.whole.ci_high));
     // A candidate whose own numbers cannot be true is not a result: its
     // search trial and its runs leave the bank's results with it.
+    if (verdict.unconfirmed) {
+      // Its search trial and its own verify runs: both show the window's gain.
+      out.unconfirmed.push_back(c.trial_id());
+      for (const int64_t id : cand_trials[c.rank()]) out.unconfirmed.push_back(id);
+    }
     if (verdict.implausible) {
       std::vector<int64_t> ids = cand_trials[c.rank()];
       ids.push_back(c.trial_id());

@@ -55,6 +55,12 @@ struct VerificationDecision {
     std::string error;
   };
   std::vector<Implausible> implausible;
+  // Search trials (then their verify runs) of candidates whose timed-window
+  // gain verification could not confirm over the whole run
+  // (CandidateVerdict::unconfirmed): they stay ok in their session, but the
+  // bank no longer offers them to other sessions as fast results (bank
+  // status "unconfirmed").
+  std::vector<int64_t> unconfirmed;
   int64_t promoted_trial_id = 0;  // the promoted candidate's search trial
 };
 

@@ -1,6 +1,8 @@
 // Verification: which re-runs a finished search queues, and what they decide.
 #include "core/verification.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 namespace infrarsi {
@@ -89,6 +91,67 @@ TEST(VerificationTest, DecidesOnlyOnceEveryRunHasFinished) {
   EXPECT_EQ(d.promoted_trial_id, 1);
   EXPECT_NEAR(d.verification.candidates(0).speedup(), 2.0, 0.01);
   EXPECT_TRUE(d.implausible.empty());
+}
+
+// A process candidate whose timed window shows a gain the whole run mostly
+// does not (work moved into the warm-up), measured by too few, too noisy
+// runs to disqualify it: not promoted, not a violation, and its search
+// trial leaves the bank's fast results (a loaded host let exactly such a
+// warm-up hack stay in the bank as ok). A candidate whose whole run keeps
+// its gain is confirmed, noise or not.
+TEST(VerificationTest, AWindowOnlyGainTooNoisyToDisqualifyIsUnconfirmedNotOk) {
+  SessionSpec spec = Spec();
+  spec.executor_kind = SessionSpec::ExecutorKind::kProcess;
+  spec.verify.candidates = 1;
+  spec.verify.runs = 3;
+  ASSERT_TRUE(spec.Executor().agent_clock);
+  v1::DoctorReport doctor;
+  doctor.set_noise_floor(0.05);
+  for (const bool moved : {true, false}) {
+    SCOPED_TRACE(moved ? "work moved into the warm-up" : "an honest gain");
+    std::vector<storage::TrialRecord> trials = {Trial(1, "search", "4", "ok", 0.5, "a1")};
+    auto plan = PlanVerification(spec, "s", 1.0, doctor, "", trials, 0);
+    ASSERT_TRUE(plan.ok());
+    int64_t id = 10;
+    // Whole runs on a busy host: +-3 s of noise around a 20 s run.
+    const double noise[] = {3.0, -2.6, 0.4};
+    for (auto t : plan->runs) {
+      t.id = id++;
+      const bool is_base = t.tag.find("/base") != std::string::npos;
+      int rank = 0, run = 0;
+      ASSERT_EQ(std::sscanf(t.tag.c_str(), "c%d/r%d/", &rank, &run), 2);
+      t.status = "ok";
+      t.observed_steps = 10;
+      t.observed_window_s = (is_base ? 10.0 : 5.0) * (1 + 1e-3 * static_cast<double>(id % 5));
+      t.step_time_s = t.observed_window_s / 10;
+      // The window saves 5 s a run; the whole run keeps all of it (honest)
+      // or none of it (moved), plus the noise on the candidate's arm.
+      t.cost_s = is_base ? 20.0 : (moved ? 20.0 : 15.0) + noise[(run - 1) % 3];
+      trials.push_back(t);
+    }
+    VerificationDecision d = DecideVerification(spec, doctor, plan->verification, trials, 1);
+    ASSERT_TRUE(d.done);
+    EXPECT_TRUE(d.implausible.empty()) << d.verification.candidates(0).reason();
+    if (moved) {
+      EXPECT_EQ(d.verification.promoted_rank(), 0);
+      EXPECT_NE(d.verification.candidates(0).reason().find("too few to disqualify"),
+                std::string::npos)
+          << d.verification.candidates(0).reason();
+      // The search trial, then the candidate's own three verify runs.
+      ASSERT_EQ(d.unconfirmed.size(), 4u);
+      EXPECT_EQ(d.unconfirmed[0], 1);
+      for (size_t i = 1; i < d.unconfirmed.size(); ++i) {
+        const int64_t run = d.unconfirmed[i];
+        const auto it = std::find_if(trials.begin(), trials.end(),
+                                     [&](const storage::TrialRecord& t) { return t.id == run; });
+        ASSERT_NE(it, trials.end());
+        EXPECT_NE(it->tag.find("/cand"), std::string::npos) << it->tag;
+      }
+    } else {
+      EXPECT_EQ(d.verification.promoted_rank(), 1) << d.verification.candidates(0).reason();
+      EXPECT_TRUE(d.unconfirmed.empty());
+    }
+  }
 }
 
 }  // namespace
