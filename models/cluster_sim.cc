@@ -38,11 +38,11 @@ const std::vector<GpuSpec>& Catalog() {
       {"H20", 148, 296, 94.5, 4.0, 0.82, 450, 8, "NVIDIA H20 product brief (96 GB HBM3)"},
       {"H200", 989, 1979, 139.8, 4.8, 0.62, 450, 8, "NVIDIA H200 datasheet; measured capacity"},
       {"B200", 2250, 4500, 178.4, 8.0, 0.60, 900, 8,
-       "NVIDIA DGX B200 datasheet (dense; NVLink 5 1.8 TB/s both directions)"},
+       "NVIDIA DGX B200 datasheet (dense; NVLink 5 1.8 TB/s both directions)", 9000},
       {"GB200", 2500, 5000, 184.0, 8.0, 0.60, 900, 72,
-       "NVIDIA GB200 NVL72 datasheet (dense; 72-GPU NVLink domain, 186 GB HBM3e)"},
+       "NVIDIA GB200 NVL72 datasheet (dense; 72-GPU NVLink domain, 186 GB HBM3e)", 10000},
       {"GB300", 2500, 5000, 284.0, 8.0, 0.60, 900, 72,
-       "NVIDIA GB300 NVL72 datasheet (dense; 288 GB HBM3e)"},
+       "NVIDIA GB300 NVL72 datasheet (dense; 288 GB HBM3e; FP4 1.5x GB200's)", 15000},
       {"MI300X", 1307, 2615, 191.5, 5.3, 0.50, 448, 8,
        "AMD Instinct MI300X datasheet (Infinity Fabric 896 GB/s aggregate)"},
   };
@@ -211,6 +211,12 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
   if (k.precision == Precision::kFp8 && c.gpu.fp8_tflops <= 0) {
     return "RuntimeError: FP8 requires compute capability >= 8.9 (got " + c.gpu.name + ")";
   }
+  if ((k.precision == Precision::kMxfp8 || k.precision == Precision::kNvfp4) &&
+      c.gpu.fp4_tflops <= 0) {
+    return std::string("RuntimeError: ") +
+           (k.precision == Precision::kMxfp8 ? "MXFP8" : "NVFP4") +
+           " block scaling requires compute capability >= 10.0 (Blackwell; got " + c.gpu.name + ")";
+  }
   if (k.overlap_param_gather && !k.dist_opt && k.sharding == Sharding::kNone) {
     return "AssertionError: --overlap-param-gather only supported with "
            "--use-distributed-optimizer";
@@ -360,8 +366,10 @@ bool SetKnob(LaunchKnobs* k, const std::string& name, const std::string& value,
   if (name == "precision") {
     if (value == "bf16") k->precision = Precision::kBf16;
     else if (value == "fp8") k->precision = Precision::kFp8;
+    else if (value == "mxfp8") k->precision = Precision::kMxfp8;
+    else if (value == "nvfp4") k->precision = Precision::kNvfp4;
     else {
-      *error = name + ": expected bf16 or fp8, got '" + value + "'";
+      *error = name + ": expected bf16, fp8, mxfp8 or nvfp4, got '" + value + "'";
       return false;
     }
     return true;
@@ -562,7 +570,9 @@ double TextbookStepTimeS(const ModelShape& m, const ClusterShape& c, const Launc
   const int dp = std::max(1, world / (tp * pp * cp));
   const double tokens = static_cast<double>(m.global_batch) * m.seq_len;
   const double peak =
-      (k.precision == Precision::kFp8 && g.fp8_tflops > 0 ? g.fp8_tflops : g.bf16_tflops) * 1e12 *
+      (k.precision == Precision::kNvfp4 && g.fp4_tflops > 0 ? g.fp4_tflops
+       : k.precision != Precision::kBf16 && g.fp8_tflops > 0 ? g.fp8_tflops
+                                                            : g.bf16_tflops) * 1e12 *
       g.gemm_efficiency;
   double flops = ModelFlopsPerToken(m);
   const double attention = 12.0 * m.layers * static_cast<double>(m.hidden) * m.seq_len;
@@ -627,9 +637,10 @@ double ActivationBytesPerLayer(const ModelShape& m, const LaunchKnobs& k, bool m
   const double rep = (k.seq_par && k.tp > 1) ? tp : 1.0;
   const double drop = m.dropout ? 1.0 : 0.0;
   const double s_keys = m.seq_len;  // materialised scores span the whole sequence
-  const bool fp8 = k.precision == Precision::kFp8;
-  // fp8 keeps GEMM inputs in 1 byte (Transformer Engine stores fp8 copies).
-  const double gemm_in = fp8 ? 1.0 : 2.0;
+  const bool fp8 = k.precision != Precision::kBf16;  // fp8, mxfp8 or nvfp4
+  // Low precision keeps GEMM inputs in it (Transformer Engine stores fp8
+  // copies; NVFP4 4 bits plus an fp8 scale per 16 values).
+  const double gemm_in = !fp8 ? 2.0 : k.precision == Precision::kNvfp4 ? 0.5625 : 1.0;
 
   if (k.recompute == Recompute::kFull) return 2.0 * t * h / rep;  // the layer input
 
@@ -698,7 +709,9 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
   const double tp = k.tp;
   const double rep = (k.seq_par && k.tp > 1) ? tp : 1.0;
   const double mats = m.swiglu ? 3.0 : 2.0;
-  const bool fp8 = k.precision == Precision::kFp8;
+  // fp8, mxfp8 or nvfp4: GEMMs at a low-precision peak, casts, fp8 dispatch.
+  const bool fp8 = k.precision != Precision::kBf16;
+  const double low_copy = k.precision == Precision::kNvfp4 ? 0.5625 : 1.0;  // weight copy, bytes
   const double hbm = g.hbm_tbps * 1e12 * 0.75;  // achievable streaming bandwidth
   const ParamCounts pc = CountParams(m);
   const int zero = std::max(static_cast<int>(k.sharding), k.dist_opt ? 1 : 0);
@@ -707,7 +720,10 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
   // fp8 GEMMs reach the same share of their doubled peak as bf16 ones of
   // theirs: NeMo's fp8 recipes on H100 (tests/models/nemo_perf.h) land
   // within 10% so; at 0.75 of it, the simulator was 8-27% slow on them.
-  const double peak = (fp8 ? g.fp8_tflops : g.bf16_tflops) * 1e12;
+  const double peak = (k.precision == Precision::kNvfp4 ? g.fp4_tflops
+                      : fp8                               ? g.fp8_tflops
+                                                          : g.bf16_tflops) *
+                     1e12;
   auto gemm_eff = [&](double rows, double cols) {
     return g.gemm_efficiency * Sat(rows, 192) * Sat(cols, 256);
   };
@@ -996,7 +1012,7 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
   const int dsh = zero >= 1 ? sg : 1, esh = zero >= 1 ? esg : 1;
   auto state_bytes = [&](double dense, double expert) {
     const double wd = zero >= 3 ? dense / dsh : dense, we = zero >= 3 ? expert / esh : expert;
-    const double weights = 2.0 * (wd + we) + (fp8 ? 1.0 * (wd + we) : 0.0);
+    const double weights = 2.0 * (wd + we) + (fp8 ? low_copy * (wd + we) : 0.0);
     // fp32 main gradients, or bf16 ones with an fp32 copy in the optimizer.
     const double gb_per = k.grad_reduce_bf16 ? 2.0 : 4.0;
     const double grads = zero >= 2 ? gb_per * (dense / dsh + expert / esh) : gb_per * (dense + expert);
@@ -1123,7 +1139,9 @@ Measurement MeasureTrial(const ModelShape& m, const ClusterShape& c, const Launc
     const double progress = static_cast<double>(i + 1) * tokens / 4e6;
     double loss = 2.3 + 8.6 * std::exp(-progress) + 0.02 * data_normal(data);
     loss += 1e-4 * numerics_normal(numerics);  // bf16 reduction order
-    if (k.precision == Precision::kFp8) loss += 1.5e-3 * (i + 1);  // fp8 drifts slightly
+    // fp8 and mxfp8 drift slightly, nvfp4 more.
+    if (k.precision == Precision::kFp8 || k.precision == Precision::kMxfp8) loss += 1.5e-3 * (i + 1);
+    if (k.precision == Precision::kNvfp4) loss += 3e-3 * (i + 1);
     // Dropped tokens train the experts on less: the lower the capacity,
     // the more dropped (any capacity drops some).
     if (k.capacity_factor > 0) loss += 2e-3 + 0.02 * std::max(0.0, 1.5 - k.capacity_factor);

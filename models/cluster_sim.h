@@ -49,6 +49,9 @@ struct GpuSpec {
   double nvlink_gbps = 0;  // GB/s per GPU, one direction
   int nvlink_domain = 0;   // GPUs one NVLink fabric joins (GB200 NVL72: 72)
   const char* source = "";  // where the figures come from
+  // Dense FP4 peak; > 0 marks a part with microscaling formats (Blackwell:
+  // MXFP8 and NVFP4 GEMMs), 0 none.
+  double fp4_tflops = 0;
 };
 
 // The catalog: A100-40GB, A100-80GB (alias A100), H100 (SXM, 80 GB),
@@ -119,7 +122,11 @@ struct ClusterShape {
 };
 
 enum class Recompute { kNone, kSelective, kFull };
-enum class Precision { kBf16, kFp8 };
+// GEMM precision. fp8: Transformer Engine's delayed or current scaling
+// (Hopper and later); mxfp8: block-scaled fp8 at fp8's peak, Blackwell only;
+// nvfp4: 4-bit GEMMs at the FP4 peak (Blackwell only), inputs kept at 4.5
+// bits, its losses drifting more than fp8's.
+enum class Precision { kBf16, kFp8, kMxfp8, kNvfp4 };
 // How model state is sharded across data-parallel ranks: ZeRO stages as
 // DeepSpeed names them. Megatron's distributed optimizer is ZeRO-1
 // (`dist_opt` true raises kNone to it); FSDP/FSDP2 is ZeRO-3 (its knob

@@ -24,8 +24,8 @@
 //       sequence parallel with TP, no recompute. FSDP > 0 is Megatron-FSDP
 //       (ZeRO-3 over the data-parallel group). MoE rows "force-balance the
 //       token distribution among experts": every expert takes its share,
-//       modelled as a capacity factor of 1. FP8-CS and FP8-MX both run as
-//       fp8.
+//       modelled as a capacity factor of 1. FP8-CS runs as fp8, MXFP8 as
+//       mxfp8 and NVFP4 as nvfp4 (the 26.06 table's Llama 3.1 405B rows).
 //  [TT] torchtitan, benchmarks/llama3_h100_202412_torchtitan.md (Meta's
 //       Grand Teton: H100 96 GB HBM2e at 500 W, 400 Gb/s per GPU), with
 //       torchtitan's llama3_8b.toml at the benchmark's commit: sequence
@@ -202,6 +202,11 @@ inline LaunchKnobs Uneven(LaunchKnobs k, int first, int last) {
   return k;
 }
 
+inline LaunchKnobs With(LaunchKnobs k, Precision p) {
+  k.precision = p;
+  return k;
+}
+
 inline LaunchKnobs Balanced(LaunchKnobs k) {
   k.capacity_factor = 1.0;
   return k;
@@ -226,6 +231,11 @@ inline const std::vector<std::pair<std::string, std::string>>& KnownMisses() {
        "not established: EP 16 spans two nodes; the all-to-all overlap is modelled as on one "
        "NVLink domain"},
       {"MB GB200 Llama3-8B fp8", "not established (10.2%: at the edge)"},
+      {"MB GB200 Llama3.1-405B nvfp4",
+       "NVFP4 recipes keep some GEMMs in higher precision and add Hadamard transforms and "
+       "quantization passes, which the simulator does not count: it runs every GEMM at the FP4 "
+       "peak"},
+      {"MB GB300 Llama3.1-405B nvfp4", "as the GB200 NVFP4 row"},
       {"TT 8xH100 8B 32k FSDP8",
        "likely attention: torchtitan runs PyTorch SDPA (FlashAttention-2 kernels on Hopper), "
        "ring-exchanged under CP; flash_attn is calibrated on Transformer Engine's cuDNN "
@@ -272,24 +282,24 @@ inline std::vector<CalibrationRow> CalibrationSet() {
       "the recipe recomputes modules (MLA up-projection, norms, MoE activation): the simulator's "
       "selective recompute";
   rows.push_back(Row("MB GB200 DeepSeek-V3 mxfp8", mb, DeepSeekV3(), 4096, 4096, gb200_256,
-                     Balanced(Uneven(mr(1, 4, 1, 4, 64, 1, true, false, light), 0, 13)), 4912,
+                     With(Balanced(Uneven(mr(1, 4, 1, 4, 64, 1, true, false, light), 0, 13)), Precision::kMxfp8), 4912,
                      ds_layout + "; " + light_rc));
   rows.push_back(Row("MB GB300 DeepSeek-V3 mxfp8", mb, DeepSeekV3(), 4096, 4096, gb300_256,
-                     Balanced(Uneven(mr(1, 2, 1, 8, 32, 1, true, false, none), 32, 29)), 6288,
+                     With(Balanced(Uneven(mr(1, 2, 1, 8, 32, 1, true, false, none), 32, 29)), Precision::kMxfp8), 6288,
                      ds_layout));
   rows.push_back(Row("MB GB200 GPT-OSS-120B mxfp8", mb, GptOss120B(), 4096, 1280, gb200_64,
-                     Balanced(mr(1, 1, 1, 1, 64, 4, true, false, light)), 28672, light_rc));
+                     With(Balanced(mr(1, 1, 1, 1, 64, 4, true, false, light)), Precision::kMxfp8), 28672, light_rc));
   rows.push_back(Row("MB GB300 GPT-OSS-120B mxfp8", mb, GptOss120B(), 4096, 1280, gb300_64,
-                     Balanced(mr(1, 1, 1, 1, 16, 4, true, false, none)), 33024));
+                     With(Balanced(mr(1, 1, 1, 1, 16, 4, true, false, none)), Precision::kMxfp8), 33024));
   rows.push_back(Row("MB GB200 Qwen3-30B-A3B mxfp8", mb, Qwen3_30B_A3B(), 4096, 512, gb200_8,
-                     Balanced(mr(1, 1, 1, 1, 8, 4, true, false, none)), 39936));
+                     With(Balanced(mr(1, 1, 1, 1, 8, 4, true, false, none)), Precision::kMxfp8), 39936));
   rows.push_back(Row("MB GB300 Qwen3-30B-A3B mxfp8", mb, Qwen3_30B_A3B(), 4096, 512, gb300_8,
-                     Balanced(mr(1, 1, 1, 1, 8, 8, true, false, none)), 44544));
+                     With(Balanced(mr(1, 1, 1, 1, 8, 8, true, false, none)), Precision::kMxfp8), 44544));
   rows.push_back(Row("MB GB200 Qwen3-235B-A22B mxfp8", mb, Qwen3_235B_A22B(), 4096, 8192,
-                     gb200_256, Balanced(Uneven(mr(1, 8, 1, 3, 32, 1, true, false, none), 11, 11)),
+                     gb200_256, With(Balanced(Uneven(mr(1, 8, 1, 3, 32, 1, true, false, none), 11, 11)), Precision::kMxfp8),
                      7280, "94 layers over PP 8: 11 on the first and last stage, 12 on the others"));
   rows.push_back(Row("MB GB300 Qwen3-235B-A22B mxfp8", mb, Qwen3_235B_A22B(), 4096, 8192,
-                     gb300_256, Balanced(Uneven(mr(1, 4, 1, 12, 32, 2, true, false, none), 23, 23)),
+                     gb300_256, With(Balanced(Uneven(mr(1, 4, 1, 12, 32, 2, true, false, none), 23, 23)), Precision::kMxfp8),
                      8816, "94 layers over PP 4: 23 on the first and last stage, 24 on the others"));
   rows.push_back(Row("MB H100 Qwen3-30B-A3B fp8", mb, Qwen3_30B_A3B(), 4096, 1024, h100_16,
                      Balanced(mr(1, 1, 1, 1, 16, 1, true, false, none)), 8826));
@@ -297,6 +307,14 @@ inline std::vector<CalibrationRow> CalibrationSet() {
                      Uneven(mr(4, 16, 1, 4, 1, 1, true, false, none), 7, 7), 843, layout405));
   rows.push_back(Row("MB GB300 Llama3.1-405B fp8", mb, Llama31_405B(), 8192, 1536, gb300_256,
                      Uneven(mr(4, 8, 1, 4, 1, 1, true, false, none), 15, 15), 1048, layout405_8));
+  rows.push_back(Row("MB GB200 Llama3.1-405B nvfp4", mb, Llama31_405B(), 8192, 1536, gb200_256,
+                     With(Uneven(mr(4, 16, 1, 8, 1, 1, true, false, none), 7, 7),
+                          Precision::kNvfp4),
+                     1166, layout405));
+  rows.push_back(Row("MB GB300 Llama3.1-405B nvfp4", mb, Llama31_405B(), 8192, 1536, gb300_256,
+                     With(Uneven(mr(4, 8, 1, 4, 1, 1, true, false, none), 15, 15),
+                          Precision::kNvfp4),
+                     1413, layout405_8));
   rows.push_back(Row("MB H100 Llama3.1-405B fp8", mb, Llama31_405B(), 8192, 1536, h100_1024,
                      Uneven(mr(8, 8, 2, 8, 1, 1, true, false, none), 15, 15), 326, layout405_8));
   rows.push_back(Row("MB GB200 Llama3-8B fp8", mb, Llama3_8B(), 8192, 128, gb200_8,

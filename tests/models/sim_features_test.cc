@@ -275,6 +275,38 @@ TEST(CatalogTest, CurrentSystemsWithTheirSourcesAndRackScaleNvlink) {
   EXPECT_LT(a.phases.at("moe_all_to_all"), 0.25 * b.phases.at("moe_all_to_all"));
 }
 
+TEST(PrecisionTest, MicroscalingFormatsNeedBlackwellAndRunAtTheirPeaks) {
+  const ModelShape m = Small();
+  LaunchKnobs k;
+  k.flash_attn = true, k.dist_opt = true, k.tp = 2;
+  for (const char* p : {"mxfp8", "nvfp4"}) {
+    std::string err;
+    ASSERT_TRUE(SetKnob(&k, "precision", p, &err)) << err;
+    EXPECT_NE(LaunchCheck(m, Nodes(1), k).find("Blackwell"), std::string::npos) << p;
+  }
+  const ClusterShape gb = calibration::System("GB200", 8, 4, 50);
+  auto time = [&](Precision p) {
+    k.precision = p;
+    const SimResult r = Simulate(m, gb, k);
+    EXPECT_EQ(r.status, Status::kOk) << r.message;
+    return r.phases.at("compute");
+  };
+  const double bf16 = time(Precision::kBf16), fp8 = time(Precision::kFp8),
+               mx = time(Precision::kMxfp8), fp4 = time(Precision::kNvfp4);
+  EXPECT_DOUBLE_EQ(mx, fp8);  // the same tensor-core peak
+  EXPECT_LT(fp8, 0.75 * bf16);
+  EXPECT_LT(fp4, 0.8 * fp8);
+  // NVFP4's numbers drift more than fp8's.
+  ClusterShape quiet = gb;
+  quiet.noise_cv = 0;
+  auto loss = [&](Precision p) {
+    k.precision = p;
+    return MeasureTrial(m, quiet, k, 0, 5, 1, 0).steps.back().loss;
+  };
+  const double base = loss(Precision::kBf16);
+  EXPECT_GT(std::abs(loss(Precision::kNvfp4) - base), std::abs(loss(Precision::kMxfp8) - base));
+}
+
 TEST(MemoryTest, FusedCrossEntropyKeepsOnlyTheBf16LogitsAndTheirGradient) {
   const ModelShape m = Small();
   LaunchKnobs k;
