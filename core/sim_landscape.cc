@@ -46,4 +46,15 @@ absl::StatusOr<SimLandscape> EnumerateSimLandscape(const SessionSpec& spec, int 
   return out;
 }
 
+Observation SimulatedObservation(const SessionSpec& spec, const Config& config) {
+  const models::sim::SimResult r =
+      models::sim::Simulate(spec.sim.model, spec.sim.cluster, SimKnobs(spec, config));
+  Observation o;
+  o.config = config;
+  o.status = models::sim::StatusName(r.status);
+  o.step_time_s = r.step_time_s;
+  o.peak_mem_gib = r.peak_mem_gib;
+  return o;
+}
+
 }  // namespace infrarsi

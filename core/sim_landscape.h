@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/optimizer.h"
 #include "core/spec.h"
 #include "models/cluster_sim.h"
 
@@ -29,6 +30,11 @@ struct SimLandscape {
 // uses the sim executor; INVALID_ARGUMENT above `max_settings`.
 absl::StatusOr<SimLandscape> EnumerateSimLandscape(const SessionSpec& spec, int top,
                                                    int64_t max_settings = 20'000'000);
+
+// One setting of a sim spec as the search sees a finished trial of it,
+// without noise: its status (ok, oom or failed), step time and peak memory.
+// Precondition: the spec uses the sim executor. Thread-safe.
+Observation SimulatedObservation(const SessionSpec& spec, const Config& config);
 
 }  // namespace infrarsi
 

@@ -610,7 +610,7 @@ int Promote(int seeds) {
           ++index;
           Observation o;
           o.config = c;
-          o.status = m.status == ms::Status::kOk ? "ok" : m.status == ms::Status::kOom ? "oom" : "failed";
+          o.status = ms::StatusName(m.status);
           o.peak_mem_gib = m.peak_mem_gib;
           std::vector<double> timed;
           for (const auto& st : m.steps) {

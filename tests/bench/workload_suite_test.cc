@@ -9,6 +9,7 @@
 
 #include "core/model_optimizer.h"
 #include "core/optimizer.h"
+#include "core/sim_landscape.h"
 #include "core/spec.h"
 #include "models/cluster_sim.h"
 
@@ -78,15 +79,7 @@ Session RunSession(const SessionSpec& spec, const ModelOptimizer::Options& o, ui
   ModelOptimizer opt(o);
   SearchContext ctx;
   ctx.spec = &spec;
-  auto observe = [&](const Config& c) {
-    const ms::SimResult r = ms::Simulate(spec.sim.model, spec.sim.cluster, SimKnobs(spec, c));
-    Observation obs;
-    obs.config = c;
-    obs.status = r.status == ms::Status::kOk ? "ok" : r.status == ms::Status::kOom ? "oom" : "failed";
-    obs.step_time_s = r.step_time_s;
-    obs.peak_mem_gib = r.peak_mem_gib;
-    return obs;
-  };
+  auto observe = [&](const Config& c) { return SimulatedObservation(spec, c); };
   std::vector<Observation> history = {observe(spec.baseline)};
   Session s;
   for (int n = 1; n <= budget; ++n) {

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "core/llm_priors.h"
 #include "core/priors.h"
+#include "core/sim_landscape.h"
 #include "models/cluster_sim.h"
 #include "models/tobit.h"
 #include "models/bayes_linear.h"
@@ -599,15 +600,7 @@ TEST(ModelOptimizerTest, ABankStartThatWouldNotFitLeadsToAFittingNeighbourOnce) 
   // setting one or two knobs away (a memory saver or two) does.
   const SessionSpec spec = SimSpec();  // 70B on 80 GB H100s
   namespace ms = models::sim;
-  auto observe = [&](const Config& c) {
-    const ms::SimResult r = ms::Simulate(spec.sim.model, spec.sim.cluster, SimKnobs(spec, c));
-    Observation o;
-    o.config = c;
-    o.status = r.status == ms::Status::kOk ? "ok" : r.status == ms::Status::kOom ? "oom" : "failed";
-    o.step_time_s = r.step_time_s;
-    o.peak_mem_gib = r.peak_mem_gib;
-    return o;
-  };
+  auto observe = [&](const Config& c) { return SimulatedObservation(spec, c); };
   auto distance = [&](const Config& a, const Config& b) {
     int d = 0;
     for (const Knob& k : spec.knobs) d += a.at(k.name) != b.at(k.name);
