@@ -223,7 +223,7 @@ TEST(WorkloadSuiteTest, EveryWorkloadIsASessionWithRoomToImprove) {
   const std::vector<std::string> files = SuiteFiles();
   EXPECT_GE(files.size(), 12u);
   std::set<std::string> gpus;
-  int max_gpus = 0, moe = 0, long_context = 0;
+  int max_gpus = 0, moe = 0, long_context = 0, fsdp = 0, mla_shared = 0;
   for (const std::string& f : files) {
     SCOPED_TRACE(f);
     const SessionSpec spec = LoadWorkload(f);
@@ -232,6 +232,10 @@ TEST(WorkloadSuiteTest, EveryWorkloadIsASessionWithRoomToImprove) {
     max_gpus = std::max(max_gpus, spec.gpu_count);
     moe += spec.sim.model.experts > 0;
     long_context += spec.sim.model.seq_len >= 32768;
+    if (const Knob* k = spec.FindKnob("sharding")) {
+      fsdp += std::count(k->values.begin(), k->values.end(), "fsdp") > 0;
+    }
+    mla_shared += spec.sim.model.kv_lora_rank > 0 && spec.sim.model.shared_expert_ffn > 0;
     auto land = EnumerateSimLandscape(spec, 1);
     ASSERT_TRUE(land.ok()) << land.status();
     EXPECT_GE(land->settings, 1000);
@@ -244,6 +248,11 @@ TEST(WorkloadSuiteTest, EveryWorkloadIsASessionWithRoomToImprove) {
   EXPECT_GE(max_gpus, 128);
   EXPECT_GE(moe, 4);
   EXPECT_GE(long_context, 2);
+  // Issue 34's reference workloads: an FSDP job, an MLA MoE with shared
+  // experts, a rack-scale GB200 system.
+  EXPECT_GE(fsdp, 1);
+  EXPECT_GE(mla_shared, 1);
+  EXPECT_TRUE(gpus.count("GB200"));
 }
 
 TEST(StatsTest, Correlation) {
