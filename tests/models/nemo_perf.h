@@ -20,6 +20,7 @@
 #include <ostream>
 
 #include "models/cluster_sim.h"
+#include "tests/models/calibration.h"
 
 namespace infrarsi::models::sim {
 
@@ -69,21 +70,10 @@ inline SimResult SimulateNemo(const NemoRow& row) {
   c.nodes = row.gpus / 8;
   c.nvlink_gbps = 450;
   c.net_gbps = 50;
-  LaunchKnobs k;
-  k.tp = row.tp;
-  k.pp = row.pp;
-  k.cp = row.cp;
-  k.vpp = row.vp;
-  k.micro_batch = row.micro_batch;
-  k.precision = Precision::kFp8;
-  k.flash_attn = true;
-  k.fused_kernels = true;
-  k.dist_opt = true;
-  k.grad_reduce_bf16 = true;
-  k.overlap_grad_reduce = true;
-  k.overlap_param_gather = true;
-  k.seq_par = row.tp > 1;
-  k.recompute = Recompute::kNone;
+  // NeMo's performance recipe defaults (the header's list), as the
+  // calibration set's Megatron-Bridge rows run them.
+  const LaunchKnobs k = calibration::MegatronRecipe(row.tp, row.pp, row.cp, row.vp, /*ep=*/1,
+                                                    row.micro_batch, /*fp8=*/true, /*fsdp=*/false);
   return Simulate(m, c, k);
 }
 
