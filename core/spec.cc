@@ -204,15 +204,6 @@ absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
   ASSIGN_OR_RETURN(int64_t experts, int_field("experts", 0, 4096, 0));
   ASSIGN_OR_RETURN(int64_t topk, int_field("topk", 0, 4096, 0));
   ASSIGN_OR_RETURN(int64_t expert_ffn, int_field("expert_ffn", 0, 1 << 22, 0));
-  ASSIGN_OR_RETURN(int64_t head_dim, int_field("head_dim", 0, 1 << 16, 0));
-  ASSIGN_OR_RETURN(int64_t q_lora, int_field("q_lora_rank", 0, 1 << 20, 0));
-  ASSIGN_OR_RETURN(int64_t kv_lora, int_field("kv_lora_rank", 0, 1 << 20, 0));
-  ASSIGN_OR_RETURN(int64_t rope, int_field("rope_head_dim", 0, 1 << 16, 0));
-  ASSIGN_OR_RETURN(int64_t v_head, int_field("v_head_dim", 0, 1 << 16, 0));
-  ASSIGN_OR_RETURN(int64_t shared_ffn, int_field("shared_expert_ffn", 0, 1 << 22, 0));
-  ASSIGN_OR_RETURN(int64_t dense_layers, int_field("dense_layers", 0, 10000, 0));
-  ASSIGN_OR_RETURN(int64_t window, int_field("window", 0, 1 << 30, 0));
-  ASSIGN_OR_RETURN(int64_t global_every, int_field("global_every", 0, 10000, 0));
   mm.layers = static_cast<int>(layers);
   mm.hidden = static_cast<int>(hidden);
   mm.heads = static_cast<int>(heads);
@@ -222,15 +213,26 @@ absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
   mm.experts = static_cast<int>(experts);
   mm.topk = static_cast<int>(topk);
   mm.expert_ffn = static_cast<int>(expert_ffn);
-  mm.head_dim = static_cast<int>(head_dim);
-  mm.q_lora_rank = static_cast<int>(q_lora);
-  mm.kv_lora_rank = static_cast<int>(kv_lora);
-  mm.rope_head_dim = static_cast<int>(rope);
-  mm.v_head_dim = static_cast<int>(v_head);
-  mm.shared_expert_ffn = static_cast<int>(shared_ffn);
-  mm.dense_layers = static_cast<int>(dense_layers);
-  mm.window = static_cast<int>(window);
-  mm.global_every = static_cast<int>(global_every);
+  // The optional architecture fields: 0 when absent (ModelShape says what
+  // each means), each bounded.
+  struct OptionalInt {
+    const char* key;
+    int* dest;
+    int64_t hi;
+  };
+  for (const OptionalInt& o :
+       {OptionalInt{"head_dim", &mm.head_dim, 1 << 16},
+        OptionalInt{"q_lora_rank", &mm.q_lora_rank, 1 << 20},
+        OptionalInt{"kv_lora_rank", &mm.kv_lora_rank, 1 << 20},
+        OptionalInt{"rope_head_dim", &mm.rope_head_dim, 1 << 16},
+        OptionalInt{"v_head_dim", &mm.v_head_dim, 1 << 16},
+        OptionalInt{"shared_expert_ffn", &mm.shared_expert_ffn, 1 << 22},
+        OptionalInt{"dense_layers", &mm.dense_layers, 10000},
+        OptionalInt{"window", &mm.window, 1 << 30},
+        OptionalInt{"global_every", &mm.global_every, 10000}}) {
+    ASSIGN_OR_RETURN(int64_t v, int_field(o.key, 0, o.hi, 0));
+    *o.dest = static_cast<int>(v);
+  }
   ASSIGN_OR_RETURN(mm.swiglu, bool_field(m, "swiglu", f + ".model.swiglu", true));
   ASSIGN_OR_RETURN(mm.dropout, bool_field(m, "dropout", f + ".model.dropout", false));
   ASSIGN_OR_RETURN(mm.tied_embeddings,

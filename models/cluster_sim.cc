@@ -283,6 +283,17 @@ bool SetKnob(LaunchKnobs* k, const std::string& name, const std::string& value,
     *out = v;
     return true;
   };
+  // A number in [lo, hi] (lo itself only when `lo_ok`); `want` says what.
+  auto as_double = [&](double lo, bool lo_ok, double hi, const char* want, double* out) {
+    char* end = nullptr;
+    const double d = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || !(lo_ok ? d >= lo : d > lo) || d > hi) {
+      *error = name + ": expected " + want + ", got '" + value + "'";
+      return false;
+    }
+    *out = d;
+    return true;
+  };
   auto as_bool = [&](bool* out) {
     if (value == "true") *out = true;
     else if (value == "false") *out = false;
@@ -323,14 +334,8 @@ bool SetKnob(LaunchKnobs* k, const std::string& name, const std::string& value,
     return true;
   }
   if (name == "capacity_factor") {
-    char* end = nullptr;
-    const double d = std::strtod(value.c_str(), &end);
-    if (value.empty() || *end != '\0' || !(d >= 0) || d > 64) {
-      *error = name + ": expected 0 (dropless) or a capacity factor in (0, 64], got '" + value + "'";
-      return false;
-    }
-    k->capacity_factor = d;
-    return true;
+    return as_double(0, true, 64, "0 (dropless) or a capacity factor in (0, 64]",
+                     &k->capacity_factor);
   }
   if (name == "sharding") {
     if (value == "none") k->sharding = Sharding::kNone;
@@ -344,14 +349,7 @@ bool SetKnob(LaunchKnobs* k, const std::string& name, const std::string& value,
     return true;
   }
   if (name == "bucket_mb") {
-    char* end = nullptr;
-    const double d = std::strtod(value.c_str(), &end);
-    if (value.empty() || *end != '\0' || !(d > 0) || d > 1e5) {
-      *error = name + ": expected a positive number of MB, got '" + value + "'";
-      return false;
-    }
-    k->bucket_mb = d;
-    return true;
+    return as_double(0, false, 1e5, "a positive number of MB", &k->bucket_mb);
   }
   if (name == "recompute") {
     if (value == "none") k->recompute = Recompute::kNone;
