@@ -12,6 +12,9 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kMB = 1024.0 * 1024.0;
+// FlashAttention-2-class kernels on Hopper and later: FlashAttention-3's
+// authors (Shah et al. 2024) measure theirs 1.5-2.0x faster; the middle.
+constexpr double kFa2Slowdown = 1.75;
 
 const std::vector<GpuSpec>& Catalog() {
   // Dense peaks from the vendor datasheets; usable memory as the CUDA
@@ -25,26 +28,30 @@ const std::vector<GpuSpec>& Catalog() {
   // parts that are not power-bound (H20) like the A100; MI300X at half its
   // peak, what public GEMM benchmarks of it report.
   static const std::vector<GpuSpec> gpus = {
-      {"A100-40GB", 312, 0, 39.4, 1.555, 0.82, 0, 0, "NVIDIA A100 datasheet"},
-      {"A100-80GB", 312, 0, 79.2, 2.039, 0.82, 0, 0, "NVIDIA A100 datasheet"},
-      {"H100", 989, 1979, 79.1, 3.35, 0.60, 450, 8, "NVIDIA H100 SXM5 datasheet (700 W)"},
+      //
+      // The host link (last field) is PCIe's x16 nominal rate, one
+      // direction (Gen4 on A100, Gen5 after), or Grace's NVLink-C2C (900
+      // GB/s both directions) on GB200 and GB300.
+      {"A100-40GB", 312, 0, 39.4, 1.555, 0.82, 0, 0, "NVIDIA A100 datasheet", 0, 32},
+      {"A100-80GB", 312, 0, 79.2, 2.039, 0.82, 0, 0, "NVIDIA A100 datasheet", 0, 32},
+      {"H100", 989, 1979, 79.1, 3.35, 0.60, 450, 8, "NVIDIA H100 SXM5 datasheet (700 W)", 0, 64},
       // Meta's Grand Teton H100s (torchtitan's benchmarks): HBM2e, 2.4 TB/s,
       // 500 W; "peak between SXM and NVL" (989 and 835): their midpoint.
       {"H100-96GB", 912, 1824, 94.5, 2.4, 0.60, 450, 8,
-       "torchtitan benchmarks/llama3_h100_202412 (Grand Teton, 500 W, HBM2e)"},
+       "torchtitan benchmarks/llama3_h100_202412 (Grand Teton, 500 W, HBM2e)", 0, 64},
       // The export part DeepSeek-V3 trained on: H100 compute, NVLink 400 GB/s
       // both directions.
-      {"H800", 989, 1979, 79.1, 3.35, 0.60, 200, 8, "DeepSeek-V3 technical report, sec. 3.1"},
-      {"H20", 148, 296, 94.5, 4.0, 0.82, 450, 8, "NVIDIA H20 product brief (96 GB HBM3)"},
-      {"H200", 989, 1979, 139.8, 4.8, 0.62, 450, 8, "NVIDIA H200 datasheet; measured capacity"},
+      {"H800", 989, 1979, 79.1, 3.35, 0.60, 200, 8, "DeepSeek-V3 technical report, sec. 3.1", 0, 64},
+      {"H20", 148, 296, 94.5, 4.0, 0.82, 450, 8, "NVIDIA H20 product brief (96 GB HBM3)", 0, 64},
+      {"H200", 989, 1979, 139.8, 4.8, 0.62, 450, 8, "NVIDIA H200 datasheet; measured capacity", 0, 64},
       {"B200", 2250, 4500, 178.4, 8.0, 0.60, 900, 8,
-       "NVIDIA DGX B200 datasheet (dense; NVLink 5 1.8 TB/s both directions)", 9000},
+       "NVIDIA DGX B200 datasheet (dense; NVLink 5 1.8 TB/s both directions)", 9000, 64},
       {"GB200", 2500, 5000, 184.0, 8.0, 0.60, 900, 72,
-       "NVIDIA GB200 NVL72 datasheet (dense; 72-GPU NVLink domain, 186 GB HBM3e)", 10000},
+       "NVIDIA GB200 NVL72 datasheet (dense; 72-GPU NVLink domain, 186 GB HBM3e)", 10000, 450},
       {"GB300", 2500, 5000, 284.0, 8.0, 0.60, 900, 72,
-       "NVIDIA GB300 NVL72 datasheet (dense; 288 GB HBM3e; FP4 1.5x GB200's)", 15000},
+       "NVIDIA GB300 NVL72 datasheet (dense; 288 GB HBM3e; FP4 1.5x GB200's)", 15000, 450},
       {"MI300X", 1307, 2615, 191.5, 5.3, 0.50, 448, 8,
-       "AMD Instinct MI300X datasheet (Infinity Fabric 896 GB/s aggregate)"},
+       "AMD Instinct MI300X datasheet (Infinity Fabric 896 GB/s aggregate)", 0, 64},
   };
   return gpus;
 }
@@ -242,6 +249,22 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
     }
   }
   if (k.bucket_mb <= 0) return "AssertionError: --ddp-bucket-size must be positive";
+  // Megatron-Core's TransformerConfig checks on activation offloading.
+  if (k.offload_layers > 0) {
+    if (k.offload_layers >= m.layers) {
+      std::snprintf(buf, sizeof(buf),
+                    "ValueError: CPU offloading can be done only for layers less than %d",
+                    m.layers);
+      return buf;
+    }
+    if (k.pp > 1) {
+      return "ValueError: Currently there is no support for Pipeline parallelism with CPU "
+             "offloading";
+    }
+    if (k.recompute != Recompute::kNone) {
+      return "ValueError: CPU offloading does not work when activation recomputation is enabled";
+    }
+  }
   return "";
 }
 
@@ -266,7 +289,7 @@ const std::vector<std::string>& KnobNames() {
   static const std::vector<std::string> names = {
       "tp", "pp", "cp", "ep", "micro_batch", "vpp", "recompute", "dist_opt", "grad_reduce_bf16",
       "seq_par", "overlap_grad_reduce", "overlap_param_gather", "bucket_mb", "precision", "fused_kernels",
-      "flash_attn", "sharding", "shard_group", "pp_first_layers", "pp_last_layers",
+      "flash_attn", "attn_kernel", "offload_layers", "sharding", "shard_group", "pp_first_layers", "pp_last_layers",
       "capacity_factor", "overlap_moe_comm", "global_batch_override"};
   return names;
 }
@@ -321,15 +344,21 @@ bool SetKnob(LaunchKnobs* k, const std::string& name, const std::string& value,
     k->global_batch_override = v;
     return true;
   }
-  if (name == "shard_group" || name == "pp_first_layers" || name == "pp_last_layers") {
+  if (name == "shard_group" || name == "pp_first_layers" || name == "pp_last_layers" ||
+      name == "offload_layers") {
     if (!as_int(&v)) return false;
     if (v > 65536) {
       *error = name + ": must be in [0, 65536] (0: " +
-               (name == "shard_group" ? "one group" : "an even split") + "), got '" + value + "'";
+               (name == "shard_group"      ? "one group"
+                : name == "offload_layers" ? "none"
+                                           : "an even split") +
+               "), got '" + value + "'";
       return false;
     }
-    int* field = name == "shard_group" ? &k->shard_group
-               : name == "pp_first_layers" ? &k->pp_first_layers : &k->pp_last_layers;
+    int* field = name == "shard_group"       ? &k->shard_group
+               : name == "pp_first_layers" ? &k->pp_first_layers
+               : name == "offload_layers"  ? &k->offload_layers
+                                           : &k->pp_last_layers;
     *field = static_cast<int>(v);
     return true;
   }
@@ -355,8 +384,18 @@ bool SetKnob(LaunchKnobs* k, const std::string& name, const std::string& value,
     if (value == "none") k->recompute = Recompute::kNone;
     else if (value == "selective") k->recompute = Recompute::kSelective;
     else if (value == "full") k->recompute = Recompute::kFull;
+    else if (value == "op") k->recompute = Recompute::kOp;
     else {
-      *error = name + ": expected none, selective or full, got '" + value + "'";
+      *error = name + ": expected none, selective, full or op, got '" + value + "'";
+      return false;
+    }
+    return true;
+  }
+  if (name == "attn_kernel") {
+    if (value == "fused") k->attn_kernel = AttnKernel::kFused;
+    else if (value == "fa2") k->attn_kernel = AttnKernel::kFa2;
+    else {
+      *error = name + ": expected fused or fa2, got '" + value + "'";
       return false;
     }
     return true;
@@ -411,6 +450,8 @@ KnobSetter CompileKnob(const std::string& name, const std::string& value, std::s
   if (name == "precision") return Assign(&LaunchKnobs::precision, p.precision);
   if (name == "fused_kernels") return Assign(&LaunchKnobs::fused_kernels, p.fused_kernels);
   if (name == "flash_attn") return Assign(&LaunchKnobs::flash_attn, p.flash_attn);
+  if (name == "attn_kernel") return Assign(&LaunchKnobs::attn_kernel, p.attn_kernel);
+  if (name == "offload_layers") return Assign(&LaunchKnobs::offload_layers, p.offload_layers);
   if (name == "sharding") return Assign(&LaunchKnobs::sharding, p.sharding);
   if (name == "shard_group") return Assign(&LaunchKnobs::shard_group, p.shard_group);
   if (name == "pp_first_layers") return Assign(&LaunchKnobs::pp_first_layers, p.pp_first_layers);
@@ -553,11 +594,15 @@ double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const Launc
   double act;
   if (k.recompute == Recompute::kFull) {
     act = 2.0 * s * b * h;
+  } else if (k.recompute == Recompute::kOp) {
+    // The layer input and attention output, half the matmul outputs.
+    act = s * b * (4.0 * h + (3.0 * h + 3.0 * m.ffn) / tp);
   } else {
     act = 34.0 * s * b * h / (k.seq_par ? tp : 1);
     if (!k.flash_attn && k.recompute == Recompute::kNone) act += 5.0 * m.heads * s * s * b / tp;
   }
-  return (state + act * layers * pp) / (1024.0 * 1024.0 * 1024.0);
+  const double resident = std::max(0.0, layers * pp - std::max(0, k.offload_layers));
+  return (state + act * resident) / (1024.0 * 1024.0 * 1024.0);
 }
 
 double TextbookStepTimeS(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k) {
@@ -576,6 +621,9 @@ double TextbookStepTimeS(const ModelShape& m, const ClusterShape& c, const Launc
   const double attention = 12.0 * m.layers * static_cast<double>(m.hidden) * m.seq_len;
   if (k.recompute == Recompute::kFull) flops *= 4.0 / 3.0;
   if (k.recompute == Recompute::kSelective) flops += attention / 3.0;
+  if (k.recompute == Recompute::kOp) {
+    flops += 0.5 * std::max(0.0, flops - attention) / 3.0;
+  }
   const double micro = std::max(1.0, static_cast<double>(m.global_batch) / (mb * dp));
   const double bubble = 1.0 + static_cast<double>(pp - 1) / (micro * vpp);
   double time = flops * tokens / world / peak * bubble;
@@ -641,6 +689,23 @@ double ActivationBytesPerLayer(const ModelShape& m, const LaunchKnobs& k, bool m
   const double gemm_in = !fp8 ? 2.0 : k.precision == Precision::kNvfp4 ? 0.5625 : 1.0;
 
   if (k.recompute == Recompute::kFull) return 2.0 * t * h / rep;  // the layer input
+  if (k.recompute == Recompute::kOp) {
+    // torchtitan's op-level policy: the layer input, the attention
+    // kernel's output and log-sum-exp, and every second aten.mm's output
+    // (under torchao's fp8 too: a dispatch mode sees the op before the fp8
+    // tensor subclass does). Its mm counter runs across layers and steps,
+    // so which half is kept alternates: half of the projections' and
+    // dense MLP widths on average. Grouped expert GEMMs are not aten.mm.
+    double keep = 2.0 * t * h / rep + 2.0 * t * d.o / tp + 4.0 * a * t / tp;
+    {
+      const double mats = m.swiglu ? 2.0 : 1.0;  // up-projections (gate, up) or fc1
+      double widths = (d.q + d.k + d.v) / tp + h / rep;  // QKV and output projections
+      widths += moe ? (mats * m.shared_expert_ffn / tp + (m.shared_expert_ffn > 0 ? h / rep : 0.0))
+                    : mats * m.ffn / tp + h / rep;
+      keep += 0.5 * 2.0 * t * widths;
+    }
+    return keep;
+  }
 
   double attn = 0;
   attn += gemm_in * t * h / rep;                  // QKV matmul input
@@ -728,6 +793,7 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
   struct LayerCost {
     double gemm_f = 0, attn_f = 0, attn_b = 0, elem_f = 0, tp_comm = 0, cp_comm = 0, a2a = 0,
            recompute = 0, launch = 0;
+    double mm_f = 0;  // the part of gemm_f in plain matmuls (aten.mm), not in total()
     double total() const {
       return 3.0 * gemm_f + attn_f + attn_b + 3.0 * elem_f + recompute + tp_comm + cp_comm + a2a +
              launch;
@@ -737,6 +803,7 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
     LayerCost lc;
     const double attn_proj_flops = 2.0 * t * ad.params / tp;
     lc.gemm_f = attn_proj_flops / (peak * gemm_eff(t, h / tp));
+    double mm = lc.gemm_f;
     if (moe) {
       // Dropless: the router's imbalance makes the busiest expert rank the
       // one to wait for; with a capacity, every expert's input is padded to
@@ -746,10 +813,14 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
       const double per_expert_rows = tk * k.ep / m.experts;
       const double expert_flops = 2.0 * tk * mats * h * m.expert_ffn / tp * load;
       lc.gemm_f += expert_flops / (peak * gemm_eff(per_expert_rows, m.expert_ffn / tp) * 0.75);
-      lc.gemm_f += 2.0 * t * h * m.experts / (peak * 0.2);  // router
+      const double router = 2.0 * t * h * m.experts / (peak * 0.2);
+      lc.gemm_f += router;
+      mm += router;
       if (m.shared_expert_ffn > 0) {
-        lc.gemm_f += 2.0 * t * mats * h * m.shared_expert_ffn / tp /
-                     (peak * gemm_eff(t, m.shared_expert_ffn / tp));
+        const double shared = 2.0 * t * mats * h * m.shared_expert_ffn / tp /
+                              (peak * gemm_eff(t, m.shared_expert_ffn / tp));
+        lc.gemm_f += shared;
+        mm += shared;
       }
       // Token permutation and un-permutation around the experts.
       const double routed = tk * (k.capacity_factor > 0 ? k.capacity_factor : 1.0);
@@ -776,15 +847,19 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
         }
       }
     } else {
-      lc.gemm_f += 2.0 * t * mats * h * m.ffn / tp / (peak * gemm_eff(t, m.ffn / tp));
+      const double mlp = 2.0 * t * mats * h * m.ffn / tp / (peak * gemm_eff(t, m.ffn / tp));
+      lc.gemm_f += mlp;
+      mm += mlp;
     }
+    lc.mm_f = mm;
     // Attention scores and values over the keys this layer sees.
     const double keys = KeysPerQuery(m, global);
     const double attn_flops = 4.0 * k.micro_batch * s_q * keys * ad.score / tp;
     if (k.flash_attn) {
       // Causal flash attention skips the masked half (a window's keys are
       // already a causal count, doubled).
-      const double eff = 0.42 * (g.gemm_efficiency / 0.6) * Sat(s_q, 512);
+      double eff = 0.42 * (g.gemm_efficiency / 0.6) * Sat(s_q, 512);
+      if (k.attn_kernel == AttnKernel::kFa2 && g.fp8_tflops > 0) eff /= kFa2Slowdown;
       lc.attn_f = 0.5 * attn_flops / (g.bf16_tflops * 1e12 * eff);
       lc.attn_b = 2.5 * lc.attn_f;
     } else {
@@ -813,6 +888,7 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
       const double exposed = (k.fused_kernels && k.seq_par) ? 0.35 : 1.0;
       lc.tp_comm = 4.0 * one * exposed;
       if (k.recompute == Recompute::kFull) lc.tp_comm *= 1.5;
+      if (k.recompute == Recompute::kOp) lc.tp_comm *= 1.25;  // about half the forward's rerun
     }
     // Context parallelism: ring exchange of K and V, hidden behind attention.
     if (k.cp > 1) {
@@ -826,6 +902,10 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
       lc.recompute = lc.gemm_f + lc.attn_f + lc.elem_f;
     } else if (k.recompute == Recompute::kSelective) {
       lc.recompute = lc.attn_f;
+    } else if (k.recompute == Recompute::kOp) {
+      // Everything but the attention kernel and the kept half of the plain
+      // matmuls: the other half, grouped GEMMs, the element-wise work.
+      lc.recompute = lc.gemm_f - 0.5 * lc.mm_f + lc.elem_f;
     }
     // Kernel launches: small micro-batches cannot hide them.
     lc.launch = k.fused_kernels ? 0.25e-3 : 0.5e-3;
@@ -886,7 +966,21 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
     if (stages[s].time > stages[pace_at].time) pace_at = s;
   }
   const Stage& pace = stages[pace_at];
-  const double stage_mb = pace.time;
+  // Activations offloaded to the host (one stage: the launch check): each
+  // micro-batch copies them out during its forward and back during its
+  // backward; what the host link cannot move under that compute shows.
+  const double act_dense = ActivationBytesPerLayer(m, k, false);
+  const double act_moe = ActivationBytesPerLayer(m, k, true);
+  const int offloaded = std::clamp(k.offload_layers, 0, stages[0].layers.count);
+  double offload_bytes = 0;
+  for (int i = 0; i < offloaded; ++i) offload_bytes += IsMoeLayer(m, i) ? act_moe : act_dense;
+  double offload_exposed = 0;
+  if (offloaded > 0) {
+    const double copy = offload_bytes / (g.host_gbps * 0.8 * 1e9);
+    offload_exposed = std::max(0.0, copy - 0.9 * pace.time / 3.0) +
+                      std::max(0.0, copy - 0.9 * 2.0 * pace.time / 3.0);
+  }
+  const double stage_mb = pace.time + offload_exposed;
 
   // Pipeline point-to-point: activations forward, gradients backward.
   double p2p = 0;
@@ -984,6 +1078,7 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
   const double model_flops = ModelFlopsPerToken(m) * tokens;
   double hw_flops = model_flops;
   if (k.recompute == Recompute::kFull) hw_flops += model_flops / 3.0;
+  if (k.recompute == Recompute::kOp) hw_flops += 0.5 * model_flops / 3.0;
   r.tokens_per_s = tokens / r.step_time_s;
   r.model_tflops_per_gpu = model_flops / r.step_time_s / world / 1e12;
   r.hw_tflops_per_gpu = hw_flops / r.step_time_s / world / 1e12;
@@ -1000,6 +1095,7 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
   r.phases["moe_all_to_all"] = mb * ps.a2a;
   r.phases["pp_bubble"] = bubble_mbs * (stage_mb + p2p);
   r.phases["pp_p2p"] = mb * p2p;
+  if (offloaded > 0) r.phases["offload"] = mb * offload_exposed;
   r.phases["dp_comm"] = grad_exposed + param_gather + fsdp_exposed;
   r.phases["optimizer"] = optimizer;
   r.phases["other"] = overhead;
@@ -1018,8 +1114,6 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
     const double opt = zero >= 1 ? per * (dense / dsh + expert / esh) : per * (dense + expert);
     return std::array<double, 3>{weights, grads, opt};
   };
-  const double act_dense = ActivationBytesPerLayer(m, k, false);
-  const double act_moe = ActivationBytesPerLayer(m, k, true);
   LaunchKnobs none = k;
   none.recompute = Recompute::kNone;
   const double whole_dense = ActivationBytesPerLayer(m, none, false);
@@ -1045,6 +1139,12 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
     double inflight = k.pp == 1 ? 1.0 : static_cast<double>(std::min<int64_t>(micro, k.pp - s));
     if (k.vpp > 1) inflight *= 1.0 + static_cast<double>(k.pp - 1) / (k.pp * k.vpp);
     double act = (dense_layers * act_dense + st.moe_layers * act_moe) * inflight;
+    if (s == 0 && offloaded > 0) {
+      // Offloaded layers stay resident only while copied: the one going out
+      // and the one coming back.
+      act -= offload_bytes * inflight;
+      act += std::min(offloaded, 2) * offload_bytes / offloaded;
+    }
     if (k.recompute == Recompute::kFull) {
       // Recomputing one layer needs its whole working set again.
       act += st.moe_layers > 0 ? whole_moe : whole_dense;

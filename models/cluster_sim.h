@@ -52,6 +52,9 @@ struct GpuSpec {
   // Dense FP4 peak; > 0 marks a part with microscaling formats (Blackwell:
   // MXFP8 and NVFP4 GEMMs), 0 none.
   double fp4_tflops = 0;
+  // The GPU's link to host memory, GB/s one direction (PCIe 4/5 x16: 32/64;
+  // Grace's NVLink-C2C: 450); what activation offloading moves over.
+  double host_gbps = 32;
 };
 
 // The catalog: A100-40GB, A100-80GB (alias A100), H100 (SXM, 80 GB),
@@ -121,7 +124,21 @@ struct ClusterShape {
   int domain() const { return nvlink_domain > gpus_per_node ? nvlink_domain : gpus_per_node; }
 };
 
-enum class Recompute { kNone, kSelective, kFull };
+// Activation recompute. selective: Megatron's, the attention core only;
+// full: every layer from its input; op: torchtitan's op-level selective
+// checkpointing (a layer keeps its input, the attention kernel's outputs
+// and every second plain matmul's output, fp8 ones included: the policy
+// sees aten.mm before torchao's fp8 tensors turn it into a scaled GEMM;
+// everything else, grouped expert GEMMs too, is rerun in backward).
+enum class Recompute { kNone, kSelective, kFull, kOp };
+// The fused attention kernel. kFused: Transformer Engine / cuDNN or
+// FlashAttention-3 class (what flash_attn is calibrated on); kFa2:
+// FlashAttention-2 class (PyTorch SDPA's flash backend), which on GPUs with
+// fp8 tensor cores (Hopper and later) does not use their asynchronous
+// instructions: FlashAttention-3's authors measure theirs 1.5-2.0x faster,
+// so it runs at 1/1.75 of the fused rate there; on Ampere it is the fused
+// kernel. Ignored without flash_attn.
+enum class AttnKernel { kFused, kFa2 };
 // GEMM precision. fp8: Transformer Engine's delayed or current scaling
 // (Hopper and later); mxfp8: block-scaled fp8 at fp8's peak, Blackwell only;
 // nvfp4: 4-bit GEMMs at the FP4 peak (Blackwell only), inputs kept at 4.5
@@ -152,6 +169,12 @@ struct LaunchKnobs {
   Precision precision = Precision::kBf16;
   bool fused_kernels = false;  // fused norms/activations/optimizer, TP overlap
   bool flash_attn = false;
+  AttnKernel attn_kernel = AttnKernel::kFused;
+  // Activations of this many layers (per micro-batch, the first layers of
+  // the model) moved to host memory after their forward and back before
+  // their backward (Megatron-Core's --cpu-offloading-num-layers); 0: none.
+  // The copies overlap other layers' compute over the GPU's host link.
+  int offload_layers = 0;
   Sharding sharding = Sharding::kNone;
   // HSDP: shard within groups of this many data-parallel ranks (x CP, as
   // FSDP's mesh counts them) and replicate across groups; 0: one group.

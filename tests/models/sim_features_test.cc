@@ -1,8 +1,9 @@
 // What the simulator learned to express for issue 34: ZeRO stages, FSDP
 // and HSDP; head_dim, MLA, shared experts, leading dense layers, sliding
 // windows; uneven pipeline stages; token dropping; the expert all-to-all
-// overlapped; NVLink domains larger than a node; and the spec fields that
-// carry them.
+// overlapped; NVLink domains larger than a node; torchtitan's op-level
+// checkpointing, FlashAttention-2 kernels, activation offloading; and the
+// spec fields that carry them.
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -399,6 +400,125 @@ TEST(SpecTest, NewKnobsValidateTheirValues) {
     set(&b);
     EXPECT_EQ(Simulate(Small(), Nodes(1), a).message, Simulate(Small(), Nodes(1), b).message) << name;
   }
+}
+
+// torchtitan's op-level selective checkpointing keeps the layer input, the
+// attention kernel's outputs and every second matmul's output, and reruns
+// the rest in backward.
+TEST(RecomputeTest, OpLevelCheckpointingSitsBetweenNoneAndFull) {
+  const ModelShape m = Small();
+  const ClusterShape c = Nodes(1);
+  auto run = [&](Recompute rc, Precision p) {
+    LaunchKnobs k;
+    k.flash_attn = true;
+    k.sharding = Sharding::kZero3;
+    k.recompute = rc;
+    k.precision = p;
+    return Simulate(m, c, k);
+  };
+  for (Precision p : {Precision::kBf16, Precision::kFp8}) {
+    SCOPED_TRACE(static_cast<int>(p));
+    const SimResult none = run(Recompute::kNone, p), op = run(Recompute::kOp, p),
+                    full = run(Recompute::kFull, p);
+    ASSERT_EQ(op.status, Status::kOk) << op.message;
+    EXPECT_LT(op.memory.activations_gib, none.memory.activations_gib);
+    EXPECT_GT(op.memory.activations_gib, full.memory.activations_gib);
+    EXPECT_GT(op.phases.at("recompute"), 0);
+    EXPECT_LT(op.phases.at("recompute"), full.phases.at("recompute"));
+    EXPECT_GT(op.step_time_s, none.step_time_s);
+    EXPECT_LT(op.step_time_s, full.step_time_s);
+  }
+  // Per token and layer: the input and attention output (2 + 2 bytes of
+  // hidden), 4-byte statistics per head, and half of the matmul outputs
+  // (QKV, output, gate, up, down) at 2 bytes, the same under fp8.
+  const double t = static_cast<double>(m.seq_len), h = m.hidden;
+  const double qkv = h + 2.0 * h * m.kv_heads / m.heads;
+  for (Precision p : {Precision::kBf16, Precision::kFp8}) {
+    LaunchKnobs k;
+    k.flash_attn = true;
+    k.recompute = Recompute::kOp;
+    k.precision = p;
+    EXPECT_NEAR(ActivationBytesPerLayer(m, k),
+                t * (4.0 * h + 4.0 * m.heads + (qkv + h + 2.0 * m.ffn + h)), 1.0);
+  }
+  LaunchKnobs k;
+  std::string err;
+  EXPECT_TRUE(SetKnob(&k, "recompute", "op", &err));
+  EXPECT_FALSE(SetKnob(&k, "recompute", "ops", &err));
+  EXPECT_NE(err.find("op"), std::string::npos);
+}
+
+TEST(AttentionTest, FlashAttention2KernelsRunSlowerOnHopperOnly) {
+  const ModelShape m = Small();
+  for (const char* gpu : {"H100", "A100-80GB"}) {
+    SCOPED_TRACE(gpu);
+    LaunchKnobs k;
+    k.flash_attn = true;
+    k.sharding = Sharding::kZero3;
+    k.recompute = Recompute::kFull;
+    const SimResult fused = Simulate(m, Nodes(1, 50, gpu), k);
+    k.attn_kernel = AttnKernel::kFa2;
+    const SimResult fa2 = Simulate(m, Nodes(1, 50, gpu), k);
+    ASSERT_EQ(fa2.status, Status::kOk) << fa2.message;
+    const double ratio = fa2.phases.at("attention") / fused.phases.at("attention");
+    EXPECT_NEAR(ratio, std::string(gpu) == "H100" ? 1.75 : 1.0, 1e-9);
+    EXPECT_EQ(fa2.peak_mem_gib, fused.peak_mem_gib);  // the same tensors
+  }
+  LaunchKnobs k;
+  std::string err;
+  EXPECT_TRUE(SetKnob(&k, "attn_kernel", "fa2", &err));
+  EXPECT_EQ(k.attn_kernel, AttnKernel::kFa2);
+  EXPECT_FALSE(SetKnob(&k, "attn_kernel", "fa3", &err));
+  EXPECT_NE(err.find("attn_kernel"), std::string::npos);
+}
+
+TEST(OffloadTest, OffloadedLayersLeaveTheGpuAndCostWhatTheHostLinkCannotHide) {
+  ModelShape m = Small();
+  m.seq_len = 8192;
+  auto run = [&](const char* gpu, int offload) {
+    LaunchKnobs k;
+    k.flash_attn = true;
+    k.sharding = Sharding::kZero3;
+    k.offload_layers = offload;
+    return Simulate(m, Nodes(1, 50, gpu), k);
+  };
+  const SimResult none = run("H100", 0), half = run("H100", 16);
+  ASSERT_EQ(half.status, Status::kOk) << half.message;
+  LaunchKnobs k;
+  k.flash_attn = true;
+  const double layer = ActivationBytesPerLayer(m, k) / kGiB;
+  // 16 of 32 layers leave; two stay resident while copied (x 1.07 the
+  // simulator's fragmentation allowance).
+  EXPECT_NEAR(none.memory.activations_gib - half.memory.activations_gib, 1.07 * 14 * layer, 1e-6);
+  EXPECT_EQ(none.phases.count("offload"), 0u);
+  // 16 layers of this micro-batch over PCIe 5 (64 GB/s) take longer than
+  // the compute they hide under; Grace's NVLink-C2C (450) hides them.
+  EXPECT_GT(half.phases.at("offload"), 0);
+  EXPECT_GT(half.step_time_s, none.step_time_s);
+  const SimResult gb = run("GB200", 16);
+  ASSERT_EQ(gb.status, Status::kOk) << gb.message;
+  EXPECT_EQ(gb.phases.at("offload"), 0);
+  EXPECT_NEAR(gb.step_time_s, run("GB200", 0).step_time_s, 1e-12);
+
+  // Megatron-Core's checks: fewer than the model's layers, one pipeline
+  // stage, no recompute.
+  LaunchKnobs bad;
+  bad.flash_attn = true;
+  bad.offload_layers = m.layers;
+  EXPECT_NE(Simulate(m, Nodes(1), bad).message.find("layers less than 32"), std::string::npos);
+  bad.offload_layers = 4;
+  bad.pp = 2;
+  EXPECT_NE(Simulate(m, Nodes(1), bad).message.find("Pipeline parallelism"), std::string::npos);
+  bad.pp = 1;
+  bad.recompute = Recompute::kSelective;
+  EXPECT_NE(Simulate(m, Nodes(1), bad).message.find("recomputation"), std::string::npos);
+  std::string err;
+  EXPECT_FALSE(SetKnob(&bad, "offload_layers", "-3", &err));
+  EXPECT_NE(err.find("offload_layers"), std::string::npos);
+  KnobSetter set = CompileKnob("offload_layers", "6", &err);
+  ASSERT_TRUE(set);
+  set(&bad);
+  EXPECT_EQ(bad.offload_layers, 6);
 }
 
 }  // namespace
