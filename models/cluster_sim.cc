@@ -95,13 +95,14 @@ Link LinkFor(const ClusterShape& c, int64_t span) {
 }
 
 // A collective over ranks `stride` apart spanning `span` ranks: across
-// nodes, NCCL runs one ring per rail, so the group's members in a node
-// (gpus_per_node / stride of them) send through that many NICs at once,
-// up to NVLink's bandwidth (nccl-tests' multi-node bus bandwidth on DGX
-// nodes: several times one NIC's when the whole node is in the group).
+// NVLink domains, NCCL runs one ring per rail (or reduces within the
+// domain first), so the group's members in a domain (domain / stride of
+// them: a node's, or a GB200 NVL72 rack's) send through that many NICs at
+// once, up to NVLink's bandwidth (nccl-tests' multi-node bus bandwidth on
+// DGX nodes: several times one NIC's when the whole node is in the group).
 Link GroupLink(const ClusterShape& c, int64_t stride, int64_t span) {
   if (span <= c.domain()) return LinkFor(c, span);
-  const double members = std::max<int64_t>(1, c.gpus_per_node / std::max<int64_t>(1, stride));
+  const double members = std::max<int64_t>(1, c.domain() / std::max<int64_t>(1, stride));
   return {std::min(c.nvlink_gbps, members * c.net_gbps) * 0.8, c.net_latency_us};
 }
 

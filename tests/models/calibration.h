@@ -39,6 +39,15 @@
 //  [TY] torchtitan, benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md:
 //       the same 8B recipe on 4 and 8 H200 nodes (400 Gb/s per GPU),
 //       compile and Float8, local batch 2.
+//  [ML] MLCommons, training_results_v5.1 (read at 441d65f), NVIDIA's
+//       closed-division Llama 3.1 8B and 405B submissions on GB200 (tyche,
+//       hsg; 400 Gb/s per GPU) and GB300 (theia; 800 Gb/s): every degree,
+//       batch and precision from the submission's config_*.sh, the
+//       throughput from its result logs (the median train_step_time over
+//       every run, the first five steps of each left out). The 405B runs
+//       count embedding and loss as a layer each on the pipeline
+//       (ASYM_PP_EMBED/LOSS: 15 layers on the first and last stage). The
+//       rest is Megatron's recipe as [MB] assumes it.
 //  [L3] Llama Team, "The Llama 3 Herd of Models" (2024), Table 4 and
 //       section 3.3: 405B on H100 80 GB, TP 8, PP 16, 8k or 128k context,
 //       one layer fewer on the first and last stage, weights not resharded
@@ -51,6 +60,7 @@
 #ifndef INFRARSI_TESTS_MODELS_CALIBRATION_H_
 #define INFRARSI_TESTS_MODELS_CALIBRATION_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -237,10 +247,19 @@ inline const std::vector<std::pair<std::string, std::string>>& KnownMisses() {
        "NVLink domain"},
       {"MB GB200 Llama3-8B fp8", "not established (10.2%: at the edge)"},
       {"MB GB200 Llama3.1-405B nvfp4",
-       "NVFP4 recipes keep some GEMMs in higher precision and add Hadamard transforms and "
-       "quantization passes, which the simulator does not count: it runs every GEMM at the FP4 "
-       "peak"},
+       "not established: every 405B NVFP4 row of both sources runs 17-33% slower than the "
+       "simulator's GEMMs at the FP4 peak plus fp8-like quantization passes (the MLPerf runs "
+       "turn Hadamard transforms and stochastic rounding off, so those are not the cause); "
+       "which layers the recipes keep in BF16 is not stated; the 8B NVFP4 rows land"},
       {"MB GB300 Llama3.1-405B nvfp4", "as the GB200 NVFP4 row"},
+      {"ML GB200 Llama3.1-405B nvfp4 512", "as the MB GB200 NVFP4 row"},
+      {"ML GB200 Llama3.1-405B nvfp4 2560", "as the MB GB200 NVFP4 row"},
+      {"ML GB200 Llama3.1-405B nvfp4 5120", "as the MB GB200 NVFP4 row"},
+      {"ML GB300 Llama3.1-405B nvfp4 512", "as the MB GB200 NVFP4 row"},
+      {"ML GB200 Llama3.1-8B fp8 512 TP2 CP4",
+       "not established: 8 GPUs a sample (TP 2 x CP 4 over 2,048-token chunks) and one "
+       "micro-batch in an 89 ms step; the simulator is 12-17% fast"},
+      {"ML GB300 Llama3.1-8B fp8 512 TP2 CP4", "as the GB200 row"},
       {"TT 8xH100 8B 128k FSDP2 CP4",
        "not established: PyTorch's experimental ring attention at CP 4 and 8 runs 17-21% "
        "slower than its attention kernels and ring exchange account for (CP 1 and 2 are "
@@ -327,6 +346,45 @@ inline std::vector<CalibrationRow> CalibrationSet() {
                      "GB300 at GB200's dense peaks (Blackwell Ultra's gain is in FP4)"));
   rows.push_back(Row("MB B200 Llama3-8B fp8", mb, Llama3_8B(), 8192, 128, b200_8,
                      mr(1, 1, 1, 1, 1, 2, true, false, none), 30624));
+
+  // ---- [ML] MLPerf Training v5.1: tokens/s/GPU from the median step time.
+  auto mlperf = [&](const char* name, ModelShape m, int64_t gbs, const ClusterShape& c,
+                    LaunchKnobs k, double step_s, std::string note = "") {
+    rows.push_back(Row(name, "[ML]", m, 8192, gbs, c, k,
+                       static_cast<double>(gbs) * 8192 / (step_s * c.world()), std::move(note)));
+  };
+  const ClusterShape ml_gb200_8 = System("GB200", 8, 4, 50), ml_gb200_72 = System("GB200", 72, 4, 50),
+                     ml_gb200_512 = System("GB200", 512, 4, 50),
+                     ml_gb200_2560 = System("GB200", 2560, 4, 50),
+                     ml_gb200_5120 = System("GB200", 5120, 4, 50);
+  const ClusterShape ml_gb300_8 = System("GB300", 8, 4, 100), ml_gb300_72 = System("GB300", 72, 4, 100),
+                     ml_gb300_512 = System("GB300", 512, 4, 100);
+  // The 8B runs' BUCKET_SIZE: 768M parameters a bucket (bf16 gradients).
+  auto ml8 = [&](LaunchKnobs k) {
+    k.bucket_mb = 768e6 * 2.0 / (1024.0 * 1024.0);
+    return k;
+  };
+  const LaunchKnobs ml8_fp4 = ml8(With(mr(1, 1, 1, 1, 1, 2, true, false, none), Precision::kNvfp4)),
+                    ml8_cp2 = ml8(mr(1, 1, 2, 1, 1, 1, true, false, none)),
+                    ml8_tp2cp4 = ml8(mr(2, 1, 4, 1, 1, 1, true, false, none));
+  mlperf("ML GB200 Llama3.1-8B nvfp4 8", Llama3_8B(), 16, ml_gb200_8, ml8_fp4, 0.40576);
+  mlperf("ML GB200 Llama3.1-8B fp8 72 CP2", Llama3_8B(), 36, ml_gb200_72, ml8_cp2, 0.17116);
+  mlperf("ML GB200 Llama3.1-8B fp8 512 TP2 CP4", Llama3_8B(), 64, ml_gb200_512, ml8_tp2cp4, 0.08891);
+  mlperf("ML GB300 Llama3.1-8B nvfp4 8", Llama3_8B(), 16, ml_gb300_8, ml8_fp4, 0.34662);
+  mlperf("ML GB300 Llama3.1-8B fp8 72 CP2", Llama3_8B(), 36, ml_gb300_72, ml8_cp2, 0.14793);
+  mlperf("ML GB300 Llama3.1-8B fp8 512 TP2 CP4", Llama3_8B(), 64, ml_gb300_512, ml8_tp2cp4, 0.08542);
+  const LaunchKnobs ml405_tp4 =
+      With(Uneven(mr(4, 8, 2, 8, 1, 1, true, false, none), 15, 15), Precision::kNvfp4);
+  const LaunchKnobs ml405_tp2 =
+      With(Uneven(mr(2, 8, 2, 8, 1, 1, true, false, none), 15, 15), Precision::kNvfp4);
+  mlperf("ML GB200 Llama3.1-405B nvfp4 512", Llama31_405B(), 1152, ml_gb200_512, ml405_tp4,
+         17.28877, layout405_8);
+  mlperf("ML GB200 Llama3.1-405B nvfp4 2560", Llama31_405B(), 960, ml_gb200_2560, ml405_tp4,
+         3.18845, layout405_8);
+  mlperf("ML GB200 Llama3.1-405B nvfp4 5120", Llama31_405B(), 1280, ml_gb200_5120, ml405_tp4,
+         2.22695, layout405_8);
+  mlperf("ML GB300 Llama3.1-405B nvfp4 512", Llama31_405B(), 1152, ml_gb300_512, ml405_tp2,
+         13.14711, layout405_8);
 
   // ---- [TT] torchtitan on 8 and 128 H100-96GB, and [TY] on 32 and 64 H200
   const ClusterShape tt8 = System("H100-96GB", 8, 8, 50), tt128 = System("H100-96GB", 128, 8, 50);
@@ -436,6 +494,15 @@ inline std::vector<CalibrationRow> CalibrationSet() {
     rows.push_back(r);
   }
   for (CalibrationRow& r : rows) {
+    // Megatron-Core's DDP buckets: max(40M, 1M x data-parallel size with
+    // CP) parameters unless the recipe sets one (bf16 gradients here).
+    const LaunchKnobs def;
+    if ((r.source == "[MB]" || r.source == "[ML]") && r.knobs.sharding == Sharding::kNone &&
+        r.knobs.bucket_mb == def.bucket_mb) {
+      const int tp = r.knobs.tp, pp = r.knobs.pp;
+      const double dpc = static_cast<double>(r.cluster.world()) / (tp * pp);
+      r.knobs.bucket_mb = std::max(40e6, 1e6 * dpc) * 2.0 / (1024.0 * 1024.0);
+    }
     for (const auto& [name, why] : KnownMisses()) {
       if (r.name == name) r.miss = why;
     }

@@ -521,5 +521,25 @@ TEST(OffloadTest, OffloadedLayersLeaveTheGpuAndCostWhatTheHostLinkCannotHide) {
   EXPECT_EQ(bad.offload_layers, 6);
 }
 
+// Across NVL72 racks NCCL reduces inside the rack first: every member of
+// the group in a rack sends through its own NIC, so a data-parallel sync
+// between two racks moves at many NICs' bandwidth, not one tray's four.
+TEST(NetworkTest, DataParallelSyncAcrossRacksUsesEveryNicInTheRack) {
+  ModelShape m = Small();
+  m.global_batch = 144;
+  LaunchKnobs k;
+  k.flash_attn = true;
+  k.dist_opt = true;
+  k.bucket_mb = 1000;  // few buckets: the bandwidth, not per-bucket latency, shows
+  const ClusterShape racks = calibration::System("GB200", 144, 4, 50);
+  ASSERT_EQ(racks.domain(), 72);
+  ClusterShape trays = racks;
+  trays.nvlink_domain = 4;  // the same GPUs, NVLink only within a tray
+  const SimResult r = Simulate(m, racks, k), t = Simulate(m, trays, k);
+  ASSERT_EQ(r.status, Status::kOk) << r.message;
+  EXPECT_LT(r.phases.at("dp_comm"), 0.5 * t.phases.at("dp_comm"));
+  EXPECT_LT(r.step_time_s, t.step_time_s);
+}
+
 }  // namespace
 }  // namespace infrarsi::models::sim
