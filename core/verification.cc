@@ -145,6 +145,17 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
       // Its search trial and its own verify runs: both show the window's gain.
       out.unconfirmed.push_back(c.trial_id());
       for (const int64_t id : cand_trials[c.rank()]) out.unconfirmed.push_back(id);
+    } else if (!disqualified[c.rank()].empty()) {
+      // A rerun broke the contract: the search trial's result was not
+      // reproduced by a valid run, so it and the candidate's other (ok)
+      // runs leave the bank's results too. Not a violation of their own: a
+      // busy host can break a rerun's timing of an honest setting.
+      out.unconfirmed.push_back(c.trial_id());
+      for (const auto& t : trials) {
+        if (t.status != ts::kOk) continue;
+        const auto& mine = cand_trials[c.rank()];
+        if (std::find(mine.begin(), mine.end(), t.id) != mine.end()) out.unconfirmed.push_back(t.id);
+      }
     }
     if (verdict.implausible) {
       std::vector<int64_t> ids = cand_trials[c.rank()];

@@ -57,7 +57,9 @@ struct VerificationDecision {
   std::vector<Implausible> implausible;
   // Search trials (then their verify runs) of candidates whose timed-window
   // gain verification could not confirm over the whole run
-  // (CandidateVerdict::unconfirmed): they stay ok in their session, but the
+  // (CandidateVerdict::unconfirmed), or one of whose reruns broke the
+  // contract (with the candidate's reruns that ran clean): they stay ok in
+  // their session, but the
   // bank no longer offers them to other sessions as fast results (bank
   // status "unconfirmed").
   std::vector<int64_t> unconfirmed;

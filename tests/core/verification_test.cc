@@ -154,5 +154,51 @@ TEST(VerificationTest, AWindowOnlyGainTooNoisyToDisqualifyIsUnconfirmedNotOk) {
   }
 }
 
+// A candidate one of whose reruns broke the contract is disqualified; its
+// search trial and its clean reruns leave the bank's fast results with it
+// (a warm-up hack whose rerun tripped the timing check under load stayed in
+// the bank as ok). The violating rerun keeps its own status.
+TEST(VerificationTest, ACandidateWhoseRerunBrokeTheContractLeavesTheBankResults) {
+  SessionSpec spec = Spec();
+  spec.executor_kind = SessionSpec::ExecutorKind::kProcess;
+  spec.verify.candidates = 1;
+  spec.verify.runs = 3;
+  v1::DoctorReport doctor;
+  doctor.set_noise_floor(0.05);
+  std::vector<storage::TrialRecord> trials = {Trial(1, "search", "4", "ok", 0.5, "a1")};
+  auto plan = PlanVerification(spec, "s", 1.0, doctor, "", trials, 0);
+  ASSERT_TRUE(plan.ok());
+  int64_t id = 10, violating = 0;
+  std::vector<int64_t> clean_cand;
+  for (auto t : plan->runs) {
+    t.id = id++;
+    const bool is_base = t.tag.find("/base") != std::string::npos;
+    t.status = "ok";
+    t.observed_steps = 10;
+    t.observed_window_s = is_base ? 10.0 : 5.0;
+    t.step_time_s = t.observed_window_s / 10;
+    t.cost_s = is_base ? 20.0 : 15.0;
+    if (!is_base && violating == 0) {
+      t.status = "violation";
+      t.violation = "timing";
+      t.error = "timing: the trial reports faster than it ran";
+      violating = t.id;
+    } else if (!is_base) {
+      clean_cand.push_back(t.id);
+    }
+    trials.push_back(t);
+  }
+  ASSERT_NE(violating, 0);
+  VerificationDecision d = DecideVerification(spec, doctor, plan->verification, trials, 1);
+  ASSERT_TRUE(d.done);
+  EXPECT_EQ(d.verification.promoted_rank(), 0);
+  EXPECT_NE(d.verification.candidates(0).reason().find("broke the contract"), std::string::npos)
+      << d.verification.candidates(0).reason();
+  std::vector<int64_t> want = {1};
+  want.insert(want.end(), clean_cand.begin(), clean_cand.end());
+  EXPECT_EQ(d.unconfirmed, want);
+  EXPECT_EQ(std::count(d.unconfirmed.begin(), d.unconfirmed.end(), violating), 0);
+}
+
 }  // namespace
 }  // namespace infrarsi

@@ -405,12 +405,15 @@ executor:
     EXPECT_FALSE(client_->GetSession(id)->promoted()) << rep->verification().summary();
     // What reaches verification moved work outside the timed window (into
     // the warm-up, or past the last line where the charge leaves the
-    // baseline's own tail free): its gain vanishes over the whole run.
+    // baseline's own tail free): its gain vanishes over the whole run, or
+    // (on a busy host) one of its reruns trips the timing check.
     for (const auto& c : rep->verification().candidates()) {
       EXPECT_FALSE(c.cleared()) << c.reason();
       const std::string mode = c.config().at("mode");
       EXPECT_TRUE(mode == "warmup" || mode == "pace_fast") << mode;
-      EXPECT_NE(c.reason().find("whole run"), std::string::npos) << c.reason();
+      EXPECT_TRUE(c.reason().find("whole run") != std::string::npos ||
+                  c.reason().find("broke the contract") != std::string::npos)
+          << c.reason();
     }
     // No hack is in the bank as a finished, fast trial.
     v1::QueryExperienceRequest q;
