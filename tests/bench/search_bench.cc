@@ -61,6 +61,29 @@
 
 namespace {
 
+// The model search's options with X_* environment overrides, for trying
+// an option on the suites without a rebuild (the defaults otherwise).
+infrarsi::ModelOptimizer::Options ExperimentOptions() {
+  infrarsi::ModelOptimizer::Options o;
+  auto num = [](const char* name, auto* field) {
+    if (const char* v = std::getenv(name)) *field = static_cast<std::decay_t<decltype(*field)>>(std::atof(v));
+  };
+  num("X_NOISE", &o.time_noise_var);
+  num("X_IVT", &o.interaction_var_total);
+  num("X_IVMAX", &o.max_interaction_var);
+  num("X_LOCAL", &o.local_every);
+  num("X_INIT", &o.initial_designs);
+  num("X_MSIG", &o.memory_sigma);
+  num("X_SIGW", &o.memory_sigma_weight);
+  num("X_COST", &o.cost_weight);
+  num("X_TRUST", &o.trust_radius);
+  num("X_PBASE", &o.min_p_beat_baseline);
+  num("X_POOL", &o.pool_size);
+  if (const char* v = std::getenv("X_LEARNSIG")) o.learn_memory_sigma = std::atoi(v) != 0;
+  if (const char* v = std::getenv("X_OOMC")) o.oom_caution = std::atoi(v) != 0;
+  return o;
+}
+
 using infrarsi::Config;
 using infrarsi::Observation;
 
@@ -403,16 +426,7 @@ int Main(int seeds, int budget, const std::string& only) {
   infrarsi::ModelOptimizer::Options one_hot;
   one_hot.use_time_estimate = false;
   strategies.push_back({"model-1hot", std::make_unique<infrarsi::ModelOptimizer>(one_hot)});
-  infrarsi::ModelOptimizer::Options exp_opts;
-  if (const char* v = std::getenv("X_NOISE")) exp_opts.time_noise_var = std::atof(v);
-  if (const char* v = std::getenv("X_IVT")) exp_opts.interaction_var_total = std::atof(v);
-  if (const char* v = std::getenv("X_IVMAX")) exp_opts.max_interaction_var = std::atof(v);
-  if (const char* v = std::getenv("X_LOCAL")) exp_opts.local_every = std::atoi(v);
-  if (const char* v = std::getenv("X_INIT")) exp_opts.initial_designs = std::atoi(v);
-  if (const char* v = std::getenv("X_MSIG")) exp_opts.memory_sigma = std::atof(v);
-  if (const char* v = std::getenv("X_LEARNSIG")) exp_opts.learn_memory_sigma = std::atoi(v) != 0;
-  if (const char* v = std::getenv("X_SIGW")) exp_opts.memory_sigma_weight = std::atof(v);
-  if (const char* v = std::getenv("X_COST")) exp_opts.cost_weight = std::atof(v);
+  const infrarsi::ModelOptimizer::Options exp_opts = ExperimentOptions();
   strategies.push_back({"model", std::make_unique<infrarsi::ModelOptimizer>(exp_opts)});
   strategies.push_back({"model+priors", std::make_unique<infrarsi::ModelOptimizer>(), &*priors});
 
@@ -903,13 +917,7 @@ int Generalize(int seeds, int budget, const std::string& which) {
   } else {
     std::printf("(Optuna's TPE not run: Debian's python3-optuna is not installed, or SEARCH_NO_TPE is set)\n");
   }
-  infrarsi::ModelOptimizer::Options opts;
-  if (const char* v = std::getenv("X_COST")) opts.cost_weight = std::atof(v);
-  if (const char* v = std::getenv("X_LOCAL")) opts.local_every = std::atoi(v);
-  if (const char* v = std::getenv("X_TRUST")) opts.trust_radius = std::atoi(v);
-  if (const char* v = std::getenv("X_OOMC")) opts.oom_caution = std::atoi(v) != 0;
-  if (const char* v = std::getenv("X_PBASE")) opts.min_p_beat_baseline = std::atof(v);
-  infrarsi::ModelOptimizer model(opts);
+  infrarsi::ModelOptimizer model(ExperimentOptions());
   for (const bool held_out : {false, true}) {
     if (which != "both" && (which == "held-out") != held_out) continue;
     std::printf("\n%s half:\n", held_out ? "Held-out" : "Tuning");
