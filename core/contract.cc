@@ -189,6 +189,14 @@ std::optional<Violation> CheckContract(const ContractSpec& c, const ContractRefe
   return std::nullopt;
 }
 
+std::optional<Violation> CheckContractSoFar(const ContractSpec& c, ContractReference ref,
+                                            TrialEvidence e) {
+  ref.expected_timed_steps = 0;
+  e.agent_clock = false;
+  e.wall_s = 0;
+  return CheckContract(c, ref, e);
+}
+
 double SpecFlopsPerToken(const SessionSpec& spec) {
   if (spec.flops_per_token > 0) return spec.flops_per_token;
   if (spec.params > 0) return 6 * spec.params;

@@ -109,6 +109,13 @@ std::optional<Violation> CheckContract(const ContractSpec& contract,
                                        const ContractReference& reference,
                                        const TrialEvidence& evidence);
 
+// The rules the lines of a trial still running already break, or none: every
+// per-line rule of CheckContract, but not the step count, the window on the
+// agent's clock or the wall time, which only a whole run shows. A trial the
+// server stops early (pruned) is judged by this first.
+std::optional<Violation> CheckContractSoFar(const ContractSpec& contract,
+                                            ContractReference reference, TrialEvidence evidence);
+
 // Per-step extras travel in StepRecord::extra; these keep one encoding.
 std::string EncodeStepExtra(const StepEvidence& s);
 void DecodeStepExtra(const std::string& json, StepEvidence* s);

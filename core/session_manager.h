@@ -318,6 +318,8 @@ class SessionManager : private SessionWriter {
                                                                           const v1::TrialOutcome& o);
   static int ExpectedTimedSteps(const SessionState& s, const storage::TrialRecord& t);
   // Checks a finished trial against the contract; sets status "violation".
+  // What trial `t` is held to: the doctor's figures and the hardware's.
+  static ContractReference ReferenceFor(const SessionState& s, const storage::TrialRecord& t);
   void ApplyContractLocked(const SessionState& s, storage::TrialRecord& t,
                            const TrialEvidence& evidence) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
   // What trial `t`'s reports are held to (core/agent_report.h).

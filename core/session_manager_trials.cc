@@ -456,6 +456,18 @@ absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
       t.status = ts::kPruned;
       t.step_time_s = v.step_time_s;
       t.note = v.reason;
+      // A trial whose lines so far already break the contract is stopped as
+      // the violation it is, not as merely slow: violations inform the
+      // search (and the report prices them) as a slow setting does not.
+      if (auto violation = CheckContractSoFar(s.spec.contract, ReferenceFor(s, t),
+                                              EvidenceOfTrial(all, 0, false, 0))) {
+        t.status = ts::kViolation;
+        t.violation = violation->kind;
+        t.error = absl::StrCat(violation->kind, ": ", violation->reason, " (seen on its first ",
+                               all.size(), " lines; stopped)")
+                      .substr(0, kMaxReportTextBytes);
+        t.note.clear();
+      }
       t.agent = t.lease_agent;
       t.finished_ms = NowMs();
       // The server's clock from the lease: the agent's wall time never comes.
@@ -650,11 +662,8 @@ int SessionManager::ExpectedTimedSteps(const SessionState& s, const storage::Tri
   return n == 0 && t.purpose != trial_purpose::kDoctor ? s.doctor.timed_steps() : n;
 }
 
-void SessionManager::ApplyContractLocked(const SessionState& s, storage::TrialRecord& t,
-                                         const TrialEvidence& e) const {
-  // Only a trial that produced numbers (or touched protected files) has
-  // anything to check; a crash is already not a result.
-  if (t.status != ts::kOk && e.protected_changed.empty()) return;
+ContractReference SessionManager::ReferenceFor(const SessionState& s,
+                                               const storage::TrialRecord& t) {
   // The doctor's own runs build the reference; later trials are held to it.
   ContractReference ref;
   ref.expected_timed_steps = ExpectedTimedSteps(s, t);
@@ -665,6 +674,15 @@ void SessionManager::ApplyContractLocked(const SessionState& s, storage::TrialRe
     // Only a doctor that ran on the agent's clock measured the tail.
     ref.tail_s = s.doctor.clock() == "agent" ? s.doctor.tail_s() : -1;
   }
+  return ref;
+}
+
+void SessionManager::ApplyContractLocked(const SessionState& s, storage::TrialRecord& t,
+                                         const TrialEvidence& e) const {
+  // Only a trial that produced numbers (or touched protected files) has
+  // anything to check; a crash is already not a result.
+  if (t.status != ts::kOk && e.protected_changed.empty()) return;
+  const ContractReference ref = ReferenceFor(s, t);
   if (auto v = CheckContract(s.spec.contract, ref, e)) {
     t.status = ts::kViolation;
     t.violation = v->kind;

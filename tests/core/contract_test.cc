@@ -663,5 +663,33 @@ TEST(DoctorStatsTest, CandidatesMustClearTheFloorAndTheBestLowerBoundWins) {
   EXPECT_EQ(PickPromoted({v[1], v[3]}), -1);
 }
 
+// A trial the server stops early is judged on its lines so far: what those
+// lines already break (tokens, loss, the optimizer in the window) is a
+// violation; what only the whole run can show (how many timed steps, the
+// window on the agent's clock, the wall time) is not judged on part of it.
+// (Under load a cheating patch's trial was pruned as merely slow before its
+// halved batch was ever judged.)
+TEST(ContractTest, ATrialStoppedEarlyIsJudgedOnItsLinesSoFar) {
+  TrialEvidence partial = Honest();
+  partial.steps.pop_back();  // 2 of the 3 timed steps
+  partial.wall_s = 0;        // still running: no exit seen
+  ASSERT_EQ(CheckContract(Contract(), Reference(), partial)->kind, "timed_steps");
+  EXPECT_FALSE(CheckContractSoFar(Contract(), Reference(), partial).has_value());
+  // Lines far apart on the agent's clock: only a whole run's window counts.
+  TrialEvidence slow_lines = partial;
+  for (size_t i = 0; i < slow_lines.steps.size(); ++i) slow_lines.steps[i].arrival_s = 3.0 * i;
+  EXPECT_FALSE(CheckContractSoFar(Contract(), Reference(), slow_lines).has_value());
+  TrialEvidence halved = partial;
+  halved.steps[1].tokens = 16384;
+  auto v = CheckContractSoFar(Contract(), Reference(), halved);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->kind, "tokens_per_step");
+  TrialEvidence drifted = partial;
+  drifted.steps[2].loss += 0.5;
+  v = CheckContractSoFar(Contract(), Reference(), drifted);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->kind, "loss");
+}
+
 }  // namespace
 }  // namespace infrarsi
