@@ -347,6 +347,12 @@ class SessionManager : private SessionWriter {
 
   // CompleteTrial and ExpireLeases but the proposals that follow them.
   // Sets *session_id to the trial's session.
+  // ReportProgress under the trial's lock; sets *finished_session when the
+  // report ended the trial (pruned, or a violation its lines showed), whose
+  // session then needs its follow-up proposal.
+  absl::StatusOr<v1::ReportProgressResponse> RecordProgress(const v1::ReportProgressRequest& r,
+                                                            const Principal& who,
+                                                            std::string* finished_session);
   absl::StatusOr<v1::CompleteTrialResponse> RecordCompletion(const v1::CompleteTrialRequest& r,
                                                              const Principal& who,
                                                              std::string* session_id);

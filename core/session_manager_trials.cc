@@ -395,6 +395,16 @@ ReportLimits SessionManager::LimitsLocked(const SessionState& s,
 
 absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
     const v1::ReportProgressRequest& r, const Principal& who) {
+  std::string finished;
+  auto resp = RecordProgress(r, who, &finished);
+  // A trial the report stopped frees its place in the window: the session's
+  // follow-up proposal now, outside the lock, not at the reaper's next tick.
+  if (resp.ok() && !finished.empty()) driver_->ProposePending(finished, /*wait_for_busy=*/true).IgnoreError();
+  return resp;
+}
+
+absl::StatusOr<v1::ReportProgressResponse> SessionManager::RecordProgress(
+    const v1::ReportProgressRequest& r, const Principal& who, std::string* finished_session) {
   ASSIGN_OR_RETURN(LockedTrial lt, LockTrial(r.trial_id()));
   SessionState& s = *lt.session;
   s.sync.mu.AssertHeld();  // held by lt (LockTrial)
@@ -478,7 +488,8 @@ absl::StatusOr<v1::ReportProgressResponse> SessionManager::ReportProgress(
         return FinishTrialLocked(s, t);
       }));
       resp.set_cancelled(true);
-      resp.set_pruned(v.reason);
+      resp.set_pruned(t.status == ts::kViolation ? t.error : v.reason);
+      *finished_session = s.rec.id;
       return resp;
     }
   }

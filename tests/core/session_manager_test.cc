@@ -2128,5 +2128,70 @@ TEST_F(SessionManagerTest, HardwareNoAgentCanHoldIsRefusedUpFront) {
   EXPECT_TRUE(StartDoctor(SlurmSession(*m_, SlurmSpec()), 1).ok());
 }
 
+// A search trial about to be pruned (slower than the best by far) whose
+// lines already break the contract is stopped as the violation it is, not
+// recorded as merely slow; the same lines within the contract are pruned.
+TEST_F(SessionManagerTest, APrunedTrialWhoseLinesBreakTheContractIsAViolation) {
+  const std::string agent = Agent();
+  const std::string id = NewSession();
+  // The doctor's runs report ten timed steps, so a search trial can be
+  // judged after three.
+  auto ten = [](const v1::TrialAssignment& a) {
+    v1::TrialOutcome o = Toy(a);
+    o.clear_steps();
+    for (int s = 0; s < 11; ++s) {
+      v1::StepMetrics* m = o.add_steps();
+      m->set_step(s);
+      m->set_loss(5.0 - 0.01 * s);
+      m->set_tokens(8192);
+      m->set_step_time_s(s == 0 ? 9.0 : 1.0);
+      m->set_warmup(s == 0);
+      m->set_peak_mem_gib(10.0);
+    }
+    return o;
+  };
+  ASSERT_TRUE(StartDoctor(id).ok());
+  EXPECT_EQ(Drain(agent, ten), 3);
+  ASSERT_EQ(Get(id).stage(), v1::STAGE_DOCTORED);
+  v1::RunRequest r;
+  r.set_session_id(id);
+  ASSERT_TRUE(m_->Run(r).ok());
+  for (const int64_t tokens : {4096, 8192}) {
+    SCOPED_TRACE(tokens);
+    auto l = m_->TryLease(agent);
+    ASSERT_TRUE(l.ok() && l->has_value());
+    v1::ReportProgressRequest p;
+    p.set_trial_id((*l)->trial_id());
+    p.set_lease_token((*l)->lease_token());
+    for (int s = 0; s < 4; ++s) {  // a warm-up and three timed steps, 5x slower
+      v1::StepMetrics* m = p.add_steps();
+      m->set_step(s);
+      m->set_loss(5.0 - 0.01 * s);
+      m->set_tokens(tokens);
+      m->set_step_time_s(s == 0 ? 9.0 : 5.0);
+      m->set_warmup(s == 0);
+      m->set_peak_mem_gib(10.0);
+    }
+    auto pr = m_->ReportProgress(p);
+    ASSERT_TRUE(pr.ok()) << pr.status();
+    EXPECT_TRUE(pr->cancelled()) << "stopped either way";
+    auto rep = m_->Report(id);
+    ASSERT_TRUE(rep.ok());
+    const v1::TrialView* t = nullptr;
+    for (const auto& u : rep->trials()) {
+      if (u.id() == (*l)->trial_id()) t = &u;
+    }
+    ASSERT_NE(t, nullptr);
+    if (tokens == 4096) {
+      EXPECT_EQ(t->status(), "violation");
+      EXPECT_EQ(t->violation(), "tokens_per_step");
+      EXPECT_NE(t->error().find("seen on its first 4 lines"), std::string::npos) << t->error();
+    } else {
+      EXPECT_EQ(t->status(), "pruned");
+      EXPECT_EQ(t->note().rfind("pruned after 3 of 10", 0), 0u) << t->note();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace infrarsi
