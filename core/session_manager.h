@@ -317,9 +317,9 @@ class SessionManager : private SessionWriter {
   static absl::StatusOr<std::vector<storage::TrialLogRecord>> TrialLogsOf(int64_t trial_id,
                                                                           const v1::TrialOutcome& o);
   static int ExpectedTimedSteps(const SessionState& s, const storage::TrialRecord& t);
-  // Checks a finished trial against the contract; sets status "violation".
   // What trial `t` is held to: the doctor's figures and the hardware's.
   static ContractReference ReferenceFor(const SessionState& s, const storage::TrialRecord& t);
+  // Checks a finished trial against the contract; sets status "violation".
   void ApplyContractLocked(const SessionState& s, storage::TrialRecord& t,
                            const TrialEvidence& evidence) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sync.mu);
   // What trial `t`'s reports are held to (core/agent_report.h).
@@ -345,14 +345,14 @@ class SessionManager : private SessionWriter {
   absl::Status Settle(const std::string& session_id, const Proposal* proposal,
                       const std::string& stop) override;
 
-  // CompleteTrial and ExpireLeases but the proposals that follow them.
-  // Sets *session_id to the trial's session.
   // ReportProgress under the trial's lock; sets *finished_session when the
   // report ended the trial (pruned, or a violation its lines showed), whose
   // session then needs its follow-up proposal.
   absl::StatusOr<v1::ReportProgressResponse> RecordProgress(const v1::ReportProgressRequest& r,
                                                             const Principal& who,
                                                             std::string* finished_session);
+  // CompleteTrial and ExpireLeases but the proposals that follow them.
+  // Sets *session_id to the trial's session.
   absl::StatusOr<v1::CompleteTrialResponse> RecordCompletion(const v1::CompleteTrialRequest& r,
                                                              const Principal& who,
                                                              std::string* session_id);

@@ -85,6 +85,7 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
   std::map<int, std::map<int, VerifyPair>> arms;
   std::map<int, std::string> disqualified;
   std::map<int, std::vector<int64_t>> cand_trials;  // each candidate's own verify runs
+  std::map<int, std::vector<int64_t>> cand_ok;      // those of them that ran clean
   for (const auto& t : trials) {
     if (t.purpose != trial_purpose::kVerify) continue;
     if (IsInFlightStatus(t.status)) return out;  // not done yet
@@ -103,6 +104,7 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
     }
     (is_base ? arms[rank][run].base : arms[rank][run].cand) = times;
     if (!is_base) cand_trials[rank].push_back(t.id);
+    if (!is_base && t.status == ts::kOk) cand_ok[rank].push_back(t.id);
     if (t.status == ts::kViolation && !is_base && !disqualified.count(rank)) {
       disqualified[rank] = absl::StrCat("a verification run broke the contract (", t.violation,
                                         "): ", t.error);
@@ -141,21 +143,13 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
     c.set_whole_run_ci_high(cap(verdict.whole.ci_high));
     // A candidate whose own numbers cannot be true is not a result: its
     // search trial and its runs leave the bank's results with it.
-    if (verdict.unconfirmed) {
-      // Its search trial and its own verify runs: both show the window's gain.
+    // A gain no valid rerun confirmed (the whole run did not keep it, or a
+    // rerun broke the contract) leaves the bank's results: the search trial
+    // and the candidate's clean reruns, which show the same gain. Not a
+    // violation of their own: a busy host can break an honest rerun.
+    if (verdict.unconfirmed || !disqualified[c.rank()].empty()) {
       out.unconfirmed.push_back(c.trial_id());
-      for (const int64_t id : cand_trials[c.rank()]) out.unconfirmed.push_back(id);
-    } else if (!disqualified[c.rank()].empty()) {
-      // A rerun broke the contract: the search trial's result was not
-      // reproduced by a valid run, so it and the candidate's other (ok)
-      // runs leave the bank's results too. Not a violation of their own: a
-      // busy host can break a rerun's timing of an honest setting.
-      out.unconfirmed.push_back(c.trial_id());
-      for (const auto& t : trials) {
-        if (t.status != ts::kOk) continue;
-        const auto& mine = cand_trials[c.rank()];
-        if (std::find(mine.begin(), mine.end(), t.id) != mine.end()) out.unconfirmed.push_back(t.id);
-      }
+      for (const int64_t id : cand_ok[c.rank()]) out.unconfirmed.push_back(id);
     }
     if (verdict.implausible) {
       std::vector<int64_t> ids = cand_trials[c.rank()];

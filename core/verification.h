@@ -55,13 +55,11 @@ struct VerificationDecision {
     std::string error;
   };
   std::vector<Implausible> implausible;
-  // Search trials (then their verify runs) of candidates whose timed-window
-  // gain verification could not confirm over the whole run
+  // Search trials (then their clean verify runs) of candidates whose
+  // timed-window gain verification could not confirm over the whole run
   // (CandidateVerdict::unconfirmed), or one of whose reruns broke the
-  // contract (with the candidate's reruns that ran clean): they stay ok in
-  // their session, but the
-  // bank no longer offers them to other sessions as fast results (bank
-  // status "unconfirmed").
+  // contract: they stay ok in their session, but the bank no longer offers
+  // them to other sessions as fast results (bank status "unconfirmed").
   std::vector<int64_t> unconfirmed;
   int64_t promoted_trial_id = 0;  // the promoted candidate's search trial
 };

@@ -27,11 +27,11 @@ const std::vector<GpuSpec>& Catalog() {
   // rows: Hopper-class parts under their power limit like the H100 (0.60);
   // parts that are not power-bound (H20) like the A100; MI300X at half its
   // peak, what public GEMM benchmarks of it report.
+  //
+  // The host link (last field) is PCIe's x16 nominal rate, one direction
+  // (Gen4 on A100, Gen5 after), or Grace's NVLink-C2C (900 GB/s both
+  // directions) on GB200 and GB300.
   static const std::vector<GpuSpec> gpus = {
-      //
-      // The host link (last field) is PCIe's x16 nominal rate, one
-      // direction (Gen4 on A100, Gen5 after), or Grace's NVLink-C2C (900
-      // GB/s both directions) on GB200 and GB300.
       {"A100-40GB", 312, 0, 39.4, 1.555, 0.82, 0, 0, "NVIDIA A100 datasheet", 0, 32},
       {"A100-80GB", 312, 0, 79.2, 2.039, 0.82, 0, 0, "NVIDIA A100 datasheet", 0, 32},
       {"H100", 989, 1979, 79.1, 3.35, 0.60, 450, 8, "NVIDIA H100 SXM5 datasheet (700 W)", 0, 64},
@@ -318,6 +318,22 @@ bool SetKnob(LaunchKnobs* k, const std::string& name, const std::string& value,
     *out = d;
     return true;
   };
+  // One of the named values; the error lists them all ("a, b or c").
+  auto one_of = [&]<typename T>(std::initializer_list<std::pair<const char*, T>> choices, T* out) {
+    std::string names;
+    size_t i = 0;
+    for (const auto& [text, v] : choices) {
+      if (value == text) {
+        *out = v;
+        return true;
+      }
+      names += i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ";
+      names += text;
+      ++i;
+    }
+    *error = name + ": expected " + names + ", got '" + value + "'";
+    return false;
+  };
   auto as_bool = [&](bool* out) {
     if (value == "true") *out = true;
     else if (value == "false") *out = false;
@@ -368,49 +384,26 @@ bool SetKnob(LaunchKnobs* k, const std::string& name, const std::string& value,
                      &k->capacity_factor);
   }
   if (name == "sharding") {
-    if (value == "none") k->sharding = Sharding::kNone;
-    else if (value == "zero1") k->sharding = Sharding::kZero1;
-    else if (value == "zero2") k->sharding = Sharding::kZero2;
-    else if (value == "zero3" || value == "fsdp") k->sharding = Sharding::kZero3;
-    else {
-      *error = name + ": expected none, zero1, zero2, zero3 or fsdp, got '" + value + "'";
-      return false;
-    }
-    return true;
+    return one_of({{"none", Sharding::kNone}, {"zero1", Sharding::kZero1},
+                   {"zero2", Sharding::kZero2}, {"zero3", Sharding::kZero3},
+                   {"fsdp", Sharding::kZero3}},
+                  &k->sharding);
   }
   if (name == "bucket_mb") {
     return as_double(0, false, 1e5, "a positive number of MB", &k->bucket_mb);
   }
   if (name == "recompute") {
-    if (value == "none") k->recompute = Recompute::kNone;
-    else if (value == "selective") k->recompute = Recompute::kSelective;
-    else if (value == "full") k->recompute = Recompute::kFull;
-    else if (value == "op") k->recompute = Recompute::kOp;
-    else {
-      *error = name + ": expected none, selective, full or op, got '" + value + "'";
-      return false;
-    }
-    return true;
+    return one_of({{"none", Recompute::kNone}, {"selective", Recompute::kSelective},
+                   {"full", Recompute::kFull}, {"op", Recompute::kOp}},
+                  &k->recompute);
   }
   if (name == "attn_kernel") {
-    if (value == "fused") k->attn_kernel = AttnKernel::kFused;
-    else if (value == "fa2") k->attn_kernel = AttnKernel::kFa2;
-    else {
-      *error = name + ": expected fused or fa2, got '" + value + "'";
-      return false;
-    }
-    return true;
+    return one_of({{"fused", AttnKernel::kFused}, {"fa2", AttnKernel::kFa2}}, &k->attn_kernel);
   }
   if (name == "precision") {
-    if (value == "bf16") k->precision = Precision::kBf16;
-    else if (value == "fp8") k->precision = Precision::kFp8;
-    else if (value == "mxfp8") k->precision = Precision::kMxfp8;
-    else if (value == "nvfp4") k->precision = Precision::kNvfp4;
-    else {
-      *error = name + ": expected bf16, fp8, mxfp8 or nvfp4, got '" + value + "'";
-      return false;
-    }
-    return true;
+    return one_of({{"bf16", Precision::kBf16}, {"fp8", Precision::kFp8},
+                   {"mxfp8", Precision::kMxfp8}, {"nvfp4", Precision::kNvfp4}},
+                  &k->precision);
   }
   if (name == "dist_opt") return as_bool(&k->dist_opt);
   if (name == "grad_reduce_bf16") return as_bool(&k->grad_reduce_bf16);
@@ -697,15 +690,11 @@ double ActivationBytesPerLayer(const ModelShape& m, const LaunchKnobs& k, bool m
     // tensor subclass does). Its mm counter runs across layers and steps,
     // so which half is kept alternates: half of the projections' and
     // dense MLP widths on average. Grouped expert GEMMs are not aten.mm.
-    double keep = 2.0 * t * h / rep + 2.0 * t * d.o / tp + 4.0 * a * t / tp;
-    {
-      const double mats = m.swiglu ? 2.0 : 1.0;  // up-projections (gate, up) or fc1
-      double widths = (d.q + d.k + d.v) / tp + h / rep;  // QKV and output projections
-      widths += moe ? (mats * m.shared_expert_ffn / tp + (m.shared_expert_ffn > 0 ? h / rep : 0.0))
-                    : mats * m.ffn / tp + h / rep;
-      keep += 0.5 * 2.0 * t * widths;
-    }
-    return keep;
+    const double ups = m.swiglu ? 2.0 : 1.0;  // up-projections (gate, up) or fc1
+    double widths = (d.q + d.k + d.v) / tp + h / rep;  // QKV and output projections
+    widths += moe ? (ups * m.shared_expert_ffn / tp + (m.shared_expert_ffn > 0 ? h / rep : 0.0))
+                  : ups * m.ffn / tp + h / rep;
+    return 2.0 * t * h / rep + 2.0 * t * d.o / tp + 4.0 * a * t / tp + 0.5 * 2.0 * t * widths;
   }
 
   double attn = 0;

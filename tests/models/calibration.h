@@ -388,7 +388,7 @@ inline std::vector<CalibrationRow> CalibrationSet() {
 
   // ---- [TT] torchtitan on 8 and 128 H100-96GB, and [TY] on 32 and 64 H200
   const ClusterShape tt8 = System("H100-96GB", 8, 8, 50), tt128 = System("H100-96GB", 128, 8, 50);
-  const auto sel = Recompute::kOp, full = Recompute::kFull;
+  const auto op = Recompute::kOp, full = Recompute::kFull;
   rows.push_back(Row("TT 8xH100 8B 32k FSDP8", "[TT]", Llama3_8B(), 32768, 8, tt8,
                      TorchtitanRecipe(1, 1, true, true, full), 3890));
   rows.push_back(Row("TT 8xH100 8B 64k FSDP4 CP2", "[TT]", Llama3_8B(), 65536, 4, tt8,
@@ -400,21 +400,21 @@ inline std::vector<CalibrationRow> CalibrationSet() {
   // torchtitan's selective checkpointing ("op": recompute op, see
   // Recompute::kOp) at the 8B recipe's sequence and local batch.
   rows.push_back(Row("TT 8xH100 8B FSDP", "[TT]", Llama3_8B(), 8192, 16, tt8,
-                     TorchtitanRecipe(1, 2, false, false, sel), 5762));
+                     TorchtitanRecipe(1, 2, false, false, op), 5762));
   rows.push_back(Row("TT 8xH100 8B FSDP compile", "[TT]", Llama3_8B(), 8192, 16, tt8,
-                     TorchtitanRecipe(1, 2, true, false, sel), 6667));
+                     TorchtitanRecipe(1, 2, true, false, op), 6667));
   rows.push_back(Row("TT 8xH100 8B FSDP compile fp8", "[TT]", Llama3_8B(), 8192, 16, tt8,
-                     TorchtitanRecipe(1, 2, true, true, sel), 8532));
+                     TorchtitanRecipe(1, 2, true, true, op), 8532));
   rows.push_back(Row("TT 128xH100 8B FSDP", "[TT]", Llama3_8B(), 8192, 256, tt128,
-                     TorchtitanRecipe(1, 2, false, false, sel), 5605));
+                     TorchtitanRecipe(1, 2, false, false, op), 5605));
   rows.push_back(Row("TT 128xH100 8B FSDP compile", "[TT]", Llama3_8B(), 8192, 256, tt128,
-                     TorchtitanRecipe(1, 2, true, false, sel), 6514));
+                     TorchtitanRecipe(1, 2, true, false, op), 6514));
   rows.push_back(Row("TT 128xH100 8B FSDP compile fp8", "[TT]", Llama3_8B(), 8192, 256, tt128,
-                     TorchtitanRecipe(1, 2, true, true, sel), 8380));
+                     TorchtitanRecipe(1, 2, true, true, op), 8380));
   rows.push_back(Row("TY 32xH200 8B FSDP compile fp8", "[TY]", Llama3_8B(), 8192, 64,
-                     System("H200", 32, 8, 50), TorchtitanRecipe(1, 2, true, true, sel), 10938));
+                     System("H200", 32, 8, 50), TorchtitanRecipe(1, 2, true, true, op), 10938));
   rows.push_back(Row("TY 64xH200 8B FSDP compile fp8", "[TY]", Llama3_8B(), 8192, 128,
-                     System("H200", 64, 8, 50), TorchtitanRecipe(1, 2, true, true, sel), 10753));
+                     System("H200", 64, 8, 50), TorchtitanRecipe(1, 2, true, true, op), 10753));
   // ---- listed, not in the pass set
   {
     LaunchKnobs k = MegatronRecipe(1, 1, 1, 1, 1, 2, true, true);
