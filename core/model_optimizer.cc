@@ -43,10 +43,8 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
   // ran (core/value_blame.h): a value blamed for certain is not proposed
   // again, and every setting is scored by the chance it keeps the contract.
   const ValueBlame blame(spec, history);
-  auto keeps_contract = [&](int64_t i) {
-    return !blame.any() || blame.Certain(ConfigAt(spec, i)).empty();
-  };
-  auto clean = [&](int64_t i) { return blame.any() ? 1.0 - blame.Risk(ConfigAt(spec, i)) : 1.0; };
+  auto keeps_contract = [&](int64_t i) { return !blame.any() || !blame.CertainAt(i); };
+  auto clean = [&](int64_t i) { return blame.any() ? 1.0 - blame.RiskAt(i) : 1.0; };
   auto launches = [&](int64_t i) {
     return (!planner.launches_at || planner.launches_at(i)) && keeps_contract(i);
   };

@@ -43,10 +43,24 @@ class ValueBlame {
   // Whether any trial was bad: without one, Risk is 0 everywhere.
   bool any() const { return !suspects_.empty() || !certain_.empty(); }
 
+  // Risk and Certain of the setting at `index` of the spec's space
+  // (IndexOf): digit lookups, no Config built, for the thousands of
+  // candidates a proposal scores. Precondition: 0 <= index < SpaceSize().
+  double RiskAt(int64_t index) const;
+  bool CertainAt(int64_t index) const;
+
  private:
   using Value = std::pair<std::string, std::string>;  // knob, value
   std::vector<std::vector<Value>> suspects_;  // per bad trial, with 2+ suspects
   std::set<Value> certain_;
+  // The same by knob position and value index, for RiskAt/CertainAt.
+  struct Trial {
+    std::vector<std::pair<size_t, int64_t>> held;  // suspects in the space
+    double size = 0;                               // all its suspects
+  };
+  std::vector<int64_t> stride_, radix_;
+  std::vector<std::vector<char>> certain_at_;  // [knob][value]
+  std::vector<Trial> unexplained_;             // bad trials no certain value explains
 };
 
 // The statuses that are evidence against a setting's values.

@@ -17,6 +17,7 @@
 //                                 the generated suite (workload_suite.h), cold, against TPE,
 //                                 in trials and GPU-seconds, with and without pruning
 //   search_bench --latency [history=2000] proposal latency with a long history
+//                (LATENCY_EARLY=1: an early session with two contract violations instead)
 //   search_bench --promote [seeds=30]     whole noisy sessions: what is promoted after re-verification
 //   search_bench --describe               landscapes as JSON lines (for tpe_bench.py)
 //   search_bench --oracle NAME            answers "k=v,..." lines with "ok T MEM" / "oom" / "failed"
@@ -731,6 +732,28 @@ int Latency(int history_size) {
       // Worst case: failures no launcher rule explains (crashes, contract
       // violations), one trial in 20, so the run model is fitted too.
       if (hist.size() % 20 == 0) hist.back().status = "violation";
+    }
+    if (std::getenv("LATENCY_EARLY") != nullptr) {
+      // An early session instead: 8 trials that ran, then up to two
+      // contract violations each holding a value no trial that ran held,
+      // so every candidate is scored by its contract risk (ValueBlame).
+      hist.resize(8);
+      for (Observation& o : hist) {
+        if (o.status == "violation") o.status = "ok";
+      }
+      int made = 0;
+      for (const infrarsi::Knob& k : b.spec.knobs) {
+        for (const std::string& v : k.values) {
+          const bool held = std::any_of(hist.begin(), hist.end(),
+                                        [&](const Observation& o) { return o.config.at(k.name) == v; });
+          if (held || made >= 2) continue;
+          Observation o = hist[static_cast<size_t>(made++)];
+          o.config[k.name] = v;
+          o.status = "violation";
+          o.step_time_s = 0;
+          hist.push_back(o);
+        }
+      }
     }
     // The bank's rows as the server loads them: trials that ran, on the
     // other GPU.

@@ -5,12 +5,14 @@
 // and how long it takes per trial on each reference workload: Simulate
 // (noise-free) and MeasureTrial (1 warm-up + 5 steps).
 // Usage: sim_bench [repetitions]
+//        sim_bench --row NAME   (one calibration row: its memory and phases)
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include "core/optimizer.h"
 #include "core/spec.h"
@@ -20,6 +22,24 @@
 
 int main(int argc, char** argv) {
   namespace ms = infrarsi::models::sim;
+  if (argc > 2 && std::string(argv[1]) == "--row") {
+    for (const ms::CalibrationRow& row : ms::CalibrationSet()) {
+      if (row.name != argv[2]) continue;
+      const ms::SimResult r = ms::Simulate(row.model, row.cluster, row.knobs);
+      std::printf("%s: %s, step %.3f s, dp %d, %lld micro-batches\n", row.name.c_str(),
+                  ms::StatusName(r.status), r.step_time_s, r.dp,
+                  static_cast<long long>(r.microbatches));
+      const ms::MemoryBreakdown& m = r.memory;
+      std::printf("memory GiB: weights %.1f grads %.1f optimizer %.1f activations %.1f logits "
+                  "%.1f buffers %.1f total %.1f of %.1f\n",
+                  m.weights_gib, m.grads_gib, m.optimizer_gib, m.activations_gib, m.logits_gib,
+                  m.buffers_gib, m.total_gib, row.cluster.gpu.memory_gib);
+      for (const auto& [phase, s] : r.phases) std::printf("  %-16s %.4f s\n", phase.c_str(), s);
+      return 0;
+    }
+    std::fprintf(stderr, "--row: no calibration row named '%s'\n", argv[2]);
+    return 2;
+  }
   const int reps = argc > 1 ? std::atoi(argv[1]) : 3;
   std::printf("%-12s %14s %14s %8s\n", "Table 1 row", "paper TF/GPU", "simulated", "error");
   for (const ms::PublishedRow& row : ms::kMegatronTable1) {

@@ -685,6 +685,36 @@ TEST(ValueBlameTest, ABadTrialsOnlyUnclearedValueIsPoisonAndAnOomClearsNothing) 
   EXPECT_FALSE(ValueBlame(spec, {obs("0", "0", "0", "ok")}).any());
 }
 
+// RiskAt and CertainAt (what a proposal scores its thousands of candidates
+// by) answer as Risk and Certain do for every setting of the space, over
+// histories with values outside the space and bad trials a certain value
+// explains.
+TEST(ValueBlameTest, IndexedQueriesAgreeWithTheConfigOnesEverywhere) {
+  SessionSpec spec;
+  spec.knobs = {{"a", {"0", "1", "2"}}, {"b", {"x", "y"}}, {"c", {"0", "1", "2", "3"}}};
+  std::mt19937_64 rng(7);
+  const std::vector<std::string> statuses = {"ok", "violation", "timeout", "oom", "crash"};
+  for (int round = 0; round < 200; ++round) {
+    std::vector<Observation> h;
+    const int n = 1 + static_cast<int>(rng() % 8);
+    for (int i = 0; i < n; ++i) {
+      Observation o;
+      for (const Knob& k : spec.knobs) {
+        // One value in ten is outside the space (an edited script's).
+        o.config[k.name] = rng() % 10 == 0 ? "off" : k.values[rng() % k.values.size()];
+      }
+      o.status = statuses[rng() % statuses.size()];
+      h.push_back(o);
+    }
+    const ValueBlame blame(spec, h);
+    for (int64_t i = 0; i < spec.SpaceSize(); ++i) {
+      const Config c = ConfigAt(spec, i);
+      ASSERT_EQ(blame.CertainAt(i), !blame.Certain(c).empty()) << "round " << round << " index " << i;
+      ASSERT_DOUBLE_EQ(blame.RiskAt(i), blame.Risk(c)) << "round " << round << " index " << i;
+    }
+  }
+}
+
 // A knob value that breaks the contract every time (a shorter block size
 // looks twice as fast) and one that times out are evidence about those
 // values, as an OOM is: the search stops proposing them and tries their
