@@ -592,7 +592,11 @@ double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const Launc
     // The layer input and attention output, half the matmul outputs.
     act = s * b * (4.0 * h + (3.0 * h + 3.0 * m.ffn) / tp);
   } else {
-    act = 34.0 * s * b * h / (k.seq_par ? tp : 1);
+    // Korthikanti et al. 2022, Table 2: tensor parallelism splits the
+    // attention and MLP internals (24sbh) but not the layer norms, dropouts
+    // and the inputs of the first GEMMs (10sbh); sequence parallelism splits
+    // those too.
+    act = k.seq_par ? 34.0 * s * b * h / tp : s * b * h * (10.0 + 24.0 / tp);
     if (!k.flash_attn && k.recompute == Recompute::kNone) act += 5.0 * m.heads * s * s * b / tp;
   }
   const double resident = std::max(0.0, layers * pp - std::max(0, k.offload_layers));

@@ -275,8 +275,9 @@ std::string LaunchCheck(const ModelShape& m, const ClusterShape& c, const Launch
 
 // A textbook estimate of peak memory per GPU in GiB, what a planner computes
 // before any run: Megatron's 18 (or 6 + 12/d) bytes per parameter over TP x
-// PP (experts over EP too), plus Korthikanti's activations (34sbh + 5as^2b
-// per layer; 2sbh with full recompute; no s^2 term with flash attention or
+// PP (experts over EP too), plus Korthikanti's activations per layer (Table
+// 2: 34sbh/t with sequence parallelism, sbh(10 + 24/t) without, plus
+// 5as^2b/t; 2sbh with full recompute; no s^2 term with flash attention or
 // selective recompute) for the first stage's PP in-flight micro-batches.
 // Deliberately simpler than Simulate (no logits, buffers, fp8 or
 // interleaving terms): the search's memory model learns how far off it is.

@@ -286,6 +286,33 @@ TEST(TextbookStepTimeTest, NarayananTermsOnOneGpu) {
   EXPECT_NEAR(TextbookStepTimeS(m, c, k) / ideal, c.gpu.bf16_tflops / c.gpu.fp8_tflops, 1e-12);
 }
 
+// The planner's memory estimate's activations are Korthikanti et al.'s
+// Table 2 per layer, for the layers the first stage holds in flight (all of
+// them under 1F1B): 34sbh/t with sequence parallelism, sbh(10 + 24/t)
+// without (layer norms, dropouts and first-GEMM inputs are not split by
+// TP alone), 2sbh with full recompute. (It counted 34sbh without sequence
+// parallelism at any TP: a 175B model's selective-recompute settings were
+// estimated 2.6x too hungry at TP 8.)
+TEST(TextbookMemoryTest, KorthikantiActivationsByParallelism) {
+  const ModelShape m = Gpt(24, 2048, 16, 64);
+  const ClusterShape c = H100Node(8);
+  LaunchKnobs k;
+  k.tp = 8;
+  k.flash_attn = true;  // no s^2 term
+  const double sbh = 2048.0 * 1 * 2048, gib = 1024.0 * 1024.0 * 1024.0, layers = 24;
+  k.recompute = Recompute::kFull;
+  const double full = TextbookMemoryGib(m, c, k);  // the same weights and states throughout
+  k.recompute = Recompute::kSelective;
+  EXPECT_NEAR(TextbookMemoryGib(m, c, k) - full, layers * sbh * (10.0 + 24.0 / 8 - 2.0) / gib, 1e-9);
+  k.seq_par = true;
+  EXPECT_NEAR(TextbookMemoryGib(m, c, k) - full, layers * sbh * (34.0 / 8 - 2.0) / gib, 1e-9);
+  // At TP 1 the two are the same 34sbh.
+  k.tp = 1;
+  const double sp = TextbookMemoryGib(m, c, k);
+  k.seq_par = false;
+  EXPECT_NEAR(TextbookMemoryGib(m, c, k), sp, 1e-12);
+}
+
 TEST(TextbookStepTimeTest, BubbleAndCommunicationTerms) {
   const ModelShape m = Gpt(24, 2048, 16, 64);
   const ClusterShape c = H100Node(8);
