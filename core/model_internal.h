@@ -299,7 +299,8 @@ class Models {
                                                 (static_cast<double>(spec_.knobs.size()) - 1.0));
     // The budget itself shrinks as pairs are added (total x 10 / pairs at
     // more than 10 pairs): of many knob pairs, a smaller share interact.
-    const double budget = o.interaction_var_total * std::min(1.0, 10.0 / knob_pairs);
+    const double total = time_estimate ? o.estimated_interaction_var_total : o.interaction_var_total;
+    const double budget = total * std::min(1.0, 10.0 / knob_pairs);
     const double pair_var = std::min(o.max_interaction_var, budget / knob_pairs);
     for (int i = 0; i < d; ++i) var[i] = i == 0 ? 0.25 : (f_.is_main(i) ? 0.5 : pair_var);
     if (time_estimate) {

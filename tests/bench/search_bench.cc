@@ -71,6 +71,7 @@ infrarsi::ModelOptimizer::Options ExperimentOptions() {
   };
   num("X_NOISE", &o.time_noise_var);
   num("X_IVT", &o.interaction_var_total);
+  num("X_EIVT", &o.estimated_interaction_var_total);
   num("X_IVMAX", &o.max_interaction_var);
   num("X_LOCAL", &o.local_every);
   num("X_INIT", &o.initial_designs);
