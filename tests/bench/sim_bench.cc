@@ -22,7 +22,11 @@
 
 int main(int argc, char** argv) {
   namespace ms = infrarsi::models::sim;
-  if (argc > 2 && std::string(argv[1]) == "--row") {
+  if (argc > 1 && std::string(argv[1]) == "--row") {
+    if (argc != 3) {
+      std::fprintf(stderr, "usage: sim_bench --row NAME (a calibration row's name, as sim_bench 1 prints it)\n");
+      return 2;
+    }
     for (const ms::CalibrationRow& row : ms::CalibrationSet()) {
       if (row.name != argv[2]) continue;
       const ms::SimResult r = ms::Simulate(row.model, row.cluster, row.knobs);
