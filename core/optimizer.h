@@ -107,6 +107,55 @@ class SpaceIndexer {
   std::vector<int64_t> stride_;  // per knob position
 };
 
+// Mixed-radix arithmetic on indices of the space (ConfigAt's order): a
+// proposal handles thousands of settings, so it keys, moves and compares
+// them as integers and builds a Config only for what it returns.
+// Thread-compatible; holds no reference to `spec`.
+class Space {
+ public:
+  explicit Space(const SessionSpec& spec) : stride_(spec.knobs.size()), radix_(spec.knobs.size()) {
+    int64_t stride = 1;
+    for (size_t k = spec.knobs.size(); k-- > 0;) {
+      stride_[k] = stride;
+      radix_[k] = static_cast<int64_t>(spec.knobs[k].values.size());
+      stride *= radix_[k];
+    }
+  }
+  size_t knobs() const { return radix_.size(); }
+  int64_t radix(size_t k) const { return radix_[k]; }
+  int64_t Digit(int64_t index, size_t k) const { return (index / stride_[k]) % radix_[k]; }
+  // `index` with knob k set to its value v.
+  int64_t With(int64_t index, size_t k, int64_t v) const {
+    return index + (v - Digit(index, k)) * stride_[k];
+  }
+  // Calls fn(c) for every setting c at most two knobs from `index`, itself
+  // and repeats included (in a fixed order).
+  template <typename Fn>
+  void ForEachWithinTwo(int64_t index, Fn&& fn) const {
+    for (size_t a = 0; a < knobs(); ++a) {
+      for (int64_t va = 0; va < radix(a); ++va) {
+        const int64_t one = With(index, a, va);
+        for (size_t b = a; b < knobs(); ++b) {
+          for (int64_t vb = 0; vb < radix(b); ++vb) fn(With(one, b, vb));
+        }
+      }
+    }
+  }
+  // Knobs that differ.
+  int Distance(int64_t a, int64_t b) const {
+    int d = 0;
+    for (size_t k = radix_.size(); k-- > 0;) {
+      d += a % radix_[k] != b % radix_[k];
+      a /= radix_[k];
+      b /= radix_[k];
+    }
+    return d;
+  }
+
+ private:
+  std::vector<int64_t> stride_, radix_;
+};
+
 }  // namespace infrarsi
 
 #endif  // INFRARSI_CORE_OPTIMIZER_H_

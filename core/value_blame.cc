@@ -1,6 +1,7 @@
 #include "core/value_blame.h"
 
 #include <algorithm>
+#include <map>
 
 #include "core/trial_status.h"
 
@@ -10,7 +11,8 @@ bool IsContractEvidence(const std::string& status) {
   return status == trial_status::kViolation || status == trial_status::kTimeout;
 }
 
-ValueBlame::ValueBlame(const SessionSpec& spec, const std::vector<Observation>& history) {
+ValueBlame::ValueBlame(const SessionSpec& spec, const std::vector<Observation>& history)
+    : space_(spec) {
   std::set<Value> cleared;
   for (const Observation& o : history) {
     // It ran and broke no rule: none of its values is poison. (An OOM
@@ -19,33 +21,27 @@ ValueBlame::ValueBlame(const SessionSpec& spec, const std::vector<Observation>& 
       for (const auto& kv : o.config) cleared.insert(kv);
     }
   }
+  std::vector<std::vector<Value>> suspects;  // per bad trial, with 2+ suspects
   for (const Observation& o : history) {
     if (!IsContractEvidence(o.status)) continue;
-    std::vector<Value> suspects;
+    std::vector<Value> s;
     for (const Knob& k : spec.knobs) {
       auto it = o.config.find(k.name);
       if (it == o.config.end()) continue;
-      if (!cleared.count(*it)) suspects.push_back(*it);
+      if (!cleared.count(*it)) s.push_back(*it);
     }
-    if (suspects.empty()) continue;  // a combination: not this model's
-    if (suspects.size() == 1) {
-      certain_.insert(suspects[0]);
+    if (s.empty()) continue;  // a combination: not this model's
+    if (s.size() == 1) {
+      certain_.insert(s[0]);
     } else {
-      suspects_.push_back(std::move(suspects));
+      suspects.push_back(std::move(s));
     }
   }
-  // The indexed form: strides as IndexOf counts them (the last knob fastest).
-  const size_t n = spec.knobs.size();
-  stride_.assign(n, 1);
-  radix_.assign(n, 1);
-  certain_at_.resize(n);
+  // Each value of the space by knob position and value index.
   std::map<Value, std::pair<size_t, int64_t>> at;
-  int64_t stride = 1;
-  for (size_t k = n; k-- > 0;) {
+  certain_at_.resize(spec.knobs.size());
+  for (size_t k = 0; k < spec.knobs.size(); ++k) {
     const Knob& knob = spec.knobs[k];
-    stride_[k] = stride;
-    radix_[k] = static_cast<int64_t>(knob.values.size());
-    stride *= radix_[k];
     certain_at_[k].assign(knob.values.size(), 0);
     for (size_t v = 0; v < knob.values.size(); ++v) {
       const Value value{knob.name, knob.values[v]};
@@ -53,56 +49,42 @@ ValueBlame::ValueBlame(const SessionSpec& spec, const std::vector<Observation>& 
       certain_at_[k][v] = certain_.count(value) > 0;
     }
   }
-  for (const std::vector<Value>& s : suspects_) {
+  for (std::vector<Value>& s : suspects) {
     // A bad trial one of whose suspects is now known poison is explained.
     if (std::any_of(s.begin(), s.end(), [&](const Value& v) { return certain_.count(v) > 0; })) continue;
     Trial t;
-    t.size = static_cast<double>(s.size());
     for (const Value& v : s) {
       auto it = at.find(v);
       if (it != at.end()) t.held.push_back(it->second);
     }
+    t.suspects = std::move(s);
     unexplained_.push_back(std::move(t));
   }
 }
 
 bool ValueBlame::CertainAt(int64_t index) const {
-  for (size_t k = 0; k < stride_.size(); ++k) {
-    if (certain_at_[k][static_cast<size_t>((index / stride_[k]) % radix_[k])]) return true;
+  for (size_t k = 0; k < space_.knobs(); ++k) {
+    if (certain_at_[k][static_cast<size_t>(space_.Digit(index, k))]) return true;
   }
   return false;
 }
 
 double ValueBlame::RiskAt(int64_t index) const {
   if (CertainAt(index)) return 1.0;
-  double clean = 1;
-  for (const Trial& t : unexplained_) {
-    size_t held = 0;
-    for (const auto& [k, v] : t.held) held += (index / stride_[k]) % radix_[k] == v;
-    if (held == 0) continue;
-    const double share = static_cast<double>(held) / t.size;
-    clean *= 1.0 - share * share;
-  }
-  return 1.0 - clean;
+  return Combined([&](const Trial& t) {
+    return std::count_if(t.held.begin(), t.held.end(),
+                         [&](const auto& kv) { return space_.Digit(index, kv.first) == kv.second; });
+  });
 }
 
 double ValueBlame::Risk(const Config& config) const {
   if (!Certain(config).empty()) return 1.0;
-  double clean = 1;
-  for (const std::vector<Value>& s : suspects_) {
-    // A bad trial one of whose suspects is now known poison is explained.
-    bool explained = false;
-    size_t held = 0;
-    for (const Value& v : s) {
-      explained = explained || certain_.count(v) > 0;
+  return Combined([&](const Trial& t) {
+    return std::count_if(t.suspects.begin(), t.suspects.end(), [&](const Value& v) {
       auto it = config.find(v.first);
-      held += it != config.end() && it->second == v.second;
-    }
-    if (explained || held == 0) continue;
-    const double share = static_cast<double>(held) / static_cast<double>(s.size());
-    clean *= 1.0 - share * share;
-  }
-  return 1.0 - clean;
+      return it != config.end() && it->second == v.second;
+    });
+  });
 }
 
 std::string ValueBlame::Certain(const Config& config) const {

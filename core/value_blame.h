@@ -15,7 +15,6 @@
 #ifndef INFRARSI_CORE_VALUE_BLAME_H_
 #define INFRARSI_CORE_VALUE_BLAME_H_
 
-#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -41,7 +40,7 @@ class ValueBlame {
   // only uncleared value of some bad trial.
   std::string Certain(const Config& config) const;
   // Whether any trial was bad: without one, Risk is 0 everywhere.
-  bool any() const { return !suspects_.empty() || !certain_.empty(); }
+  bool any() const { return !unexplained_.empty() || !certain_.empty(); }
 
   // Risk and Certain of the setting at `index` of the spec's space
   // (IndexOf): digit lookups, no Config built, for the thousands of
@@ -51,16 +50,26 @@ class ValueBlame {
 
  private:
   using Value = std::pair<std::string, std::string>;  // knob, value
-  std::vector<std::vector<Value>> suspects_;  // per bad trial, with 2+ suspects
-  std::set<Value> certain_;
-  // The same by knob position and value index, for RiskAt/CertainAt.
+  // A bad trial with two or more suspects, none of them poison for certain.
   struct Trial {
-    std::vector<std::pair<size_t, int64_t>> held;  // suspects in the space
-    double size = 0;                               // all its suspects
+    std::vector<Value> suspects;
+    std::vector<std::pair<size_t, int64_t>> held;  // those in the space: knob, value index
   };
-  std::vector<int64_t> stride_, radix_;
-  std::vector<std::vector<char>> certain_at_;  // [knob][value]
-  std::vector<Trial> unexplained_;             // bad trials no certain value explains
+  // 1 - prod over trials of (1 - share^2), share = held(trial) / suspects.
+  template <typename Held>
+  double Combined(Held held) const {
+    double clean = 1;
+    for (const Trial& t : unexplained_) {
+      const double share = static_cast<double>(held(t)) / static_cast<double>(t.suspects.size());
+      clean *= 1.0 - share * share;
+    }
+    return 1.0 - clean;
+  }
+
+  Space space_;
+  std::set<Value> certain_;
+  std::vector<std::vector<char>> certain_at_;  // [knob][value index]
+  std::vector<Trial> unexplained_;
 };
 
 // The statuses that are evidence against a setting's values.

@@ -141,8 +141,6 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
     c.set_whole_run_speedup(verdict.whole.speedup);
     c.set_whole_run_ci_low(verdict.whole.ci_low);
     c.set_whole_run_ci_high(cap(verdict.whole.ci_high));
-    // A candidate whose own numbers cannot be true is not a result: its
-    // search trial and its runs leave the bank's results with it.
     // A gain no valid rerun confirmed (the whole run did not keep it, or a
     // rerun broke the contract) leaves the bank's results: the search trial
     // and the candidate's clean reruns, which show the same gain. Not a
@@ -151,6 +149,8 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
       out.unconfirmed.push_back(c.trial_id());
       for (const int64_t id : cand_ok[c.rank()]) out.unconfirmed.push_back(id);
     }
+    // A candidate whose own numbers cannot be true is not a result: its
+    // search trial and its runs leave the bank's results with it.
     if (verdict.implausible) {
       std::vector<int64_t> ids = cand_trials[c.rank()];
       ids.push_back(c.trial_id());
