@@ -45,13 +45,27 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
   const ValueBlame blame(spec, history);
   auto keeps_contract = [&](int64_t i) { return !blame.any() || !blame.CertainAt(i); };
   auto clean = [&](int64_t i) { return blame.any() ? 1.0 - blame.RiskAt(i) : 1.0; };
+  // A setting whose step time is that of one that ran, is running or is
+  // picked (knobs that cannot change it there: core/planner.h) cannot be
+  // faster; one whose twins only ran out of memory may fit.
+  std::unordered_set<int64_t> timed;
+  const bool same_time = options_.skip_equivalent && static_cast<bool>(planner.step_time_representative_at);
+  if (same_time) {
+    for (size_t i = 0; i < history.size(); ++i) {
+      if (history_index[i] >= 0 && (Ran(history[i]) || InFlight(history[i].status))) {
+        timed.insert(planner.step_time_representative_at(history_index[i]));
+      }
+    }
+  }
   auto launches = [&](int64_t i) {
-    return (!planner.launches_at || planner.launches_at(i)) && keeps_contract(i);
+    return (!planner.launches_at || planner.launches_at(i)) && keeps_contract(i) &&
+           (!same_time || !timed.count(planner.step_time_representative_at(i)));
   };
   std::vector<int64_t> picked;
   auto take = [&](int64_t i, const std::string& why) {
     if (std::find(picked.begin(), picked.end(), i) != picked.end()) return;
     picked.push_back(i);
+    if (same_time) timed.insert(planner.step_time_representative_at(i));
     out.configs.push_back(ConfigAt(spec, i));
     out.reasons.push_back(why);
     seen.insert(i);

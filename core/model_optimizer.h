@@ -124,6 +124,9 @@ class ModelOptimizer : public Optimizer {
     // After k OOMs, only settings the memory model expects to fit with
     // probability >= 1 - 2^-k are run; when none is, the search stops.
     bool oom_caution = true;
+    // Settings the planner says run at the step time of one that ran or is
+    // running (Planner::step_time_representative_at) are not proposed.
+    bool skip_equivalent = true;
     // Picks stay within this many knobs of the incumbent (the fastest that
     // ran), one more per two trials without a better one; 0: no region.
     int trust_radius = 3;

@@ -63,6 +63,29 @@ Planner PlannerFor(const SessionSpec& spec) {
   p.time_estimate_s_at = [s, knobs_at](int64_t index) {
     return ms::TextbookStepTimeS(s->sim.model, s->sim.cluster, knobs_at(index));
   };
+  // Knobs that act only across data-parallel ranks, by position; their
+  // representative values are the baseline's.
+  std::vector<size_t> across_ranks;
+  for (size_t i = 0; i < s->knobs.size(); ++i) {
+    const std::string& n = s->knobs[i].name;
+    if (n == "dist_opt" || n == "overlap_param_gather" || n == "overlap_grad_reduce" || n == "bucket_mb") {
+      across_ranks.push_back(i);
+    }
+  }
+  const int64_t base_index = IndexOf(*s, s->baseline);
+  if (!across_ranks.empty() && base_index >= 0) {
+    const Space space(*s);
+    const int world = s->sim.cluster.world();
+    p.step_time_representative_at = [space, base = base_index, world, across_ranks, knobs_at](int64_t index) {
+      const ms::LaunchKnobs k = knobs_at(index);
+      if (world / std::max(1, k.tp * k.pp) != 1) return index;  // DP x CP ranks
+      // ZeRO-2/3 reduce-scatter and gather per bucket even over one rank.
+      if (k.sharding >= ms::Sharding::kZero2) return index;
+      int64_t rep = index;
+      for (size_t knob : across_ranks) rep = space.With(rep, knob, space.Digit(base, knob));
+      return rep;
+    };
+  }
   return p;
 }
 

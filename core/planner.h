@@ -30,6 +30,16 @@ struct Planner {
   std::function<bool(int64_t index)> launches_at;
   std::function<double(int64_t index)> memory_estimate_gib_at;
   std::function<double(int64_t index)> time_estimate_s_at;
+  // The setting at `index` or, where some of its knobs cannot change the
+  // step time, one fixed setting of the same step time (its
+  // representative): at one data-parallel rank (DP x CP = 1) nothing is
+  // sharded, gathered or reduced across ranks, so dist_opt,
+  // overlap_param_gather, overlap_grad_reduce and bucket_mb take the
+  // baseline's values (not under ZeRO-2/3 sharding, which the simulator
+  // charges per bucket even there). Peak memory may still differ (gradient buckets), so
+  // a representative whose only trials ran out of memory stays open.
+  // Null: no such rules.
+  std::function<int64_t(int64_t index)> step_time_representative_at;
 };
 
 // Precondition: `spec` passed ParseSpec. The functions hold a copy of what

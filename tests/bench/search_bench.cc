@@ -25,7 +25,8 @@
 // For experiments, the "model" strategy's options can be overridden from the
 // environment: X_NOISE (time_noise_var), X_IVT (interaction_var_total),
 // X_IVMAX, X_LOCAL, X_INIT, X_MSIG (memory_sigma), X_LEARNSIG
-// (learn_memory_sigma, 0 or 1), X_SIGW (memory_sigma_weight).
+// (learn_memory_sigma, 0 or 1), X_SIGW (memory_sigma_weight), X_EQUIV
+// (skip_equivalent, 0 or 1).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -83,6 +84,7 @@ infrarsi::ModelOptimizer::Options ExperimentOptions() {
   num("X_POOL", &o.pool_size);
   if (const char* v = std::getenv("X_LEARNSIG")) o.learn_memory_sigma = std::atoi(v) != 0;
   if (const char* v = std::getenv("X_OOMC")) o.oom_caution = std::atoi(v) != 0;
+  if (const char* v = std::getenv("X_EQUIV")) o.skip_equivalent = std::atoi(v) != 0;
   return o;
 }
 

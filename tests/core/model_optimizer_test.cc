@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "core/llm_priors.h"
+#include "core/planner.h"
 #include "core/priors.h"
 #include "core/sim_landscape.h"
 #include "models/cluster_sim.h"
@@ -792,6 +793,106 @@ TEST(ModelOptimizerTest, SettingsTheLauncherRefusesAreNeverProposed) {
   const Proposal p = model.Propose(ctx, {base}, 8, 3);
   ASSERT_EQ(p.configs.size(), 8u);
   for (const Config& c : p.configs) EXPECT_EQ(rule(c), "") << ConfigKey(c);
+}
+
+SessionSpec WorkloadSpec(const std::string& name) {
+  std::ifstream in(std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads/" + name + ".yaml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  SpecParseOptions o;
+  o.spec_dir = std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads";
+  auto spec = ParseSpec(ss.str(), o);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+// At one data-parallel rank the optimizer-sharding and gradient-overlap
+// knobs cannot change the step time; the planner names one representative
+// per such family, and the simulator agrees on every setting of the space.
+TEST(PlannerTest, SettingsThatDifferOnlyInKnobsAcrossOneRankShareAStepTime) {
+  for (const char* name : {"dense-8b-32k-1x8-h200", "dense-70b-4x8-h100"}) {
+    SCOPED_TRACE(name);
+    const SessionSpec spec = WorkloadSpec(name);
+    const Planner planner = PlannerFor(spec);
+    ASSERT_TRUE(planner.step_time_representative_at);
+    const Space space(spec);
+    int twins = 0, compared = 0;
+    // Every setting, or a fixed stride through a large space.
+    const int64_t step = std::max<int64_t>(1, spec.SpaceSize() / 20000);
+    for (int64_t i = 0; i < spec.SpaceSize(); i += step) {
+      const int64_t rep = planner.step_time_representative_at(i);
+      const models::sim::LaunchKnobs k = SimKnobs(spec, ConfigAt(spec, i));
+      if (k.tp * k.pp != spec.sim.cluster.world()) {
+        EXPECT_EQ(rep, i) << ConfigKey(ConfigAt(spec, i));  // data-parallel ranks: every knob counts
+        continue;
+      }
+      EXPECT_EQ(planner.step_time_representative_at(rep), rep);
+      if (rep == i) continue;
+      ++twins;
+      // Only knobs that act across data-parallel ranks differ.
+      for (size_t kn = 0; kn < space.knobs(); ++kn) {
+        if (space.Digit(rep, kn) == space.Digit(i, kn)) continue;
+        const std::string& knob = spec.knobs[kn].name;
+        EXPECT_TRUE(knob == "dist_opt" || knob == "overlap_grad_reduce" || knob == "overlap_param_gather" ||
+                    knob == "bucket_mb") << knob;
+      }
+      const models::sim::LaunchKnobs kr = SimKnobs(spec, ConfigAt(spec, rep));
+      if (!models::sim::LaunchCheck(spec.sim.model, spec.sim.cluster, k).empty() ||
+          !models::sim::LaunchCheck(spec.sim.model, spec.sim.cluster, kr).empty()) {
+        continue;
+      }
+      ++compared;
+      EXPECT_DOUBLE_EQ(models::sim::Simulate(spec.sim.model, spec.sim.cluster, k).step_time_s,
+                       models::sim::Simulate(spec.sim.model, spec.sim.cluster, kr).step_time_s)
+          << ConfigKey(ConfigAt(spec, i));
+    }
+    EXPECT_GT(twins, 100);
+    EXPECT_GT(compared, 100);
+  }
+}
+
+// A setting whose step time is that of a setting that ran is not proposed
+// (it cannot be faster); one whose twin ran out of memory may fit, so it is.
+TEST(ModelOptimizerTest, StepTimeTwinsOfARunAreNotProposedButOnesOfAnOomAre) {
+  const SessionSpec spec = WorkloadSpec("dense-8b-32k-1x8-h200");
+  const Planner planner = PlannerFor(spec);
+  SearchContext ctx;
+  ctx.spec = &spec;
+  Observation base;  // tp 8: one data-parallel rank
+  base.config = spec.baseline;
+  base.status = "ok";
+  base.step_time_s = 30;
+  base.peak_mem_gib = 60;
+  Observation oom;
+  oom.config = spec.baseline;
+  oom.config["recompute"] = "none";
+  oom.config["overlap_grad_reduce"] = "true";
+  oom.status = "oom";
+  const int64_t base_rep = planner.step_time_representative_at(IndexOf(spec, base.config));
+  const int64_t oom_rep = planner.step_time_representative_at(IndexOf(spec, oom.config));
+  // Everything left of the space, in the order the search would run it.
+  auto twins_of_base = [&](const ModelOptimizer& m, bool* oom_twin_open) {
+    int n = 0;
+    Config twin_of_oom = oom.config;
+    twin_of_oom["overlap_grad_reduce"] = "false";
+    EXPECT_EQ(planner.step_time_representative_at(IndexOf(spec, twin_of_oom)), oom_rep);
+    *oom_twin_open = false;
+    ModelOptimizer copy(m.options());
+    for (const Config& c : copy.Propose(ctx, {base, oom}, static_cast<int>(spec.SpaceSize()), 1).configs) {
+      n += planner.step_time_representative_at(IndexOf(spec, c)) == base_rep;
+      *oom_twin_open = *oom_twin_open || c == twin_of_oom;
+    }
+    return n;
+  };
+  bool open = false;
+  EXPECT_EQ(twins_of_base(ModelOptimizer(), &open), 0);
+  // The OOM's twin (same step time, less memory without gradient overlap)
+  // may fit, so it is still open.
+  EXPECT_TRUE(open);
+  // With the rule off the baseline's twins are proposed (the check can fail).
+  ModelOptimizer::Options off;
+  off.skip_equivalent = false;
+  EXPECT_GT(twins_of_base(ModelOptimizer(off), &open), 0);
 }
 
 TEST(PriorsTest, ValidationForASessionIsStrict) {
