@@ -63,7 +63,8 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // Proposes up to `n` settings of the context's space that are in no
   // observation of `history` (finished or in flight): no setting is run
-  // twice. Returns fewer, possibly none, when the space is exhausted.
+  // twice. Returns fewer, possibly none, when the space is exhausted
+  // (settings a planner knows to run like one tried count as tried).
   // `seed` makes the proposal repeatable. Thread-safe for distinct calls:
   // implementations keep no per-call state.
   virtual Proposal Propose(const SearchContext& ctx, const std::vector<Observation>& history,

@@ -649,6 +649,7 @@ absl::Status SessionManager::ApplyProposalLocked(SessionState& s, const Proposal
   if (room <= 0) {
     // Nothing to queue (the budget went meanwhile).
   } else if (p.configs.empty()) {
+    // (Or runs at the step time of one tried: core/planner.h.)
     s.stop_reason = "every setting of the space was tried";
   } else if (s.search_done >= s.spec.min_trials && p.expected_gain >= 0 &&
              p.expected_gain < stop_below) {
