@@ -552,8 +552,9 @@ TEST(ModelOptimizerTest, BankStartsComeFirstAndApart) {
   }
 }
 
-SessionSpec SimSpec() {
-  std::ifstream in(std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads/dense-70b-4x8-h100.yaml");
+// A reference workload of deploy/workloads by name.
+SessionSpec WorkloadSpec(const std::string& name) {
+  std::ifstream in(std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads/" + name + ".yaml");
   std::stringstream ss;
   ss << in.rdbuf();
   SpecParseOptions o;
@@ -562,6 +563,8 @@ SessionSpec SimSpec() {
   EXPECT_TRUE(spec.ok()) << spec.status();
   return *spec;
 }
+
+SessionSpec SimSpec() { return WorkloadSpec("dense-70b-4x8-h100"); }
 
 TEST(ModelOptimizerTest, BankStartsThatWouldNotFitHereAreLeftOut) {
   // The bank may hold settings from a GPU with more memory.
@@ -795,20 +798,10 @@ TEST(ModelOptimizerTest, SettingsTheLauncherRefusesAreNeverProposed) {
   for (const Config& c : p.configs) EXPECT_EQ(rule(c), "") << ConfigKey(c);
 }
 
-SessionSpec WorkloadSpec(const std::string& name) {
-  std::ifstream in(std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads/" + name + ".yaml");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  SpecParseOptions o;
-  o.spec_dir = std::string(INFRARSI_SOURCE_DIR) + "/deploy/workloads";
-  auto spec = ParseSpec(ss.str(), o);
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  return *spec;
-}
-
 // At one data-parallel rank the optimizer-sharding and gradient-overlap
 // knobs cannot change the step time; the planner names one representative
-// per such family, and the simulator agrees on every setting of the space.
+// per such family, and the simulator agrees (every setting of one space, a
+// stride through the other).
 TEST(PlannerTest, SettingsThatDifferOnlyInKnobsAcrossOneRankShareAStepTime) {
   for (const char* name : {"dense-8b-32k-1x8-h200", "dense-70b-4x8-h100"}) {
     SCOPED_TRACE(name);
@@ -871,14 +864,13 @@ TEST(ModelOptimizerTest, StepTimeTwinsOfARunAreNotProposedButOnesOfAnOomAre) {
   const int64_t base_rep = planner.step_time_representative_at(IndexOf(spec, base.config));
   const int64_t oom_rep = planner.step_time_representative_at(IndexOf(spec, oom.config));
   // Everything left of the space, in the order the search would run it.
-  auto twins_of_base = [&](const ModelOptimizer& m, bool* oom_twin_open) {
+  auto twins_of_base = [&](ModelOptimizer m, bool* oom_twin_open) {
     int n = 0;
     Config twin_of_oom = oom.config;
     twin_of_oom["overlap_grad_reduce"] = "false";
     EXPECT_EQ(planner.step_time_representative_at(IndexOf(spec, twin_of_oom)), oom_rep);
     *oom_twin_open = false;
-    ModelOptimizer copy(m.options());
-    for (const Config& c : copy.Propose(ctx, {base, oom}, static_cast<int>(spec.SpaceSize()), 1).configs) {
+    for (const Config& c : m.Propose(ctx, {base, oom}, static_cast<int>(spec.SpaceSize()), 1).configs) {
       n += planner.step_time_representative_at(IndexOf(spec, c)) == base_rep;
       *oom_twin_open = *oom_twin_open || c == twin_of_oom;
     }
