@@ -36,8 +36,9 @@ struct Planner {
   // sharded, gathered or reduced across ranks, so dist_opt,
   // overlap_param_gather, overlap_grad_reduce and bucket_mb take the
   // baseline's values (not under ZeRO-2/3 sharding, which the simulator
-  // charges per bucket even there). Peak memory may still differ (gradient buckets), so
-  // a representative whose only trials ran out of memory stays open.
+  // charges per bucket even there). Peak memory may still differ (gradient
+  // buckets), so a representative whose only trials ran out of memory
+  // stays open.
   // Null: no such rules.
   std::function<int64_t(int64_t index)> step_time_representative_at;
 };

@@ -12,7 +12,7 @@ namespace {
 
 // The source audit is of the promoted setting, also when the fastest search
 // trial (another setting, with other patches) was not the one promoted: the
-// audit must describe what apply will commit. (TinyGptTunedForReal found
+// audit must describe what apply will commit. (TinyGptTest.TunedForReal found
 // 2 audited paths for 1 promoted patch when candidate 2 was promoted.)
 TEST(ReportTest, TheSourceAuditIsOfThePromotedCandidate) {
   ReportInputs in;

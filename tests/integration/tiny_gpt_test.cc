@@ -13,37 +13,67 @@
 #include <set>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "client/rpc_client.h"
 #include "tests/integration/end_to_end_fixture.h"
+#include "tests/testing/git_repo.h"
 
 namespace infrarsi {
 namespace {
 
 namespace fs = std::filesystem;
-// The content of `path` in the tree of `rev`, or "" when absent.
-std::string FileAt(git_repository* repo, const std::string& rev, const std::string& path) {
-  git_object* obj = nullptr;
-  if (git_revparse_single(&obj, repo, absl::StrCat(rev, ":", path).c_str()) != 0) return "";
-  const git_blob* blob = reinterpret_cast<const git_blob*>(obj);
-  std::string out(static_cast<const char*>(git_blob_rawcontent(blob)),
-                  static_cast<size_t>(git_blob_rawsize(blob)));
-  git_object_free(obj);
-  return out;
-}
+using testing::FileAt;
+
+// A fresh tiny-gpt repository (deploy/examples/tiny-gpt/make_repo.sh) at
+// repo_, and a python3 with torch to train it (the test is skipped without).
+class TinyGptTest : public EndToEndTest {
+ protected:
+  void SetUp() override {
+    EndToEndTest::SetUp();
+    python_ = TorchPython();
+    if (python_.empty()) GTEST_SKIP() << "no python3 with torch (deploy/install_deps.sh installs python3-torch)";
+    repo_ = dir_ + "/tiny-gpt";
+    MakeTinyGptRepo(repo_);
+  }
+
+  // The session of `spec_path` through create, doctor and run on a server
+  // with one process agent (on a small CI machine two trainings at once
+  // would time each other's contention, not the code); its report.
+  absl::StatusOr<v1::SessionReport> Tune(const std::string& spec_path, std::string* id) {
+    StartServer();
+    StartAgent("process", "cpu", 1);
+    *id = CliCreate(spec_path);
+    CliDoctorAndRun(*id);
+    return client_->Report(*id);
+  }
+
+  // Real training on a shared CPU: beside other jobs its step times spread
+  // (a CV of 0.44 and a 76% floor were seen beside a parallel ctest), and
+  // past the doctor's own warning threshold (kNoisyFloor) nothing can clear
+  // the floor. Nothing promoted is then the honest verdict, and the session
+  // must say why: checked here. Returns why the test stops there ("" when
+  // something was promoted or the host was quiet enough to expect it).
+  std::string NothingPromotedOnALoadedHost(const v1::SessionReport& rep, const std::string& id) {
+    if (rep.verification().promoted_rank() > 0 || rep.doctor().noise_floor() < 0.10) return "";
+    EXPECT_NE(rep.doctor().warning().find("noisy"), std::string::npos) << rep.doctor().warning();
+    EXPECT_FALSE(client_->GetSession(id)->not_promoted().empty());
+    return absl::StrCat("a loaded host: noise floor ", rep.doctor().noise_floor(),
+                        " (promotion needs a quiet one); the stages ran and the verdict says why");
+  }
+
+  std::string python_, repo_;
+};
 
 // deploy/examples/tiny-gpt tuned for real: a PyTorch GPT trained on CPU by
 // two process agents, its code patches searched with its launch knobs, the
 // reward-hacking patch rejected by the contract, a verified speed-up
 // promoted and committed to a new branch of the job's repository.
-TEST_F(EndToEndTest, TinyGptTunedForRealWithPatchesAndCommitted) {
-  const std::string python = TorchPython();
-  if (python.empty()) GTEST_SKIP() << "no python3 with torch (deploy/install_deps.sh installs python3-torch)";
+TEST_F(TinyGptTest, TunedForRealWithPatchesAndCommitted) {
+  const std::string& python = python_;
+  const std::string& repo = repo_;
   const std::string example = std::string(INFRARSI_SOURCE_DIR) + "/deploy/examples/tiny-gpt";
-  const std::string repo = dir_ + "/tiny-gpt";
-  MakeTinyGptRepo(repo);
-  if (HasFatalFailure()) return;
   const std::string model_before = ReadText(repo + "/model.py");
   // The example's spec, pointed at this repository and interpreter.
   fs::create_directories(dir_ + "/example");
@@ -53,13 +83,8 @@ TEST_F(EndToEndTest, TinyGptTunedForRealWithPatchesAndCommitted) {
                                     {"\"python3 train.py", absl::StrCat("\"", python, " train.py")}});
   const std::string spec_path = WriteFile("example/spec.yaml", spec);
 
-  StartServer();
-  // One agent: on a small CI machine two trainings at once would time each
-  // other's contention, not the code.
-  StartAgent("process", "cpu", 1);
-  const std::string id = CliCreate(spec_path);
-  CliDoctorAndRun(id);
-  auto rep = client_->Report(id);
+  std::string id;
+  auto rep = Tune(spec_path, &id);
   ASSERT_TRUE(rep.ok()) << rep.status();
 
   // Every trial that switched the harmful patch on broke the contract, and
@@ -91,15 +116,7 @@ TEST_F(EndToEndTest, TinyGptTunedForRealWithPatchesAndCommitted) {
                   t.status().c_str(), t.step_time_s(), t.error().c_str(), cfg.c_str());
     }
   }
-  if (v.promoted_rank() <= 0 && rep->doctor().noise_floor() >= 0.10) {
-    // A loaded host (a CV of 0.44 and a 76% floor were seen beside a
-    // parallel ctest): past the doctor's own warning threshold nothing can
-    // clear the floor, and the session must say so rather than promote.
-    EXPECT_NE(rep->doctor().warning().find("noisy"), std::string::npos) << rep->doctor().warning();
-    EXPECT_FALSE(client_->GetSession(id)->not_promoted().empty());
-    GTEST_SKIP() << "a loaded host: noise floor " << rep->doctor().noise_floor()
-                 << " (promotion needs a quiet one); the stages ran and the verdict says why";
-  }
+  if (const std::string loaded = NothingPromotedOnALoadedHost(*rep, id); !loaded.empty()) GTEST_SKIP() << loaded;
   ASSERT_GT(v.promoted_rank(), 0) << v.summary();
   const auto& promoted = v.candidates(v.promoted_rank() - 1);
   EXPECT_GT(promoted.ci_low(), 1.0);
@@ -172,13 +189,9 @@ TEST_F(EndToEndTest, TinyGptTunedForRealWithPatchesAndCommitted) {
 
 // `infrarsi draft` from the tiny-gpt command, and the drafted spec, as
 // written, through all five stages: create, doctor, run, report, apply.
-TEST_F(EndToEndTest, DraftedTinyGptSpecRunsAllFiveStagesUnchanged) {
-  const std::string python = TorchPython();
-  if (python.empty()) GTEST_SKIP() << "no python3 with torch (deploy/install_deps.sh installs python3-torch)";
-  const std::string example = std::string(INFRARSI_SOURCE_DIR) + "/deploy/examples/tiny-gpt";
-  const std::string repo = dir_ + "/tiny-gpt";
-  MakeTinyGptRepo(repo);
-  if (HasFatalFailure()) return;
+TEST_F(TinyGptTest, DraftedSpecRunsAllFiveStagesUnchanged) {
+  const std::string& python = python_;
+  const std::string& repo = repo_;
   fs::create_directories(dir_ + "/specs");
   const std::string spec = dir_ + "/specs/drafted.yaml";
   std::string out, err;
@@ -203,11 +216,8 @@ TEST_F(EndToEndTest, DraftedTinyGptSpecRunsAllFiveStagesUnchanged) {
   EXPECT_NE(err.find("--out: " + spec + " exists"), std::string::npos) << err;
   EXPECT_EQ(ReadText(spec), yaml);
 
-  StartServer();
-  StartAgent("process", "cpu", 1);
-  const std::string id = CliCreate(spec);
-  CliDoctorAndRun(id);
-  auto rep = client_->Report(id);
+  std::string id;
+  auto rep = Tune(spec, &id);
   ASSERT_TRUE(rep.ok()) << rep.status();
   EXPECT_EQ(rep->contract().tokens_per_step(), 512);
   EXPECT_TRUE(rep->contract().data_seed_set());
@@ -220,21 +230,11 @@ TEST_F(EndToEndTest, DraftedTinyGptSpecRunsAllFiveStagesUnchanged) {
     }
   }
   if (v.promoted_rank() <= 0) {
-    // Real training on a shared CPU: beside other jobs its step times
-    // spread, and an honest verdict may promote nothing. That is right only
-    // when the doctor measured the noise that explains it.
     std::printf("noise floor %.4f, CV %.4f; %s\n", rep->doctor().noise_floor(),
                 rep->baseline().cv(), v.summary().c_str());
     for (const auto& c : v.candidates()) std::printf("  c%d: %s\n", c.rank(), c.reason().c_str());
-    if (rep->doctor().noise_floor() >= 0.10) {
-      // The doctor's own warning threshold (kNoisyFloor): the verdict is
-      // honest, and the session says why nothing was promoted.
-      EXPECT_NE(rep->doctor().warning().find("noisy"), std::string::npos) << rep->doctor().warning();
-      EXPECT_FALSE(client_->GetSession(id)->not_promoted().empty());
-      GTEST_SKIP() << "a loaded host: noise floor " << rep->doctor().noise_floor()
-                   << " (promotion needs a quiet one); the stages ran and the verdict says why";
-    }
   }
+  if (const std::string loaded = NothingPromotedOnALoadedHost(*rep, id); !loaded.empty()) GTEST_SKIP() << loaded;
   ASSERT_GT(v.promoted_rank(), 0) << v.summary();
   ASSERT_EQ(Cli({"report", id}, &out, &err), 0) << err;
   ASSERT_EQ(Cli({"apply", id, "--repo", repo, "--branch", "infrarsi/drafted"}, &out, &err), 0) << err;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/testing/git_repo.h"
 #include "tests/testing/subprocess.h"
 
 namespace infrarsi::server {
@@ -103,13 +104,7 @@ class GitCommitterTest : public ::testing::Test {
     return n;
   }
   std::string BlobContent(const std::string& rev, const std::string& path) {
-    git_object* obj = nullptr;
-    if (git_revparse_single(&obj, repo_, (rev + ":" + path).c_str()) != 0) return "";
-    const git_blob* blob = reinterpret_cast<const git_blob*>(obj);
-    std::string out(static_cast<const char*>(git_blob_rawcontent(blob)),
-                    static_cast<size_t>(git_blob_rawsize(blob)));
-    git_object_free(obj);
-    return out;
+    return testing::FileAt(repo_, rev, path);
   }
 
   std::string dir_, repo_path_, base_;

@@ -4,6 +4,16 @@
 
 namespace infrarsi::testing {
 
+std::string FileAt(git_repository* repo, const std::string& rev, const std::string& path) {
+  git_object* obj = nullptr;
+  if (git_revparse_single(&obj, repo, (rev + ":" + path).c_str()) != 0) return "";
+  const git_blob* blob = reinterpret_cast<const git_blob*>(obj);
+  std::string out(static_cast<const char*>(git_blob_rawcontent(blob)),
+                  static_cast<size_t>(git_blob_rawsize(blob)));
+  git_object_free(obj);
+  return out;
+}
+
 std::string MakeGitRepo(const std::string& path, const std::map<std::string, std::string>& files) {
   git_libgit2_init();
   git_repository* repo = nullptr;
