@@ -188,6 +188,28 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
                   static_cast<long long>(micro), k.pp);
     return buf;
   }
+  if (k.dualpipe) {
+    // DualPipe's own checks (deepseek-ai/DualPipe): ranks pair up from both
+    // ends, and each direction needs a full pipeline of micro-batches.
+    if (k.pp < 2 || k.pp % 2 != 0) {
+      std::snprintf(buf, sizeof(buf),
+                    "AssertionError: DualPipe needs an even pipeline_model_parallel_size >= 2 "
+                    "(got %d)",
+                    k.pp);
+      return buf;
+    }
+    if (k.vpp > 1) {
+      return "AssertionError: DualPipe runs two chunks per rank by itself: "
+             "virtual_pipeline_model_parallel_size must be 1";
+    }
+    if (micro < 2 * k.pp) {
+      std::snprintf(buf, sizeof(buf),
+                    "AssertionError: DualPipe needs at least 2 x pipeline_model_parallel_size "
+                    "(%d) micro-batches, got %lld",
+                    2 * k.pp, static_cast<long long>(micro));
+      return buf;
+    }
+  }
   if (k.ep > 1 && m.experts == 0) {
     return "AssertionError: expert_model_parallel_size > 1 requires num_experts (a MoE model)";
   }
@@ -291,7 +313,7 @@ const std::vector<std::string>& KnobNames() {
       "tp", "pp", "cp", "ep", "micro_batch", "vpp", "recompute", "dist_opt", "grad_reduce_bf16",
       "seq_par", "overlap_grad_reduce", "overlap_param_gather", "bucket_mb", "precision", "fused_kernels",
       "flash_attn", "attn_kernel", "offload_layers", "sharding", "shard_group", "pp_first_layers", "pp_last_layers",
-      "capacity_factor", "overlap_moe_comm", "global_batch_override"};
+      "capacity_factor", "overlap_moe_comm", "dualpipe", "act_fp8_store", "global_batch_override"};
   return names;
 }
 
@@ -394,7 +416,8 @@ bool SetKnob(LaunchKnobs* k, const std::string& name, const std::string& value,
   }
   if (name == "recompute") {
     return one_of({{"none", Recompute::kNone}, {"selective", Recompute::kSelective},
-                   {"full", Recompute::kFull}, {"op", Recompute::kOp}},
+                   {"full", Recompute::kFull}, {"op", Recompute::kOp},
+                   {"modules", Recompute::kModules}},
                   &k->recompute);
   }
   if (name == "attn_kernel") {
@@ -413,6 +436,8 @@ bool SetKnob(LaunchKnobs* k, const std::string& name, const std::string& value,
   if (name == "fused_kernels") return as_bool(&k->fused_kernels);
   if (name == "flash_attn") return as_bool(&k->flash_attn);
   if (name == "overlap_moe_comm") return as_bool(&k->overlap_moe_comm);
+  if (name == "dualpipe") return as_bool(&k->dualpipe);
+  if (name == "act_fp8_store") return as_bool(&k->act_fp8_store);
   *error = name + ": not a simulator knob";
   return false;
 }
@@ -452,6 +477,8 @@ KnobSetter CompileKnob(const std::string& name, const std::string& value, std::s
   if (name == "pp_last_layers") return Assign(&LaunchKnobs::pp_last_layers, p.pp_last_layers);
   if (name == "capacity_factor") return Assign(&LaunchKnobs::capacity_factor, p.capacity_factor);
   if (name == "overlap_moe_comm") return Assign(&LaunchKnobs::overlap_moe_comm, p.overlap_moe_comm);
+  if (name == "dualpipe") return Assign(&LaunchKnobs::dualpipe, p.dualpipe);
+  if (name == "act_fp8_store") return Assign(&LaunchKnobs::act_fp8_store, p.act_fp8_store);
   if (name == "global_batch_override") return Assign(&LaunchKnobs::global_batch_override, p.global_batch_override);
   *error = name + ": not a simulator knob";
   return nullptr;
@@ -597,7 +624,9 @@ double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const Launc
     // and the inputs of the first GEMMs (10sbh); sequence parallelism splits
     // those too.
     act = k.seq_par ? 34.0 * s * b * h / tp : s * b * h * (10.0 + 24.0 / tp);
-    if (!k.flash_attn && k.recompute == Recompute::kNone) act += 5.0 * m.heads * s * s * b / tp;
+    if (!k.flash_attn && (k.recompute == Recompute::kNone || k.recompute == Recompute::kModules)) {
+      act += 5.0 * m.heads * s * s * b / tp;
+    }
   }
   const double resident = std::max(0.0, layers * pp - std::max(0, k.offload_layers));
   return (state + act * resident) / (1024.0 * 1024.0 * 1024.0);
@@ -701,12 +730,16 @@ double ActivationBytesPerLayer(const ModelShape& m, const LaunchKnobs& k, bool m
     return 2.0 * t * h / rep + 2.0 * t * d.o / tp + 4.0 * a * t / tp + 0.5 * 2.0 * t * widths;
   }
 
+  // Recomputed norms (modules) rebuild their outputs, the first GEMMs'
+  // inputs, from the layer's residual stream.
+  const bool modules = k.recompute == Recompute::kModules;
+  const double norm_out = modules ? 0.0 : gemm_in;
   double attn = 0;
-  attn += gemm_in * t * h / rep;                  // QKV matmul input
+  attn += norm_out * t * h / rep;                 // QKV matmul input
   attn += 2.0 * t * d.latent / rep;               // MLA: the latents the up-projections read
   // Q, K, V; with MLA, selective recompute rebuilds them from the latents
   // (Megatron-Core's mla_up_proj), as the published MLA recipes run.
-  if (!(m.kv_lora_rank > 0 && k.recompute == Recompute::kSelective)) {
+  if (!(m.kv_lora_rank > 0 && (k.recompute == Recompute::kSelective || modules))) {
     attn += 2.0 * t * (d.q + d.k + d.v) / tp;
   }
   attn += gemm_in * t * d.o / tp;                 // output projection input
@@ -720,21 +753,27 @@ double ActivationBytesPerLayer(const ModelShape& m, const LaunchKnobs& k, bool m
   // Per element of an MLP's width: SwiGLU's gate and up outputs (2 + 2)
   // and their product, the second GEMM's input (GeLU: its input and
   // output); a GEMM input is kept in fp8 under fp8.
-  const double act_bytes = m.swiglu ? 4.0 + gemm_in : 2.0 + gemm_in;
+  // The activation's input (SwiGLU: gate and up) may be kept in fp8.
+  const double act_in = (m.swiglu ? 4.0 : 2.0) * (k.act_fp8_store ? 0.5 : 1.0);
+  const double act_bytes = act_in + gemm_in;
+  // Routed experts under modules recompute their activation's output.
+  const double expert_act_bytes = modules ? act_in : act_bytes;
   double mlp = 0;
   if (moe) {
     // Routed tokens: dropless with the router's imbalance, or padded to
     // the capacity.
     const double tk = t * m.topk * (k.capacity_factor > 0 ? k.capacity_factor : 1.12);
-    mlp += gemm_in * t * h / rep;             // router / MLP input
-    // Dispatched tokens (the experts' first GEMM input) and the experts'
-    // outputs the weighted combine needs.
-    mlp += (gemm_in + 2.0) * tk * h / rep;
-    mlp += act_bytes * tk * m.expert_ffn / tp;
+    mlp += norm_out * t * h / rep;            // router / MLP input
+    // Dispatched tokens (the experts' first GEMM input). Megatron-Core's
+    // grouped experts apply the routing probabilities inside the fused
+    // SwiGLU (weighted_bias_swiglu), so the combine is an unweighted sum
+    // that saves nothing: the experts' outputs are not kept.
+    mlp += gemm_in * tk * h / rep;
+    mlp += expert_act_bytes * tk * m.expert_ffn / tp;
     mlp += act_bytes * t * m.shared_expert_ffn / tp;
     mlp += drop * t * h / rep;
   } else {
-    mlp += gemm_in * t * h / rep;  // first linear input
+    mlp += norm_out * t * h / rep;  // first linear input
     // GeLU: its input and output (2+2 bytes per element of ffn); SwiGLU:
     // gate and up outputs and their product.
     mlp += act_bytes * t * m.ffn / tp;
@@ -896,6 +935,16 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
       lc.recompute = lc.gemm_f + lc.attn_f + lc.elem_f;
     } else if (k.recompute == Recompute::kSelective) {
       lc.recompute = lc.attn_f;
+    } else if (k.recompute == Recompute::kModules) {
+      // Two norms' forward passes (read, statistics, write), MLA's
+      // query/key/value up-projections, the routed experts' activation.
+      lc.recompute = 2.0 * 3.0 * t * h * 2.0 / rep / hbm;
+      if (m.kv_lora_rank > 0) {
+        const double up = (m.q_lora_rank > 0 ? m.q_lora_rank * ad.q : 0.0) +
+                          m.kv_lora_rank * (ad.k - m.heads * m.rope_head_dim + ad.v);
+        lc.recompute += 2.0 * t * up / tp / (peak * gemm_eff(t, ad.q / tp));
+      }
+      if (moe) lc.recompute += 3.0 * t * m.topk * 1.12 * m.expert_ffn * 2.0 / tp / hbm;
     } else if (k.recompute == Recompute::kOp) {
       // Everything but the attention kernel and the kept half of the plain
       // matmuls: the other half, grouped GEMMs, the element-wise work.
@@ -903,10 +952,11 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
     }
     // Kernel launches: small micro-batches cannot hide them.
     lc.launch = k.fused_kernels ? 0.25e-3 : 0.5e-3;
-    if (k.overlap_moe_comm && lc.a2a > 0 && micro >= 2) {
+    if ((k.overlap_moe_comm || k.dualpipe) && lc.a2a > 0 && micro >= 2) {
       // One micro-batch's dispatch and combine run under another's
       // compute (Megatron-Core's combined 1F1B with
-      // overlap_moe_expert_parallel_comm); a twentieth stays exposed.
+      // overlap_moe_expert_parallel_comm, or DualPipe's overlapped forward
+      // and backward chunks); a twentieth stays exposed.
       const double cover = 0.8 * (3.0 * lc.gemm_f + lc.attn_f + lc.attn_b + 3.0 * lc.elem_f);
       lc.a2a = std::max(0.05 * lc.a2a, lc.a2a - cover);
     }
@@ -955,11 +1005,42 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
   const double emb = static_cast<double>(m.vocab) * h / tp;
   // The output layer's parameters on the last stage (its gradients sync there).
   stages.back().dense_params += emb;
-  size_t pace_at = 0;
-  for (size_t s = 1; s < stages.size(); ++s) {
-    if (stages[s].time > stages[pace_at].time) pace_at = s;
+  // What each rank runs: its stage or, under DualPipe, stages r and
+  // PP-1-r on half the micro-batches each (per micro-batch their mean; the
+  // weights of both).
+  std::vector<Stage> ranks = stages;
+  if (k.dualpipe) {
+    for (int r = 0; r < k.pp; ++r) {
+      const Stage& a = stages[r];
+      const Stage& b = stages[k.pp - 1 - r];
+      Stage& o = ranks[r];
+      auto mean = [](double x, double y) { return 0.5 * (x + y); };
+      o.sum.gemm_f = mean(a.sum.gemm_f, b.sum.gemm_f);
+      o.sum.attn_f = mean(a.sum.attn_f, b.sum.attn_f);
+      o.sum.attn_b = mean(a.sum.attn_b, b.sum.attn_b);
+      o.sum.elem_f = mean(a.sum.elem_f, b.sum.elem_f);
+      o.sum.tp_comm = mean(a.sum.tp_comm, b.sum.tp_comm);
+      o.sum.cp_comm = mean(a.sum.cp_comm, b.sum.cp_comm);
+      o.sum.a2a = mean(a.sum.a2a, b.sum.a2a);
+      o.sum.recompute = mean(a.sum.recompute, b.sum.recompute);
+      o.sum.launch = mean(a.sum.launch, b.sum.launch);
+      o.sum.mm_f = mean(a.sum.mm_f, b.sum.mm_f);
+      o.time = mean(a.time, b.time);
+      o.dense_params = a.dense_params + b.dense_params;
+      o.expert_params = a.expert_params + b.expert_params;
+      o.moe_layers = a.moe_layers + b.moe_layers;
+    }
   }
-  const Stage& pace = stages[pace_at];
+  // The share of the output layer's time in a micro-batch of rank r.
+  auto logits_share = [&](size_t r) {
+    if (!k.dualpipe) return r + 1 == stages.size() ? 1.0 : 0.0;
+    return r == 0 || r + 1 == stages.size() ? 0.5 : 0.0;
+  };
+  size_t pace_at = 0;
+  for (size_t s = 1; s < ranks.size(); ++s) {
+    if (ranks[s].time > ranks[pace_at].time) pace_at = s;
+  }
+  const Stage& pace = ranks[pace_at];
   // Activations offloaded to the host (one stage: the launch check): each
   // micro-batch copies them out during its forward and back during its
   // backward; what the host link cannot move under that compute shows.
@@ -982,13 +1063,19 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
     const Link l = LinkFor(c, static_cast<int64_t>(k.tp) * k.cp * dp + 1);
     const double bytes = t * h * 2.0 / rep;
     p2p = 2.0 * k.vpp * (bytes / (l.gbps * 1e9) + l.lat_us * 1e-6);
+    // DualPipe sends under the other direction's compute; a twentieth shows.
+    if (k.dualpipe) p2p *= 0.05;
   }
-  const double bubble_mbs = static_cast<double>(k.pp - 1) / k.vpp;
+  // 1F1B: (PP - 1)(F + B), interleaved divided by the virtual stages.
+  // DualPipe: (PP/2 - 1)(F&B + B - 3W) with F = W = 1/3 and B = 2/3 of a
+  // micro-batch's stage time and F&B the whole of it: 2/3 (PP/2 - 1).
+  const double bubble_mbs = k.dualpipe ? (k.pp / 2 - 1) * 2.0 / 3.0
+                                       : static_cast<double>(k.pp - 1) / k.vpp;
 
   // ---- data-parallel gradient sync, sharded state and optimizer, for the
   // stage with the most parameters (its sync ends last)
-  const Stage* heavy = &stages[0];
-  for (const Stage& st : stages) {
+  const Stage* heavy = &ranks[0];
+  for (const Stage& st : ranks) {
     if (st.dense_params + st.expert_params > heavy->dense_params + heavy->expert_params) heavy = &st;
   }
   const double dense_params = heavy->dense_params;
@@ -1062,8 +1149,10 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
     }
   }
   const double pipeline = (static_cast<double>(micro) + bubble_mbs) * (stage_mb + p2p) + fsdp_exposed;
-  const double opt_params =
-      zero >= 1 ? dense_params / sg + expert_params / esg : dense_params + expert_params;
+  // Under DualPipe a stage's shards spread over both of its copies' ranks.
+  const double opt_params = zero >= 1 ? (dense_params / sg + expert_params / esg) /
+                                            (k.dualpipe ? 2.0 : 1.0)
+                                      : dense_params + expert_params;
   const double optimizer = opt_params * (k.fused_kernels ? 28.0 : 48.0) / hbm + 2e-3;
   const double overhead = 0.025 + 0.3e-3 * static_cast<double>(micro);
 
@@ -1081,7 +1170,7 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
   const double mb = static_cast<double>(micro);
   const LayerCost& ps = pace.sum;
   r.phases["compute"] = mb * (3.0 * ps.gemm_f + 3.0 * ps.elem_f + ps.launch) +
-                        (pace_at + 1 == stages.size() ? mb * logits_time : 0.0);
+                        mb * logits_share(pace_at) * logits_time;
   r.phases["attention"] = mb * (ps.attn_f + ps.attn_b);
   r.phases["recompute"] = mb * ps.recompute;
   r.phases["tp_comm"] = mb * ps.tp_comm;
@@ -1121,23 +1210,43 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
       (1.5 + 0.25 * ((k.tp > 1) + (k.pp > 1) + (k.cp > 1) + (k.ep > 1))) * kGiB +
       (k.overlap_grad_reduce ? 2.0 * bucket : 0.0);
   const bool tied_single = m.tied_embeddings && k.pp == 1;
-  double worst = -1;
-  for (int s = 0; s < k.pp; ++s) {
+  auto stage_state = [&](int s) {
     const Stage& st = stages[s];
-    const int dense_layers = st.layers.count - st.moe_layers;
     double dense = st.dense_params - (s == k.pp - 1 ? emb : 0.0);
     if (s == 0) dense += emb;                                     // input embedding
     if (s == k.pp - 1 && !tied_single) dense += emb;              // output layer
-    const auto state = state_bytes(dense, st.expert_params);
-    // 1F1B: stage s holds min(m, p - s) micro-batches' activations.
-    double inflight = k.pp == 1 ? 1.0 : static_cast<double>(std::min<int64_t>(micro, k.pp - s));
-    if (k.vpp > 1) inflight *= 1.0 + static_cast<double>(k.pp - 1) / (k.pp * k.vpp);
-    double act = (dense_layers * act_dense + st.moe_layers * act_moe) * inflight;
-    if (s == 0 && offloaded > 0) {
-      // Offloaded layers stay resident only while copied: the one going out
-      // and the one coming back.
-      act -= offload_bytes * inflight;
-      act += std::min(offloaded, 2) * offload_bytes / offloaded;
+    return state_bytes(dense, st.expert_params);
+  };
+  // One micro-batch's activations on stage s.
+  auto stage_act = [&](int s) {
+    const Stage& st = stages[s];
+    return (st.layers.count - st.moe_layers) * act_dense + st.moe_layers * act_moe;
+  };
+  double worst = -1;
+  for (int s = 0; s < k.pp; ++s) {
+    const Stage& st = stages[s];
+    auto state = stage_state(s);
+    double act = 0;
+    if (k.dualpipe) {
+      // Both stages' state; what is sharded spreads over both copies' ranks.
+      const int q = k.pp - 1 - s;
+      const auto other = stage_state(q);
+      state[0] = (state[0] + other[0]) / (zero >= 3 ? 2.0 : 1.0);
+      state[1] = (state[1] + other[1]) / (zero >= 2 ? 2.0 : 1.0);
+      state[2] = (state[2] + other[2]) / (zero >= 1 ? 2.0 : 1.0);
+      // PP + 1 chunks in flight, half of each direction.
+      act = 0.5 * (k.pp + 1) * (stage_act(s) + stage_act(q));
+    } else {
+      // 1F1B: stage s holds min(m, p - s) micro-batches' activations.
+      double inflight = k.pp == 1 ? 1.0 : static_cast<double>(std::min<int64_t>(micro, k.pp - s));
+      if (k.vpp > 1) inflight *= 1.0 + static_cast<double>(k.pp - 1) / (k.pp * k.vpp);
+      act = stage_act(s) * inflight;
+      if (s == 0 && offloaded > 0) {
+        // Offloaded layers stay resident only while copied: the one going
+        // out and the one coming back.
+        act -= offload_bytes * inflight;
+        act += std::min(offloaded, 2) * offload_bytes / offloaded;
+      }
     }
     if (k.recompute == Recompute::kFull) {
       // Recomputing one layer needs its whole working set again.
@@ -1155,7 +1264,7 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
                            st.layers.count;
       transient = layer * (k.grad_reduce_bf16 ? 2.0 : 4.0) + (zero == 3 ? 2.0 * 2.0 * layer : 0.0);
     }
-    const double logit_bytes = s == k.pp - 1 ? 1.07 * logits : 0.0;
+    const double logit_bytes = logits_share(s) > 0 ? 1.07 * logits : 0.0;
     const double total = state[0] + state[1] + state[2] + 1.07 * act + logit_bytes + buffers + transient;
     if (total > worst) {
       worst = total;

@@ -129,8 +129,13 @@ struct ClusterShape {
 // checkpointing (a layer keeps its input, the attention kernel's outputs
 // and every second plain matmul's output, fp8 ones included: the policy
 // sees aten.mm before torchao's fp8 tensors turn it into a scaled GEMM;
-// everything else, grouped expert GEMMs too, is rerun in backward).
-enum class Recompute { kNone, kSelective, kFull, kOp };
+// everything else, grouped expert GEMMs too, is rerun in backward);
+// modules: Megatron-Core's --recompute-modules layernorm mla_up_proj
+// moe_act, as DeepSeek-V3's report and the published MLA/MoE recipes run
+// it (norm outputs, MLA's query/key/value up-projections and the routed
+// experts' activation output are rebuilt in backward; the attention core
+// is kept).
+enum class Recompute { kNone, kSelective, kFull, kOp, kModules };
 // The fused attention kernel. kFused: Transformer Engine / cuDNN or
 // FlashAttention-3 class (what flash_attn is calibrated on); kFa2:
 // FlashAttention-2 class (PyTorch SDPA's flash backend), which on GPUs with
@@ -191,6 +196,19 @@ struct LaunchKnobs {
   // The expert all-to-all of one micro-batch under another's compute
   // (Megatron-Core's overlap_moe_expert_parallel_comm); needs EP > 1.
   bool overlap_moe_comm = false;
+  // DeepSeek-V3's DualPipe schedule (needs an even PP >= 2, no
+  // interleaving, at least 2 x PP micro-batches): rank r holds stages r and
+  // PP-1-r (two copies of every stage's weights and gradients, the
+  // optimizer shards spread over both copies' ranks) and feeds micro-batches
+  // from both ends; a forward chunk overlaps a backward chunk, which hides
+  // the expert all-to-all and the pipeline sends behind compute. In flight:
+  // PP + 1 chunks' activations on every rank; bubble (PP/2 - 1) x (F&B +
+  // B - 3W) (the DualPipe paper's table).
+  bool dualpipe = false;
+  // The MLP activation's input (SwiGLU's gate and up, GeLU's input) kept
+  // in fp8 for backward (Megatron-Core's activation_func_fp8_input_store,
+  // DeepSeek-V3's cached SwiGLU inputs): 1 byte a value instead of 2.
+  bool act_fp8_store = false;
   // A contract-breaking edit: sequences per step actually processed (0: the
   // workload's). Changes the numbers, which a contract must catch.
   int64_t global_batch_override = 0;

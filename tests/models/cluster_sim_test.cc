@@ -595,7 +595,8 @@ TEST(KnobTest, CompiledKnobsSetWhatSetKnobSets) {
            a.sharding == b.sharding && a.shard_group == b.shard_group &&
            a.pp_first_layers == b.pp_first_layers && a.pp_last_layers == b.pp_last_layers &&
            a.capacity_factor == b.capacity_factor && a.overlap_moe_comm == b.overlap_moe_comm &&
-           a.attn_kernel == b.attn_kernel && a.offload_layers == b.offload_layers;
+           a.attn_kernel == b.attn_kernel && a.offload_layers == b.offload_layers &&
+           a.dualpipe == b.dualpipe && a.act_fp8_store == b.act_fp8_store;
   };
   const std::map<std::string, std::string> odd = {
       {"tp", "4"}, {"pp", "2"}, {"cp", "2"}, {"ep", "8"}, {"micro_batch", "3"}, {"vpp", "5"},
@@ -604,7 +605,8 @@ TEST(KnobTest, CompiledKnobsSetWhatSetKnobSets) {
       {"precision", "fp8"}, {"fused_kernels", "true"}, {"flash_attn", "true"},
       {"global_batch_override", "64"}, {"sharding", "zero2"}, {"shard_group", "4"},
       {"pp_first_layers", "3"}, {"pp_last_layers", "5"}, {"capacity_factor", "1.25"},
-      {"overlap_moe_comm", "true"}, {"attn_kernel", "fa2"}, {"offload_layers", "7"}};
+      {"overlap_moe_comm", "true"}, {"attn_kernel", "fa2"}, {"offload_layers", "7"},
+      {"dualpipe", "true"}, {"act_fp8_store", "true"}};
   ASSERT_EQ(odd.size(), KnobNames().size());  // every knob is covered
   for (const auto& [name, value] : odd) {
     std::string err;

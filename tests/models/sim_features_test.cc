@@ -253,6 +253,119 @@ TEST(MoeTest, OverlapHidesTheAllToAllBehindAnotherMicroBatch) {
   EXPECT_NE(LaunchCheck(m, Nodes(1), k).find("expert_model_parallel_size > 1"), std::string::npos);
 }
 
+// Megatron-Core's grouped experts weigh each routed token inside the fused
+// SwiGLU (weighted_bias_swiglu), so the combine saves nothing for backward:
+// a routed token keeps its dispatched input and its activation's input and
+// output, not the expert's output.
+TEST(MoeTest, ExpertOutputsAreNotKeptForTheCombine) {
+  ModelShape m = calibration::Qwen3_30B_A3B();
+  m.seq_len = 4096;
+  LaunchKnobs k;
+  k.flash_attn = true;
+  const double top8 = ActivationBytesPerLayer(m, k, true);
+  m.topk = 9;
+  const double top9 = ActivationBytesPerLayer(m, k, true);
+  // One more routed copy of every token (x 1.12, the router's imbalance):
+  // its bf16 input (2 bytes of hidden) and SwiGLU's gate, up and product
+  // (6 bytes of expert width).
+  const double t = 4096, h = m.hidden;
+  EXPECT_NEAR(top9 - top8, 1.12 * t * (2.0 * h + 6.0 * m.expert_ffn), 1.0);
+}
+
+// Megatron-Core's --recompute-modules layernorm mla_up_proj moe_act, and
+// the activation's input kept in fp8: what DeepSeek-V3's report says it
+// did to fit 80 GB.
+TEST(RecomputeTest, ModulesRebuildNormsUpProjectionsAndTheExpertActivation) {
+  ModelShape m = calibration::DeepSeekV3();
+  m.seq_len = 4096;
+  LaunchKnobs k;
+  k.flash_attn = true;
+  const double none = ActivationBytesPerLayer(m, k, true);
+  k.recompute = Recompute::kModules;
+  const double modules = ActivationBytesPerLayer(m, k, true);
+  const double t = 4096, h = m.hidden, tk = 1.12 * t * m.topk;
+  // Two norm outputs (bf16), the decompressed Q, K and V (128 heads x 192,
+  // 192, 128), the routed experts' SwiGLU product (bf16): 2 bytes each.
+  EXPECT_NEAR(none - modules, 2.0 * t * (2.0 * h + 128 * (192 + 192 + 128)) +
+                                  2.0 * tk * m.expert_ffn,
+              1.0);
+  // The SwiGLU input in fp8: gate and up at a byte each, routed and shared.
+  k.act_fp8_store = true;
+  EXPECT_NEAR(modules - ActivationBytesPerLayer(m, k, true),
+              2.0 * (tk * m.expert_ffn + t * m.shared_expert_ffn), 1.0);
+  const ModelShape dense = Small();
+  LaunchKnobs d;
+  d.flash_attn = true;
+  const double plain = ActivationBytesPerLayer(dense, d, false);
+  d.act_fp8_store = true;
+  EXPECT_NEAR(plain - ActivationBytesPerLayer(dense, d, false), 2.0 * t * dense.ffn, 1.0);
+
+  // The rebuilt pieces cost time, less than rerunning whole layers.
+  ModelShape q = calibration::Qwen3_30B_A3B();
+  q.seq_len = 4096;
+  q.global_batch = 64;
+  LaunchKnobs run;
+  run.ep = 8, run.flash_attn = true, run.dist_opt = true;
+  const ClusterShape c = Nodes(1, 50, "H200");
+  const SimResult off = Simulate(q, c, run);
+  run.recompute = Recompute::kModules;
+  const SimResult on = Simulate(q, c, run);
+  run.recompute = Recompute::kFull;
+  const SimResult full = Simulate(q, c, run);
+  ASSERT_EQ(on.status, Status::kOk) << on.message;
+  EXPECT_GT(on.phases.at("recompute"), 0);
+  EXPECT_LT(on.memory.activations_gib, off.memory.activations_gib);
+  EXPECT_GT(on.step_time_s, off.step_time_s);
+  EXPECT_LT(on.step_time_s, full.step_time_s);
+}
+
+// DeepSeek-V3's DualPipe: rank r holds stages r and PP-1-r, PP + 1 chunks
+// in flight, the all-to-all and sends under the other direction's compute,
+// a bubble of 2/3 (PP/2 - 1) stage times against 1F1B's PP - 1.
+TEST(PipelineTest, DualPipeHoldsTwoStagesAndHidesTheAllToAll) {
+  ModelShape m = calibration::Qwen3_30B_A3B();
+  m.seq_len = 4096;
+  m.global_batch = 64;
+  const ClusterShape c = Nodes(2, 50, "H200");  // PP 4 x EP-DP 4
+  LaunchKnobs k;
+  k.pp = 4, k.ep = 4, k.flash_attn = true, k.dist_opt = true;
+  const SimResult one = Simulate(m, c, k);
+  k.dualpipe = true;
+  ASSERT_EQ(LaunchCheck(m, c, k), "");
+  const SimResult dual = Simulate(m, c, k);
+  ASSERT_EQ(dual.status, Status::kOk) << dual.message;
+  ASSERT_EQ(one.status, Status::kOk) << one.message;
+  // Stages 0 and 3 each hold 12 layers and an embedding (input or output).
+  EXPECT_NEAR(dual.memory.weights_gib / one.memory.weights_gib, 2.0, 1e-6);
+  EXPECT_NEAR(dual.memory.grads_gib / one.memory.grads_gib, 2.0, 1e-6);
+  // The optimizer's shards spread over both copies' ranks.
+  EXPECT_NEAR(dual.memory.optimizer_gib / one.memory.optimizer_gib, 1.0, 1e-6);
+  // 5 chunks of 12 layers in flight against the first stage's 4.
+  EXPECT_NEAR(dual.memory.activations_gib / one.memory.activations_gib, 5.0 / 4.0, 1e-6);
+  EXPECT_LT(dual.phases.at("moe_all_to_all"), 0.5 * one.phases.at("moe_all_to_all"));
+  EXPECT_LT(dual.phases.at("pp_bubble"), 0.5 * one.phases.at("pp_bubble"));
+  EXPECT_LT(dual.step_time_s, one.step_time_s);
+
+  LaunchKnobs two = k;
+  two.pp = 2;
+  EXPECT_EQ(LaunchCheck(m, c, two), "");
+  LaunchKnobs inter = k;
+  inter.vpp = 2;
+  EXPECT_NE(LaunchCheck(m, c, inter).find("DualPipe"), std::string::npos);
+  ModelShape few = m;
+  few.global_batch = 16;  // 4 micro-batches a rank, DualPipe needs 8
+  EXPECT_NE(LaunchCheck(few, c, k).find("at least 2 x pipeline_model_parallel_size (8)"),
+            std::string::npos)
+      << LaunchCheck(few, c, k);
+  ClusterShape six = Nodes(6, 50, "H200");  // 48 GPUs: PP 3 x 16
+  LaunchKnobs three = k;
+  three.pp = 3;
+  three.ep = 8;
+  EXPECT_NE(LaunchCheck(m, six, three).find("even pipeline_model_parallel_size"),
+            std::string::npos)
+      << LaunchCheck(m, six, three);
+}
+
 TEST(CatalogTest, CurrentSystemsWithTheirSourcesAndRackScaleNvlink) {
   for (const char* g : {"B200", "GB200", "GB300", "H20", "H800", "MI300X", "H100-96GB"}) {
     const GpuSpec* s = FindGpu(g);
@@ -390,9 +503,18 @@ TEST(SpecTest, NewKnobsValidateTheirValues) {
   EXPECT_FALSE(SetKnob(&k, "pp_first_layers", "x", &err));
   EXPECT_TRUE(SetKnob(&k, "shard_group", "8", &err));
   EXPECT_EQ(k.shard_group, 8);
+  EXPECT_FALSE(SetKnob(&k, "dualpipe", "yes please", &err));
+  EXPECT_NE(err.find("dualpipe"), std::string::npos);
+  EXPECT_TRUE(SetKnob(&k, "recompute", "modules", &err));
+  EXPECT_EQ(k.recompute, Recompute::kModules);
   for (const std::string name : {"sharding", "shard_group", "pp_first_layers", "pp_last_layers",
-                                  "capacity_factor", "overlap_moe_comm"}) {
-    const std::string v = name == "sharding" ? "zero2" : name == "overlap_moe_comm" ? "true" : "2";
+                                  "capacity_factor", "overlap_moe_comm", "dualpipe",
+                                  "act_fp8_store"}) {
+    const std::string v = name == "sharding" ? "zero2"
+                          : name == "overlap_moe_comm" || name == "dualpipe" ||
+                                  name == "act_fp8_store"
+                              ? "true"
+                              : "2";
     LaunchKnobs a, b;
     ASSERT_TRUE(SetKnob(&a, name, v, &err)) << name << ": " << err;
     KnobSetter set = CompileKnob(name, v, &err);
@@ -445,7 +567,7 @@ TEST(RecomputeTest, OpLevelCheckpointingSitsBetweenNoneAndFull) {
   std::string err;
   EXPECT_TRUE(SetKnob(&k, "recompute", "op", &err));
   EXPECT_FALSE(SetKnob(&k, "recompute", "ops", &err));
-  EXPECT_NE(err.find("expected none, selective, full or op"), std::string::npos) << err;
+  EXPECT_NE(err.find("expected none, selective, full, op or modules"), std::string::npos) << err;
 }
 
 TEST(AttentionTest, FlashAttention2KernelsRunSlowerOnHopperOnly) {
