@@ -1193,9 +1193,14 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
     // fp32 main gradients, or bf16 ones with an fp32 copy in the optimizer.
     const double gb_per = k.grad_reduce_bf16 ? 2.0 : 4.0;
     const double grads = zero >= 2 ? gb_per * (dense / dsh + expert / esh) : gb_per * (dense + expert);
-    const double per = k.grad_reduce_bf16 ? 16.0 : 12.0;
-    const double opt = zero >= 1 ? per * (dense / dsh + expert / esh) : per * (dense + expert);
-    return std::array<double, 3>{weights, grads, opt};
+    // fp32 master weights and Adam moments. With bf16 gradients the
+    // optimizer also casts its gradients to fp32 at the step (Megatron's
+    // optimizers: `main_param.grad = main_grad.float()`), a copy the next
+    // step's zero_grad frees before its forward: 4 bytes a parameter that
+    // never meet the activations.
+    const double owned = zero >= 1 ? dense / dsh + expert / esh : dense + expert;
+    const double step_copy = k.grad_reduce_bf16 ? 4.0 * owned : 0.0;
+    return std::array<double, 4>{weights, grads, 12.0 * owned, step_copy};
   };
   LaunchKnobs none = k;
   none.recompute = Recompute::kNone;
@@ -1234,6 +1239,7 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
       state[0] = (state[0] + other[0]) / (zero >= 3 ? 2.0 : 1.0);
       state[1] = (state[1] + other[1]) / (zero >= 2 ? 2.0 : 1.0);
       state[2] = (state[2] + other[2]) / (zero >= 1 ? 2.0 : 1.0);
+      state[3] = (state[3] + other[3]) / (zero >= 1 ? 2.0 : 1.0);
       // PP + 1 chunks in flight, half of each direction.
       act = 0.5 * (k.pp + 1) * (stage_act(s) + stage_act(q));
     } else {
@@ -1265,15 +1271,22 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
       transient = layer * (k.grad_reduce_bf16 ? 2.0 : 4.0) + (zero == 3 ? 2.0 * 2.0 * layer : 0.0);
     }
     const double logit_bytes = logits_share(s) > 0 ? 1.07 * logits : 0.0;
-    const double total = state[0] + state[1] + state[2] + 1.07 * act + logit_bytes + buffers + transient;
+    // The peak is in forward and backward or, with little activation
+    // memory, at the optimizer step.
+    const double states = state[0] + state[1] + state[2];
+    const double during = states + 1.07 * act + logit_bytes + buffers + transient;
+    const double at_step = states + state[3] + buffers;
+    const bool step_peak = at_step > during;
+    const double total = std::max(during, at_step);
     if (total > worst) {
       worst = total;
       r.memory.weights_gib = state[0] / kGiB;
       r.memory.grads_gib = state[1] / kGiB;
       r.memory.optimizer_gib = state[2] / kGiB;
-      r.memory.activations_gib = 1.07 * act / kGiB;
-      r.memory.logits_gib = logit_bytes / kGiB;
-      r.memory.buffers_gib = (buffers + transient) / kGiB;
+      r.memory.optimizer_step_gib = state[3] / kGiB;
+      r.memory.activations_gib = step_peak ? 0.0 : 1.07 * act / kGiB;
+      r.memory.logits_gib = step_peak ? 0.0 : logit_bytes / kGiB;
+      r.memory.buffers_gib = (buffers + (step_peak ? state[3] : transient)) / kGiB;
     }
   }
   r.memory.total_gib = worst / kGiB;

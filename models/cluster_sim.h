@@ -229,9 +229,14 @@ KnobSetter CompileKnob(const std::string& name, const std::string& value, std::s
 enum class Status { kOk, kOom, kLauncherError };
 const char* StatusName(Status s);
 
+// Per GPU at the peak; the parts sum to total_gib. optimizer_step_gib is
+// the fp32 gradient copy the optimizer makes at the step with bf16
+// gradients: it exists only while no activations do, so it counts in the
+// total (as part of buffers_gib) only when the step is the peak.
 struct MemoryBreakdown {
   double weights_gib = 0, grads_gib = 0, optimizer_gib = 0, activations_gib = 0,
          logits_gib = 0, buffers_gib = 0, total_gib = 0;
+  double optimizer_step_gib = 0;
 };
 
 struct SimResult {

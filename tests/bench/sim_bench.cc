@@ -38,6 +38,10 @@ int main(int argc, char** argv) {
                   "%.1f buffers %.1f total %.1f of %.1f\n",
                   m.weights_gib, m.grads_gib, m.optimizer_gib, m.activations_gib, m.logits_gib,
                   m.buffers_gib, m.total_gib, row.cluster.gpu.memory_gib);
+      if (m.optimizer_step_gib > 0) {
+        std::printf("  (and %.1f GiB of fp32 gradients only at the optimizer step)\n",
+                    m.optimizer_step_gib);
+      }
       for (const auto& [phase, s] : r.phases) std::printf("  %-16s %.4f s\n", phase.c_str(), s);
       return 0;
     }
