@@ -68,7 +68,8 @@ Planner PlannerFor(const SessionSpec& spec) {
   std::vector<size_t> across_ranks;
   for (size_t i = 0; i < s->knobs.size(); ++i) {
     const std::string& n = s->knobs[i].name;
-    if (n == "dist_opt" || n == "overlap_param_gather" || n == "overlap_grad_reduce" || n == "bucket_mb") {
+    if (n == "dist_opt" || n == "overlap_param_gather" || n == "overlap_grad_reduce" || n == "bucket_mb" ||
+        n == "grad_reduce_bf16") {
       across_ranks.push_back(i);
     }
   }

@@ -34,11 +34,12 @@ struct Planner {
   // step time, one fixed setting of the same step time (its
   // representative): at one data-parallel rank (DP x CP = 1) nothing is
   // sharded, gathered or reduced across ranks, so dist_opt,
-  // overlap_param_gather, overlap_grad_reduce and bucket_mb take the
-  // baseline's values (not under ZeRO-2/3 sharding, which the simulator
-  // charges per bucket even there). Peak memory may still differ (gradient
-  // buckets), so a representative whose only trials ran out of memory
-  // stays open.
+  // overlap_param_gather, overlap_grad_reduce, bucket_mb and
+  // grad_reduce_bf16 (the reduction's dtype) take the baseline's values
+  // (not under ZeRO-2/3 sharding, which the simulator charges per bucket
+  // even there). Peak memory may still differ (gradient buckets and their
+  // dtype), so a representative whose only trials ran out of memory stays
+  // open.
   // Null: no such rules.
   std::function<int64_t(int64_t index)> step_time_representative_at;
 };

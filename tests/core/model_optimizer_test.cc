@@ -805,11 +805,15 @@ TEST(ModelOptimizerTest, SettingsTheLauncherRefusesAreNeverProposed) {
 TEST(PlannerTest, SettingsThatDifferOnlyInKnobsAcrossOneRankShareAStepTime) {
   for (const char* name : {"dense-8b-32k-1x8-h200", "dense-70b-4x8-h100"}) {
     SCOPED_TRACE(name);
-    const SessionSpec spec = WorkloadSpec(name);
+    SessionSpec spec = WorkloadSpec(name);
+    // The dtype of the gradient reduction is searched too (the reference
+    // spaces fix it).
+    spec.knobs.push_back(Knob{"grad_reduce_bf16", {"false", "true"}});
+    spec.baseline["grad_reduce_bf16"] = "false";
     const Planner planner = PlannerFor(spec);
     ASSERT_TRUE(planner.step_time_representative_at);
     const Space space(spec);
-    int twins = 0, compared = 0;
+    int twins = 0, compared = 0, dtype_twins = 0;
     // Every setting, or a fixed stride through a large space.
     const int64_t step = std::max<int64_t>(1, spec.SpaceSize() / 20000);
     for (int64_t i = 0; i < spec.SpaceSize(); i += step) {
@@ -827,7 +831,9 @@ TEST(PlannerTest, SettingsThatDifferOnlyInKnobsAcrossOneRankShareAStepTime) {
         if (space.Digit(rep, kn) == space.Digit(i, kn)) continue;
         const std::string& knob = spec.knobs[kn].name;
         EXPECT_TRUE(knob == "dist_opt" || knob == "overlap_grad_reduce" || knob == "overlap_param_gather" ||
-                    knob == "bucket_mb") << knob;
+                    knob == "bucket_mb" || knob == "grad_reduce_bf16")
+            << knob;
+        dtype_twins += knob == "grad_reduce_bf16";
       }
       const models::sim::LaunchKnobs kr = SimKnobs(spec, ConfigAt(spec, rep));
       if (!models::sim::LaunchCheck(spec.sim.model, spec.sim.cluster, k).empty() ||
@@ -841,6 +847,7 @@ TEST(PlannerTest, SettingsThatDifferOnlyInKnobsAcrossOneRankShareAStepTime) {
     }
     EXPECT_GT(twins, 100);
     EXPECT_GT(compared, 100);
+    EXPECT_GT(dtype_twins, 10);
   }
 }
 
