@@ -316,20 +316,24 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     // Every OOM is a trial paid for nothing: after k of them, a setting
     // must fit with probability 1 - 2^-k to be run (the memory model's
     // doubt about a setting is what a further OOM would have cost).
-    if (options_.oom_caution) {
-      const int ooms = static_cast<int>(std::count_if(history.begin(), history.end(),
-                                                      [](const Observation& o) { return o.status == "oom"; }));
-      if (ooms > 0) {
-        const double min_fit = 1.0 - std::pow(0.5, std::min(ooms, 6));
-        for (size_t i = 0; i < pool.size(); ++i) {
-          if (pred[i].p_fit < min_fit) score[i] = 0;
-        }
+    const int ooms = options_.oom_caution
+                         ? std::min(6, static_cast<int>(std::count_if(
+                                           history.begin(), history.end(),
+                                           [](const Observation& o) { return o.status == "oom"; })))
+                         : 0;
+    auto caution = [&](std::vector<double>& s, int level) {
+      if (level <= 0) return;
+      const double min_fit = 1.0 - std::pow(0.5, level);
+      for (size_t i = 0; i < pool.size(); ++i) {
+        if (pred[i].p_fit < min_fit) s[i] = 0;
       }
-    }
+    };
+    caution(score, ooms);
     // A setting more likely slower than the baseline than not is not worth
     // its GPU-hours: the baseline already runs that well (a trust region
     // around a decent baseline; a naive one leaves nearly everything in).
-    if (options_.min_p_beat_baseline > 0) {
+    auto baseline_floor = [&](std::vector<double>& s) {
+      if (options_.min_p_beat_baseline <= 0) return;
       double base_log = 0;
       bool have_base = false;
       for (const Observation& o : history) {
@@ -340,10 +344,11 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       }
       if (have_base) {
         for (size_t i = 0; i < pool.size(); ++i) {
-          if (NormalCdf((base_log - pred[i].mu) / pred[i].sd) < options_.min_p_beat_baseline) score[i] = 0;
+          if (NormalCdf((base_log - pred[i].mu) / pred[i].sd) < options_.min_p_beat_baseline) s[i] = 0;
         }
       }
-    }
+    };
+    baseline_floor(score);
     // What the stop rule reads: the most any setting is expected to gain
     // (its cost aside).
     out.expected_gain = 0;
@@ -380,7 +385,17 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
         }
       }
     }
-    if (std::none_of(score.begin(), score.end(), [](double s) { return s > 0; })) score = unguarded;
+    auto none = [](const std::vector<double>& s) {
+      return std::none_of(s.begin(), s.end(), [](double v) { return v > 0; });
+    };
+    // Nothing passes: the OOM caution steps down one level at a time (the
+    // baseline floor kept) before every guard goes.
+    for (int level = ooms - 1; options_.graded_fallback && none(score) && level >= 0; --level) {
+      score = unguarded;
+      caution(score, level);
+      baseline_floor(score);
+    }
+    if (none(score)) score = unguarded;
     // Every `local_every`-th finished trial, the first pick is the best
     // scored setting near the incumbent: a global model over a large space
     // keeps enough doubt about far regions that expected improvement alone

@@ -851,6 +851,36 @@ TEST(PlannerTest, SettingsThatDifferOnlyInKnobsAcrossOneRankShareAStepTime) {
   }
 }
 
+// Where no setting passes the OOM caution (after k OOMs, P(fits) >= 1 -
+// 2^-k), the caution steps down one level at a time, the baseline floor
+// kept, before every guard goes: on the 405B reference workload, where most
+// of the space does not fit, cold sessions run out of memory less often.
+TEST(ModelOptimizerTest, WhereNothingPassesTheOomCautionItStepsDownBeforeGivingUp) {
+  const SessionSpec spec = WorkloadSpec("dense-405b-16x8-h100");
+  SearchContext ctx;
+  ctx.spec = &spec;
+  auto ooms_in_sessions = [&](bool graded) {
+    ModelOptimizer::Options o;
+    o.graded_fallback = graded;
+    ModelOptimizer opt(o);
+    int ooms = 0;
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      std::vector<Observation> history = {SimulatedObservation(spec, spec.baseline)};
+      for (int n = 1; n <= 15; ++n) {
+        const std::vector<Config> next = opt.Propose(ctx, history, 1, seed * 1000 + n).configs;
+        if (next.empty()) break;
+        history.push_back(SimulatedObservation(spec, next[0]));
+        ooms += history.back().status == "oom";
+      }
+    }
+    return ooms;
+  };
+  const int graded = ooms_in_sessions(true), all_at_once = ooms_in_sessions(false);
+  std::printf("OOMs in 3 sessions of 15 trials: %d stepping down, %d dropping every guard\n", graded,
+              all_at_once);
+  EXPECT_LE(2 * graded, all_at_once);
+}
+
 // A setting whose step time is that of a setting that ran is not proposed
 // (it cannot be faster); one whose twin ran out of memory may fit, so it is.
 TEST(ModelOptimizerTest, StepTimeTwinsOfARunAreNotProposedButOnesOfAnOomAre) {
