@@ -1029,6 +1029,7 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
       o.dense_params = a.dense_params + b.dense_params;
       o.expert_params = a.expert_params + b.expert_params;
       o.moe_layers = a.moe_layers + b.moe_layers;
+      o.layers.count = a.layers.count + b.layers.count;  // FSDP gathers each
     }
   }
   // The share of the output layer's time in a micro-batch of rank r.
