@@ -831,6 +831,12 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
       return 3.0 * gemm_f + attn_f + attn_b + 3.0 * elem_f + recompute + tp_comm + cp_comm + a2a +
              launch;
     }
+    // this += w x o, every field.
+    void AddScaled(const LayerCost& o, double w) {
+      gemm_f += w * o.gemm_f, attn_f += w * o.attn_f, attn_b += w * o.attn_b;
+      elem_f += w * o.elem_f, tp_comm += w * o.tp_comm, cp_comm += w * o.cp_comm;
+      a2a += w * o.a2a, recompute += w * o.recompute, launch += w * o.launch, mm_f += w * o.mm_f;
+    }
   };
   auto layer_cost = [&](bool moe, bool global) {
     LayerCost lc;
@@ -985,16 +991,7 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
     Stage& st = stages[s];
     st.layers = LayersOfStage(m, k, s);
     for (int i = st.layers.first; i < st.layers.first + st.layers.count; ++i) {
-      const LayerCost& lc = kinds[kind_of(i)];
-      st.sum.gemm_f += lc.gemm_f;
-      st.sum.attn_f += lc.attn_f;
-      st.sum.attn_b += lc.attn_b;
-      st.sum.elem_f += lc.elem_f;
-      st.sum.tp_comm += lc.tp_comm;
-      st.sum.cp_comm += lc.cp_comm;
-      st.sum.a2a += lc.a2a;
-      st.sum.recompute += lc.recompute;
-      st.sum.launch += lc.launch;
+      st.sum.AddScaled(kinds[kind_of(i)], 1.0);
       const bool moe = IsMoeLayer(m, i);
       st.moe_layers += moe;
       st.dense_params += (pc.attention + (moe ? pc.moe_dense : pc.dense_mlp)) / tp;
@@ -1014,18 +1011,10 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
       const Stage& a = stages[r];
       const Stage& b = stages[k.pp - 1 - r];
       Stage& o = ranks[r];
-      auto mean = [](double x, double y) { return 0.5 * (x + y); };
-      o.sum.gemm_f = mean(a.sum.gemm_f, b.sum.gemm_f);
-      o.sum.attn_f = mean(a.sum.attn_f, b.sum.attn_f);
-      o.sum.attn_b = mean(a.sum.attn_b, b.sum.attn_b);
-      o.sum.elem_f = mean(a.sum.elem_f, b.sum.elem_f);
-      o.sum.tp_comm = mean(a.sum.tp_comm, b.sum.tp_comm);
-      o.sum.cp_comm = mean(a.sum.cp_comm, b.sum.cp_comm);
-      o.sum.a2a = mean(a.sum.a2a, b.sum.a2a);
-      o.sum.recompute = mean(a.sum.recompute, b.sum.recompute);
-      o.sum.launch = mean(a.sum.launch, b.sum.launch);
-      o.sum.mm_f = mean(a.sum.mm_f, b.sum.mm_f);
-      o.time = mean(a.time, b.time);
+      o.sum = LayerCost();
+      o.sum.AddScaled(a.sum, 0.5);
+      o.sum.AddScaled(b.sum, 0.5);
+      o.time = 0.5 * (a.time + b.time);
       o.dense_params = a.dense_params + b.dense_params;
       o.expert_params = a.expert_params + b.expert_params;
       o.moe_layers = a.moe_layers + b.moe_layers;

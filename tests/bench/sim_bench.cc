@@ -5,7 +5,9 @@
 // and how long it takes per trial on each reference workload: Simulate
 // (noise-free) and MeasureTrial (1 warm-up + 5 steps).
 // Usage: sim_bench [repetitions]
-//        sim_bench --row NAME   (one calibration row: its memory and phases)
+//        sim_bench --row NAME [KNOB=VALUE ...]   (one calibration row: its
+//            error, memory and phases; with knobs changed, what the row
+//            would give run that way)
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -23,19 +25,35 @@
 int main(int argc, char** argv) {
   namespace ms = infrarsi::models::sim;
   if (argc > 1 && std::string(argv[1]) == "--row") {
-    if (argc != 3) {
-      std::fprintf(stderr, "usage: sim_bench --row NAME (a calibration row's name, as sim_bench 1 prints it)\n");
+    if (argc < 3) {
+      std::fprintf(stderr,
+                   "usage: sim_bench --row NAME [KNOB=VALUE ...] (a calibration row's name, as "
+                   "sim_bench 1 prints it; knobs as in a spec)\n");
       return 2;
     }
-    for (const ms::CalibrationRow& row : ms::CalibrationSet()) {
+    for (ms::CalibrationRow row : ms::CalibrationSet()) {
       if (row.name != argv[2]) continue;
+      for (int i = 3; i < argc; ++i) {
+        const std::string kv = argv[i];
+        const size_t eq = kv.find('=');
+        std::string error = "expected KNOB=VALUE, got '" + kv + "'";
+        if (eq == std::string::npos ||
+            !ms::SetKnob(&row.knobs, kv.substr(0, eq), kv.substr(eq + 1), &error)) {
+          std::fprintf(stderr, "--row: %s\n", error.c_str());
+          return 2;
+        }
+      }
       const ms::SimResult r = ms::Simulate(row.model, row.cluster, row.knobs);
       std::printf("%s: %s, step %.3f s, dp %d, %lld micro-batches\n", row.name.c_str(),
                   ms::StatusName(r.status), r.step_time_s, r.dp,
                   static_cast<long long>(r.microbatches));
+      if (r.status == ms::Status::kOk) {
+        std::printf("error against the published figure: %+.1f%%\n",
+                    100.0 * ms::CalibrationError(row, r));
+      }
       const ms::MemoryBreakdown& m = r.memory;
       std::printf("memory GiB: weights %.1f grads %.1f optimizer %.1f activations %.1f logits "
-                  "%.1f buffers %.1f total %.1f of %.1f\n",
+                  "%.1f buffers %.1f total %.2f of %.1f\n",
                   m.weights_gib, m.grads_gib, m.optimizer_gib, m.activations_gib, m.logits_gib,
                   m.buffers_gib, m.total_gib, row.cluster.gpu.memory_gib);
       if (m.optimizer_step_gib > 0) {
