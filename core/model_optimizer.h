@@ -121,8 +121,10 @@ class ModelOptimizer : public Optimizer {
     // -> 465, 0 -> 496; 1 halves how often a toy session with contract
     // violations finds its optimum.)
     double cost_weight = 0.5;
-    // After k OOMs, only settings the memory model expects to fit with
-    // probability >= 1 - 2^-k are run; when none is, the search stops.
+    // After k OOMs (counted up to 6), only settings the memory model
+    // expects to fit with probability >= 1 - 2^-k are run; when none is,
+    // see graded_fallback (the stop rule, reading an expected gain of 0,
+    // ends the session once it may).
     bool oom_caution = true;
     // Settings the planner says run at the step time of one that ran or is
     // running (Planner::step_time_representative_at) are not proposed.

@@ -26,7 +26,8 @@
 // environment: X_NOISE (time_noise_var), X_IVT (interaction_var_total),
 // X_IVMAX, X_LOCAL, X_INIT, X_MSIG (memory_sigma), X_LEARNSIG
 // (learn_memory_sigma, 0 or 1), X_SIGW (memory_sigma_weight), X_EQUIV
-// (skip_equivalent, 0 or 1).
+// (skip_equivalent, 0 or 1), X_GRADED (graded_fallback, 0 or 1), and the
+// rest ExperimentOptions reads.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -172,16 +172,22 @@ TEST(ArchitectureTest, SlidingWindowLayersAttendToTheirWindowOnly) {
   EXPECT_LT(b.phases.at("attention"), 0.5 * a.phases.at("attention"));
 }
 
-TEST(ArchitectureTest, MlaRecomputesItsUpProjectionsUnderSelectiveRecompute) {
+// Activation bytes of one DeepSeek-V3 MoE layer, one 4,096-token
+// sequence, flash attention.
+double DeepSeekMoeLayerBytes(Recompute rc, bool act_fp8_store = false) {
   ModelShape m = calibration::DeepSeekV3();
   m.seq_len = 4096;
   LaunchKnobs k;
   k.flash_attn = true;
-  const double none = ActivationBytesPerLayer(m, k, true);
-  k.recompute = Recompute::kSelective;
-  const double sel = ActivationBytesPerLayer(m, k, true);
+  k.recompute = rc;
+  k.act_fp8_store = act_fp8_store;
+  return ActivationBytesPerLayer(m, k, true);
+}
+
+TEST(ArchitectureTest, MlaRecomputesItsUpProjectionsUnderSelectiveRecompute) {
   // The decompressed Q, K and V: 128 heads x (192 + 192 + 128) bf16 values a token.
-  EXPECT_DOUBLE_EQ(none - sel, 2.0 * 4096 * 128 * (192 + 192 + 128));
+  EXPECT_DOUBLE_EQ(DeepSeekMoeLayerBytes(Recompute::kNone) - DeepSeekMoeLayerBytes(Recompute::kSelective),
+                   2.0 * 4096 * 128 * (192 + 192 + 128));
 }
 
 TEST(PipelineTest, UnevenStagesLaunchLikeMegatronAndBalanceMemory) {
@@ -276,13 +282,9 @@ TEST(MoeTest, ExpertOutputsAreNotKeptForTheCombine) {
 // the activation's input kept in fp8: what DeepSeek-V3's report says it
 // did to fit 80 GB.
 TEST(RecomputeTest, ModulesRebuildNormsUpProjectionsAndTheExpertActivation) {
-  ModelShape m = calibration::DeepSeekV3();
-  m.seq_len = 4096;
-  LaunchKnobs k;
-  k.flash_attn = true;
-  const double none = ActivationBytesPerLayer(m, k, true);
-  k.recompute = Recompute::kModules;
-  const double modules = ActivationBytesPerLayer(m, k, true);
+  const ModelShape m = calibration::DeepSeekV3();
+  const double none = DeepSeekMoeLayerBytes(Recompute::kNone);
+  const double modules = DeepSeekMoeLayerBytes(Recompute::kModules);
   const double t = 4096, h = m.hidden, tk = 1.12 * t * m.topk;
   // Two norm outputs (bf16), the decompressed Q, K and V (128 heads x 192,
   // 192, 128), the routed experts' SwiGLU product (bf16): 2 bytes each.
@@ -290,8 +292,7 @@ TEST(RecomputeTest, ModulesRebuildNormsUpProjectionsAndTheExpertActivation) {
                                   2.0 * tk * m.expert_ffn,
               1.0);
   // The SwiGLU input in fp8: gate and up at a byte each, routed and shared.
-  k.act_fp8_store = true;
-  EXPECT_NEAR(modules - ActivationBytesPerLayer(m, k, true),
+  EXPECT_NEAR(modules - DeepSeekMoeLayerBytes(Recompute::kModules, true),
               2.0 * (tk * m.expert_ffn + t * m.shared_expert_ffn), 1.0);
   const ModelShape dense = Small();
   LaunchKnobs d;
