@@ -133,7 +133,13 @@ class Features {
   template <typename Row>
   void EncodeAt(int64_t index, Row&& row, bool zeroed = false) const {
     if (!zeroed) row.head(dim_).setZero();
-    row[0] = 1.0;
+    ForEachActive(index, [&](int f) { row[f] = 1.0; });
+  }
+  // Calls `f(feature)` for each feature set (to 1) for the setting at
+  // `index`: the intercept, then each main effect followed by its pairs
+  // with later knobs' values.
+  template <typename F>
+  void ForEachActive(int64_t index, F&& f) const {
     int on[128];  // knobs (at most 64) plus patch switches (at most 16)
     int n_on = 0;
     for (size_t k = main_.size(); k-- > 0;) {
@@ -143,9 +149,10 @@ class Features {
       if (f >= 0 && n_on < 128) on[n_on++] = f;
     }
     std::sort(on, on + n_on);  // pairs are indexed (lower, higher)
+    f(0);
     for (int a = 0; a < n_on; ++a) {
-      row[on[a]] = 1.0;
-      for (int b = a + 1; b < n_on; ++b) row[pair_[static_cast<size_t>(on[a] * main_count_ + on[b])]] = 1.0;
+      f(on[a]);
+      for (int b = a + 1; b < n_on; ++b) f(pair_[static_cast<size_t>(on[a] * main_count_ + on[b])]);
     }
   }
   Eigen::VectorXd Encode(const Config& c, int extra = 0) const {
@@ -368,16 +375,12 @@ class Models {
       xt.row(r) *= rw;
       yt[r] = rw * std::log(h.step_time_s);
     }
-    // The fits are independent: the step-time model's runs on another core
-    // while the launch and memory models are fitted here (joined below).
-    std::future<void> time_fit = RunAside([&] { time_.Fit(xt, yt, mean, var, o.time_noise_var); });
-
     // Launching: most settings launch; learn the failing values and pairs.
-    Eigen::VectorXd lmean = Eigen::VectorXd::Zero(d), lvar(d);
-    lmean[0] = 3.0;
-    for (int i = 0; i < d; ++i) lvar[i] = i == 0 ? 2.0 : (f_.is_main(i) ? 4.0 : 1.0);
     fit_launch_ = std::find(launched.begin(), launched.end(), 0.0) != launched.end();
-    if (fit_launch_) {
+    auto fit_launch = [&] {
+      Eigen::VectorXd lmean = Eigen::VectorXd::Zero(d), lvar(d);
+      lmean[0] = 3.0;
+      for (int i = 0; i < d; ++i) lvar[i] = i == 0 ? 2.0 : (f_.is_main(i) ? 4.0 : 1.0);
       std::vector<bool> rare;
       for (double l : launched) rare.push_back(l == 0.0);
       const Sample sub = Subsample(rare, static_cast<size_t>(o.max_fit_rows));
@@ -385,7 +388,15 @@ class Models {
       for (size_t i : sub.rows) rows.push_back(launch_rows[i]);
       launch_.Fit(x_all(rows, Eigen::all), Vec(Pick(launched, sub.rows)), lmean, lvar,
                   &sub.weights);
-    }
+    };
+    // The fits are independent: the step-time and launch models run on
+    // another core while the memory model (the longest: two fits, for its
+    // learned sigma) is fitted here; joined below. Each writes only its own
+    // member; all read x_all.
+    std::future<void> aside_fits = RunAside([&] {
+      time_.Fit(xt, yt, mean, var, o.time_noise_var);
+      if (fit_launch_) fit_launch();
+    });
     if (memory) {
       std::vector<bool> rare;
       for (double c : mem_cens) rare.push_back(c == 1.0);
@@ -441,7 +452,7 @@ class Models {
         memory_sigma_ = sigma;
       }
     }
-    time_fit.get();
+    aside_fits.get();
   }
 
   struct Prediction {
@@ -459,30 +470,35 @@ class Models {
     const Eigen::Index n = static_cast<Eigen::Index>(indices.size());
     std::vector<Prediction> out(indices.size());
     if (n == 0) return out;
-    Eigen::MatrixXd xt = Eigen::MatrixXd::Zero(n, time_dim_);  // related sources' columns stay 0
+    // The rows by their non-zeros (a pool's codes set a few dozen of a few
+    // hundred features); the related sources' columns stay 0.
+    const int d = f_.dim();
+    models::SparseRows xt(time_dim_), xm(mem_dim_);
+    const size_t guess = static_cast<size_t>(n) * 64;
+    xt.Reserve(static_cast<size_t>(n), guess);
+    if (memory_) xm.Reserve(static_cast<size_t>(n), guess);
+    Eigen::VectorXd launch(fit_launch_ ? n : 0);
     for (Eigen::Index i = 0; i < n; ++i) {
-      f_.EncodeAt(indices[static_cast<size_t>(i)], xt.row(i), /*zeroed=*/true);
-      if (time_estimate_) {
-        xt(i, f_.dim()) = LogTime(planner_.time_estimate_s_at(indices[static_cast<size_t>(i)]));
+      const int64_t index = indices[static_cast<size_t>(i)];
+      double logit = 0;
+      f_.ForEachActive(index, [&](int c) {
+        xt.Add(c, 1.0);
+        if (memory_) xm.Add(c, 1.0);
+        if (fit_launch_) logit += launch_.weights()[c];
+      });
+      if (time_estimate_) xt.Add(d, LogTime(planner_.time_estimate_s_at(index)));
+      xt.EndRow();
+      if (memory_) {
+        if (mem_dim_ > d) xm.Add(d, LogEstimate(planner_.memory_estimate_gib_at(index)));
+        xm.EndRow();
       }
+      if (fit_launch_) launch[i] = logit;
     }
-    const auto x = xt.leftCols(f_.dim());
     Eigen::VectorXd mu, var;
-    // Step time on another core while memory and launching are predicted here.
+    // Step time on another core while memory is predicted here.
     std::future<void> time_pred = RunAside([&] { time_.PredictBatch(xt, &mu, &var); });
-    Eigen::VectorXd launch;
-    if (fit_launch_) launch = x * launch_.weights();
     Eigen::VectorXd fit;
-    if (memory_) {
-      Eigen::MatrixXd xm(n, mem_dim_);
-      xm.leftCols(f_.dim()) = x;
-      if (mem_dim_ > f_.dim()) {
-        for (Eigen::Index i = 0; i < n; ++i) {
-          xm(i, f_.dim()) = LogEstimate(planner_.memory_estimate_gib_at(indices[static_cast<size_t>(i)]));
-        }
-      }
-      fit = memory_->ProbabilityBelowBatch(xm, std::log(planner_.capacity_gib));
-    }
+    if (memory_) fit = memory_->ProbabilityBelowBatch(xm, std::log(planner_.capacity_gib));
     time_pred.get();
     for (Eigen::Index i = 0; i < n; ++i) {
       Prediction& p = out[static_cast<size_t>(i)];

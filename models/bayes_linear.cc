@@ -5,6 +5,35 @@
 
 namespace infrarsi::models {
 
+Eigen::VectorXd SparseRows::Times(const Eigen::VectorXd& w) const {
+  Eigen::VectorXd out(rows());
+  for (Eigen::Index i = 0; i < rows(); ++i) {
+    double s = 0;
+    for (int a = start_[static_cast<size_t>(i)]; a < start_[static_cast<size_t>(i) + 1]; ++a) {
+      s += val_[static_cast<size_t>(a)] * w[col_[static_cast<size_t>(a)]];
+    }
+    out[i] = s;
+  }
+  return out;
+}
+
+Eigen::VectorXd SparseRows::QuadraticForms(const Eigen::MatrixXd& s) const {
+  Eigen::VectorXd out(rows());
+  for (Eigen::Index i = 0; i < rows(); ++i) {
+    const int begin = start_[static_cast<size_t>(i)], end = start_[static_cast<size_t>(i) + 1];
+    // sum_a v_a (s_aa v_a / 2 + sum_{b > a} s_ab v_b), doubled.
+    double q = 0;
+    for (int a = begin; a < end; ++a) {
+      const double* col = s.col(col_[static_cast<size_t>(a)]).data();
+      double t = 0.5 * col[col_[static_cast<size_t>(a)]] * val_[static_cast<size_t>(a)];
+      for (int b = a + 1; b < end; ++b) t += col[col_[static_cast<size_t>(b)]] * val_[static_cast<size_t>(b)];
+      q += val_[static_cast<size_t>(a)] * t;
+    }
+    out[i] = 2.0 * q;
+  }
+  return out;
+}
+
 RowPattern::RowPattern(const Eigen::MatrixXd& x) : x_(x) {
   // Column-major storage: count each row's non-zeros column by column, then
   // fill, so columns ascend within each row.
@@ -15,18 +44,19 @@ RowPattern::RowPattern(const Eigen::MatrixXd& x) : x_(x) {
   }
   for (size_t i = 1; i < count.size(); ++i) count[i] += count[i - 1];
   const int nnz = count.back();
-  sparse_ = static_cast<Eigen::Index>(nnz) * 4 <= x.size();
-  if (!sparse_) return;
-  start_ = count;
-  col_.resize(static_cast<size_t>(nnz));
-  val_.resize(static_cast<size_t>(nnz));
+  if (static_cast<Eigen::Index>(nnz) * 2 > x.size()) return;
+  rows_.emplace(x.cols());
+  SparseRows& r = *rows_;
+  r.start_ = count;
+  r.col_.resize(static_cast<size_t>(nnz));
+  r.val_.resize(static_cast<size_t>(nnz));
   for (Eigen::Index j = 0; j < x.cols(); ++j) {
     const double* c = x.col(j).data();
     for (Eigen::Index i = 0; i < x.rows(); ++i) {
       if (c[i] == 0.0) continue;
       const size_t at = static_cast<size_t>(count[static_cast<size_t>(i)]++);
-      col_[at] = static_cast<int>(j);
-      val_[at] = c[i];
+      r.col_[at] = static_cast<int>(j);
+      r.val_[at] = c[i];
     }
   }
 }
@@ -34,22 +64,25 @@ RowPattern::RowPattern(const Eigen::MatrixXd& x) : x_(x) {
 Eigen::MatrixXd RowPattern::Gram(const Eigen::VectorXd* w, const Eigen::VectorXd& diag) const {
   const Eigen::Index d = x_.cols();
   Eigen::MatrixXd g = Eigen::MatrixXd::Zero(d, d);
-  if (!sparse_ && x_.rows() > 0) {
+  if (!rows_ && x_.rows() > 0) {
     if (w == nullptr) {
       g.selfadjointView<Eigen::Lower>().rankUpdate(x_.transpose());
     } else {
       const Eigen::MatrixXd xs = w->cwiseSqrt().asDiagonal() * x_;
       g.selfadjointView<Eigen::Lower>().rankUpdate(xs.transpose());
     }
-  } else if (sparse_) {
-    for (size_t i = 0; i + 1 < start_.size(); ++i) {
+  } else if (rows_) {
+    const std::vector<int>& start = rows_->start_;
+    const std::vector<int>& cols = rows_->col_;
+    const std::vector<double>& val = rows_->val_;
+    for (size_t i = 0; i + 1 < start.size(); ++i) {
       const double wi = w == nullptr ? 1.0 : (*w)[static_cast<Eigen::Index>(i)];
-      for (int a = start_[i]; a < start_[i + 1]; ++a) {
-        double* col = g.col(col_[static_cast<size_t>(a)]).data();
-        const double va = wi * val_[static_cast<size_t>(a)];
+      for (int a = start[i]; a < start[i + 1]; ++a) {
+        double* col = g.col(cols[static_cast<size_t>(a)]).data();
+        const double va = wi * val[static_cast<size_t>(a)];
         // Columns ascend within a row, so this fills the lower triangle.
-        for (int b = a; b < start_[i + 1]; ++b) {
-          col[col_[static_cast<size_t>(b)]] += va * val_[static_cast<size_t>(b)];
+        for (int b = a; b < start[i + 1]; ++b) {
+          col[cols[static_cast<size_t>(b)]] += va * val[static_cast<size_t>(b)];
         }
       }
     }
@@ -60,21 +93,8 @@ Eigen::MatrixXd RowPattern::Gram(const Eigen::VectorXd* w, const Eigen::VectorXd
 }
 
 Eigen::VectorXd RowPattern::QuadraticForms(const Eigen::MatrixXd& cov) const {
-  if (!sparse_) return (x_ * cov).cwiseProduct(x_).rowwise().sum();
-  Eigen::VectorXd out(x_.rows());
-  for (size_t i = 0; i + 1 < start_.size(); ++i) {
-    double q = 0;
-    for (int a = start_[i]; a < start_[i + 1]; ++a) {
-      const double* col = cov.col(col_[static_cast<size_t>(a)]).data();  // symmetric
-      double s = 0;
-      for (int b = start_[i]; b < start_[i + 1]; ++b) {
-        s += col[col_[static_cast<size_t>(b)]] * val_[static_cast<size_t>(b)];
-      }
-      q += val_[static_cast<size_t>(a)] * s;
-    }
-    out[static_cast<Eigen::Index>(i)] = q;
-  }
-  return out;
+  if (!rows_) return (x_ * cov).cwiseProduct(x_).rowwise().sum();
+  return rows_->QuadraticForms(cov);
 }
 
 void BayesLinear::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
@@ -104,6 +124,11 @@ void BayesLinear::PredictBatch(const Eigen::MatrixXd& x, Eigen::VectorXd* mean,
                                Eigen::VectorXd* var) const {
   *mean = x * mean_;
   *var = RowPattern(x).QuadraticForms(covariance_).array() + noise_var_;
+}
+
+void BayesLinear::PredictBatch(const SparseRows& x, Eigen::VectorXd* mean, Eigen::VectorXd* var) const {
+  *mean = x.Times(mean_);
+  *var = x.QuadraticForms(covariance_).array() + noise_var_;
 }
 
 double BayesLinear::WeightSd(int j) const {

@@ -9,14 +9,53 @@
 #define INFRARSI_MODELS_BAYES_LINEAR_H_
 
 #include <Eigen/Dense>
+#include <optional>
 #include <vector>
 
 namespace infrarsi::models {
+
+// Rows of a design matrix by their non-zeros (compressed sparse rows), as
+// the search encodes a candidate pool: a proposal predicts a thousand or
+// more settings whose codes set a few dozen of a few hundred features.
+// Thread-compatible.
+class SparseRows {
+ public:
+  explicit SparseRows(Eigen::Index cols) : cols_(cols) {}
+  // Appends entry (current row, col) = val. Precondition: cols are
+  // distinct within a row, 0 <= col < cols().
+  void Add(int col, double val) {
+    col_.push_back(col);
+    val_.push_back(val);
+  }
+  // Ends the current row (a row with no Add is all zeros).
+  void EndRow() { start_.push_back(static_cast<int>(col_.size())); }
+  void Reserve(size_t rows, size_t entries) {
+    start_.reserve(rows + 1);
+    col_.reserve(entries);
+    val_.reserve(entries);
+  }
+  Eigen::Index rows() const { return static_cast<Eigen::Index>(start_.size()) - 1; }
+  Eigen::Index cols() const { return cols_; }
+  size_t entries() const { return col_.size(); }
+  // X w. Precondition: w.size() == cols().
+  Eigen::VectorXd Times(const Eigen::VectorXd& w) const;
+  // x_i' s x_i for every row. Precondition: s symmetric, cols() square.
+  // Sums each unordered pair of a row's entries once (s is symmetric).
+  Eigen::VectorXd QuadraticForms(const Eigen::MatrixXd& s) const;
+
+ private:
+  friend class RowPattern;
+  Eigen::Index cols_;
+  std::vector<int> start_{0};  // row i's entries: [start_[i], start_[i + 1])
+  std::vector<int> col_;
+  std::vector<double> val_;
+};
 
 // The non-zeros of each row of a design matrix, found once per fit. The
 // search's rows are one-hot codes with a few dozen of a few hundred entries
 // set, so products that touch only the non-zeros are an order of magnitude
 // cheaper than dense ones; dense matrices fall back to BLAS-style kernels.
+// Holds a reference to `x`: it must outlive the pattern.
 class RowPattern {
  public:
   explicit RowPattern(const Eigen::MatrixXd& x);
@@ -27,10 +66,11 @@ class RowPattern {
 
  private:
   const Eigen::MatrixXd& x_;
-  bool sparse_ = false;
-  std::vector<int> start_;  // row i's entries: [start_[i], start_[i + 1])
-  std::vector<int> col_;
-  std::vector<double> val_;
+  // Set where at most half the entries are non-zero: below that, touching
+  // only the non-zeros beats the dense kernels (the searches' rows hold
+  // 20-45%; at 30%, 400 x 185: Gram 0.43 against 1.34 ms, quadratic forms
+  // a sixth of the dense time).
+  std::optional<SparseRows> rows_;
 };
 
 // y = x'w + e, e ~ N(0, noise_var), w ~ N(prior_mean, diag(prior_var)).
@@ -47,6 +87,7 @@ class BayesLinear {
   double MeanVariance(const Eigen::VectorXd& x) const;
   // Means and predictive variances of every row of `x`.
   void PredictBatch(const Eigen::MatrixXd& x, Eigen::VectorXd* mean, Eigen::VectorXd* var) const;
+  void PredictBatch(const SparseRows& x, Eigen::VectorXd* mean, Eigen::VectorXd* var) const;
   const Eigen::VectorXd& weights() const { return mean_; }
   // Posterior sd of weight j.
   double WeightSd(int j) const;

@@ -84,10 +84,17 @@ Eigen::VectorXd CensoredLinear::MeanVarianceBatch(const Eigen::MatrixXd& x) cons
 
 Eigen::VectorXd CensoredLinear::ProbabilityBelowBatch(const Eigen::MatrixXd& x,
                                                       double threshold) const {
-  const Eigen::VectorXd mu = x * w_;
-  const Eigen::VectorXd q = RowPattern(x).QuadraticForms(covariance_);
-  Eigen::VectorXd p(x.rows());
-  for (Eigen::Index i = 0; i < x.rows(); ++i) {
+  return ProbabilityBelow(x * w_, RowPattern(x).QuadraticForms(covariance_), threshold);
+}
+
+Eigen::VectorXd CensoredLinear::ProbabilityBelowBatch(const SparseRows& x, double threshold) const {
+  return ProbabilityBelow(x.Times(w_), x.QuadraticForms(covariance_), threshold);
+}
+
+Eigen::VectorXd CensoredLinear::ProbabilityBelow(const Eigen::VectorXd& mu, const Eigen::VectorXd& q,
+                                                 double threshold) const {
+  Eigen::VectorXd p(mu.size());
+  for (Eigen::Index i = 0; i < mu.size(); ++i) {
     const double sd = std::sqrt(sigma_ * sigma_ + q[i]);
     p[i] = 1.0 - UpperTail((threshold - mu[i]) / sd);
   }

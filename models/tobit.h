@@ -16,6 +16,8 @@
 
 #include <Eigen/Dense>
 
+#include "models/bayes_linear.h"
+
 namespace infrarsi::models {
 
 class CensoredLinear {
@@ -43,11 +45,16 @@ class CensoredLinear {
   double ProbabilityBelow(const Eigen::VectorXd& x, double threshold) const;
   // ProbabilityBelow for every row of `x`.
   Eigen::VectorXd ProbabilityBelowBatch(const Eigen::MatrixXd& x, double threshold) const;
+  Eigen::VectorXd ProbabilityBelowBatch(const SparseRows& x, double threshold) const;
   const Eigen::VectorXd& weights() const { return w_; }
   // Posterior sd of weight j (Laplace).
   double WeightSd(int j) const;
 
  private:
+  // From each row's mean and MeanVariance.
+  Eigen::VectorXd ProbabilityBelow(const Eigen::VectorXd& mu, const Eigen::VectorXd& q,
+                                   double threshold) const;
+
   Eigen::VectorXd w_;
   Eigen::LLT<Eigen::MatrixXd> hessian_llt_;  // negative Hessian at the mode
   Eigen::MatrixXd covariance_;               // its inverse
