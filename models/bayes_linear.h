@@ -3,8 +3,9 @@
 // logistic model (does a setting launch). Pure Eigen; thread-compatible.
 //
 // Both are fitted once per proposal on up to thousands of trials, so they
-// use one symmetric rank-k update per fit (SYRK) and batch predictions
-// (one triangular solve for a whole candidate pool).
+// use one rank-k update per Gram product (sparse where rows are, SYRK
+// where not) and batch predictions over a candidate pool's sparse rows
+// (SparseRows) against a covariance computed once per fit.
 #ifndef INFRARSI_MODELS_BAYES_LINEAR_H_
 #define INFRARSI_MODELS_BAYES_LINEAR_H_
 
