@@ -37,11 +37,10 @@ class SparseRows {
   }
   Eigen::Index rows() const { return static_cast<Eigen::Index>(start_.size()) - 1; }
   Eigen::Index cols() const { return cols_; }
-  size_t entries() const { return col_.size(); }
   // X w. Precondition: w.size() == cols().
   Eigen::VectorXd Times(const Eigen::VectorXd& w) const;
-  // x_i' s x_i for every row. Precondition: s symmetric, cols() square.
-  // Sums each unordered pair of a row's entries once (s is symmetric).
+  // x_i' s x_i for every row. Precondition: s is cols() x cols() and
+  // symmetric (each unordered pair of a row's entries is summed once).
   Eigen::VectorXd QuadraticForms(const Eigen::MatrixXd& s) const;
 
  private:
