@@ -42,7 +42,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
   // Contract violations and timeouts are evidence about the values that
   // ran (core/value_blame.h): a value blamed for certain is not proposed
   // again, and every setting is scored by the chance it keeps the contract.
-  const ValueBlame blame(spec, history);
+  const ValueBlame blame(spec, history, &history_index);
   auto keeps_contract = [&](int64_t i) { return !blame.any() || !blame.CertainAt(i); };
   auto clean = [&](int64_t i) { return blame.any() ? 1.0 - blame.RiskAt(i) : 1.0; };
   // A setting whose step time is that of one that ran, is running or is

@@ -11,24 +11,46 @@ bool IsContractEvidence(const std::string& status) {
   return status == trial_status::kViolation || status == trial_status::kTimeout;
 }
 
-ValueBlame::ValueBlame(const SessionSpec& spec, const std::vector<Observation>& history)
+ValueBlame::ValueBlame(const SessionSpec& spec, const std::vector<Observation>& history,
+                       const std::vector<int64_t>* indices)
     : space_(spec) {
+  // Without a bad trial nothing is blamed: the trials that ran are not read.
+  if (std::none_of(history.begin(), history.end(),
+                   [](const Observation& o) { return IsContractEvidence(o.status); })) {
+    certain_at_.resize(spec.knobs.size());
+    for (size_t k = 0; k < spec.knobs.size(); ++k) certain_at_[k].assign(spec.knobs[k].values.size(), 0);
+    return;
+  }
+  // It ran and broke no rule: none of its values is poison. (An OOM
+  // clears nothing: it ended before its loss could be judged.) By knob
+  // position and value index where the setting is in the space, else by
+  // name and value.
   std::set<Value> cleared;
-  for (const Observation& o : history) {
-    // It ran and broke no rule: none of its values is poison. (An OOM
-    // clears nothing: it ended before its loss could be judged.)
-    if (o.status == trial_status::kOk) {
+  std::vector<std::vector<char>> cleared_at(spec.knobs.size());
+  for (size_t k = 0; k < spec.knobs.size(); ++k) cleared_at[k].assign(spec.knobs[k].values.size(), 0);
+  for (size_t i = 0; i < history.size(); ++i) {
+    const Observation& o = history[i];
+    if (o.status != trial_status::kOk) continue;
+    const int64_t index = indices != nullptr ? (*indices)[i] : -1;
+    if (index >= 0) {
+      for (size_t k = 0; k < spec.knobs.size(); ++k) cleared_at[k][static_cast<size_t>(space_.Digit(index, k))] = 1;
+    } else {
       for (const auto& kv : o.config) cleared.insert(kv);
     }
   }
+  auto is_cleared = [&](size_t k, const Value& v) {
+    const std::vector<std::string>& values = spec.knobs[k].values;
+    const auto at = std::find(values.begin(), values.end(), v.second);
+    return (at != values.end() && cleared_at[k][static_cast<size_t>(at - values.begin())]) || cleared.count(v) > 0;
+  };
   std::vector<std::vector<Value>> suspects;  // per bad trial, with 2+ suspects
   for (const Observation& o : history) {
     if (!IsContractEvidence(o.status)) continue;
     std::vector<Value> s;
-    for (const Knob& k : spec.knobs) {
-      auto it = o.config.find(k.name);
+    for (size_t k = 0; k < spec.knobs.size(); ++k) {
+      auto it = o.config.find(spec.knobs[k].name);
       if (it == o.config.end()) continue;
-      if (!cleared.count(*it)) s.push_back(*it);
+      if (!is_cleared(k, *it)) s.push_back(*it);
     }
     if (s.empty()) continue;  // a combination: not this model's
     if (s.size() == 1) {

@@ -28,7 +28,11 @@ namespace infrarsi {
 class ValueBlame {
  public:
   // `history`: the session's search and doctor trials, in any order.
-  ValueBlame(const SessionSpec& spec, const std::vector<Observation>& history);
+  // `indices` (optional): IndexOf of each history entry (-1 outside the
+  // space), when the caller has them: the trials that ran are then read by
+  // digit rather than by walking their Config maps.
+  ValueBlame(const SessionSpec& spec, const std::vector<Observation>& history,
+             const std::vector<int64_t>* indices = nullptr);
 
   // How likely `config` is to break the contract again: for each bad trial,
   // the share of its suspects `config` holds, squared (holding all of them

@@ -751,7 +751,8 @@ TEST(ValueBlameTest, ABadTrialsOnlyUnclearedValueIsPoisonAndAnOomClearsNothing) 
 // RiskAt and CertainAt (what a proposal scores its thousands of candidates
 // by) answer as Risk and Certain do for every setting of the space, over
 // histories with values outside the space and bad trials a certain value
-// explains.
+// explains; and a blame built from the history's indices (the trials that
+// ran read by digit) answers as one built from the Configs.
 TEST(ValueBlameTest, IndexedQueriesAgreeWithTheConfigOnesEverywhere) {
   SessionSpec spec;
   spec.knobs = {{"a", {"0", "1", "2"}}, {"b", {"x", "y"}}, {"c", {"0", "1", "2", "3"}}};
@@ -770,10 +771,17 @@ TEST(ValueBlameTest, IndexedQueriesAgreeWithTheConfigOnesEverywhere) {
       h.push_back(o);
     }
     const ValueBlame blame(spec, h);
+    std::vector<int64_t> indices;
+    for (const Observation& o : h) indices.push_back(IndexOf(spec, o.config));
+    const ValueBlame indexed(spec, h, &indices);
+    ASSERT_EQ(indexed.any(), blame.any()) << "round " << round;
     for (int64_t i = 0; i < spec.SpaceSize(); ++i) {
       const Config c = ConfigAt(spec, i);
       ASSERT_EQ(blame.CertainAt(i), !blame.Certain(c).empty()) << "round " << round << " index " << i;
       ASSERT_DOUBLE_EQ(blame.RiskAt(i), blame.Risk(c)) << "round " << round << " index " << i;
+      ASSERT_EQ(indexed.Certain(c), blame.Certain(c)) << "round " << round << " index " << i;
+      ASSERT_EQ(indexed.CertainAt(i), blame.CertainAt(i)) << "round " << round << " index " << i;
+      ASSERT_DOUBLE_EQ(indexed.RiskAt(i), blame.RiskAt(i)) << "round " << round << " index " << i;
     }
   }
 }
