@@ -5,7 +5,8 @@
 // and core/knob_effects.cc: not an interface of its own.
 //
 // Thread safety: none of these types is shared between threads; a
-// proposal builds its own.
+// proposal builds its own. Models fits and predicts its sub-models on two
+// threads inside its own calls, each thread writing only its own members.
 #ifndef INFRARSI_CORE_MODEL_INTERNAL_H_
 #define INFRARSI_CORE_MODEL_INTERNAL_H_
 

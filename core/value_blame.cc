@@ -14,21 +14,17 @@ bool IsContractEvidence(const std::string& status) {
 ValueBlame::ValueBlame(const SessionSpec& spec, const std::vector<Observation>& history,
                        const std::vector<int64_t>* indices)
     : space_(spec) {
-  // Without a bad trial nothing is blamed: the trials that ran are not read.
-  if (std::none_of(history.begin(), history.end(),
-                   [](const Observation& o) { return IsContractEvidence(o.status); })) {
-    certain_at_.resize(spec.knobs.size());
-    for (size_t k = 0; k < spec.knobs.size(); ++k) certain_at_[k].assign(spec.knobs[k].values.size(), 0);
-    return;
-  }
   // It ran and broke no rule: none of its values is poison. (An OOM
   // clears nothing: it ended before its loss could be judged.) By knob
   // position and value index where the setting is in the space, else by
-  // name and value.
+  // name and value; without a bad trial nothing is blamed, so the trials
+  // that ran are not read.
+  const bool any_bad = std::any_of(history.begin(), history.end(),
+                                   [](const Observation& o) { return IsContractEvidence(o.status); });
   std::set<Value> cleared;
   std::vector<std::vector<char>> cleared_at(spec.knobs.size());
   for (size_t k = 0; k < spec.knobs.size(); ++k) cleared_at[k].assign(spec.knobs[k].values.size(), 0);
-  for (size_t i = 0; i < history.size(); ++i) {
+  for (size_t i = 0; i < history.size() && any_bad; ++i) {
     const Observation& o = history[i];
     if (o.status != trial_status::kOk) continue;
     const int64_t index = indices != nullptr ? (*indices)[i] : -1;
