@@ -319,7 +319,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     const int ooms = options_.oom_caution
                          ? std::min(6, static_cast<int>(std::count_if(
                                            history.begin(), history.end(),
-                                           [](const Observation& o) { return o.status == "oom"; })))
+                                           [](const Observation& o) { return o.status == trial_status::kOom; })))
                          : 0;
     auto caution = [&](std::vector<double>& s, int level) {
       if (level <= 0) return;

@@ -67,9 +67,9 @@ class RowPattern {
  private:
   const Eigen::MatrixXd& x_;
   // Set where at most half the entries are non-zero: below that, touching
-  // only the non-zeros beats the dense kernels (the searches' rows hold
-  // 20-45%; at 30%, 400 x 185: Gram 0.43 against 1.34 ms, quadratic forms
-  // a sixth of the dense time).
+  // only the non-zeros does fewer operations than the dense kernels by
+  // more than their SIMD advantage (the searches' rows hold 20-45%; see
+  // search_bench --latency for what a proposal costs).
   std::optional<SparseRows> rows_;
 };
 
