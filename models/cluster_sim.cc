@@ -313,7 +313,8 @@ const std::vector<std::string>& KnobNames() {
       "tp", "pp", "cp", "ep", "micro_batch", "vpp", "recompute", "dist_opt", "grad_reduce_bf16",
       "seq_par", "overlap_grad_reduce", "overlap_param_gather", "bucket_mb", "precision", "fused_kernels",
       "flash_attn", "attn_kernel", "offload_layers", "sharding", "shard_group", "pp_first_layers", "pp_last_layers",
-      "capacity_factor", "overlap_moe_comm", "dualpipe", "act_fp8_store", "global_batch_override"};
+      "capacity_factor", "overlap_moe_comm", "dualpipe", "act_fp8_store", "loss_in_place",
+      "global_batch_override"};
   return names;
 }
 
@@ -438,6 +439,7 @@ bool SetKnob(LaunchKnobs* k, const std::string& name, const std::string& value,
   if (name == "overlap_moe_comm") return as_bool(&k->overlap_moe_comm);
   if (name == "dualpipe") return as_bool(&k->dualpipe);
   if (name == "act_fp8_store") return as_bool(&k->act_fp8_store);
+  if (name == "loss_in_place") return as_bool(&k->loss_in_place);
   *error = name + ": not a simulator knob";
   return false;
 }
@@ -479,6 +481,7 @@ KnobSetter CompileKnob(const std::string& name, const std::string& value, std::s
   if (name == "overlap_moe_comm") return Assign(&LaunchKnobs::overlap_moe_comm, p.overlap_moe_comm);
   if (name == "dualpipe") return Assign(&LaunchKnobs::dualpipe, p.dualpipe);
   if (name == "act_fp8_store") return Assign(&LaunchKnobs::act_fp8_store, p.act_fp8_store);
+  if (name == "loss_in_place") return Assign(&LaunchKnobs::loss_in_place, p.loss_in_place);
   if (name == "global_batch_override") return Assign(&LaunchKnobs::global_batch_override, p.global_batch_override);
   *error = name + ": not a simulator knob";
   return nullptr;
@@ -1197,10 +1200,10 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
   const double whole_dense = ActivationBytesPerLayer(m, none, false);
   const double whole_moe = ActivationBytesPerLayer(m, none, true);
   // bf16 logits, their fp32 copy for the loss and its gradient; a fused
-  // cross entropy (Transformer Engine's, Megatron's vocab-parallel one)
-  // works in place on the bf16 logits and their gradient.
-  const double logits =
-      (k.fused_kernels ? 4.0 : 10.0) * t * static_cast<double>(m.vocab) / tp;
+  // cross entropy works on the bf16 logits and their gradient, and one
+  // that writes the gradient over the logits on them alone.
+  const double logit_value_bytes = k.loss_in_place ? 2.0 : k.fused_kernels ? 4.0 : 10.0;
+  const double logits = logit_value_bytes * t * static_cast<double>(m.vocab) / tp;
   const double buffers =
       (1.5 + 0.25 * ((k.tp > 1) + (k.pp > 1) + (k.cp > 1) + (k.ep > 1))) * kGiB +
       (k.overlap_grad_reduce ? 2.0 * bucket : 0.0);

@@ -209,6 +209,13 @@ struct LaunchKnobs {
   // in fp8 for backward (Megatron-Core's activation_func_fp8_input_store,
   // DeepSeek-V3's cached SwiGLU inputs): 1 byte a value instead of 2.
   bool act_fp8_store = false;
+  // The loss's fused cross entropy writes its gradient into the bf16
+  // logits it saved (Transformer Engine's Triton kernel, which Megatron-
+  // Core runs with cross_entropy_fusion_impl "te", as Megatron-Bridge's
+  // recipes set it): the logits cost 2 bytes a value, not the 4 of a
+  // fused loss that keeps a gradient beside them (or the 10 of an unfused
+  // one's fp32 copies).
+  bool loss_in_place = false;
   // A contract-breaking edit: sequences per step actually processed (0: the
   // workload's). Changes the numbers, which a contract must catch.
   int64_t global_batch_override = 0;

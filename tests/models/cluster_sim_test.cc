@@ -622,7 +622,8 @@ TEST(KnobTest, CompiledKnobsSetWhatSetKnobSets) {
            a.pp_first_layers == b.pp_first_layers && a.pp_last_layers == b.pp_last_layers &&
            a.capacity_factor == b.capacity_factor && a.overlap_moe_comm == b.overlap_moe_comm &&
            a.attn_kernel == b.attn_kernel && a.offload_layers == b.offload_layers &&
-           a.dualpipe == b.dualpipe && a.act_fp8_store == b.act_fp8_store;
+           a.dualpipe == b.dualpipe && a.act_fp8_store == b.act_fp8_store &&
+           a.loss_in_place == b.loss_in_place;
   };
   const std::map<std::string, std::string> odd = {
       {"tp", "4"}, {"pp", "2"}, {"cp", "2"}, {"ep", "8"}, {"micro_batch", "3"}, {"vpp", "5"},
@@ -632,7 +633,7 @@ TEST(KnobTest, CompiledKnobsSetWhatSetKnobSets) {
       {"global_batch_override", "64"}, {"sharding", "zero2"}, {"shard_group", "4"},
       {"pp_first_layers", "3"}, {"pp_last_layers", "5"}, {"capacity_factor", "1.25"},
       {"overlap_moe_comm", "true"}, {"attn_kernel", "fa2"}, {"offload_layers", "7"},
-      {"dualpipe", "true"}, {"act_fp8_store", "true"}};
+      {"dualpipe", "true"}, {"act_fp8_store", "true"}, {"loss_in_place", "true"}};
   ASSERT_EQ(odd.size(), KnobNames().size());  // every knob is covered
   for (const auto& [name, value] : odd) {
     std::string err;

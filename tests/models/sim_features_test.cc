@@ -431,6 +431,30 @@ TEST(MemoryTest, FusedCrossEntropyKeepsOnlyTheBf16LogitsAndTheirGradient) {
   EXPECT_NEAR(Simulate(m, Nodes(1), k).memory.logits_gib / unfused, 0.4, 1e-9);
 }
 
+// Transformer Engine's Triton cross entropy overwrites the logits it saved
+// with their gradient: half a fused loss's logit bytes, a fifth of an
+// unfused one's, whether or not the other kernels are fused; and the
+// total moves by exactly what the logits shed.
+TEST(MemoryTest, AnInPlaceCrossEntropyKeepsOnlyTheBf16Logits) {
+  const ModelShape m = Small();
+  LaunchKnobs k;
+  k.flash_attn = true;
+  k.fused_kernels = true;
+  const SimResult fused = Simulate(m, Nodes(1), k);
+  k.loss_in_place = true;
+  const SimResult in_place = Simulate(m, Nodes(1), k);
+  EXPECT_NEAR(in_place.memory.logits_gib / fused.memory.logits_gib, 0.5, 1e-9);
+  EXPECT_NEAR(fused.memory.total_gib - in_place.memory.total_gib,
+              fused.memory.logits_gib - in_place.memory.logits_gib, 1e-9);
+  EXPECT_EQ(in_place.step_time_s, fused.step_time_s);  // memory only
+  k.fused_kernels = false;
+  LaunchKnobs unfused = k;
+  unfused.loss_in_place = false;
+  EXPECT_NEAR(Simulate(m, Nodes(1), k).memory.logits_gib /
+                  Simulate(m, Nodes(1), unfused).memory.logits_gib,
+              0.2, 1e-9);
+}
+
 // ---- the spec carries the new fields, and names the field it rejects.
 
 absl::StatusOr<SessionSpec> Parse(const std::string& model, const std::string& gpu = "H100",
