@@ -4,7 +4,23 @@
 #include <random>
 #include <set>
 
+#include "absl/strings/str_format.h"
+
 namespace infrarsi {
+
+std::string SearchStopReason(const SessionSpec& spec, int search_done, const Proposal& p,
+                             double noise_floor) {
+  // (Or runs at the step time of one tried: core/planner.h.)
+  if (p.configs.empty()) return "every setting of the space was tried";
+  const double stop_below = std::max(spec.stop_gain, noise_floor);
+  if (search_done >= spec.min_trials && p.expected_gain >= 0 && p.expected_gain < stop_below) {
+    return absl::StrFormat(
+        "no setting is expected to beat the best by more than %.2f%% (expected gain %.3f%%) "
+        "after %d search trials",
+        100 * stop_below, 100 * p.expected_gain, search_done);
+  }
+  return "";
+}
 
 Config ConfigAt(const SessionSpec& spec, int64_t index) {
   Config c;

@@ -58,6 +58,14 @@ struct Proposal {
   double expected_gain = -1;
 };
 
+// Why a session's search stops rather than run `p`'s settings, after
+// `search_done` finished search trials, or "" to go on: nothing left to try,
+// or, past spec.min_trials, nothing expected to beat the best by more than
+// max(spec.stop_gain, noise_floor). The server's rule, which the benchmarks
+// call rather than copy.
+std::string SearchStopReason(const SessionSpec& spec, int search_done, const Proposal& p,
+                             double noise_floor);
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;

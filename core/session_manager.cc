@@ -645,18 +645,11 @@ absl::Status SessionManager::ApplyProposalLocked(SessionState& s, const Proposal
   const int room = s.stop_reason.empty() ? WindowRoomLocked(s) : 0;
   // Stop: nothing left to try, or nothing expected to beat the best by
   // more than the noise (checked only once min_trials ran).
-  const double stop_below = std::max(s.spec.stop_gain, s.doctor.noise_floor());
+  std::string stop = room > 0 ? SearchStopReason(s.spec, s.search_done, p, s.doctor.noise_floor()) : "";
   if (room <= 0) {
     // Nothing to queue (the budget went meanwhile).
-  } else if (p.configs.empty()) {
-    // (Or runs at the step time of one tried: core/planner.h.)
-    s.stop_reason = "every setting of the space was tried";
-  } else if (s.search_done >= s.spec.min_trials && p.expected_gain >= 0 &&
-             p.expected_gain < stop_below) {
-    s.stop_reason = absl::StrFormat(
-        "no setting is expected to beat the best by more than %.2f%% (expected gain %.3f%%) "
-        "after %d search trials",
-        100 * stop_below, 100 * p.expected_gain, s.search_done);
+  } else if (!stop.empty()) {
+    s.stop_reason = std::move(stop);
   } else {
     for (size_t i = 0; i < p.configs.size() && static_cast<int>(i) < room; ++i) {
       storage::TrialRecord t;

@@ -370,11 +370,9 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
     const infrarsi::Proposal proposal = opt.Propose(ctx, history, 1, seed * 1000 + static_cast<uint64_t>(n));
     const std::vector<Config>& next = proposal.configs;
     if (next.empty()) break;
-    // The server's stop rule (SessionManager::ApplyProposalLocked, defaults:
-    // min_trials 10, stop_gain 0): past 10 search trials, a session stops
-    // when no setting is expected to beat the best by more than the noise.
-    if (server_stop_rule && n - 1 >= 10 && proposal.expected_gain >= 0 &&
-        proposal.expected_gain < b.noise_floor) {
+    // The server's stop rule (infrarsi::SearchStopReason; the spec's
+    // defaults: min_trials 10, stop_gain 0).
+    if (server_stop_rule && !infrarsi::SearchStopReason(b.spec, n - 1, proposal, b.noise_floor).empty()) {
       break;
     }
     Outcome o;
@@ -661,11 +659,7 @@ int Promote(int seeds) {
         int n = 0;
         for (; n < spec.max_trials; ++n) {
           const auto p = model.Propose(ctx, history, 1, static_cast<uint64_t>(seed) * 1000 + static_cast<uint64_t>(n));
-          if (p.configs.empty()) break;
-          if (n >= spec.min_trials && p.expected_gain >= 0 &&
-              p.expected_gain < std::max(spec.stop_gain, floor)) {
-            break;
-          }
+          if (!infrarsi::SearchStopReason(spec, n, p, floor).empty()) break;
           history.push_back(measure(p.configs[0]));
         }
         trials.push_back(n);

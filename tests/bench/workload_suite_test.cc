@@ -85,8 +85,8 @@ Session RunSession(const SessionSpec& spec, const ModelOptimizer::Options& o, ui
   for (int n = 1; n <= budget; ++n) {
     const Proposal p = opt.Propose(ctx, history, 1, seed * 1000 + static_cast<uint64_t>(n));
     if (p.configs.empty()) break;
-    // The server's stop rule (min_trials 10, the noise floor 1.5%).
-    if (n - 1 >= 10 && p.expected_gain >= 0 && p.expected_gain < 0.015) break;
+    // The server's stop rule (the spec's, the noise floor 1.5%).
+    if (!SearchStopReason(spec, n - 1, p, 0.015).empty()) break;
     const Observation* best = nullptr;
     for (const Observation& o : history) {
       if (o.status == "ok" && (best == nullptr || o.step_time_s < best->step_time_s)) best = &o;

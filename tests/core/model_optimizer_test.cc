@@ -922,6 +922,25 @@ TEST(PlannerTest, SettingsThatDifferOnlyInKnobsAcrossOneRankShareAStepTime) {
 // 2^-k), the caution steps down one level at a time, the baseline floor
 // kept, before every guard goes: on the 405B reference workload, where most
 // of the space does not fit, cold sessions run out of memory less often.
+// The stop rule the server and the benchmarks share: a small expected gain
+// stops only past min_trials, nothing left to try at once, an unknown gain
+// (-1) never.
+TEST(SearchStopTest, ASmallGainStopsOnlyPastMinTrials) {
+  SessionSpec spec;  // min_trials 10, stop_gain 0
+  Proposal p;
+  p.configs.push_back(Config{{"tp", "1"}});
+  p.expected_gain = 0.001;
+  EXPECT_EQ(SearchStopReason(spec, 9, p, 0.01), "");
+  EXPECT_NE(SearchStopReason(spec, 10, p, 0.01).find("expected to beat the best"), std::string::npos);
+  EXPECT_EQ(SearchStopReason(spec, 10, p, 0.0005), "");  // the gain is above the noise
+  spec.stop_gain = 0.002;
+  EXPECT_NE(SearchStopReason(spec, 10, p, 0.0005), "");  // but under the spec's stop_gain
+  p.expected_gain = -1;
+  EXPECT_EQ(SearchStopReason(spec, 25, p, 0.01), "");
+  p.configs.clear();
+  EXPECT_NE(SearchStopReason(spec, 0, p, 0.01).find("every setting"), std::string::npos);
+}
+
 TEST(ModelOptimizerTest, WhereNothingPassesTheOomCautionItStepsDownBeforeGivingUp) {
   const SessionSpec spec = WorkloadSpec("dense-405b-16x8-h100");
   SearchContext ctx;
