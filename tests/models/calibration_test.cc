@@ -56,6 +56,9 @@ TEST(CalibrationSetTest, StatesItsSourcesAndCoversWhatTheIssueNamed) {
     if (!r.pass_set) {
       EXPECT_FALSE(r.note.empty()) << "a row out of the pass set says why";
     }
+    // Every row ran, so every row is checked for fitting: a row neither in
+    // the pass set nor fit-only would escape that check.
+    EXPECT_TRUE(r.pass_set || r.fit_only) << "a configuration that ran is checked for fitting";
     EXPECT_TRUE(r.miss.empty() || r.pass_set) << "misses are pass-set rows";
     EXPECT_GT(r.tokens_per_s_per_gpu + r.tflops_per_gpu, 0);
     pass += r.pass_set;
