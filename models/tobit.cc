@@ -49,19 +49,24 @@ void CensoredLinear::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
     }
   };
   const RowPattern pattern(x);
-  for (int it = 0; it < iterations; ++it) {
+  bool converged = false;
+  for (int it = 0; it < iterations && !converged; ++it) {
     derivatives(x * w_);
     const Eigen::VectorXd g =
         x.transpose() * rw.cwiseProduct(grad_r) - prior_prec.cwiseProduct(w_ - prior_mean);
     const Eigen::VectorXd wc = rw.cwiseProduct(curv);
-    const Eigen::VectorXd step = pattern.Gram(&wc, prior_prec).llt().solve(g);
+    hessian_llt_.compute(pattern.Gram(&wc, prior_prec));
+    const Eigen::VectorXd step = hessian_llt_.solve(g);
     w_ += step;
-    if (step.lpNorm<Eigen::Infinity>() < 1e-3) break;  // 0.1% of memory: below its noise
+    converged = step.lpNorm<Eigen::Infinity>() < 1e-3;  // 0.1% of memory: below its noise
   }
-  // The true curvature at the mode, for the uncertainties.
-  derivatives(x * w_);
-  const Eigen::VectorXd wc = rw.cwiseProduct(curv);
-  hessian_llt_.compute(pattern.Gram(&wc, prior_prec));
+  if (!converged) {
+    // The curvature at the mode, for the uncertainties (after a converged
+    // step, the last iteration's: its point is within 1e-3 of the mode).
+    derivatives(x * w_);
+    const Eigen::VectorXd wc = rw.cwiseProduct(curv);
+    hessian_llt_.compute(pattern.Gram(&wc, prior_prec));
+  }
   covariance_ = hessian_llt_.solve(Eigen::MatrixXd::Identity(w_.size(), w_.size()));
 }
 
