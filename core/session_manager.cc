@@ -11,7 +11,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "base/proto_util.h"
 #include "base/random.h"
 #include "base/held_lock.h"
@@ -645,10 +644,10 @@ absl::Status SessionManager::ApplyProposalLocked(SessionState& s, const Proposal
   const int room = s.stop_reason.empty() ? WindowRoomLocked(s) : 0;
   // Stop: nothing left to try, or nothing expected to beat the best by
   // more than the noise (checked only once min_trials ran).
-  std::string stop = room > 0 ? SearchStopReason(s.spec, s.search_done, p, s.doctor.noise_floor()) : "";
   if (room <= 0) {
     // Nothing to queue (the budget went meanwhile).
-  } else if (!stop.empty()) {
+  } else if (std::string stop = SearchStopReason(s.spec, s.search_done, p, s.doctor.noise_floor());
+             !stop.empty()) {
     s.stop_reason = std::move(stop);
   } else {
     for (size_t i = 0; i < p.configs.size() && static_cast<int>(i) < room; ++i) {

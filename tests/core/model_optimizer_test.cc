@@ -965,10 +965,6 @@ TEST(PlannerTest, SettingsThatDifferOnlyInKnobsAcrossOneRankShareAStepTime) {
   }
 }
 
-// Where no setting passes the OOM caution (after k OOMs, P(fits) >= 1 -
-// 2^-k), the caution steps down one level at a time, the baseline floor
-// kept, before every guard goes: on the 405B reference workload, where most
-// of the space does not fit, cold sessions run out of memory less often.
 // The stop rule the server and the benchmarks share: a small expected gain
 // stops only past min_trials, nothing left to try at once, an unknown gain
 // (-1) never.
@@ -988,6 +984,10 @@ TEST(SearchStopTest, ASmallGainStopsOnlyPastMinTrials) {
   EXPECT_NE(SearchStopReason(spec, 0, p, 0.01).find("every setting"), std::string::npos);
 }
 
+// Where no setting passes the OOM caution (after k OOMs, P(fits) >= 1 -
+// 2^-k), the caution steps down one level at a time, the baseline floor
+// kept, before every guard goes: on the 405B reference workload, where most
+// of the space does not fit, cold sessions run out of memory less often.
 TEST(ModelOptimizerTest, WhereNothingPassesTheOomCautionItStepsDownBeforeGivingUp) {
   const SessionSpec spec = WorkloadSpec("dense-405b-16x8-h100");
   SearchContext ctx;
