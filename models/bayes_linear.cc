@@ -5,6 +5,62 @@
 
 namespace infrarsi::models {
 
+namespace {
+
+// Below this size the blocked kernels cost more than they save.
+constexpr Eigen::Index kBlock = 32;
+
+// l <- l^-1 for lower-triangular l (its upper part is not read):
+// [A 0; B C]^-1 = [A^-1 0; -C^-1 B A^-1  C^-1].
+void InvertLowerInPlace(Eigen::Ref<Eigen::MatrixXd> l) {
+  const Eigen::Index n = l.rows();
+  if (n <= kBlock) {
+    l.triangularView<Eigen::Lower>() =
+        l.triangularView<Eigen::Lower>().solve(Eigen::MatrixXd::Identity(n, n));
+    return;
+  }
+  const Eigen::Index h = n / 2;
+  auto a = l.topLeftCorner(h, h);
+  auto b = l.bottomLeftCorner(n - h, h);
+  auto c = l.bottomRightCorner(n - h, n - h);
+  InvertLowerInPlace(a);
+  InvertLowerInPlace(c);
+  const Eigen::MatrixXd ba = b * a.triangularView<Eigen::Lower>();
+  b.noalias() = -(c.triangularView<Eigen::Lower>() * ba);
+}
+
+// The lower triangle of l' l for lower-triangular l, in place:
+// [A 0; B C]' [A 0; B C] = [A'A + B'B  B'C; C'B  C'C].
+void LowerGramInPlace(Eigen::Ref<Eigen::MatrixXd> l) {
+  const Eigen::Index n = l.rows();
+  if (n <= kBlock) {
+    // Column j upwards from the diagonal: each entry reads only entries
+    // below it in its column and in column i >= j, not yet overwritten.
+    for (Eigen::Index j = 0; j < n; ++j) {
+      for (Eigen::Index i = j; i < n; ++i) l(i, j) = l.col(i).tail(n - i).dot(l.col(j).tail(n - i));
+    }
+    return;
+  }
+  const Eigen::Index h = n / 2;
+  auto a = l.topLeftCorner(h, h);
+  auto b = l.bottomLeftCorner(n - h, h);
+  auto c = l.bottomRightCorner(n - h, n - h);
+  LowerGramInPlace(a);
+  a.selfadjointView<Eigen::Lower>().rankUpdate(b.transpose());
+  b = c.triangularView<Eigen::Lower>().transpose() * b;
+  LowerGramInPlace(c);
+}
+
+}  // namespace
+
+Eigen::MatrixXd InverseFromCholesky(const Eigen::LLT<Eigen::MatrixXd>& llt) {
+  Eigen::MatrixXd m = llt.matrixLLT();
+  InvertLowerInPlace(m);
+  LowerGramInPlace(m);
+  m.triangularView<Eigen::StrictlyUpper>() = m.transpose();
+  return m;
+}
+
 Eigen::VectorXd SparseRows::Times(const Eigen::VectorXd& w) const {
   Eigen::VectorXd out(rows());
   for (Eigen::Index i = 0; i < rows(); ++i) {
@@ -107,7 +163,7 @@ void BayesLinear::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
   precision_llt_.compute(a / noise_var);
   const Eigen::VectorXd b = x.transpose() * y / noise_var + prior_prec.cwiseProduct(prior_mean);
   mean_ = precision_llt_.solve(b);
-  covariance_ = precision_llt_.solve(Eigen::MatrixXd::Identity(a.rows(), a.cols()));
+  covariance_ = InverseFromCholesky(precision_llt_);
 }
 
 double BayesLinear::Variance(const Eigen::VectorXd& x) const {

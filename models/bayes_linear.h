@@ -51,6 +51,13 @@ class SparseRows {
   std::vector<double> val_;
 };
 
+// The inverse of A = L L' from its Cholesky factor, as LAPACK's potri
+// computes it: L^-1 by blocks, then L^-T L^-1. A third of the flops of
+// solving A X = I (which treats the identity as a dense right-hand side),
+// and each fit of the search needs one for its batch predictions.
+// Precondition: `llt` succeeded. Returns the whole symmetric matrix.
+Eigen::MatrixXd InverseFromCholesky(const Eigen::LLT<Eigen::MatrixXd>& llt);
+
 // The non-zeros of each row of a design matrix, found once per fit. The
 // search's rows are one-hot codes with a few dozen of a few hundred entries
 // set, so products that touch only the non-zeros are an order of magnitude

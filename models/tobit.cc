@@ -67,7 +67,7 @@ void CensoredLinear::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
     const Eigen::VectorXd wc = rw.cwiseProduct(curv);
     hessian_llt_.compute(pattern.Gram(&wc, prior_prec));
   }
-  covariance_ = hessian_llt_.solve(Eigen::MatrixXd::Identity(w_.size(), w_.size()));
+  covariance_ = InverseFromCholesky(hessian_llt_);
 }
 
 double CensoredLinear::Sd(const Eigen::VectorXd& x) const {

@@ -87,6 +87,32 @@ TEST(BayesLogisticTest, SeparableWeightedDataConvergesToAFiniteMode) {
   EXPECT_LT(wrong, n / 20);
 }
 
+// The blocked inverse from a Cholesky factor is the inverse, whole and
+// symmetric, at sizes around its block (32) and the search's (150-190),
+// for a well-conditioned and a badly conditioned Gram matrix; and it reads
+// only the factor (LLT keeps the input's upper triangle beside it).
+TEST(InverseFromCholeskyTest, IsTheInverseAtEverySize) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> g(0, 1);
+  std::bernoulli_distribution on(0.15);
+  for (int d : {1, 2, 5, 31, 32, 33, 64, 65, 100, 187}) {
+    for (double ridge : {1.0, 1e-6}) {
+      Eigen::MatrixXd x = Eigen::MatrixXd::Zero(3 * d, d);
+      for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = on(rng) ? g(rng) : 0.0;
+      Eigen::MatrixXd a = x.transpose() * x;
+      a.diagonal().array() += ridge;
+      Eigen::LLT<Eigen::MatrixXd> llt(a);
+      ASSERT_EQ(llt.info(), Eigen::Success) << d;
+      const Eigen::MatrixXd inv = models::InverseFromCholesky(llt);
+      const Eigen::MatrixXd want = llt.solve(Eigen::MatrixXd::Identity(d, d));
+      const std::string what = "d=" + std::to_string(d) + " ridge=" + std::to_string(ridge);
+      EXPECT_LT((inv - want).cwiseAbs().maxCoeff(), 1e-9 * want.cwiseAbs().maxCoeff()) << what;
+      EXPECT_EQ((inv - inv.transpose()).cwiseAbs().maxCoeff(), 0.0) << what;
+      EXPECT_LT((a * inv - Eigen::MatrixXd::Identity(d, d)).cwiseAbs().maxCoeff(), 1e-6 / ridge) << what;
+    }
+  }
+}
+
 TEST(RowPatternTest, SparseProductsMatchDenseOnes) {
   std::mt19937_64 rng(3);
   std::bernoulli_distribution on(0.1);
