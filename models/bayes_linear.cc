@@ -212,6 +212,9 @@ void BayesLogistic::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& labels,
   const RowPattern pattern(x);
   Eigen::VectorXd eta = x * w_;
   double f = objective(w_, eta);
+  Eigen::LLT<Eigen::MatrixXd> llt;
+  // 1e-3 on the logit scale is far below what the data can tell apart.
+  NewtonSteps steps(1e-3);
   for (int it = 0; it < iterations; ++it) {
     const Eigen::VectorXd p = eta.unaryExpr([](double e) { return 1.0 / (1.0 + std::exp(-e)); });
     const Eigen::VectorXd g =
@@ -220,9 +223,12 @@ void BayesLogistic::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& labels,
     // stays well-conditioned where the model is sure), damped by
     // backtracking: a full step from far away can overshoot where the
     // classes separate, and undamped Newton then diverges.
-    const Eigen::VectorXd c =
-        rw.cwiseProduct(p.cwiseProduct((1.0 - p.array()).matrix()).cwiseMax(1e-6));
-    const Eigen::VectorXd step = pattern.Gram(&c, prior_prec).llt().solve(g);
+    if (steps.Refresh()) {
+      const Eigen::VectorXd c =
+          rw.cwiseProduct(p.cwiseProduct((1.0 - p.array()).matrix()).cwiseMax(1e-6));
+      llt.compute(pattern.Gram(&c, prior_prec));
+    }
+    const Eigen::VectorXd step = llt.solve(g);
     const Eigen::VectorXd x_step = x * step;
     const double slope = g.dot(step);
     double t = 1.0;
@@ -237,8 +243,8 @@ void BayesLogistic::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& labels,
     eta = std::move(next_eta);
     const double change = f - next_f;
     f = next_f;
-    // 1e-3 on the logit scale is far below what the data can tell apart.
-    if ((t * step).lpNorm<Eigen::Infinity>() < 1e-3 || std::fabs(change) < 1e-8 * (1 + std::fabs(f))) break;
+    if (steps.Step((t * step).lpNorm<Eigen::Infinity>(), t == 1.0)) break;
+    if (steps.LastFresh() && std::fabs(change) < 1e-8 * (1 + std::fabs(f))) break;
   }
 }
 

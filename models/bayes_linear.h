@@ -58,6 +58,42 @@ class SparseRows {
 // Precondition: `llt` succeeded. Returns the whole symmetric matrix.
 Eigen::MatrixXd InverseFromCholesky(const Eigen::LLT<Eigen::MatrixXd>& llt);
 
+// When Newton's method refactors its Hessian (the launch model's fit; the
+// memory model's censored rows move its curvature too far between steps
+// for a kept one to pay, measured). A factorization is kept while
+// the steps it gives shrink at least fourfold each (the curvature has
+// settled near the mode): a step then costs a few matrix-vector products
+// instead of a Gram product and a Cholesky factorization. The first two
+// steps are always fresh. A kept factorization converges linearly, not
+// quadratically, so its steps must be smaller before the fit stops:
+// Converged() asks the same accuracy of both kinds (a fresh step below
+// `tolerance` leaves an error near its square). Thread-compatible.
+class NewtonSteps {
+ public:
+  explicit NewtonSteps(double tolerance) : tolerance_(tolerance) {}
+  // Whether this iteration computes a fresh Hessian.
+  bool Refresh() const { return refresh_; }
+  // Records the step this iteration took (its infinity norm); `full`: no
+  // line search shortened it. Returns whether the fit has converged.
+  bool Step(double norm, bool full = true) {
+    const bool fresh = refresh_;
+    refresh_ = steps_ < 1 || !full || !(norm < 0.25 * last_);
+    last_ = norm;
+    ++steps_;
+    last_fresh_ = fresh;
+    return norm < (fresh ? tolerance_ : tolerance_ * tolerance_);
+  }
+  // Whether the last step used a Hessian computed for it.
+  bool LastFresh() const { return last_fresh_; }
+
+ private:
+  double tolerance_;
+  double last_ = 0;
+  int steps_ = 0;
+  bool refresh_ = true;
+  bool last_fresh_ = true;
+};
+
 // The non-zeros of each row of a design matrix, found once per fit. The
 // search's rows are one-hot codes with a few dozen of a few hundred entries
 // set, so products that touch only the non-zeros are an order of magnitude

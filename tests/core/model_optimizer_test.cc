@@ -87,6 +87,66 @@ TEST(BayesLogisticTest, SeparableWeightedDataConvergesToAFiniteMode) {
   EXPECT_LT(wrong, n / 20);
 }
 
+// Newton's factorizations: the first two steps fresh, one kept while the
+// steps shrink fourfold, dropped after a step that shrank less or that the
+// line search shortened; a kept factorization's step must be below the
+// tolerance squared to stop the fit, a fresh one's below the tolerance.
+TEST(NewtonStepsTest, KeepsAFactorizationOnlyWhileStepsShrinkFast) {
+  models::NewtonSteps s(1e-3);
+  EXPECT_TRUE(s.Refresh());
+  EXPECT_FALSE(s.Step(0.7));
+  EXPECT_TRUE(s.Refresh());  // the second step is fresh whatever the first
+  EXPECT_FALSE(s.Step(0.1));
+  EXPECT_FALSE(s.Refresh());  // 0.1 < 0.7 / 4: kept
+  EXPECT_FALSE(s.Step(0.02));
+  EXPECT_FALSE(s.LastFresh());
+  EXPECT_FALSE(s.Refresh());
+  EXPECT_FALSE(s.Step(0.01));  // only halved
+  EXPECT_TRUE(s.Refresh());
+  EXPECT_FALSE(s.Step(0.001, /*full=*/false));
+  EXPECT_TRUE(s.LastFresh());
+  EXPECT_TRUE(s.Refresh());  // shortened by the line search
+  EXPECT_TRUE(s.Step(0.0005));  // fresh, below 1e-3
+  models::NewtonSteps k(1e-3);
+  k.Step(0.5);
+  k.Step(0.1);
+  EXPECT_FALSE(k.Step(0.0005));  // kept: 5e-4 is not below 1e-6
+  EXPECT_TRUE(k.Step(5e-7));
+}
+
+// The launch model's fit stops at its posterior mode as closely as full
+// Newton steps did: the log posterior's gradient at the weights returned
+// is below 1e-9 of its size at the prior (about 1e-11 here; stopping on a
+// kept factorization's step below 1e-3, as on a fresh one's, leaves 4e-8),
+// on a launch-model-sized problem (400 weighted rows, one-hot features and
+// their pairs) where the fit keeps factorizations.
+TEST(NewtonStepsTest, TheLaunchFitStopsAtItsMode) {
+  std::mt19937_64 rng(5);
+  std::bernoulli_distribution on(0.3);
+  const int n = 400, mains = 12;
+  const int d = 1 + mains + mains * (mains - 1) / 2;
+  Eigen::MatrixXd x = Eigen::MatrixXd::Zero(n, d);
+  Eigen::VectorXd runs(n), w(n);
+  for (int i = 0; i < n; ++i) {
+    x(i, 0) = 1.0;
+    for (int j = 1; j <= mains; ++j) x(i, j) = on(rng) ? 1.0 : 0.0;
+    for (int a = 1, c = mains + 1; a <= mains; ++a) {
+      for (int b = a + 1; b <= mains; ++b) x(i, c++) = x(i, a) * x(i, b);
+    }
+    runs[i] = (x(i, 1) > 0 && x(i, 2) > 0) || x(i, 3) > 0 ? 0.0 : 1.0;
+    w[i] = 1.0 + (i % 3);
+  }
+  const Eigen::VectorXd mean = Eigen::VectorXd::Zero(d);
+  const Eigen::VectorXd var = Eigen::VectorXd::Constant(d, 1.0);
+  models::BayesLogistic logit;
+  logit.Fit(x, runs, mean, var, &w);
+  auto grad = [&](const Eigen::VectorXd& wt) {
+    const Eigen::VectorXd p = (x * wt).unaryExpr([](double e) { return 1.0 / (1.0 + std::exp(-e)); });
+    return Eigen::VectorXd(x.transpose() * w.cwiseProduct(runs - p) - (wt - mean).cwiseQuotient(var));
+  };
+  EXPECT_LT(grad(logit.weights()).lpNorm<Eigen::Infinity>(), 1e-9 * grad(mean).lpNorm<Eigen::Infinity>());
+}
+
 // The blocked inverse from a Cholesky factor is the inverse, whole and
 // symmetric, at sizes around its block (32) and the search's (150-190),
 // for a well-conditioned and a badly conditioned Gram matrix; and it reads
