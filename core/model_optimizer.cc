@@ -31,13 +31,11 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
   std::mt19937_64 rng(seed);
   // Settings tried (history outside the space can never be proposed).
   std::unordered_set<int64_t> seen;
-  std::vector<int64_t> tried, history_index;
+  std::vector<int64_t> tried;
   const SpaceIndexer index_of(spec);
-  for (const Observation& o : history) {
-    history_index.push_back(index_of(o.config));
-    if (history_index.back() >= 0 && seen.insert(history_index.back()).second) {
-      tried.push_back(history_index.back());
-    }
+  const std::vector<int64_t> history_index = index_of(history);
+  for (int64_t i : history_index) {
+    if (i >= 0 && seen.insert(i).second) tried.push_back(i);
   }
   // Contract violations and timeouts are evidence about the values that
   // ran (core/value_blame.h): a value blamed for certain is not proposed

@@ -72,6 +72,44 @@ int64_t SpaceIndexer::operator()(const Config& config) const {
   return index;
 }
 
+std::vector<int64_t> SpaceIndexer::operator()(const std::vector<Observation>& history) const {
+  constexpr size_t kLanes = 8;
+  std::vector<int64_t> out(history.size(), 0);
+  for (size_t first = 0; first < history.size(); first += kLanes) {
+    const size_t lanes = std::min(kLanes, history.size() - first);
+    Config::const_iterator it[kLanes];
+    bool fast[kLanes];
+    for (size_t l = 0; l < lanes; ++l) {
+      const Config& c = history[first + l].config;
+      fast[l] = c.size() == by_name_.size();
+      it[l] = c.begin();
+    }
+    for (size_t k : by_name_) {
+      const Knob& knob = spec_.knobs[k];
+      for (size_t l = 0; l < lanes; ++l) {
+        if (!fast[l]) continue;
+        // Not exactly the spec's knobs (or a value it does not offer):
+        // the one-at-a-time path below says which.
+        if (it[l]->first != knob.name) {
+          fast[l] = false;
+          continue;
+        }
+        const auto v = std::find(knob.values.begin(), knob.values.end(), it[l]->second);
+        if (v == knob.values.end()) {
+          fast[l] = false;
+          continue;
+        }
+        out[first + l] += static_cast<int64_t>(v - knob.values.begin()) * stride_[k];
+        ++it[l];
+      }
+    }
+    for (size_t l = 0; l < lanes; ++l) {
+      if (!fast[l]) out[first + l] = (*this)(history[first + l].config);
+    }
+  }
+  return out;
+}
+
 Proposal RandomOptimizer::Propose(const SearchContext& ctx, const std::vector<Observation>& history,
                                   int n, uint64_t seed) {
   Proposal p;

@@ -441,6 +441,32 @@ TEST(ModelOptimizerTest, IndexOfInvertsConfigAt) {
   extra["aaa"] = "x";
   EXPECT_EQ(index_of(extra), IndexOf(spec, extra));
   EXPECT_EQ(index_of(extra), 5);
+  // A whole history at once (eight maps walked in step) says what one at a
+  // time does, odd settings among good ones, across lane boundaries.
+  Config renamed = spec.baseline;
+  renamed.erase("flash");
+  renamed["flasH"] = spec.baseline.at("flash");
+  const std::vector<Config> odd_ones = {Config{}, odd, extra, renamed, [&] {
+                                          Config c = spec.baseline;
+                                          c["mbs"] = "3";
+                                          return c;
+                                        }()};
+  std::vector<Observation> history;
+  for (int64_t i = 0; i < 27; ++i) {
+    Observation o;
+    o.config = i % 4 == 3 ? odd_ones[static_cast<size_t>(i / 4) % odd_ones.size()]
+                          : ConfigAt(spec, (i * 7) % spec.SpaceSize());
+    history.push_back(o);
+  }
+  const std::vector<int64_t> all = index_of(history);
+  ASSERT_EQ(all.size(), history.size());
+  int odd_seen = 0;
+  for (size_t i = 0; i < history.size(); ++i) {
+    EXPECT_EQ(all[i], IndexOf(spec, history[i].config)) << i;
+    odd_seen += all[i] < 0;
+  }
+  EXPECT_GE(odd_seen, 4);
+  EXPECT_TRUE(index_of(std::vector<Observation>{}).empty());
 }
 
 TEST(ModelOptimizerTest, BatchesAreDistinctUntriedAndSpreadOut) {
