@@ -9,8 +9,8 @@
 #include <random>
 #include <set>
 #include <system_error>
-#include <unordered_set>
 
+#include "absl/container/flat_hash_set.h"
 #include "core/model_internal.h"
 #include "core/planner.h"
 #include "core/value_blame.h"
@@ -29,8 +29,12 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
   const Planner planner = PlannerFor(spec);
   const Space space(spec);
   std::mt19937_64 rng(seed);
-  // Settings tried (history outside the space can never be proposed).
-  std::unordered_set<int64_t> seen;
+  // Settings tried (history outside the space can never be proposed). Sets
+  // of indices are flat (open addressing): a proposal inserts and probes
+  // tens of thousands, and node-based sets spent about a tenth of its main
+  // thread allocating and freeing (perf, search_bench --latency). None is
+  // iterated, so their order (which Abseil varies) never matters.
+  absl::flat_hash_set<int64_t> seen;
   std::vector<int64_t> tried;
   const SpaceIndexer index_of(spec);
   const std::vector<int64_t> history_index = index_of(history);
@@ -46,7 +50,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
   // A setting whose step time is that of one that ran, is running or is
   // picked (knobs that cannot change it there: core/planner.h) cannot be
   // faster; one whose twins only ran out of memory may fit.
-  std::unordered_set<int64_t> timed;
+  absl::flat_hash_set<int64_t> timed;
   const bool same_time = options_.skip_equivalent && static_cast<bool>(planner.step_time_representative_at);
   if (same_time) {
     for (size_t i = 0; i < history.size(); ++i) {
@@ -129,7 +133,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       return t != base && space.Distance(t, w) <= 2;
     });
     if (!bank_neighbour) {
-      std::unordered_set<int64_t> near_set;
+      absl::flat_hash_set<int64_t> near_set;
       std::vector<int64_t> near;
       space.ForEachWithinTwo(w, [&](int64_t c) {
         if (c != w && !seen.count(c) && launches(c) && !near_picked(c) && near_set.insert(c).second) {
@@ -158,7 +162,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       if (!seen.count(i) && launches(i)) pool.push_back(i);
     }
   } else {
-    std::unordered_set<int64_t> pooled = seen;
+    absl::flat_hash_set<int64_t> pooled = seen;
     std::uniform_int_distribution<int64_t> pick(0, size - 1);
     for (int i = 0; i < options_.pool_size; ++i) {
       const int64_t c = pick(rng);
@@ -194,7 +198,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     }
   }
   if (incumbent >= 0 && size > options_.max_enumerate) {
-    std::unordered_set<int64_t> pooled(pool.begin(), pool.end());
+    absl::flat_hash_set<int64_t> pooled(pool.begin(), pool.end());
     space.ForEachWithinTwo(incumbent, [&](int64_t c) {
       if (!seen.count(c) && pooled.insert(c).second && launches(c)) pool.push_back(c);
     });
@@ -284,7 +288,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       std::vector<size_t> by_ei(pool.size());
       std::iota(by_ei.begin(), by_ei.end(), 0);
       std::sort(by_ei.begin(), by_ei.end(), [&](size_t a, size_t b) { return pred[a].ei > pred[b].ei; });
-      std::unordered_set<int64_t> pooled(pool.begin(), pool.end());
+      absl::flat_hash_set<int64_t> pooled(pool.begin(), pool.end());
       std::vector<int64_t> extra;
       for (size_t r = 0, paired = 0; r < by_ei.size() && paired < 20; ++r) {
         const size_t i = by_ei[r];
