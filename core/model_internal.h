@@ -257,38 +257,34 @@ class Models {
       done_index.push_back(indices != nullptr ? (*indices)[i] : index_of(history[i].config));
     }
     const int64_t base_index = IndexOf(spec_, spec_.baseline);
-    Eigen::MatrixXd x_all = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(done.size()), d);
-    std::vector<Eigen::Index> ok_rows, mem_rows, launch_rows;
-    std::vector<double> ys, launched, mem_y, mem_cens;
+    // Each model encodes only the rows it fits (a few hundred of thousands
+    // of trials), into a zeroed row of its own matrix.
+    auto encode = [&](size_t r, auto&& row) {
+      if (done_index[r] >= 0) {
+        f_.EncodeAt(done_index[r], row, /*zeroed=*/true);
+      } else {
+        f_.EncodeInto(done[r]->config, row);
+      }
+    };
+    std::vector<size_t> ok_rows, mem_rows;
+    std::vector<double> ys, mem_y, mem_cens;
     double base_time = 0, base_peak = 0;
     for (size_t r = 0; r < done.size(); ++r) {
       const Observation& h = *done[r];
       const int64_t index = done_index[r];
-      if (index >= 0) {
-        f_.EncodeAt(index, x_all.row(static_cast<Eigen::Index>(r)), /*zeroed=*/true);
-      } else {
-        f_.EncodeInto(h.config, x_all.row(static_cast<Eigen::Index>(r)));
-      }
       const bool oom = h.status == trial_status::kOom;
-      // Without a capacity, an OOM is just a failure to run. Failures the
-      // launcher's known rules explain are left out: such settings are
-      // never proposed, and the model is for the failures nobody predicted.
-      if (Ran(h) || !planner_.launches_at || index < 0 || planner_.launches_at(index)) {
-        launch_rows.push_back(static_cast<Eigen::Index>(r));
-        launched.push_back(Ran(h) || (oom && memory) ? 1.0 : 0.0);
-      }
       if (Ran(h)) {
-        ok_rows.push_back(static_cast<Eigen::Index>(r));
+        ok_rows.push_back(r);
         ys.push_back(std::log(h.step_time_s));
         if (index == base_index) base_time = h.step_time_s;
       }
       if (!memory) continue;
       if (oom) {
-        mem_rows.push_back(static_cast<Eigen::Index>(r));
+        mem_rows.push_back(r);
         mem_y.push_back(std::log(planner_.capacity_gib));
         mem_cens.push_back(1.0);
       } else if (h.peak_mem_gib > 0) {
-        mem_rows.push_back(static_cast<Eigen::Index>(r));
+        mem_rows.push_back(r);
         mem_y.push_back(std::log(h.peak_mem_gib));
         mem_cens.push_back(0.0);
         if (index == base_index) base_peak = h.peak_mem_gib;
@@ -352,65 +348,76 @@ class Models {
       }
     }
     best_ = ys.empty() ? mean[0] : *std::min_element(ys.begin(), ys.end());
-    const Eigen::Index n_own = static_cast<Eigen::Index>(ok_rows.size());
-    Eigen::MatrixXd xt = Eigen::MatrixXd::Zero(n_own + static_cast<Eigen::Index>(related.size()), time_dim_);
-    for (size_t i = 0; i < ok_rows.size(); ++i) {
-      const Eigen::Index r = ok_rows[i];
-      xt.row(static_cast<Eigen::Index>(i)).head(d) = x_all.row(r);
-      if (time_estimate) {
-        xt(static_cast<Eigen::Index>(i), d) =
-            TimeFeature(done_index[static_cast<size_t>(r)], done[static_cast<size_t>(r)]->config);
+    auto fit_time = [&] {
+      const Eigen::Index n_own = static_cast<Eigen::Index>(ok_rows.size());
+      Eigen::MatrixXd xt = Eigen::MatrixXd::Zero(n_own + static_cast<Eigen::Index>(related.size()), time_dim_);
+      for (size_t i = 0; i < ok_rows.size(); ++i) {
+        const size_t r = ok_rows[i];
+        encode(r, xt.row(static_cast<Eigen::Index>(i)));
+        if (time_estimate) xt(static_cast<Eigen::Index>(i), d) = TimeFeature(done_index[r], done[r]->config);
       }
-    }
-    // A related row counts related_weight of an own one: scaling the row
-    // and its target by sqrt(weight) is weighted least squares.
-    Eigen::VectorXd yt(xt.rows());
-    yt.head(n_own) = Vec(ys);
-    const double rw = std::sqrt(o.related_weight);
-    for (size_t j = 0; j < related.size(); ++j) {
-      const Eigen::Index r = n_own + static_cast<Eigen::Index>(j);
-      const Observation& h = related[j]->obs;
-      f_.EncodeAt(related_index[j], xt.row(r), /*zeroed=*/true);
-      if (time_estimate) xt(r, d) = LogTime(planner_.time_estimate_s_at(related_index[j]));
-      xt(r, est_dim + source_col[related[j]->source]) = 1.0;
-      xt.row(r) *= rw;
-      yt[r] = rw * std::log(h.step_time_s);
-    }
+      // A related row counts related_weight of an own one: scaling the row
+      // and its target by sqrt(weight) is weighted least squares.
+      Eigen::VectorXd yt(xt.rows());
+      yt.head(n_own) = Vec(ys);
+      const double rw = std::sqrt(o.related_weight);
+      for (size_t j = 0; j < related.size(); ++j) {
+        const Eigen::Index r = n_own + static_cast<Eigen::Index>(j);
+        const Observation& h = related[j]->obs;
+        f_.EncodeAt(related_index[j], xt.row(r), /*zeroed=*/true);
+        if (time_estimate) xt(r, d) = LogTime(planner_.time_estimate_s_at(related_index[j]));
+        xt(r, est_dim + source_col.at(related[j]->source)) = 1.0;
+        xt.row(r) *= rw;
+        yt[r] = rw * std::log(h.step_time_s);
+      }
+      time_.Fit(xt, yt, mean, var, o.time_noise_var);
+    };
     // Launching: most settings launch; learn the failing values and pairs.
-    fit_launch_ = std::find(launched.begin(), launched.end(), 0.0) != launched.end();
     auto fit_launch = [&] {
+      std::vector<size_t> launch_rows;
+      std::vector<double> launched;
+      for (size_t r = 0; r < done.size(); ++r) {
+        const Observation& h = *done[r];
+        const int64_t index = done_index[r];
+        // Without a capacity, an OOM is just a failure to run. Failures the
+        // launcher's known rules explain are left out: such settings are
+        // never proposed, and the model is for the failures nobody predicted.
+        if (Ran(h) || !planner_.launches_at || index < 0 || planner_.launches_at(index)) {
+          launch_rows.push_back(r);
+          launched.push_back(Ran(h) || (h.status == trial_status::kOom && memory) ? 1.0 : 0.0);
+        }
+      }
+      fit_launch_ = std::find(launched.begin(), launched.end(), 0.0) != launched.end();
+      if (!fit_launch_) return;
       Eigen::VectorXd lmean = Eigen::VectorXd::Zero(d), lvar(d);
       lmean[0] = 3.0;
       for (int i = 0; i < d; ++i) lvar[i] = i == 0 ? 2.0 : (f_.is_main(i) ? 4.0 : 1.0);
       std::vector<bool> rare;
       for (double l : launched) rare.push_back(l == 0.0);
       const Sample sub = Subsample(rare, static_cast<size_t>(o.max_fit_rows));
-      std::vector<Eigen::Index> rows;
-      for (size_t i : sub.rows) rows.push_back(launch_rows[i]);
-      launch_.Fit(x_all(rows, Eigen::all), Vec(Pick(launched, sub.rows)), lmean, lvar,
-                  &sub.weights);
+      Eigen::MatrixXd xl = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(sub.rows.size()), d);
+      for (size_t i = 0; i < sub.rows.size(); ++i) encode(launch_rows[sub.rows[i]], xl.row(static_cast<Eigen::Index>(i)));
+      launch_.Fit(xl, Vec(Pick(launched, sub.rows)), lmean, lvar, &sub.weights);
     };
-    // The fits are independent: the step-time and launch models run on
-    // another core while the memory model (the longest: two fits, for its
-    // learned sigma) is fitted here; joined below. Each writes only its own
-    // member; all read x_all.
+    // The fits are independent: the step-time and launch models (their
+    // rows encoded there too) run on another core while the memory model
+    // (the longest: two fits, for its learned sigma) is fitted here; joined
+    // below. Each writes only its own members; all read the history, the
+    // features and the planner (const).
     std::future<void> aside_fits = RunAside([&] {
-      time_.Fit(xt, yt, mean, var, o.time_noise_var);
-      if (fit_launch_) fit_launch();
+      fit_time();
+      fit_launch();
     });
     if (memory) {
       std::vector<bool> rare;
       for (double c : mem_cens) rare.push_back(c == 1.0);
       const Sample sub = Subsample(rare, static_cast<size_t>(o.max_fit_rows));
       // The textbook estimate is computed only for the rows the fit sees.
-      Eigen::MatrixXd xm(static_cast<Eigen::Index>(sub.rows.size()), mem_dim_);
+      Eigen::MatrixXd xm = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(sub.rows.size()), mem_dim_);
       for (size_t i = 0; i < sub.rows.size(); ++i) {
-        const Eigen::Index r = mem_rows[sub.rows[i]];
-        xm.row(static_cast<Eigen::Index>(i)).head(d) = x_all.row(r);
-        if (estimate) {
-          xm(static_cast<Eigen::Index>(i), d) =
-              EstimateFeature(done_index[static_cast<size_t>(r)], done[static_cast<size_t>(r)]->config);
-        }
+        const size_t r = mem_rows[sub.rows[i]];
+        encode(r, xm.row(static_cast<Eigen::Index>(i)));
+        if (estimate) xm(static_cast<Eigen::Index>(i), d) = EstimateFeature(done_index[r], done[r]->config);
       }
       // Related peaks: the same workload's memory on another GPU is the
       // same, so they join uncensored at a discount (their OOMs were against
@@ -474,30 +481,38 @@ class Models {
     // The rows by their non-zeros (a pool's codes set a few dozen of a few
     // hundred features); the related sources' columns stay 0.
     const int d = f_.dim();
-    models::SparseRows xt(time_dim_), xm(mem_dim_);
     const size_t guess = static_cast<size_t>(n) * 64;
-    xt.Reserve(static_cast<size_t>(n), guess);
+    Eigen::VectorXd mu, var;
+    // Step time on another core (its rows and their textbook estimates
+    // too) while memory and launching are encoded and predicted here.
+    std::future<void> time_pred = RunAside([&] {
+      models::SparseRows xt(time_dim_);
+      xt.Reserve(static_cast<size_t>(n), guess);
+      for (const int64_t index : indices) {
+        f_.ForEachActive(index, [&](int c) { xt.Add(c, 1.0); });
+        if (time_estimate_) xt.Add(d, LogTime(planner_.time_estimate_s_at(index)));
+        xt.EndRow();
+      }
+      time_.PredictBatch(xt, &mu, &var);
+    });
+    models::SparseRows xm(mem_dim_);
     if (memory_) xm.Reserve(static_cast<size_t>(n), guess);
     Eigen::VectorXd launch(fit_launch_ ? n : 0);
-    for (Eigen::Index i = 0; i < n; ++i) {
-      const int64_t index = indices[static_cast<size_t>(i)];
-      double logit = 0;
-      f_.ForEachActive(index, [&](int c) {
-        xt.Add(c, 1.0);
-        if (memory_) xm.Add(c, 1.0);
-        if (fit_launch_) logit += launch_.weights()[c];
-      });
-      if (time_estimate_) xt.Add(d, LogTime(planner_.time_estimate_s_at(index)));
-      xt.EndRow();
-      if (memory_) {
-        if (mem_dim_ > d) xm.Add(d, LogEstimate(planner_.memory_estimate_gib_at(index)));
-        xm.EndRow();
+    if (memory_ || fit_launch_) {
+      for (Eigen::Index i = 0; i < n; ++i) {
+        const int64_t index = indices[static_cast<size_t>(i)];
+        double logit = 0;
+        f_.ForEachActive(index, [&](int c) {
+          if (memory_) xm.Add(c, 1.0);
+          if (fit_launch_) logit += launch_.weights()[c];
+        });
+        if (memory_) {
+          if (mem_dim_ > d) xm.Add(d, LogEstimate(planner_.memory_estimate_gib_at(index)));
+          xm.EndRow();
+        }
+        if (fit_launch_) launch[i] = logit;
       }
-      if (fit_launch_) launch[i] = logit;
     }
-    Eigen::VectorXd mu, var;
-    // Step time on another core while memory is predicted here.
-    std::future<void> time_pred = RunAside([&] { time_.PredictBatch(xt, &mu, &var); });
     Eigen::VectorXd fit;
     if (memory_) fit = memory_->ProbabilityBelowBatch(xm, std::log(planner_.capacity_gib));
     time_pred.get();
