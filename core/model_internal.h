@@ -350,7 +350,8 @@ class Models {
     best_ = ys.empty() ? mean[0] : *std::min_element(ys.begin(), ys.end());
     auto fit_time = [&] {
       const Eigen::Index n_own = static_cast<Eigen::Index>(ok_rows.size());
-      Eigen::MatrixXd xt = Eigen::MatrixXd::Zero(n_own + static_cast<Eigen::Index>(related.size()), time_dim_);
+      Eigen::MatrixXd xt =
+          Eigen::MatrixXd::Zero(n_own + static_cast<Eigen::Index>(related.size()), time_dim_);
       for (size_t i = 0; i < ok_rows.size(); ++i) {
         const size_t r = ok_rows[i];
         encode(r, xt.row(static_cast<Eigen::Index>(i)));
@@ -396,7 +397,9 @@ class Models {
       for (double l : launched) rare.push_back(l == 0.0);
       const Sample sub = Subsample(rare, static_cast<size_t>(o.max_fit_rows));
       Eigen::MatrixXd xl = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(sub.rows.size()), d);
-      for (size_t i = 0; i < sub.rows.size(); ++i) encode(launch_rows[sub.rows[i]], xl.row(static_cast<Eigen::Index>(i)));
+      for (size_t i = 0; i < sub.rows.size(); ++i) {
+        encode(launch_rows[sub.rows[i]], xl.row(static_cast<Eigen::Index>(i)));
+      }
       launch_.Fit(xl, Vec(Pick(launched, sub.rows)), lmean, lvar, &sub.weights);
     };
     // The fits are independent: the step-time and launch models (their
