@@ -19,7 +19,6 @@
 #include <random>
 #include <set>
 #include <system_error>
-#include <unordered_set>
 
 #include "core/model_optimizer.h"
 #include "core/planner.h"
