@@ -47,9 +47,11 @@
 #include <string>
 #include <vector>
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include "absl/strings/numbers.h"
+#include "base/allocator.h"
 #include "absl/strings/str_split.h"
 #include "client/agent/executors/landscape.h"
 #include "core/doctor.h"
@@ -797,7 +799,8 @@ int Latency(int history_size) {
   }
   // Optuna's TPE with the same history, in the same run (issue 33's target:
   // our p99 under a tenth of its median), where Debian's python3-optuna is.
-  if (std::system("/usr/bin/python3 -c 'import optuna' >/dev/null 2>&1") == 0) {
+  if (std::getenv("SEARCH_NO_TPE") == nullptr &&
+      std::system("/usr/bin/python3 -c 'import optuna' >/dev/null 2>&1") == 0) {
     std::printf("\n");
     std::fflush(stdout);
     const std::string cmd = "SEARCH_BENCH=/proc/" + std::to_string(getpid()) + "/exe /usr/bin/python3 " +
@@ -805,7 +808,7 @@ int Latency(int history_size) {
                             std::to_string(history_size);
     if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "tpe_bench.py --latency failed\n");
   } else {
-    std::printf("\n(Optuna's TPE not timed: Debian's python3-optuna is not installed)\n");
+    std::printf("\n(Optuna's TPE not timed: Debian's python3-optuna is not installed, or SEARCH_NO_TPE is set)\n");
   }
   return 0;
 }
@@ -1085,6 +1088,13 @@ int Oracle(const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The allocator as infrarsi-server sets it up (server/server_main.cc: one
+  // malloc arena by default, freed memory kept for reuse), so the latency
+  // measured is the server's.
+  (void)mallopt(M_ARENA_MAX, 1);
+  if (const absl::Status s = infrarsi::KeepFreedMemoryForReuse(); !s.ok()) {
+    std::fprintf(stderr, "allocator settings not applied: %s\n", std::string(s.message()).c_str());
+  }
   if (argc > 1 && std::strcmp(argv[1], "--describe") == 0) return Describe();
   if (argc > 2 && std::strcmp(argv[1], "--oracle") == 0) return Oracle(argv[2]);
   if (argc > 1 && std::strcmp(argv[1], "--estimates") == 0) return Estimates();
