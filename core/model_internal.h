@@ -50,10 +50,11 @@ std::future<void> RunAside(F f) {
 // features fits some noise), so the degrees of freedom are the peaks less
 // the leverages. An OOM's peak is not known and is left out.
 inline double LearnedMemorySigma(const models::CensoredLinear& m, const Eigen::MatrixXd& x,
-                          const Eigen::VectorXd& y, const Eigen::VectorXd& censored,
-                          const Eigen::VectorXd& weights, const ModelOptimizer::Options& o) {
+                                 const models::RowPattern& pattern, const Eigen::VectorXd& y,
+                                 const Eigen::VectorXd& censored, const Eigen::VectorXd& weights,
+                                 const ModelOptimizer::Options& o) {
   const Eigen::VectorXd resid = y - x * m.weights();
-  const Eigen::VectorXd q = m.MeanVarianceBatch(x);
+  const Eigen::VectorXd q = m.MeanVarianceBatch(pattern);
   const double s2 = o.memory_sigma * o.memory_sigma;
   double ss = o.memory_sigma_weight * s2, n = o.memory_sigma_weight;
   for (Eigen::Index i = 0; i < resid.size(); ++i) {
@@ -451,13 +452,14 @@ class Models {
         }
       }
       memory_.emplace();
-      memory_->Fit(xm, my, mc, mmean, mvar, o.memory_sigma, &mw);
+      const models::RowPattern pattern(xm);  // found once for both fits
+      memory_->Fit(xm, my, mc, mmean, mvar, o.memory_sigma, &mw, 30, nullptr, &pattern);
       memory_sigma_ = o.memory_sigma;
       if (o.learn_memory_sigma) {
-        const double sigma = LearnedMemorySigma(*memory_, xm, my, mc, mw, o);
+        const double sigma = LearnedMemorySigma(*memory_, xm, pattern, my, mc, mw, o);
         if (std::fabs(std::log(sigma / o.memory_sigma)) > 0.1) {  // refit where it moved
           const Eigen::VectorXd first = memory_->weights();
-          memory_->Fit(xm, my, mc, mmean, mvar, sigma, &mw, 30, &first);
+          memory_->Fit(xm, my, mc, mmean, mvar, sigma, &mw, 30, &first, &pattern);
         }
         memory_sigma_ = sigma;
       }

@@ -117,21 +117,29 @@ RowPattern::RowPattern(const Eigen::MatrixXd& x) : x_(x) {
   }
 }
 
-Eigen::MatrixXd RowPattern::Gram(const Eigen::VectorXd* w, const Eigen::VectorXd& diag) const {
+Eigen::MatrixXd RowPattern::Gram(const Eigen::VectorXd* w, const Eigen::VectorXd& diag,
+                                 const std::vector<Eigen::Index>* rows) const {
   const Eigen::Index d = x_.cols();
   Eigen::MatrixXd g = Eigen::MatrixXd::Zero(d, d);
   if (!rows_ && x_.rows() > 0) {
-    if (w == nullptr) {
+    if (w == nullptr && rows == nullptr) {
       g.selfadjointView<Eigen::Lower>().rankUpdate(x_.transpose());
     } else {
-      const Eigen::MatrixXd xs = w->cwiseSqrt().asDiagonal() * x_;
-      g.selfadjointView<Eigen::Lower>().rankUpdate(xs.transpose());
+      Eigen::MatrixXd xs = rows != nullptr ? Eigen::MatrixXd(x_(*rows, Eigen::all)) : x_;
+      if (w != nullptr) {
+        for (Eigen::Index k = 0; k < xs.rows(); ++k) {
+          xs.row(k) *= std::sqrt((*w)[rows != nullptr ? (*rows)[static_cast<size_t>(k)] : k]);
+        }
+      }
+      if (xs.rows() > 0) g.selfadjointView<Eigen::Lower>().rankUpdate(xs.transpose());
     }
   } else if (rows_) {
     const std::vector<int>& start = rows_->start_;
     const std::vector<int>& cols = rows_->col_;
     const std::vector<double>& val = rows_->val_;
-    for (size_t i = 0; i + 1 < start.size(); ++i) {
+    const size_t n = rows != nullptr ? rows->size() : start.size() - 1;
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = rows != nullptr ? static_cast<size_t>((*rows)[k]) : k;
       const double wi = w == nullptr ? 1.0 : (*w)[static_cast<Eigen::Index>(i)];
       for (int a = start[i]; a < start[i + 1]; ++a) {
         double* col = g.col(cols[static_cast<size_t>(a)]).data();

@@ -102,8 +102,10 @@ class NewtonSteps {
 class RowPattern {
  public:
   explicit RowPattern(const Eigen::MatrixXd& x);
-  // X' diag(w) X + diag(d); w: none means all ones.
-  Eigen::MatrixXd Gram(const Eigen::VectorXd* w, const Eigen::VectorXd& diag) const;
+  // X' diag(w) X + diag(d); w: none means all ones. `rows` (optional,
+  // ascending): only those rows of X count, as if the others were zero.
+  Eigen::MatrixXd Gram(const Eigen::VectorXd* w, const Eigen::VectorXd& diag,
+                       const std::vector<Eigen::Index>* rows = nullptr) const;
   // x_i' cov x_i for every row.
   Eigen::VectorXd QuadraticForms(const Eigen::MatrixXd& cov) const;
 

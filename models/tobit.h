@@ -27,11 +27,13 @@ class CensoredLinear {
   // censored[i] == 1. `sigma` is the residual sd. `weights` (optional):
   // each row counts that many times. `start` (optional): where Newton's
   // method starts (a previous fit's weights), else the prior mean.
+  // `pattern` (optional): RowPattern(x), where the caller has it (a refit
+  // of the same rows), else found here.
   // Precondition: sizes agree.
   void Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y, const Eigen::VectorXd& censored,
            const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_var, double sigma,
            const Eigen::VectorXd* weights = nullptr, int iterations = 30,
-           const Eigen::VectorXd* start = nullptr);
+           const Eigen::VectorXd* start = nullptr, const RowPattern* pattern = nullptr);
   // Posterior mode's prediction and its predictive sd (Laplace approximation
   // around the mode, plus the residual sd).
   double Mean(const Eigen::VectorXd& x) const { return x.dot(w_); }
@@ -39,8 +41,9 @@ class CensoredLinear {
   // Posterior (Laplace) variance of x'w alone, without the residual: how
   // sure the model is of a contrast between two settings.
   double MeanVariance(const Eigen::VectorXd& x) const;
-  // MeanVariance of every row of `x`.
+  // MeanVariance of every row of `x`, or of the rows a pattern was found in.
   Eigen::VectorXd MeanVarianceBatch(const Eigen::MatrixXd& x) const;
+  Eigen::VectorXd MeanVarianceBatch(const RowPattern& x) const { return x.QuadraticForms(covariance_); }
   // P(y <= threshold) for a new trial at x: the probability that it fits.
   double ProbabilityBelow(const Eigen::VectorXd& x, double threshold) const;
   // ProbabilityBelow for every row of `x`.

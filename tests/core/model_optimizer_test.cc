@@ -213,6 +213,37 @@ TEST(RowPatternTest, SparseProductsMatchDenseOnes) {
                 .cwiseAbs()
                 .maxCoeff(),
             1e-9);
+  // Some rows only (the censored fit's fixed and moving parts), on the
+  // sparse path and the dense one, weighted or not: the others count as 0.
+  const std::vector<Eigen::Index> some = {0, 3, 4, 17, 29};
+  Eigen::MatrixXd picked = Eigen::MatrixXd::Zero(30, 12);
+  Eigen::MatrixXd picked_full = Eigen::MatrixXd::Zero(20, 5);
+  for (Eigen::Index i : some) {
+    picked.row(i) = mid.row(i);
+    if (i < 20) picked_full.row(i) = full.row(i);
+  }
+  const std::vector<Eigen::Index> some_full = {0, 3, 4, 17};
+  EXPECT_LT((models::RowPattern(mid).Gram(&wm, dm, &some) -
+             (picked.transpose() * wm.asDiagonal() * picked + Eigen::MatrixXd(dm.asDiagonal())))
+                .cwiseAbs()
+                .maxCoeff(),
+            1e-9);
+  const Eigen::VectorXd wf = Eigen::VectorXd::LinSpaced(20, 0.5, 1.5);
+  EXPECT_LT((dense_pattern.Gram(&wf, Eigen::VectorXd::Zero(5), &some_full) -
+             picked_full.transpose() * wf.asDiagonal() * picked_full)
+                .cwiseAbs()
+                .maxCoeff(),
+            1e-9);
+  EXPECT_LT((dense_pattern.Gram(nullptr, Eigen::VectorXd::Zero(5), &some_full) -
+             picked_full.transpose() * picked_full)
+                .cwiseAbs()
+                .maxCoeff(),
+            1e-9);
+  const std::vector<Eigen::Index> none;
+  EXPECT_LT((dense_pattern.Gram(&wf, Eigen::VectorXd::Ones(5), &none) - Eigen::MatrixXd::Identity(5, 5))
+                .cwiseAbs()
+                .maxCoeff(),
+            1e-12);
 }
 
 // A candidate pool encoded by its non-zeros predicts what its dense matrix
