@@ -536,6 +536,15 @@ class Models {
   }
   // Predicted peak memory (GiB); 0 without a memory model.
   double PeakGib(const Config& c) const { return memory_ ? std::exp(memory_->Mean(MemX(c))) : 0; }
+  // The same for the setting at `index` of the space (ConfigAt), without
+  // building it: the same row, so the same answer to the last bit.
+  double PeakGibAt(int64_t index) const {
+    if (!memory_) return 0;
+    Eigen::VectorXd x = Eigen::VectorXd::Zero(mem_dim_);
+    f_.EncodeAt(index, x, /*zeroed=*/true);
+    if (mem_dim_ > f_.dim()) x[f_.dim()] = LogEstimate(planner_.memory_estimate_gib_at(index));
+    return std::exp(memory_->Mean(x));
+  }
   // The rows the step-time and memory models see for `c` (the bank
   // sources' offset columns stay 0: contrasts within this session).
   Eigen::VectorXd TimeX(const Config& c) const {

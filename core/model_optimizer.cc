@@ -273,14 +273,24 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
         bool operator<(const Saver& o) const { return price < o.price; }
       };
       std::vector<Saver> savers;
-      const double base_peak = m.PeakGib(spec.baseline);
+      // By index where the baseline is in the space (no Config built per
+      // value); the same prices either way.
+      const int64_t base_at = IndexOf(spec, spec.baseline);
+      const double base_peak = base_at >= 0 ? m.PeakGibAt(base_at) : m.PeakGib(spec.baseline);
       for (size_t k = 0; k < spec.knobs.size(); ++k) {
         const Knob& knob = spec.knobs[k];
         for (size_t v = 0; v < knob.values.size(); ++v) {
-          Config c = spec.baseline;
-          if (c[knob.name] == knob.values[v]) continue;
-          c[knob.name] = knob.values[v];
-          const double price = m.PeakGib(c) - base_peak;
+          double peak = 0;
+          if (base_at >= 0) {
+            if (space.Digit(base_at, k) == static_cast<int64_t>(v)) continue;
+            peak = m.PeakGibAt(space.With(base_at, k, static_cast<int64_t>(v)));
+          } else {
+            Config c = spec.baseline;
+            if (c[knob.name] == knob.values[v]) continue;
+            c[knob.name] = knob.values[v];
+            peak = m.PeakGib(c);
+          }
+          const double price = peak - base_peak;
           if (price < 0) savers.push_back({price, k, static_cast<int64_t>(v)});
         }
       }

@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "core/llm_priors.h"
+#include "core/model_internal.h"
 #include "core/planner.h"
 #include "core/priors.h"
 #include "core/sim_landscape.h"
@@ -846,6 +847,49 @@ TEST(ModelOptimizerTest, BankStartsThatWouldNotFitHereAreLeftOut) {
   EXPECT_EQ(p.reasons[0], "bank");
   EXPECT_NE(p.configs[1], huge);
   EXPECT_NE(p.reasons[1], "bank");
+}
+
+// The memory-saver pairing prices values by index: the same prices as
+// from the Config, to the last bit, for every setting one knob from the
+// baseline (and others), with the textbook estimate's column.
+TEST(ModelOptimizerTest, PeakByIndexIsPeakByConfig) {
+  const SessionSpec spec = SimSpec();
+  namespace ms = models::sim;
+  std::vector<Observation> h;
+  std::mt19937_64 rng(5);
+  const int64_t size = spec.SpaceSize();
+  for (int i = 0; i < 60; ++i) {
+    Observation o;
+    o.config = ConfigAt(spec, static_cast<int64_t>(rng() % static_cast<uint64_t>(size)));
+    const auto r = ms::Simulate(spec.sim.model, spec.sim.cluster, SimKnobs(spec, o.config));
+    o.status = r.status == ms::Status::kOk ? "ok" : (r.status == ms::Status::kOom ? "oom" : "failed");
+    o.step_time_s = r.step_time_s;
+    o.peak_mem_gib = r.peak_mem_gib;
+    h.push_back(o);
+  }
+  ASSERT_TRUE(std::any_of(h.begin(), h.end(), [](const Observation& o) { return o.status == "oom"; }));
+  SearchContext ctx;
+  ctx.spec = &spec;
+  const Planner planner = PlannerFor(spec);
+  const model_internal::Models m(ctx, planner, h, ModelOptimizer::Options(), nullptr);
+  ASSERT_TRUE(m.memory().has_value());
+  const Space space(spec);
+  const int64_t base = IndexOf(spec, spec.baseline);
+  ASSERT_GE(base, 0);
+  int compared = 0;
+  for (size_t k = 0; k < space.knobs(); ++k) {
+    for (int64_t v = 0; v < space.radix(k); ++v) {
+      const int64_t at = space.With(base, k, v);
+      EXPECT_EQ(m.PeakGibAt(at), m.PeakGib(ConfigAt(spec, at))) << ConfigKey(ConfigAt(spec, at));
+      ++compared;
+    }
+  }
+  for (int i = 0; i < 200; ++i) {
+    const int64_t at = static_cast<int64_t>(rng() % static_cast<uint64_t>(size));
+    EXPECT_EQ(m.PeakGibAt(at), m.PeakGib(ConfigAt(spec, at)));
+  }
+  EXPECT_GT(compared, 20);
+  EXPECT_GT(m.PeakGibAt(base), 0.0);
 }
 
 TEST(ModelOptimizerTest, ABankStartThatWouldNotFitLeadsToAFittingNeighbourOnce) {
