@@ -715,8 +715,10 @@ int Latency(int history_size) {
       "Proposal latency with %d trials of history (random settings, 1 in 20 a contract\n"
       "violation), 1 proposal of 1 setting each; then the same with the server's most of\n"
       "%zu bank trials of the workload from another GPU (SearchContext::related); cpu: the\n"
-      "median CPU time of a proposal over all threads (the step-time model is fitted and\n"
-      "predicted on a second thread while the memory and launch models are on the first)\n\n",
+      "median CPU time of a proposal over all threads (the step-time and launch models are\n"
+      "fitted on a second thread while the memory model is fitted on the first, and the\n"
+      "step-time predictions are made there too). The allocator is set up as\n"
+      "infrarsi-server sets it (base/allocator.h, one malloc arena)\n\n",
       history_size, infrarsi::SearchContext::kMaxRelated);
   std::printf("%-28s %10s %10s %10s   %10s %10s   %10s %10s\n", "landscape", "p50 ms", "p99 ms",
               "max ms", "+bank p50", "+bank p99", "cpu p50", "+bank cpu");
