@@ -10,8 +10,8 @@
 // proposal's median CPU time at 2,000 trials fell by about a third
 // (docs/benchmarks.md).
 //
-// Call once at the start of main, before threads start (mallopt is not
-// synchronized against concurrent allocation on every libc). What it costs:
+// Call once at the start of main, before other threads start, so every
+// arena works under the same thresholds from its first block. What it costs:
 // each malloc arena keeps up to kTrimThresholdBytes of freed memory mapped
 // for reuse instead of returning it, bounded by what that arena once held.
 #ifndef INFRARSI_BASE_ALLOCATOR_H_
