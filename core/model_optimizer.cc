@@ -273,25 +273,16 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
         bool operator<(const Saver& o) const { return price < o.price; }
       };
       std::vector<Saver> savers;
-      // By index where the baseline is in the space (no Config built per
-      // value); the same prices either way.
+      // Priced by index, no Config built per value. ParseSpec keeps the
+      // baseline in the space; a hand-built spec's baseline outside it has
+      // no one-knob neighbours to price.
       const int64_t base_at = IndexOf(spec, spec.baseline);
-      const double base_peak = base_at >= 0 ? m.PeakGibAt(base_at) : m.PeakGib(spec.baseline);
-      for (size_t k = 0; k < spec.knobs.size(); ++k) {
-        const Knob& knob = spec.knobs[k];
-        for (size_t v = 0; v < knob.values.size(); ++v) {
-          double peak = 0;
-          if (base_at >= 0) {
-            if (space.Digit(base_at, k) == static_cast<int64_t>(v)) continue;
-            peak = m.PeakGibAt(space.With(base_at, k, static_cast<int64_t>(v)));
-          } else {
-            Config c = spec.baseline;
-            if (c[knob.name] == knob.values[v]) continue;
-            c[knob.name] = knob.values[v];
-            peak = m.PeakGib(c);
-          }
-          const double price = peak - base_peak;
-          if (price < 0) savers.push_back({price, k, static_cast<int64_t>(v)});
+      const double base_peak = base_at >= 0 ? m.PeakGibAt(base_at) : 0;
+      for (size_t k = 0; base_at >= 0 && k < space.knobs(); ++k) {
+        for (int64_t v = 0; v < space.radix(k); ++v) {
+          if (space.Digit(base_at, k) == v) continue;
+          const double price = m.PeakGibAt(space.With(base_at, k, v)) - base_peak;
+          if (price < 0) savers.push_back({price, k, v});
         }
       }
       std::sort(savers.begin(), savers.end());
