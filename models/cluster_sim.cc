@@ -604,20 +604,36 @@ double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const Launc
   const int ep = std::max(k.ep, 1);
   const int dp = std::max(1, c.world() / (tp * pp * cp));
   const double layers = static_cast<double>(m.layers) / pp;
-  const double params =
-      (p.embedding / 2 + layers * (p.per_layer_dense + p.per_layer_expert / ep)) / tp;
+  const double dense = (p.embedding / 2 + layers * p.per_layer_dense) / tp;
+  const double experts = layers * p.per_layer_expert / ep / tp;
   // Bytes per parameter: weights 2, gradients 4 (2 in bf16), optimizer 12
   // (16 with bf16 gradients: an fp32 copy); ZeRO-1 shards the optimizer,
-  // ZeRO-2 the gradients too, ZeRO-3/FSDP the weights as well.
+  // ZeRO-2 the gradients too, ZeRO-3/FSDP the weights as well, over the
+  // data-parallel ranks with context parallelism's (Megatron's data
+  // parallel group with CP: they hold the same weights), experts over
+  // those ranks less expert parallelism's.
   const int zero = std::max(static_cast<int>(k.sharding), k.dist_opt ? 1 : 0);
-  const double d = k.shard_group > 0 ? std::min(k.shard_group, dp) : dp;
+  const int dpc = dp * cp;
+  const double d = k.shard_group > 0 ? std::min(k.shard_group, dpc) : dpc;
+  const double de = std::max(1.0, std::min(d, static_cast<double>(dpc / ep)));
   const double grad = k.grad_reduce_bf16 ? 2.0 : 4.0, opt = k.grad_reduce_bf16 ? 16.0 : 12.0;
-  const double state = params * ((zero >= 3 ? 2.0 / d : 2.0) + (zero >= 2 ? grad / d : grad) +
-                                 (zero >= 1 ? opt / d : opt));
+  auto bytes = [&](double g) {
+    return (zero >= 3 ? 2.0 / g : 2.0) + (zero >= 2 ? grad / g : grad) + (zero >= 1 ? opt / g : opt);
+  };
+  const double state = dense * bytes(d) + experts * bytes(de);
   const double s = static_cast<double>(m.seq_len) / cp, b = k.micro_batch, h = m.hidden;
+  // A whole layer's activations (Table 2): what full recompute holds again
+  // for the one layer it recomputes.
+  const double whole = k.seq_par ? 34.0 * s * b * h / tp : s * b * h * (10.0 + 24.0 / tp);
   double act;
+  // Without flash attention the layer being computed materializes its
+  // scores, softmax and dropout (5as^2b/t), whatever is kept across layers.
+  double working = k.flash_attn ? 0.0 : 5.0 * m.heads * s * s * b / tp;
   if (k.recompute == Recompute::kFull) {
-    act = 2.0 * s * b * h;
+    // The checkpointed layer inputs, sharded by sequence parallelism (Section
+    // 5: 2sbh/t with it), and one layer recomputed at a time.
+    act = 2.0 * s * b * h / (k.seq_par ? tp : 1);
+    working += whole;
   } else if (k.recompute == Recompute::kOp) {
     // The layer input and attention output, half the matmul outputs.
     act = s * b * (4.0 * h + (3.0 * h + 3.0 * m.ffn) / tp);
@@ -626,13 +642,18 @@ double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const Launc
     // attention and MLP internals (24sbh) but not the layer norms, dropouts
     // and the inputs of the first GEMMs (10sbh); sequence parallelism splits
     // those too.
-    act = k.seq_par ? 34.0 * s * b * h / tp : s * b * h * (10.0 + 24.0 / tp);
+    act = whole;
     if (!k.flash_attn && (k.recompute == Recompute::kNone || k.recompute == Recompute::kModules)) {
       act += 5.0 * m.heads * s * s * b / tp;
     }
   }
+  // The first stage holds PP micro-batches in flight under 1F1B, each over
+  // its layers; the last holds one, and the output layer's logits with the
+  // loss's fp32 copy (Megatron's theoretical memory: 4sbv/t bytes).
   const double resident = std::max(0.0, layers * pp - std::max(0, k.offload_layers));
-  return (state + act * resident) / (1024.0 * 1024.0 * 1024.0);
+  const double first = act * resident + working + (pp == 1 ? 4.0 * s * b * m.vocab / tp : 0.0);
+  const double last = act * layers + working + 4.0 * s * b * m.vocab / tp;
+  return (state + std::max(first, last)) / (1024.0 * 1024.0 * 1024.0);
 }
 
 double TextbookStepTimeS(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k) {

@@ -305,12 +305,16 @@ std::string LaunchCheck(const ModelShape& m, const ClusterShape& c, const Launch
 
 // A textbook estimate of peak memory per GPU in GiB, what a planner computes
 // before any run: Megatron's 18 (or 6 + 12/d) bytes per parameter over TP x
-// PP (experts over EP too), plus Korthikanti's activations per layer (Table
-// 2: 34sbh/t with sequence parallelism, sbh(10 + 24/t) without, plus
-// 5as^2b/t; 2sbh with full recompute; no s^2 term with flash attention or
-// selective recompute) for the first stage's PP in-flight micro-batches.
-// Deliberately simpler than Simulate (no logits, buffers, fp8 or
-// interleaving terms): the search's memory model learns how far off it is.
+// PP (experts over EP too; d the data-parallel ranks with CP's, experts'
+// less EP's), plus Korthikanti's activations per layer (Table 2: 34sbh/t
+// with sequence parallelism, sbh(10 + 24/t) without, plus 5as^2b/t; 2sbh
+// with full recompute, 2sbh/t with sequence parallelism, and one whole
+// layer recomputed; no s^2 term kept with flash attention or selective
+// recompute, though the layer being computed has it without flash) for the
+// first stage's PP in-flight micro-batches, or the last stage's one with
+// the logits (4sbv/t), whichever is more. Deliberately simpler than
+// Simulate (no buffers, fp8, MoE routing or interleaving terms): the
+// search's memory model learns how far off it is.
 double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k);
 
 // A textbook estimate of step time in seconds, what a planner computes

@@ -12,7 +12,8 @@
 // Usage:
 //   search_bench [seeds=30] [budget=200] [landscape-substring]
 //   search_bench --transfer [seeds=10] [workload-substring]  same workload on another GPU, bank vs cold
-//   search_bench --estimates      the planner's textbook estimates against the simulator
+//   search_bench --estimates [tune|held-out]  the planner's textbook estimates against the
+//                                 simulator: the reference suite, or a half of the generated one
 //   search_bench --generalize [seeds=10] [budget=30] [both|held-out|tune]
 //                                 the generated suite (workload_suite.h), cold, against TPE,
 //                                 in trials and GPU-seconds, with and without pruning
@@ -817,6 +818,47 @@ int Latency(int history_size) {
 
 // How far the planner's textbook estimates are from the simulator, over a
 // sample of each workload's settings that run.
+// The textbook memory estimate on a half of the generated suite: how far
+// log(estimate / peak) spreads over 400 sampled settings that launch (OOMs
+// included: the simulator knows their peak). The search's memory model
+// fits an offset and a slope on it, so its spread, not its mean, is what
+// the model cannot learn from a few runs.
+int SuiteEstimates(bool held_out) {
+  auto suite = infrarsi::bench::GenerateSuite();
+  if (!suite.ok()) {
+    std::fprintf(stderr, "suite: %s\n", suite.status().ToString().c_str());
+    return 1;
+  }
+  namespace ms = infrarsi::models::sim;
+  std::printf("Textbook memory estimate against the simulator's peak, %s half, 400 sampled settings\n"
+              "that launch each: mean and sd of log(estimate / peak)\n\n%-40s %8s %8s\n",
+              held_out ? "held-out" : "tuning", "workload", "mean", "sd");
+  double sum_sd = 0;
+  for (const auto& w : *suite) {
+    if (w.held_out != held_out) continue;
+    const infrarsi::SessionSpec spec = Parse(w.yaml, "/", w.name);
+    const infrarsi::Planner planner = infrarsi::PlannerFor(spec);
+    std::mt19937_64 rng(1);
+    const int64_t size = spec.SpaceSize();
+    std::vector<double> lr;
+    for (int i = 0; i < 20000 && lr.size() < 400; ++i) {
+      const int64_t index = static_cast<int64_t>(rng() % static_cast<uint64_t>(size));
+      if (!planner.launches_at(index)) continue;
+      const ms::SimResult r =
+          ms::Simulate(spec.sim.model, spec.sim.cluster, infrarsi::SimKnobs(spec, infrarsi::ConfigAt(spec, index)));
+      if (r.status == ms::Status::kLauncherError || r.peak_mem_gib <= 0) continue;
+      lr.push_back(std::log(planner.memory_estimate_gib_at(index) / r.peak_mem_gib));
+    }
+    double mean = 0, var = 0;
+    for (double x : lr) mean += x / static_cast<double>(lr.size());
+    for (double x : lr) var += (x - mean) * (x - mean) / static_cast<double>(lr.size());
+    std::printf("%-40s %8.3f %8.3f\n", w.name.c_str(), mean, std::sqrt(var));
+    sum_sd += std::sqrt(var);
+  }
+  std::printf("\nSum of the sds: %.3f\n", sum_sd);
+  return 0;
+}
+
 int Estimates() {
   std::printf("Textbook estimates against the simulator, settings that run (up to 5000 sampled):\n"
               "memory: median / p90 of |log(estimate / peak)| and the median ratio; time: Pearson\n"
@@ -1099,7 +1141,12 @@ int main(int argc, char** argv) {
   }
   if (argc > 1 && std::strcmp(argv[1], "--describe") == 0) return Describe();
   if (argc > 2 && std::strcmp(argv[1], "--oracle") == 0) return Oracle(argv[2]);
-  if (argc > 1 && std::strcmp(argv[1], "--estimates") == 0) return Estimates();
+  if (argc > 1 && std::strcmp(argv[1], "--estimates") == 0) {
+    if (argc > 2 && (std::strcmp(argv[2], "tune") == 0 || std::strcmp(argv[2], "held-out") == 0)) {
+      return SuiteEstimates(std::strcmp(argv[2], "held-out") == 0);
+    }
+    return Estimates();
+  }
   if (argc > 1 && std::strcmp(argv[1], "--generalize") == 0) {
     const int seeds = argc > 2 ? std::atoi(argv[2]) : 10;
     const int budget = argc > 3 ? std::atoi(argv[3]) : 30;

@@ -1173,10 +1173,18 @@ TEST(SearchStopTest, ASmallGainStopsOnlyPastMinTrials) {
 
 // Where no setting passes the OOM caution (after k OOMs, P(fits) >= 1 -
 // 2^-k), the caution steps down one level at a time, the baseline floor
-// kept, before every guard goes: on the 405B reference workload, where most
-// of the space does not fit, cold sessions run out of memory less often.
+// kept, before every guard goes. With the planner's memory estimate as it
+// was (full recompute's checkpoints not split by sequence parallelism, no
+// logits) it cut the 405B reference's OOMs from 66 to 36 in six sessions;
+// with the estimate corrected the caution rarely empties the pool and both
+// run out of memory 30 times there. What is checked now: stepping down
+// never costs more OOMs, on the four reference workloads where sessions
+// run out of memory at all.
 TEST(ModelOptimizerTest, WhereNothingPassesTheOomCautionItStepsDownBeforeGivingUp) {
-  const SessionSpec spec = WorkloadSpec("dense-405b-16x8-h100");
+  int graded = 0, all_at_once = 0;
+  for (const char* name : {"dense-405b-16x8-h100", "dense-70b-4x8-h100", "moe-128e-top8-2x8-h200",
+                           "dense-34b-8x8-h100-slownet"}) {
+  const SessionSpec spec = WorkloadSpec(name);
   SearchContext ctx;
   ctx.spec = &spec;
   auto ooms_in_sessions = [&](bool graded) {
@@ -1195,13 +1203,14 @@ TEST(ModelOptimizerTest, WhereNothingPassesTheOomCautionItStepsDownBeforeGivingU
     }
     return ooms;
   };
-  const int graded = ooms_in_sessions(true), all_at_once = ooms_in_sessions(false);
-  std::printf("OOMs in 6 sessions of 15 trials: %d stepping down, %d dropping every guard\n", graded,
-              all_at_once);
-  // 36 against 66 measured; at most two thirds leaves room for how the
-  // models round (3 sessions: 15 or 18 against 33, on the same code but
-  // for the order of a sum).
-  EXPECT_LE(3 * graded, 2 * all_at_once);
+  const int g = ooms_in_sessions(true), a = ooms_in_sessions(false);
+  std::printf("%s: OOMs in 6 sessions of 15 trials: %d stepping down, %d dropping every guard\n", name, g, a);
+  graded += g;
+  all_at_once += a;
+  }
+  // 47 and 47 measured (30, 7, 6 and 4 each).
+  EXPECT_GT(all_at_once, 0);
+  EXPECT_LE(graded, all_at_once);
 }
 
 // A setting whose step time is that of a setting that ran is not proposed

@@ -316,9 +316,12 @@ TEST(TextbookStepTimeTest, NarayananTermsOnOneGpu) {
 // Table 2 per layer, for the layers the first stage holds in flight (all of
 // them under 1F1B): 34sbh/t with sequence parallelism, sbh(10 + 24/t)
 // without (layer norms, dropouts and first-GEMM inputs are not split by
-// TP alone), 2sbh with full recompute. (It counted 34sbh without sequence
-// parallelism at any TP: a 175B model's selective-recompute settings were
-// estimated 2.6x too hungry at TP 8.)
+// TP alone); with full recompute the checkpointed inputs, 2sbh (2sbh/t
+// with sequence parallelism, Section 5), plus one whole layer recomputed.
+// (It counted 34sbh without sequence parallelism at any TP: a 175B model's
+// selective-recompute settings were estimated 2.6x too hungry at TP 8; and
+// 2sbh under sequence parallelism: a 405B model at 32k context with full
+// recompute, 186 GiB estimated where the simulator puts 79.)
 TEST(TextbookMemoryTest, KorthikantiActivationsByParallelism) {
   const ModelShape m = Gpt(24, 2048, 16, 64);
   const ClusterShape c = H100Node(8);
@@ -327,16 +330,55 @@ TEST(TextbookMemoryTest, KorthikantiActivationsByParallelism) {
   k.flash_attn = true;  // no s^2 term
   const double sbh = 2048.0 * 1 * 2048, gib = 1024.0 * 1024.0 * 1024.0, layers = 24;
   k.recompute = Recompute::kFull;
-  const double full = TextbookMemoryGib(m, c, k);  // the same weights and states throughout
+  const double full = TextbookMemoryGib(m, c, k);  // the same weights, states and logits throughout
   k.recompute = Recompute::kSelective;
-  EXPECT_NEAR(TextbookMemoryGib(m, c, k) - full, layers * sbh * (10.0 + 24.0 / 8 - 2.0) / gib, 1e-9);
+  EXPECT_NEAR(TextbookMemoryGib(m, c, k) - full,
+              ((layers - 1) * sbh * (10.0 + 24.0 / 8) - layers * 2.0 * sbh) / gib, 1e-9);
   k.seq_par = true;
-  EXPECT_NEAR(TextbookMemoryGib(m, c, k) - full, layers * sbh * (34.0 / 8 - 2.0) / gib, 1e-9);
+  const double selective_sp = TextbookMemoryGib(m, c, k);
+  k.recompute = Recompute::kFull;
+  EXPECT_NEAR(selective_sp - TextbookMemoryGib(m, c, k), ((layers - 1) * sbh * 34.0 / 8 - layers * 2.0 * sbh / 8) / gib,
+              1e-9);
+  k.recompute = Recompute::kSelective;
   // At TP 1 the two are the same 34sbh.
   k.tp = 1;
   const double sp = TextbookMemoryGib(m, c, k);
   k.seq_par = false;
   EXPECT_NEAR(TextbookMemoryGib(m, c, k), sp, 1e-12);
+}
+
+// The rest of what a planner knows before any run (Megatron's theoretical
+// memory): the output layer's logits with the loss's fp32 copy, 4sbv/t
+// bytes; without flash attention the scores of the layer being computed,
+// 5as^2b/t, even under full recompute; and the distributed optimizer's
+// shards over the data-parallel ranks with context parallelism's, so
+// trading DP for CP moves only the activations.
+TEST(TextbookMemoryTest, LogitsScoresAndOptimizerShardsOverContextParallelism) {
+  ModelShape m = Gpt(24, 2048, 16, 64);
+  const ClusterShape c = H100Node(8);
+  LaunchKnobs k;
+  k.tp = 4;
+  k.seq_par = true;
+  k.flash_attn = true;
+  k.recompute = Recompute::kFull;
+  const double s = 2048, h = 2048, gib = 1024.0 * 1024.0 * 1024.0, layers = 24;
+  const double base = TextbookMemoryGib(m, c, k);
+  m.vocab += 1000;  // the embedding grows too: weigh it against the same change at another s
+  const double more_vocab = TextbookMemoryGib(m, c, k);
+  m.seq_len *= 2;
+  const double long_more = TextbookMemoryGib(m, c, k);
+  m.vocab -= 1000;
+  const double long_base = TextbookMemoryGib(m, c, k);
+  EXPECT_NEAR((long_more - long_base) - (more_vocab - base), 4.0 * s * 1000 / 4 / gib, 1e-9);
+  m.seq_len = 2048;
+  k.flash_attn = false;
+  EXPECT_NEAR(TextbookMemoryGib(m, c, k) - base, 5.0 * 16 * s * s / 4 / gib, 1e-9);
+  k.flash_attn = true;
+  k.dist_opt = true;
+  const double dp2 = TextbookMemoryGib(m, c, k);  // DP 2, CP 1
+  k.cp = 2;                                        // DP 1, CP 2: the same two optimizer shards
+  const double acts = (layers * 2.0 * s * h / 4 + 34.0 * s * h / 4 + 4.0 * s * m.vocab / 4) / gib;
+  EXPECT_NEAR(dp2 - TextbookMemoryGib(m, c, k), acts / 2, 1e-9);
 }
 
 TEST(TextbookStepTimeTest, BubbleAndCommunicationTerms) {
