@@ -816,8 +816,6 @@ int Latency(int history_size) {
   return 0;
 }
 
-// How far the planner's textbook estimates are from the simulator, over a
-// sample of each workload's settings that run.
 // The textbook memory estimate on a half of the generated suite: how far
 // log(estimate / peak) spreads over 400 sampled settings that launch (OOMs
 // included: the simulator knows their peak). The search's memory model
@@ -849,6 +847,10 @@ int SuiteEstimates(bool held_out) {
       if (r.status == ms::Status::kLauncherError || r.peak_mem_gib <= 0) continue;
       lr.push_back(std::log(planner.memory_estimate_gib_at(index) / r.peak_mem_gib));
     }
+    if (lr.empty()) {
+      std::printf("%-40s no sampled setting launches\n", w.name.c_str());
+      continue;
+    }
     double mean = 0, var = 0;
     for (double x : lr) mean += x / static_cast<double>(lr.size());
     for (double x : lr) var += (x - mean) * (x - mean) / static_cast<double>(lr.size());
@@ -859,6 +861,8 @@ int SuiteEstimates(bool held_out) {
   return 0;
 }
 
+// How far the planner's textbook estimates are from the simulator, over a
+// sample of each workload's settings that run.
 int Estimates() {
   std::printf("Textbook estimates against the simulator, settings that run (up to 5000 sampled):\n"
               "memory: median / p90 of |log(estimate / peak)| and the median ratio; time: Pearson\n"
@@ -1142,10 +1146,12 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--describe") == 0) return Describe();
   if (argc > 2 && std::strcmp(argv[1], "--oracle") == 0) return Oracle(argv[2]);
   if (argc > 1 && std::strcmp(argv[1], "--estimates") == 0) {
-    if (argc > 2 && (std::strcmp(argv[2], "tune") == 0 || std::strcmp(argv[2], "held-out") == 0)) {
+    if (argc == 2) return Estimates();
+    if (std::strcmp(argv[2], "tune") == 0 || std::strcmp(argv[2], "held-out") == 0) {
       return SuiteEstimates(std::strcmp(argv[2], "held-out") == 0);
     }
-    return Estimates();
+    std::fprintf(stderr, "--estimates: the half must be 'tune' or 'held-out', not '%s'\n", argv[2]);
+    return 2;
   }
   if (argc > 1 && std::strcmp(argv[1], "--generalize") == 0) {
     const int seeds = argc > 2 ? std::atoi(argv[2]) : 10;
