@@ -1173,44 +1173,47 @@ TEST(SearchStopTest, ASmallGainStopsOnlyPastMinTrials) {
 
 // Where no setting passes the OOM caution (after k OOMs, P(fits) >= 1 -
 // 2^-k), the caution steps down one level at a time, the baseline floor
-// kept, before every guard goes. With the planner's memory estimate as it
-// was (full recompute's checkpoints not split by sequence parallelism, no
-// logits) it cut the 405B reference's OOMs from 66 to 36 in six sessions;
-// with the estimate corrected the caution rarely empties the pool and both
-// run out of memory 30 times there. What is checked now: stepping down
-// never costs more OOMs, on the four reference workloads where sessions
-// run out of memory at all.
+// kept, before every guard goes. It matters most where the memory model
+// has no textbook estimate to lean on, as in a real job's session (a
+// process executor on a known GPU, no model shape): the 405B and 70B
+// references seen that way, run through the simulator. (With the
+// simulator's shapes the corrected estimate seldom lets the caution empty
+// the pool: 30 OOMs either way on the 405B.)
 TEST(ModelOptimizerTest, WhereNothingPassesTheOomCautionItStepsDownBeforeGivingUp) {
   int graded = 0, all_at_once = 0;
-  for (const char* name : {"dense-405b-16x8-h100", "dense-70b-4x8-h100", "moe-128e-top8-2x8-h200",
-                           "dense-34b-8x8-h100-slownet"}) {
-  const SessionSpec spec = WorkloadSpec(name);
-  SearchContext ctx;
-  ctx.spec = &spec;
-  auto ooms_in_sessions = [&](bool graded) {
-    ModelOptimizer::Options o;
-    o.graded_fallback = graded;
-    ModelOptimizer opt(o);
-    int ooms = 0;
-    for (uint64_t seed = 1; seed <= 6; ++seed) {
-      std::vector<Observation> history = {SimulatedObservation(spec, spec.baseline)};
-      for (int n = 1; n <= 15; ++n) {
-        const std::vector<Config> next = opt.Propose(ctx, history, 1, seed * 1000 + n).configs;
-        if (next.empty()) break;
-        history.push_back(SimulatedObservation(spec, next[0]));
-        ooms += history.back().status == "oom";
+  for (const char* name : {"dense-405b-16x8-h100", "dense-70b-4x8-h100"}) {
+    const SessionSpec spec = WorkloadSpec(name);
+    SessionSpec real_job = spec;  // what the search sees
+    real_job.executor_kind = SessionSpec::ExecutorKind::kProcess;
+    real_job.gpu = spec.sim.cluster.gpu.name;
+    ASSERT_FALSE(static_cast<bool>(PlannerFor(real_job).memory_estimate_gib)) << name;
+    ASSERT_EQ(PlannerFor(real_job).capacity_gib, spec.sim.cluster.gpu.memory_gib) << name;
+    SearchContext ctx;
+    ctx.spec = &real_job;
+    auto ooms_in_sessions = [&](bool step_down) {
+      ModelOptimizer::Options o;
+      o.graded_fallback = step_down;
+      ModelOptimizer opt(o);
+      int ooms = 0;
+      for (uint64_t seed = 1; seed <= 6; ++seed) {
+        std::vector<Observation> history = {SimulatedObservation(spec, spec.baseline)};
+        for (int n = 1; n <= 15; ++n) {
+          const std::vector<Config> next = opt.Propose(ctx, history, 1, seed * 1000 + n).configs;
+          if (next.empty()) break;
+          history.push_back(SimulatedObservation(spec, next[0]));
+          ooms += history.back().status == "oom";
+        }
       }
-    }
-    return ooms;
-  };
-  const int g = ooms_in_sessions(true), a = ooms_in_sessions(false);
-  std::printf("%s: OOMs in 6 sessions of 15 trials: %d stepping down, %d dropping every guard\n", name, g, a);
-  graded += g;
-  all_at_once += a;
+      return ooms;
+    };
+    const int g = ooms_in_sessions(true), a = ooms_in_sessions(false);
+    std::printf("%s: OOMs in 6 sessions of 15 trials: %d stepping down, %d dropping every guard\n", name, g, a);
+    graded += g;
+    all_at_once += a;
   }
-  // 47 and 47 measured (30, 7, 6 and 4 each).
-  EXPECT_GT(all_at_once, 0);
-  EXPECT_LE(graded, all_at_once);
+  // 44 + 24 against 70 + 28 measured; at most three quarters leaves room
+  // for how the models round.
+  EXPECT_LE(4 * graded, 3 * all_at_once);
 }
 
 // A setting whose step time is that of a setting that ran is not proposed
