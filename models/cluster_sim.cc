@@ -648,12 +648,15 @@ double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const Launc
     }
   }
   // The first stage holds PP micro-batches in flight under 1F1B, each over
-  // its layers; the last holds one, and the output layer's logits with the
-  // loss's fp32 copy (Megatron's theoretical memory: 4sbv/t bytes).
+  // its layers (less those offloaded, which only a single stage allows);
+  // the last holds one, and the output layer's logits with the loss's fp32
+  // copy (Megatron's theoretical memory: 4sbv/t bytes). With one stage
+  // they are the same stage.
+  const double logits = 4.0 * s * b * m.vocab / tp;
   const double resident = std::max(0.0, layers * pp - std::max(0, k.offload_layers));
-  const double first = act * resident + working + (pp == 1 ? 4.0 * s * b * m.vocab / tp : 0.0);
-  const double last = act * layers + working + 4.0 * s * b * m.vocab / tp;
-  return (state + std::max(first, last)) / (1024.0 * 1024.0 * 1024.0);
+  double peak = act * resident + working + (pp == 1 ? logits : 0.0);
+  if (pp > 1) peak = std::max(peak, act * layers + working + logits);
+  return (state + peak) / (1024.0 * 1024.0 * 1024.0);
 }
 
 double TextbookStepTimeS(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k) {

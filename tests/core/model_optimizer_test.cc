@@ -854,18 +854,11 @@ TEST(ModelOptimizerTest, BankStartsThatWouldNotFitHereAreLeftOut) {
 // baseline (and others), with the textbook estimate's column.
 TEST(ModelOptimizerTest, PeakByIndexIsPeakByConfig) {
   const SessionSpec spec = SimSpec();
-  namespace ms = models::sim;
   std::vector<Observation> h;
   std::mt19937_64 rng(5);
   const int64_t size = spec.SpaceSize();
   for (int i = 0; i < 60; ++i) {
-    Observation o;
-    o.config = ConfigAt(spec, static_cast<int64_t>(rng() % static_cast<uint64_t>(size)));
-    const auto r = ms::Simulate(spec.sim.model, spec.sim.cluster, SimKnobs(spec, o.config));
-    o.status = r.status == ms::Status::kOk ? "ok" : (r.status == ms::Status::kOom ? "oom" : "failed");
-    o.step_time_s = r.step_time_s;
-    o.peak_mem_gib = r.peak_mem_gib;
-    h.push_back(o);
+    h.push_back(SimulatedObservation(spec, ConfigAt(spec, static_cast<int64_t>(rng() % static_cast<uint64_t>(size)))));
   }
   ASSERT_TRUE(std::any_of(h.begin(), h.end(), [](const Observation& o) { return o.status == "oom"; }));
   SearchContext ctx;

@@ -379,6 +379,11 @@ TEST(TextbookMemoryTest, LogitsScoresAndOptimizerShardsOverContextParallelism) {
   k.cp = 2;                                        // DP 1, CP 2: the same two optimizer shards
   const double acts = (layers * 2.0 * s * h / 4 + 34.0 * s * h / 4 + 4.0 * s * m.vocab / 4) / gib;
   EXPECT_NEAR(dp2 - TextbookMemoryGib(m, c, k), acts / 2, 1e-9);
+  // Offloaded layers (one stage only) leave their checkpoints off the GPU;
+  // the logits are on that same stage, so they do not mask the saving.
+  k.cp = 1;
+  k.offload_layers = 4;
+  EXPECT_NEAR(dp2 - TextbookMemoryGib(m, c, k), 4 * 2.0 * s * h / 4 / gib, 1e-9);
 }
 
 TEST(TextbookStepTimeTest, BubbleAndCommunicationTerms) {
