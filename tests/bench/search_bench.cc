@@ -829,8 +829,9 @@ int SuiteEstimates(bool held_out) {
   }
   namespace ms = infrarsi::models::sim;
   std::printf("Textbook memory estimate against the simulator's peak, %s half, 400 sampled settings\n"
-              "that launch each: mean and sd of log(estimate / peak)\n\n%-40s %8s %8s\n",
-              held_out ? "held-out" : "tuning", "workload", "mean", "sd");
+              "that launch each: mean and sd of log(estimate / peak); the baseline's estimate and\n"
+              "peak (GiB) against the device's memory\n\n%-40s %8s %8s %9s %9s %9s\n",
+              held_out ? "held-out" : "tuning", "workload", "mean", "sd", "base est", "base peak", "device");
   double sum_sd = 0;
   for (const auto& w : *suite) {
     if (w.held_out != held_out) continue;
@@ -854,7 +855,9 @@ int SuiteEstimates(bool held_out) {
     double mean = 0, var = 0;
     for (double x : lr) mean += x / static_cast<double>(lr.size());
     for (double x : lr) var += (x - mean) * (x - mean) / static_cast<double>(lr.size());
-    std::printf("%-40s %8.3f %8.3f\n", w.name.c_str(), mean, std::sqrt(var));
+    const ms::SimResult base = ms::Simulate(spec.sim.model, spec.sim.cluster, infrarsi::SimKnobs(spec, spec.baseline));
+    std::printf("%-40s %8.3f %8.3f %9.1f %9.1f %9.1f\n", w.name.c_str(), mean, std::sqrt(var),
+                planner.memory_estimate_gib(spec.baseline), base.peak_mem_gib, planner.capacity_gib);
     sum_sd += std::sqrt(var);
   }
   std::printf("\nSum of the sds: %.3f\n", sum_sd);
