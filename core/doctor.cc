@@ -26,6 +26,11 @@ double NoiseFloor(double cv, int runs) {
   return TQuantile975(2 * runs - 2) * cv * std::sqrt(2.0 / runs);
 }
 
+double PairSpreadFromFloor(double floor, int runs) {
+  runs = std::max(runs, 2);
+  return std::sqrt(2.0) * floor / (TQuantile975(2 * runs - 2) * std::sqrt(2.0 / runs));
+}
+
 namespace {
 
 // Indices (1-based) of two values that are bit-for-bit equal, if any.
@@ -228,6 +233,25 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
   v.reason = absl::StrFormat("interval [%.4f, %.4f]%s %s the noise floor %.4f", e.ci_low,
                              e.ci_high, clock, v.cleared ? "clears" : "does not clear",
                              1.0 + rules.noise_floor);
+  // An interval too wide to clear may be the host's doing, not the
+  // candidate's: the pairs are compared with the spread the doctor saw.
+  {
+    std::vector<double> logs;
+    for (size_t i = 0; i < base_arms.size(); ++i) logs.push_back(std::log(base_arms[i] / cand_arms[i]));
+    v.pair_spread = models::SampleStdDev(logs);
+    const double expected = rules.verify_runs > 0 && rules.noise_floor > 0
+                                ? PairSpreadFromFloor(rules.noise_floor, rules.verify_runs)
+                                : 0.0;
+    if (!v.cleared && expected > 0 && v.pair_spread > kNoisierThanCalibrated * expected) {
+      v.host_noisier = true;
+      absl::StrAppendFormat(
+          &v.reason,
+          "; its pairs spread %.1f%% where the doctor's calibration implies %.1f%%: the host was "
+          "busier during verification than when the doctor measured it (rerun doctor and run "
+          "with fewer jobs beside the trials)",
+          100 * v.pair_spread, 100 * expected);
+    }
+  }
   // A gain the timed window shows must (mostly) be a gain over the whole
   // run, process start to exit: one that vanishes there was moved (into the
   // warm-up, the start-up, or after the last line), not made.

@@ -78,7 +78,22 @@ struct VerifyRules {
   std::string disqualified;
   // Set when the doctor's baseline runs were implausible: no verdict.
   std::string baseline_suspicious;
+  // The doctor's verify_runs (with noise_floor it says how widely honest
+  // pairs spread on the host the doctor calibrated); 0: not compared.
+  int verify_runs = 0;
 };
+
+// The spread (standard deviation of log(baseline / candidate)) of one A/B
+// pair that a noise floor of `floor` for `runs` runs implies:
+// sqrt(2) * cv, with cv from inverting NoiseFloor. The floor is never below
+// the host's noise, so neither is this.
+double PairSpreadFromFloor(double floor, int runs);
+
+// A candidate's pairs spread more than this many times what the doctor's
+// floor implies: the host got busier after the doctor calibrated it. With
+// honest noise the chance of that is below 1% at any number of pairs
+// (chi-square with one degree of freedom beyond 9: 0.3%).
+inline constexpr double kNoisierThanCalibrated = 3.0;
 
 // The re-verification's rule for one candidate: its paired speed-up (on the
 // agent's clock for real processes) must rest on at least two complete A/B
@@ -96,6 +111,11 @@ struct CandidateVerdict {
   // vanished over the whole run, but too few runs to say it beyond doubt.
   // Not a cheat's verdict; its gain is unconfirmed.
   bool unconfirmed = false;
+  // Not cleared, and its pairs spread kNoisierThanCalibrated times what the
+  // doctor's floor implies: the verdict says the host was busier than at
+  // calibration, not that the candidate is no faster.
+  bool host_noisier = false;
+  double pair_spread = 0;  // sd of log(baseline / candidate) over its pairs
   std::string reason;
 };
 CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const VerifyRules& rules);

@@ -116,14 +116,17 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
   VerifyRules rules;
   rules.noise_floor = doctor.noise_floor();
   rules.agent_clock = spec.Executor().agent_clock;
+  rules.verify_runs = doctor.verify_runs();
   if (doctor.suspicious()) rules.baseline_suspicious = doctor.warning();
   std::vector<CandidateVerdict> verdicts;
+  bool host_noisier = false;
   for (auto& c : *v.mutable_candidates()) {
     std::vector<VerifyPair> pairs;
     for (const auto& [run, p] : arms[c.rank()]) pairs.push_back(p);
     rules.disqualified = disqualified[c.rank()];
     verdicts.push_back(JudgeCandidate(pairs, rules));
     const CandidateVerdict& verdict = verdicts.back();
+    host_noisier = host_noisier || verdict.host_noisier;
     auto cap = [](double x) { return std::min(x, 1e9); };
     c.set_runs(verdict.estimate.pairs);
     c.set_speedup(verdict.estimate.speedup);
@@ -174,6 +177,11 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
         c.ci_high(), c.runs()));
   } else if (!rules.baseline_suspicious.empty()) {
     v.set_summary(absl::StrCat("nothing promoted: ", rules.baseline_suspicious));
+  } else if (host_noisier) {
+    v.set_host_noisier(true);
+    v.set_summary(
+        "no candidate passed verification: the host was busier during verification than when "
+        "the doctor calibrated it (see each candidate's reason)");
   } else {
     v.set_summary("no candidate passed verification (see each candidate's reason)");
   }

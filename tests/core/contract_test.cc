@@ -628,6 +628,42 @@ TEST(DoctorStatsTest, OnTheAgentsClockAGainMustHoldOverTheWholeRun) {
   EXPECT_NE(v.reason.find("not judged"), std::string::npos) << v.reason;
 }
 
+// The spread a floor implies inverts NoiseFloor (sqrt(2) * cv per pair);
+// only a verdict that does not clear is told the host got busier, and a
+// floor without its run count compares nothing.
+TEST(DoctorStatsTest, APairSpreadFarBeyondTheFloorsIsTheHostsNotTheCandidates) {
+  EXPECT_NEAR(PairSpreadFromFloor(NoiseFloor(0.05, 4), 4), std::sqrt(2.0) * 0.05, 1e-12);
+  EXPECT_NEAR(PairSpreadFromFloor(NoiseFloor(0.02, 10), 10), std::sqrt(2.0) * 0.02, 1e-12);
+  const std::vector<std::pair<double, double>> blurred = {{1.0, 0.5}, {1.0, 1.1}, {1.0, 0.7}, {1.0, 0.9}};
+  VerifyRules rules;
+  rules.noise_floor = NoiseFloor(0.03, 4);
+  rules.verify_runs = 4;
+  std::vector<VerifyPair> pairs;
+  for (const auto& [b, c] : blurred) {
+    VerifyPair p;
+    p.base.reported = b + 1e-4 * static_cast<double>(pairs.size());
+    p.cand.reported = c;
+    pairs.push_back(p);
+  }
+  CandidateVerdict v = JudgeCandidate(pairs, rules);
+  EXPECT_FALSE(v.cleared);
+  EXPECT_TRUE(v.host_noisier) << v.reason;
+  EXPECT_GT(v.pair_spread, 3 * std::sqrt(2.0) * 0.03);
+  EXPECT_NE(v.reason.find("busier during verification"), std::string::npos) << v.reason;
+  // The same pairs judged against a floor as noisy as they are: nothing to say.
+  rules.noise_floor = NoiseFloor(0.3, 4);
+  EXPECT_FALSE(JudgeCandidate(pairs, rules).host_noisier);
+  rules.noise_floor = NoiseFloor(0.03, 4);
+  rules.verify_runs = 0;
+  EXPECT_FALSE(JudgeCandidate(pairs, rules).host_noisier);
+  // Cleared despite the spread: the verdict stands as it is.
+  rules.verify_runs = 4;
+  for (auto& p : pairs) p.cand.reported /= 10;
+  v = JudgeCandidate(pairs, rules);
+  EXPECT_TRUE(v.cleared) << v.reason;
+  EXPECT_FALSE(v.host_noisier);
+}
+
 TEST(DoctorStatsTest, PairedSpeedupInterval) {
   const PairedSpeedup p = EstimatePairedSpeedup({{1.0, 0.5}, {1.02, 0.5}, {0.98, 0.5}});
   EXPECT_EQ(p.pairs, 3);
