@@ -117,6 +117,9 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
   rules.noise_floor = doctor.noise_floor();
   rules.agent_clock = spec.Executor().agent_clock;
   rules.verify_runs = doctor.verify_runs();
+  if (rules.verify_runs > 0 && rules.noise_floor > 0) {
+    v.set_calibrated_pair_spread(PairSpreadFromFloor(rules.noise_floor, rules.verify_runs));
+  }
   if (doctor.suspicious()) rules.baseline_suspicious = doctor.warning();
   std::vector<CandidateVerdict> verdicts;
   bool host_noisier = false;
@@ -134,6 +137,7 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
     c.set_ci_high(cap(verdict.estimate.ci_high));
     c.set_cleared(verdict.cleared);
     c.set_reason(verdict.reason);
+    c.set_pair_spread(verdict.pair_spread);
     c.set_clock(rules.agent_clock ? "agent" : "reported");
     c.set_reported_speedup(verdict.reported.speedup);
     c.set_reported_ci_low(verdict.reported.ci_low);

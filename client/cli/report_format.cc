@@ -153,6 +153,16 @@ std::string FormatReport(const v1::SessionReport& r) {
   const v1::Verification& ver = r.verification();
   if (ver.candidates_size() > 0 || !ver.summary().empty()) {
     absl::StrAppend(&out, "Verification: ", ver.summary(), "\n");
+    // How widely the pairs spread against the host as the doctor found it:
+    // a busier host, not a slower candidate, is told apart here.
+    if (ver.calibrated_pair_spread() > 0) {
+      absl::StrAppendFormat(&out, "  pair spread at calibration %.1f%%; per candidate:",
+                            100 * ver.calibrated_pair_spread());
+      for (const auto& cand : ver.candidates()) {
+        absl::StrAppendFormat(&out, " c%d %.1f%%", cand.rank(), 100 * cand.pair_spread());
+      }
+      absl::StrAppend(&out, "\n");
+    }
     for (const auto& cand : ver.candidates()) {
       absl::StrAppendFormat(&out, "  %s candidate %d (trial %d) on %s: %.3fx [%.3f, %.3f] over %d pairs: %s\n",
                             cand.rank() == ver.promoted_rank() ? "*" : " ", cand.rank(),

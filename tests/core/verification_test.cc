@@ -134,6 +134,10 @@ TEST(VerificationTest, PairsFarNoisierThanTheDoctorsSayTheHostGotBusier) {
     EXPECT_EQ(c.reason().find("busier during verification") != std::string::npos, busy) << c.reason();
     EXPECT_EQ(d.verification.summary().find("busier") != std::string::npos, busy)
         << d.verification.summary();
+    // Both spreads are on the verdict for the report: 6.7% as calibrated,
+    // the busy pairs' ~33%, the quiet ones' ~1.7%.
+    EXPECT_NEAR(d.verification.calibrated_pair_spread(), 0.0668, 0.001);
+    EXPECT_NEAR(c.pair_spread(), busy ? 0.33 : 0.017, busy ? 0.02 : 0.003);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <git2.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -57,6 +58,10 @@ class TinyGptTest : public EndToEndTest {
   // CI). Nothing promoted is then the honest verdict, and the session must
   // say why: checked here. Returns why the test stops there ("" when
   // something was promoted or the host was quiet enough to expect it).
+  // The test's premise is a host as quiet as the doctor found it: pairs
+  // spreading half as much again as calibrated break it (a 1.3x candidate
+  // then no longer clears an 8% floor over four pairs), though the server
+  // tells the user only from three times (host_noisier), where it is sure.
   std::string NothingPromotedOnALoadedHost(const v1::SessionReport& rep, const std::string& id) {
     const auto& v = rep.verification();
     if (v.promoted_rank() > 0) return "";
@@ -65,6 +70,15 @@ class TinyGptTest : public EndToEndTest {
       EXPECT_FALSE(client_->GetSession(id)->not_promoted().empty());
       return absl::StrCat("the host got busier after the doctor (", v.summary(),
                           "); the stages ran and the verdict says why");
+    }
+    double spread = 0;
+    for (const auto& c : v.candidates()) spread = std::max(spread, c.pair_spread());
+    EXPECT_GT(v.calibrated_pair_spread(), 0);
+    if (spread > 1.5 * v.calibrated_pair_spread()) {
+      EXPECT_FALSE(client_->GetSession(id)->not_promoted().empty());
+      return absl::StrCat("the host got busier after the doctor: pairs spread ", spread,
+                          " against a calibrated ", v.calibrated_pair_spread(),
+                          "; the stages ran and the verdict says why");
     }
     if (rep.doctor().noise_floor() < 0.10) return "";
     EXPECT_NE(rep.doctor().warning().find("noisy"), std::string::npos) << rep.doctor().warning();
