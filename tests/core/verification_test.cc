@@ -2,6 +2,8 @@
 #include "core/verification.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <functional>
 
 #include <gtest/gtest.h>
 
@@ -28,6 +30,30 @@ storage::TrialRecord Trial(int64_t id, const std::string& purpose, const std::st
   r.step_time_s = t;
   r.agent = agent;
   return r;
+}
+
+// One candidate (search trial 1, `cand_step` s on a1) planned under
+// `spec` and `doctor`, its runs given ids from 10, status ok, and their
+// times by `fill(run, is_base, id)`; the search trial and the runs.
+std::vector<storage::TrialRecord> OneCandidateVerified(
+    const SessionSpec& spec, const v1::DoctorReport& doctor, double cand_step,
+    const std::function<void(storage::TrialRecord&, int run, bool is_base)>& fill,
+    v1::Verification* plan_out) {
+  std::vector<storage::TrialRecord> trials = {Trial(1, "search", "4", "ok", cand_step, "a1")};
+  auto plan = PlanVerification(spec, "s", 1.0, doctor, "", trials, 0);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  if (!plan.ok()) return trials;
+  *plan_out = plan->verification;
+  int64_t id = 10;
+  for (auto t : plan->runs) {
+    t.id = id++;
+    int rank = 0, run = 0;
+    EXPECT_EQ(std::sscanf(t.tag.c_str(), "c%d/r%d/", &rank, &run), 2) << t.tag;
+    t.status = "ok";
+    fill(t, run, t.tag.find("/base") != std::string::npos);
+    trials.push_back(t);
+  }
+  return trials;
 }
 
 TEST(VerificationTest, PlansPinnedInterleavedPairsForTheFastestCandidates) {
@@ -108,25 +134,16 @@ TEST(VerificationTest, PairsFarNoisierThanTheDoctorsSayTheHostGotBusier) {
   doctor.set_verify_runs(4);
   for (const bool busy : {true, false}) {
     SCOPED_TRACE(busy ? "busy during verification" : "as quiet as at calibration");
-    std::vector<storage::TrialRecord> trials = {Trial(1, "search", "4", "ok", 0.7, "a1")};
-    auto plan = PlanVerification(spec, "s", 1.0, doctor, "", trials, 0);
-    ASSERT_TRUE(plan.ok());
     // Per pair, baseline / candidate: busy, a 1.3x candidate blurred by
     // +-40%; quiet, a candidate 1% faster within 2% noise.
     const double busy_ratio[] = {1.9, 0.95, 1.1, 1.6};
     const double quiet_ratio[] = {1.03, 0.99, 1.01, 1.02};
-    int64_t id = 10;
-    for (auto t : plan->runs) {
-      t.id = id++;
-      const bool is_base = t.tag.find("/base") != std::string::npos;
-      int rank = 0, run = 0;
-      ASSERT_EQ(std::sscanf(t.tag.c_str(), "c%d/r%d/", &rank, &run), 2);
-      t.status = "ok";
+    v1::Verification plan;
+    const auto trials = OneCandidateVerified(spec, doctor, 0.7, [&](storage::TrialRecord& t, int run, bool is_base) {
       const double ratio = (busy ? busy_ratio : quiet_ratio)[(run - 1) % 4];
       t.step_time_s = is_base ? 1.0 + 1e-4 * run : (1.0 + 1e-4 * run) / ratio;
-      trials.push_back(t);
-    }
-    VerificationDecision d = DecideVerification(spec, doctor, plan->verification, trials, 1);
+    }, &plan);
+    VerificationDecision d = DecideVerification(spec, doctor, plan, trials, 1);
     ASSERT_TRUE(d.done);
     const auto& c = d.verification.candidates(0);
     EXPECT_EQ(d.verification.promoted_rank(), 0) << c.reason();
@@ -157,27 +174,18 @@ TEST(VerificationTest, AWindowOnlyGainTooNoisyToDisqualifyIsUnconfirmedNotOk) {
   doctor.set_noise_floor(0.05);
   for (const bool moved : {true, false}) {
     SCOPED_TRACE(moved ? "work moved into the warm-up" : "an honest gain");
-    std::vector<storage::TrialRecord> trials = {Trial(1, "search", "4", "ok", 0.5, "a1")};
-    auto plan = PlanVerification(spec, "s", 1.0, doctor, "", trials, 0);
-    ASSERT_TRUE(plan.ok());
-    int64_t id = 10;
     // Whole runs on a busy host: +-3 s of noise around a 20 s run.
     const double noise[] = {3.0, -2.6, 0.4};
-    for (auto t : plan->runs) {
-      t.id = id++;
-      const bool is_base = t.tag.find("/base") != std::string::npos;
-      int rank = 0, run = 0;
-      ASSERT_EQ(std::sscanf(t.tag.c_str(), "c%d/r%d/", &rank, &run), 2);
-      t.status = "ok";
+    v1::Verification plan;
+    const auto trials = OneCandidateVerified(spec, doctor, 0.5, [&](storage::TrialRecord& t, int run, bool is_base) {
       t.observed_steps = 10;
-      t.observed_window_s = (is_base ? 10.0 : 5.0) * (1 + 1e-3 * static_cast<double>(id % 5));
+      t.observed_window_s = (is_base ? 10.0 : 5.0) * (1 + 1e-3 * static_cast<double>((t.id + 1) % 5));
       t.step_time_s = t.observed_window_s / 10;
       // The window saves 5 s a run; the whole run keeps all of it (honest)
       // or none of it (moved), plus the noise on the candidate's arm.
       t.cost_s = is_base ? 20.0 : (moved ? 20.0 : 15.0) + noise[(run - 1) % 3];
-      trials.push_back(t);
-    }
-    VerificationDecision d = DecideVerification(spec, doctor, plan->verification, trials, 1);
+    }, &plan);
+    VerificationDecision d = DecideVerification(spec, doctor, plan, trials, 1);
     ASSERT_TRUE(d.done);
     EXPECT_TRUE(d.implausible.empty()) << d.verification.candidates(0).reason();
     if (moved) {
