@@ -235,6 +235,9 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
                              1.0 + rules.noise_floor);
   // An interval too wide to clear may be the host's doing, not the
   // candidate's: the pairs are compared with the spread the doctor saw.
+  // (Said after whichever rule decides: the whole-run rule below rewrites
+  // the reason, and a CI verdict lost the note that way.)
+  std::string busier;
   {
     std::vector<double> logs;
     for (size_t i = 0; i < base_arms.size(); ++i) logs.push_back(std::log(base_arms[i] / cand_arms[i]));
@@ -244,12 +247,12 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
                                 : 0.0;
     if (!v.cleared && expected > 0 && v.pair_spread > kNoisierThanCalibrated * expected) {
       v.host_noisier = true;
-      absl::StrAppendFormat(
-          &v.reason,
+      busier = absl::StrFormat(
           "; its pairs spread %.1f%% where the doctor's calibration implies %.1f%%: the host was "
           "busier during verification than when the doctor measured it (rerun doctor and run "
           "with fewer jobs beside the trials)",
           100 * v.pair_spread, 100 * expected);
+      v.reason += busier;
     }
   }
   // A gain the timed window shows must (mostly) be a gain over the whole
@@ -278,6 +281,7 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
       v.whole.speedup, v.whole.ci_low, std::min(v.whole.ci_high, 1e9), e.speedup, saved_window,
       saved_whole,
       v.implausible ? "" : "; the runs are too few to disqualify its trials");
+  v.reason += busier;
   return v;
 }
 

@@ -659,6 +659,20 @@ TEST(DoctorStatsTest, APairSpreadFarBeyondTheFloorsIsTheHostsNotTheCandidates) {
   rules.noise_floor = NoiseFloor(0.03, 4);
   rules.verify_runs = 0;
   EXPECT_FALSE(JudgeCandidate(pairs, rules).host_noisier);
+  // Whichever rule decides keeps the note: on the agent's clock a window
+  // gain the whole run does not keep rewrites the reason (in CI it dropped
+  // the note of a candidate whose pairs spread three times too wide).
+  VerifyRules agent_rules = rules;
+  agent_rules.agent_clock = true;
+  agent_rules.verify_runs = 4;
+  const std::vector<VerifyPair> moved_on_a_busy_host = {
+      Pair(1.0, 0.5, 6.0, 6.01), Pair(1.01, 1.12, 6.03, 6.0), Pair(0.99, 0.62, 5.98, 6.02),
+      Pair(1.02, 0.93, 6.01, 6.0)};
+  v = JudgeCandidate(moved_on_a_busy_host, agent_rules);
+  EXPECT_FALSE(v.cleared);
+  EXPECT_TRUE(v.host_noisier) << v.reason;
+  EXPECT_NE(v.reason.find("vanishes over the whole run"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("busier during verification"), std::string::npos) << v.reason;
   // Cleared despite the spread: the verdict stands as it is.
   rules.verify_runs = 4;
   for (auto& p : pairs) p.cand.reported /= 10;
