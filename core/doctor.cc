@@ -163,7 +163,8 @@ PairedSpeedup EstimatePairedSpeedup(const std::vector<std::pair<double, double>>
   p.pairs = static_cast<int>(logs.size());
   if (logs.empty()) return p;
   const double mean = models::Mean(logs);
-  const double se = logs.size() > 1 ? models::SampleStdDev(logs) / std::sqrt(logs.size()) : 0.0;
+  p.log_sd = logs.size() > 1 ? models::SampleStdDev(logs) : 0.0;
+  const double se = p.log_sd / std::sqrt(logs.size());
   const double t = TQuantile975(static_cast<int>(logs.size()) - 1);
   p.speedup = std::exp(mean);
   // One pair gives no spread: its interval is unknown, so it stays at 0..inf
@@ -238,22 +239,16 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
   // (Said after whichever rule decides: the whole-run rule below rewrites
   // the reason, and a CI verdict lost the note that way.)
   std::string busier;
-  {
-    std::vector<double> logs;
-    for (size_t i = 0; i < base_arms.size(); ++i) logs.push_back(std::log(base_arms[i] / cand_arms[i]));
-    v.pair_spread = models::SampleStdDev(logs);
-    const double expected = rules.verify_runs > 0 && rules.noise_floor > 0
-                                ? PairSpreadFromFloor(rules.noise_floor, rules.verify_runs)
-                                : 0.0;
-    if (!v.cleared && expected > 0 && v.pair_spread > kNoisierThanCalibrated * expected) {
-      v.host_noisier = true;
-      busier = absl::StrFormat(
-          "; its pairs spread %.1f%% where the doctor's calibration implies %.1f%%: the host was "
-          "busier during verification than when the doctor measured it (rerun doctor and run "
-          "with fewer jobs beside the trials)",
-          100 * v.pair_spread, 100 * expected);
-      v.reason += busier;
-    }
+  v.pair_spread = e.log_sd;
+  const double expected = rules.calibrated_pair_spread;
+  if (!v.cleared && expected > 0 && v.pair_spread > kNoisierThanCalibrated * expected) {
+    v.host_noisier = true;
+    busier = absl::StrFormat(
+        "; its pairs spread %.1f%% where the doctor's calibration implies %.1f%%: the host was "
+        "busier during verification than when the doctor measured it (rerun doctor and run "
+        "with fewer jobs beside the trials)",
+        100 * v.pair_spread, 100 * expected);
+    v.reason += busier;
   }
   // A gain the timed window shows must (mostly) be a gain over the whole
   // run, process start to exit: one that vanishes there was moved (into the

@@ -53,6 +53,7 @@ struct PairedSpeedup {
   double speedup = 0;  // geometric mean of baseline / candidate
   double ci_low = 0;
   double ci_high = 0;
+  double log_sd = 0;  // sample sd of log(baseline / candidate); 0 below two pairs
 };
 // 95% interval from paired (baseline, candidate) step times.
 PairedSpeedup EstimatePairedSpeedup(const std::vector<std::pair<double, double>>& pairs);
@@ -78,9 +79,10 @@ struct VerifyRules {
   std::string disqualified;
   // Set when the doctor's baseline runs were implausible: no verdict.
   std::string baseline_suspicious;
-  // The doctor's verify_runs (with noise_floor it says how widely honest
-  // pairs spread on the host the doctor calibrated); 0: not compared.
-  int verify_runs = 0;
+  // How widely an honest pair spreads on the host as the doctor
+  // calibrated it (PairSpreadFromFloor of the doctor's floor and
+  // verify_runs); 0: not compared.
+  double calibrated_pair_spread = 0;
 };
 
 // The spread (standard deviation of log(baseline / candidate)) of one A/B
@@ -90,9 +92,10 @@ struct VerifyRules {
 double PairSpreadFromFloor(double floor, int runs);
 
 // A candidate's pairs spread more than this many times what the doctor's
-// floor implies: the host got busier after the doctor calibrated it. With
-// honest noise the chance of that is below 1% at any number of pairs
-// (chi-square with one degree of freedom beyond 9: 0.3%).
+// floor implies: the host got busier after the doctor calibrated it. On
+// honest noise, with the doctor's CV itself estimated from five runs, that
+// happens on 2.8-3.9% of verdicts at 2-8 pairs (simulated:
+// DoctorStatsTest.TheBusierHostMessageIsRareOnHonestNoiseAndCommonOnLoad).
 inline constexpr double kNoisierThanCalibrated = 3.0;
 
 // The re-verification's rule for one candidate: its paired speed-up (on the

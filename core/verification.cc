@@ -116,9 +116,9 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
   VerifyRules rules;
   rules.noise_floor = doctor.noise_floor();
   rules.agent_clock = spec.Executor().agent_clock;
-  rules.verify_runs = doctor.verify_runs();
-  if (rules.verify_runs > 0 && rules.noise_floor > 0) {
-    v.set_calibrated_pair_spread(PairSpreadFromFloor(rules.noise_floor, rules.verify_runs));
+  if (doctor.verify_runs() > 0 && rules.noise_floor > 0) {
+    rules.calibrated_pair_spread = PairSpreadFromFloor(rules.noise_floor, doctor.verify_runs());
+    v.set_calibrated_pair_spread(rules.calibrated_pair_spread);
   }
   if (doctor.suspicious()) rules.baseline_suspicious = doctor.warning();
   std::vector<CandidateVerdict> verdicts;

@@ -633,14 +633,14 @@ TEST(DoctorStatsTest, OnTheAgentsClockAGainMustHoldOverTheWholeRun) {
 
 // The spread a floor implies inverts NoiseFloor (sqrt(2) * cv per pair);
 // only a verdict that does not clear is told the host got busier, and a
-// floor without its run count compares nothing.
+// verdict without a calibrated spread compares nothing.
 TEST(DoctorStatsTest, APairSpreadFarBeyondTheFloorsIsTheHostsNotTheCandidates) {
   EXPECT_NEAR(PairSpreadFromFloor(NoiseFloor(0.05, 4), 4), std::sqrt(2.0) * 0.05, 1e-12);
   EXPECT_NEAR(PairSpreadFromFloor(NoiseFloor(0.02, 10), 10), std::sqrt(2.0) * 0.02, 1e-12);
   const std::vector<std::pair<double, double>> blurred = {{1.0, 0.5}, {1.0, 1.1}, {1.0, 0.7}, {1.0, 0.9}};
   VerifyRules rules;
   rules.noise_floor = NoiseFloor(0.03, 4);
-  rules.verify_runs = 4;
+  rules.calibrated_pair_spread = PairSpreadFromFloor(rules.noise_floor, 4);
   std::vector<VerifyPair> pairs;
   for (const auto& [b, c] : blurred) {
     VerifyPair p;
@@ -655,16 +655,17 @@ TEST(DoctorStatsTest, APairSpreadFarBeyondTheFloorsIsTheHostsNotTheCandidates) {
   EXPECT_NE(v.reason.find("busier during verification"), std::string::npos) << v.reason;
   // The same pairs judged against a floor as noisy as they are: nothing to say.
   rules.noise_floor = NoiseFloor(0.3, 4);
+  rules.calibrated_pair_spread = PairSpreadFromFloor(rules.noise_floor, 4);
   EXPECT_FALSE(JudgeCandidate(pairs, rules).host_noisier);
   rules.noise_floor = NoiseFloor(0.03, 4);
-  rules.verify_runs = 0;
+  rules.calibrated_pair_spread = 0;
   EXPECT_FALSE(JudgeCandidate(pairs, rules).host_noisier);
   // Whichever rule decides keeps the note: on the agent's clock a window
   // gain the whole run does not keep rewrites the reason (in CI it dropped
   // the note of a candidate whose pairs spread three times too wide).
   VerifyRules agent_rules = rules;
   agent_rules.agent_clock = true;
-  agent_rules.verify_runs = 4;
+  agent_rules.calibrated_pair_spread = PairSpreadFromFloor(agent_rules.noise_floor, 4);
   const std::vector<VerifyPair> moved_on_a_busy_host = {
       Pair(1.0, 0.5, 6.0, 6.01), Pair(1.01, 1.12, 6.03, 6.0), Pair(0.99, 0.62, 5.98, 6.02),
       Pair(1.02, 0.93, 6.01, 6.0)};
@@ -674,7 +675,7 @@ TEST(DoctorStatsTest, APairSpreadFarBeyondTheFloorsIsTheHostsNotTheCandidates) {
   EXPECT_NE(v.reason.find("vanishes over the whole run"), std::string::npos) << v.reason;
   EXPECT_NE(v.reason.find("busier during verification"), std::string::npos) << v.reason;
   // Cleared despite the spread: the verdict stands as it is.
-  rules.verify_runs = 4;
+  rules.calibrated_pair_spread = PairSpreadFromFloor(rules.noise_floor, 4);
   for (auto& p : pairs) p.cand.reported /= 10;
   v = JudgeCandidate(pairs, rules);
   EXPECT_TRUE(v.cleared) << v.reason;
@@ -697,8 +698,8 @@ TEST(DoctorStatsTest, TheBusierHostMessageIsRareOnHonestNoiseAndCommonOnLoad) {
       std::vector<double> doctor;
       for (int i = 0; i < 5; ++i) doctor.push_back(quiet(rng));
       VerifyRules rules;
-      rules.verify_runs = pairs;
       rules.noise_floor = std::max(NoiseFloor(models::CoefficientOfVariation(doctor), pairs), kMinNoiseFloor);
+      rules.calibrated_pair_spread = PairSpreadFromFloor(rules.noise_floor, pairs);
       std::vector<VerifyPair> vp(static_cast<size_t>(pairs));
       for (auto& p : vp) {
         p.base.reported = std::max(busy(rng), 0.05);
