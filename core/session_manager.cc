@@ -710,6 +710,15 @@ absl::Status SessionManager::AdvanceVerificationLocked(SessionState& s,
     // The best search trial, now that some may have been disqualified.
     for (const auto& t : trials) RETURN_IF_ERROR(s.ConsiderBest(t));
   }
+  if (!d.retry_runs.empty()) {
+    // The host got busier than the doctor found it: another round of
+    // fresh pairs, in the same transaction as the plan that names them.
+    for (storage::TrialRecord& t : d.retry_runs) RETURN_IF_ERROR(WriteTrialLocked(s, t));
+    s.verification = std::move(d.verification);
+    s.rec.verification = ToJson(s.verification);
+    scheduler_.Signal();
+    return SaveSessionLocked(s, v1::STAGE_VERIFYING);
+  }
   s.verification = std::move(d.verification);
   s.rec.best_trial_id = d.promoted_trial_id;
   s.rec.verification = ToJson(s.verification);

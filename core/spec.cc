@@ -848,11 +848,14 @@ absl::Status ParseContract(const YAML::Node& root, const SpecParseOptions& optio
   // Verification of the top candidates.
   ASSIGN_OR_RETURN(YAML::Node v, RequireMap(root, "verify", "verify", false));
   if (v) {
-    RETURN_IF_ERROR(CheckKeys(v, "verify", {"candidates", "runs"}));
+    RETURN_IF_ERROR(CheckKeys(v, "verify", {"candidates", "runs", "busier_retries"}));
     ASSIGN_OR_RETURN(int64_t cands, ReadInt(v, "candidates", "verify.candidates", 0, 20, 3));
     ASSIGN_OR_RETURN(int64_t runs, ReadInt(v, "runs", "verify.runs", 2, 50, 3));
+    ASSIGN_OR_RETURN(int64_t retries,
+                     ReadInt(v, "busier_retries", "verify.busier_retries", 0, 2, 1));
     spec.verify.candidates = static_cast<int32_t>(cands);
     spec.verify.runs = static_cast<int32_t>(runs);
+    spec.verify.busier_retries = static_cast<int32_t>(retries);
   }
   // Patches: each parsed for the files it touches and held to the scope.
   YAML::Node patches = root["patches"];

@@ -139,6 +139,12 @@ struct RepositorySpec {
 struct VerifySpec {
   int32_t candidates = 3;  // top settings re-run against the baseline
   int32_t runs = 3;        // A/B pairs per candidate
+  // Rounds of fresh pairs for candidates whose pairs said the host got
+  // busier after the doctor (core/doctor.h kNoisierThanCalibrated). Each
+  // round is judged on its own pairs, so every extra round adds at most the
+  // interval's 2.5% to the chance of promoting a candidate that is no
+  // faster; hence at most 2.
+  int32_t busier_retries = 1;
 };
 
 struct ExecutorTraits;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "core/doctor.h"
 #include "base/proto_util.h"
 #include "base/status_macros.h"
@@ -16,6 +17,29 @@
 namespace infrarsi {
 namespace {
 namespace ts = trial_status;
+
+// Queues A/B pairs `first_run`..`last_run` of candidate `rank`, each pair in
+// a random order, both arms pinned to the host that measured the candidate.
+void AppendPairs(const std::string& session_id, int rank, const std::string& baseline,
+                 const std::string& config, const std::string& agent, int first_run,
+                 int last_run, std::mt19937_64& order, int64_t now_ms,
+                 std::vector<storage::TrialRecord>* runs) {
+  for (int run = first_run; run <= last_run; ++run) {
+    const bool base_first = (order() & 1) == 0;
+    for (int k = 0; k < 2; ++k) {
+      const bool is_base = (k == 0) == base_first;
+      storage::TrialRecord t;
+      t.session_id = session_id;
+      t.purpose = trial_purpose::kVerify;
+      t.config = is_base ? baseline : config;
+      t.status = ts::kQueued;
+      t.tag = absl::StrCat("c", rank, "/r", run, "/", is_base ? "base" : "cand");
+      t.pin_agent = agent;  // same host for both arms
+      t.created_ms = now_ms;
+      runs->push_back(std::move(t));
+    }
+  }
+}
 }  // namespace
 
 absl::StatusOr<VerificationPlan> PlanVerification(const SessionSpec& spec,
@@ -57,22 +81,10 @@ absl::StatusOr<VerificationPlan> PlanVerification(const SessionSpec& spec,
     ASSIGN_OR_RETURN(Config cfg, DecodeConfigJson(ok[r]->config));
     CopyConfig(cfg, c->mutable_config());
     c->set_agent(ok[r]->agent);
-    for (int run = 1; run <= spec.verify.runs; ++run) {
-      const bool base_first = (order() & 1) == 0;
-      for (int k = 0; k < 2; ++k) {
-        const bool is_base = (k == 0) == base_first;
-        storage::TrialRecord t;
-        t.session_id = session_id;
-        t.purpose = trial_purpose::kVerify;
-        t.config = is_base ? baseline : ok[r]->config;
-        t.status = ts::kQueued;
-        t.tag = absl::StrCat("c", r + 1, "/r", run, "/", is_base ? "base" : "cand");
-        t.pin_agent = ok[r]->agent;  // same host for both arms
-        t.created_ms = now_ms;
-        plan.runs.push_back(std::move(t));
-      }
-    }
+    AppendPairs(session_id, c->rank(), baseline, ok[r]->config, ok[r]->agent, 1, spec.verify.runs,
+                order, now_ms, &plan.runs);
   }
+  v.set_round(1);
   return plan;
 }
 
@@ -122,10 +134,16 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
   }
   if (doctor.suspicious()) rules.baseline_suspicious = doctor.warning();
   std::vector<CandidateVerdict> verdicts;
+  std::map<int, std::vector<int64_t>> unconfirmed;  // by rank
   bool host_noisier = false;
   for (auto& c : *v.mutable_candidates()) {
+    // A re-verified candidate is judged on its latest round's pairs only:
+    // pooling them with the busier round's would let two chances share
+    // one interval.
     std::vector<VerifyPair> pairs;
-    for (const auto& [run, p] : arms[c.rank()]) pairs.push_back(p);
+    for (const auto& [run, p] : arms[c.rank()]) {
+      if (run >= c.first_run()) pairs.push_back(p);
+    }
     rules.disqualified = disqualified[c.rank()];
     verdicts.push_back(JudgeCandidate(pairs, rules));
     const CandidateVerdict& verdict = verdicts.back();
@@ -152,9 +170,11 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
     // rerun broke the contract) leaves the bank's results: the search trial
     // and the candidate's clean reruns, which show the same gain. Not a
     // violation of their own: a busy host can break an honest rerun.
+    // (Held until no round follows: a re-verified candidate's is decided
+    // by its fresh pairs.)
     if (verdict.unconfirmed || !disqualified[c.rank()].empty()) {
-      out.unconfirmed.push_back(c.trial_id());
-      for (const int64_t id : cand_ok[c.rank()]) out.unconfirmed.push_back(id);
+      unconfirmed[c.rank()].push_back(c.trial_id());
+      for (const int64_t id : cand_ok[c.rank()]) unconfirmed[c.rank()].push_back(id);
     }
     // A candidate whose own numbers cannot be true is not a result: its
     // search trial and its runs leave the bank's results with it.
@@ -170,6 +190,60 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
   }
   const int pick = PickPromoted(verdicts);
   const int promoted = pick < 0 ? 0 : v.candidates(pick).rank();
+  // Nothing promoted, and candidates whose pairs said the host got busier
+  // than the doctor found it: they get a round of fresh pairs (at most
+  // spec.verify.busier_retries rounds) instead of a verdict that reads as
+  // "no faster". Nothing else of this round is final until then.
+  if (promoted == 0) {
+    const int round = std::max(1, plan.round());
+    std::mt19937_64 order(spec.seed * 31 + static_cast<uint64_t>(trials.size()) +
+                          static_cast<uint64_t>(round));
+    const std::string baseline = EncodeConfigJson(spec.baseline);
+    std::vector<std::string> names;
+    for (size_t i = 0; i < verdicts.size(); ++i) {
+      // A busier host is retried; a candidate whose numbers cannot be true
+      // or whose rerun broke the contract is not, whatever the spread.
+      const CandidateVerdict& verdict = verdicts[i];
+      if (!verdict.host_noisier || verdict.implausible || round > spec.verify.busier_retries ||
+          !disqualified[v.candidates(static_cast<int>(i)).rank()].empty()) {
+        continue;
+      }
+      auto& c = *v.mutable_candidates(static_cast<int>(i));
+      const auto search = std::find_if(trials.begin(), trials.end(), [&](const storage::TrialRecord& t) {
+        return t.id == c.trial_id();
+      });
+      if (search == trials.end()) continue;  // its search trial is gone: nothing to rerun
+      int last = 0;
+      for (const auto& [run, p] : arms[c.rank()]) last = std::max(last, run);
+      absl::StrAppend(c.mutable_earlier_reason(), c.earlier_reason().empty() ? "" : "; ", "round ",
+                      round, ": ", c.reason());
+      c.set_first_run(last + 1);
+      c.set_reason(absl::StrFormat(
+          "re-verifying on %d fresh A/B pairs (round %d): round %d's pairs spread %.1f%%, the "
+          "host as calibrated %.1f%%",
+          spec.verify.runs, round + 1, round, 100 * c.pair_spread(),
+          100 * rules.calibrated_pair_spread));
+      AppendPairs(search->session_id, c.rank(), baseline, search->config, c.agent(), last + 1,
+                  last + spec.verify.runs, order, now_ms, &out.retry_runs);
+      names.push_back(absl::StrCat("c", c.rank()));
+      unconfirmed.erase(c.rank());
+    }
+    for (const auto& [rank, ids] : unconfirmed) {
+      out.unconfirmed.insert(out.unconfirmed.end(), ids.begin(), ids.end());
+    }
+    if (!names.empty()) {
+      v.set_round(round + 1);
+      v.set_summary(absl::StrCat("round ", round, ": the host was busier than when the doctor "
+                                 "calibrated it; re-verifying ", absl::StrJoin(names, ", "),
+                                 " on fresh pairs"));
+      return out;
+    }
+  }
+  if (promoted > 0) {
+    for (const auto& [rank, ids] : unconfirmed) {
+      out.unconfirmed.insert(out.unconfirmed.end(), ids.begin(), ids.end());
+    }
+  }
   v.set_promoted_rank(promoted);
   v.set_decided_unix_ms(now_ms);
   if (promoted > 0) {

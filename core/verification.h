@@ -62,11 +62,22 @@ struct VerificationDecision {
   // them to other sessions as fast results (bank status "unconfirmed").
   std::vector<int64_t> unconfirmed;
   int64_t promoted_trial_id = 0;  // the promoted candidate's search trial
+  // Not empty: no verdict yet. Nothing cleared, and candidates whose pairs
+  // spread as only a busier host's do (CandidateVerdict::host_noisier) get
+  // another round: these fresh pairs, numbered after their last, to queue.
+  // `verification` is then the plan for that round (its `round` one more,
+  // each such candidate's `first_run` and `earlier_reason` set); the
+  // implausible trials above are final, and `unconfirmed` leaves out the
+  // re-verified candidates (their fresh pairs decide).
+  std::vector<storage::TrialRecord> retry_runs;
 };
 
 // Judges `plan` (the session's stored verification) against its runs among
 // `trials`, by the doctor's noise floor and the integrity rules
-// (core/doctor.h JudgeCandidate).
+// (core/doctor.h JudgeCandidate). Each candidate is judged on the pairs of
+// its latest round only (from its `first_run`); a round of fresh pairs
+// follows a busier host's at most spec.verify.busier_retries times, so a
+// candidate that is no faster gets at most that many more chances to clear.
 VerificationDecision DecideVerification(const SessionSpec& spec, const v1::DoctorReport& doctor,
                                         const v1::Verification& plan,
                                         const std::vector<storage::TrialRecord>& trials,

@@ -152,7 +152,8 @@ std::string FormatReport(const v1::SessionReport& r) {
   }
   const v1::Verification& ver = r.verification();
   if (ver.candidates_size() > 0 || !ver.summary().empty()) {
-    absl::StrAppend(&out, "Verification: ", ver.summary(), "\n");
+    absl::StrAppend(&out, "Verification", ver.round() > 1 ? absl::StrCat(" (round ", ver.round(), ")") : "",
+                    ": ", ver.summary(), "\n");
     // How widely the pairs spread against the host as the doctor found it:
     // a busier host, not a slower candidate, is told apart here.
     if (ver.calibrated_pair_spread() > 0) {
@@ -168,6 +169,12 @@ std::string FormatReport(const v1::SessionReport& r) {
                             cand.rank() == ver.promoted_rank() ? "*" : " ", cand.rank(),
                             cand.trial_id(), cand.agent(), cand.speedup(), cand.ci_low(),
                             cand.ci_high(), cand.runs(), cand.reason());
+      // A re-verified candidate: what its busier round said, and that the
+      // verdict above rests on the fresh pairs only.
+      if (!cand.earlier_reason().empty()) {
+        absl::StrAppendFormat(&out, "      pairs from run %d only; earlier: %s\n", cand.first_run(),
+                              cand.earlier_reason());
+      }
       // Both clocks, and the whole run, for every verified candidate.
       if (cand.clock() == "agent") {
         absl::StrAppendFormat(&out,

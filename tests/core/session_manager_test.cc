@@ -288,6 +288,53 @@ TEST_F(SessionManagerTest, FiveStagesEndToEnd) {
   EXPECT_TRUE(absl::IsFailedPrecondition(StartDoctor(id)));
 }
 
+// The host got busy after the doctor: the first round's pairs spread far
+// wider than calibrated, so the session stays verifying and queues a round
+// of fresh pairs on the same host, which promotes on its own pairs (CI:
+// such a round ended a tiny-gpt session with nothing promoted).
+TEST_F(SessionManagerTest, ABusierVerificationRoundIsFollowedByAFreshOne) {
+  const std::string agent = Agent();
+  const std::string id = NewSession();
+  DoctorAndRun(id, agent);
+  int verify_seen = 0;
+  auto busy_then_quiet = [&](const v1::TrialAssignment& a) {
+    v1::TrialOutcome o = Toy(a);
+    if (Get(id).stage() != v1::STAGE_VERIFYING) return o;
+    const bool is_base = a.config().at("mbs") == "1" && a.config().at("attn") == "math" &&
+                         a.config().at("ckpt") == "false";
+    if (!is_base && verify_seen++ < 2) {
+      // The first round's candidate arms: one as measured, one twice as slow.
+      for (auto& m : *o.mutable_steps()) {
+        if (!m.warmup()) m.set_step_time_s(m.step_time_s() * (verify_seen == 2 ? 2.0 : 1.0));
+      }
+    }
+    return o;
+  };
+  EXPECT_EQ(Drain(agent, busy_then_quiet), 6 + 2 * 2 + 2 * 2);
+  const v1::SessionSummary s = Get(id);
+  EXPECT_EQ(s.stage(), v1::STAGE_SEARCHED);
+  EXPECT_TRUE(s.promoted());
+  auto rep = m_->Report(id);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  const auto& v = rep->verification();
+  EXPECT_EQ(v.round(), 2);
+  ASSERT_EQ(v.candidates_size(), 1);
+  EXPECT_EQ(v.promoted_rank(), 1) << v.candidates(0).reason();
+  EXPECT_EQ(v.candidates(0).runs(), 2);
+  EXPECT_EQ(v.candidates(0).first_run(), 3);
+  EXPECT_NE(v.candidates(0).earlier_reason().find("busier"), std::string::npos)
+      << v.candidates(0).earlier_reason();
+  int verify = 0;
+  std::set<std::string> agents;
+  for (const auto& t : rep->trials()) {
+    if (t.purpose() != "verify") continue;
+    ++verify;
+    agents.insert(t.agent());
+  }
+  EXPECT_EQ(verify, 8);
+  EXPECT_EQ(agents, std::set<std::string>{agent});
+}
+
 TEST_F(SessionManagerTest, EveryFinishedTrialIsInTheBankOnce) {
   const std::string agent = Agent();
   const std::string id = NewSession();

@@ -52,6 +52,7 @@ TEST(SpecTest, ParsesTheIssueExample) {
   EXPECT_EQ(spec->baseline.at("ckpt"), "false");   // False normalised
   EXPECT_EQ(spec->SpaceSize(), 20);
   EXPECT_EQ(spec->doctor_repeats, 5);  // the issue's default: at least 5
+  EXPECT_EQ(spec->verify.busier_retries, 1);  // one round of fresh pairs after a busier one
   EXPECT_EQ(spec->contract.tokens_per_step, 16 * 2048);
   EXPECT_EQ(spec->executor_kind, SessionSpec::ExecutorKind::kReplay);
   // The landscape is what the submitter sent; the path is kept as written.
@@ -119,7 +120,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"missing model", "model: gpt-354m, ", "", "workload.model"},
         BadCase{"zero gpus", "count: 1", "count: 0", "hardware.count"},
         BadCase{"knobs not lists", "attn: [math, sdpa]", "attn: math", "knobs.attn"},
-        BadCase{"invalid yaml", "knobs:", "knobs: [", "spec"}),
+        BadCase{"invalid yaml", "knobs:", "knobs: [", "spec"},
+        BadCase{"too many busier-host rounds", "budget: {max_trials: 40}",
+                "budget: {max_trials: 40}\nverify: {busier_retries: 3}", "verify.busier_retries"},
+        BadCase{"negative busier-host rounds", "budget: {max_trials: 40}",
+                "budget: {max_trials: 40}\nverify: {busier_retries: -1}", "verify.busier_retries"}),
     [](const ::testing::TestParamInfo<BadCase>& info) {
       std::string n;
       for (char ch : info.param.what) n += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
