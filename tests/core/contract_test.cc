@@ -719,6 +719,50 @@ TEST(DoctorStatsTest, TheBusierHostMessageIsRareOnHonestNoiseAndCommonOnLoad) {
   }
 }
 
+// The round of fresh pairs that follows a busier host's (core/verification.h)
+// is a second chance: for a candidate no faster than the baseline, the
+// chance of promotion over both rounds stays within twice the interval's
+// 2.5%, on honest noise and on load alike, in either round.
+TEST(DoctorStatsTest, ASecondRoundAfterABusierOneKeepsFalsePromotionsWithinTwiceAlpha) {
+  std::mt19937_64 rng(11);
+  auto promoted = [&](double load1, double load2, int pairs) {
+    const double cv = 0.05;
+    int wrong = 0;
+    const int kSessions = 4000;
+    for (int s = 0; s < kSessions; ++s) {
+      std::normal_distribution<double> quiet(1.0, cv);
+      std::vector<double> doctor;
+      for (int i = 0; i < 5; ++i) doctor.push_back(quiet(rng));
+      VerifyRules rules;
+      rules.noise_floor = std::max(NoiseFloor(models::CoefficientOfVariation(doctor), pairs), kMinNoiseFloor);
+      rules.calibrated_pair_spread = PairSpreadFromFloor(rules.noise_floor, pairs);
+      auto round = [&](double load) {
+        std::normal_distribution<double> arm(1.0, cv * load);
+        std::vector<VerifyPair> vp(static_cast<size_t>(pairs));
+        for (auto& p : vp) {
+          p.base.reported = std::max(arm(rng), 0.05);
+          p.cand.reported = std::max(arm(rng), 0.05);
+        }
+        return JudgeCandidate(vp, rules);
+      };
+      const CandidateVerdict first = round(load1);
+      wrong += first.cleared || (first.host_noisier && round(load2).cleared);
+    }
+    return static_cast<double>(wrong) / kSessions;
+  };
+  for (const int pairs : {2, 4, 8}) {
+    SCOPED_TRACE(pairs);
+    const double honest = promoted(1.0, 1.0, pairs), loaded = promoted(5.0, 5.0, pairs),
+                 calmed = promoted(5.0, 1.0, pairs);
+    std::printf("%d pairs, no faster: promoted on %.2f%% (quiet), %.2f%% (both rounds loaded), "
+                "%.2f%% (loaded, then quiet)\n",
+                pairs, 100 * honest, 100 * loaded, 100 * calmed);
+    EXPECT_LT(honest, 0.05);
+    EXPECT_LT(loaded, 0.05);
+    EXPECT_LT(calmed, 0.05);
+  }
+}
+
 TEST(DoctorStatsTest, PairedSpeedupInterval) {
   const PairedSpeedup p = EstimatePairedSpeedup({{1.0, 0.5}, {1.02, 0.5}, {0.98, 0.5}});
   EXPECT_EQ(p.pairs, 3);
