@@ -306,7 +306,21 @@ class Models {
     const double total = time_estimate ? o.estimated_interaction_var_total : o.interaction_var_total;
     const double budget = total * std::min(1.0, 10.0 / knob_pairs);
     const double pair_var = std::min(o.max_interaction_var, budget / knob_pairs);
-    for (int i = 0; i < d; ++i) var[i] = i == 0 ? 0.25 : (f_.is_main(i) ? 0.5 : pair_var);
+    double main_var = time_estimate ? o.estimated_main_effect_var : o.main_effect_var;
+    // A search that stopped improving has learned what the estimate's
+    // neighbourhood holds: the doubt about what it misses elsewhere doubles
+    // with every stall_trials finished trials since the best, up to
+    // main_effect_var.
+    if (time_estimate && o.stall_trials > 0 && !ys.empty()) {
+      size_t best_row = 0;
+      for (size_t i = 1; i < ok_rows.size(); ++i) {
+        if (ys[i] < ys[best_row]) best_row = i;
+      }
+      const double since = static_cast<double>(done.size() - 1 - ok_rows[best_row]);
+      main_var = std::min(std::max(main_var, o.main_effect_var),
+                          main_var * std::pow(2.0, since / o.stall_trials));
+    }
+    for (int i = 0; i < d; ++i) var[i] = i == 0 ? 0.25 : (f_.is_main(i) ? main_var : pair_var);
     if (time_estimate) {
       mean[d] = 1.0;  // trust the textbook's proportions...
       var[d] = 0.1;   // ...within about 30%

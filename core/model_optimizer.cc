@@ -317,12 +317,14 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     // expected gain of 0, ends the session once it may), not pool order.
     const std::vector<double> unguarded = score;
     // Every OOM is a trial paid for nothing: after k of them, a setting
-    // must fit with probability 1 - 2^-k to be run (the memory model's
-    // doubt about a setting is what a further OOM would have cost).
+    // must fit with probability 1 - 2^-(k + oom_caution_start) to be run
+    // (the memory model's doubt about a setting is what a further OOM would
+    // have cost).
     const int ooms = options_.oom_caution
                          ? std::min(6, static_cast<int>(std::count_if(
                                            history.begin(), history.end(),
-                                           [](const Observation& o) { return o.status == trial_status::kOom; })))
+                                           [](const Observation& o) { return o.status == trial_status::kOom; })) +
+                                           options_.oom_caution_start)
                          : 0;
     auto caution = [&](std::vector<double>& s, int level) {
       if (level <= 0) return;
@@ -395,6 +397,23 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       score = unguarded;
       caution(score, level);
       baseline_floor(score);
+    }
+    if (std::getenv("MO_DEBUG")) {
+      const int64_t b = IndexOf(spec, spec.baseline);
+      const auto bp = m.PredictAll({b});
+      std::fprintf(stderr, "  ooms=%d base p_fit=%.3f peak=%.1f mu=%.3f sd=%.3f\n", ooms, bp[0].p_fit, m.PeakGibAt(b), bp[0].mu, bp[0].sd);
+      std::vector<size_t> ord(pool.size());
+      std::iota(ord.begin(), ord.end(), 0);
+      std::sort(ord.begin(), ord.end(), [&](size_t a, size_t c) { return pred[a].p_fit > pred[c].p_fit; });
+      for (size_t r = 0; r < 8 && r < ord.size(); ++r) {
+        const size_t i = ord[r];
+        std::string diff;
+        const Config c = ConfigAt(spec, pool[i]);
+        for (const auto& k : spec.knobs) if (c.at(k.name) != spec.baseline.at(k.name)) diff += k.name + "=" + c.at(k.name) + " ";
+        std::fprintf(stderr, "    launch=%.2f ung=%.3g ", pred[i].p_launch, unguarded[i]);
+        std::fprintf(stderr, "p_fit=%.3f peak=%.1f mu=%.3f sd=%.3f ei=%.4f pbeat=%.2f score=%.4g %s\n", pred[i].p_fit, m.PeakGibAt(pool[i]), pred[i].mu, pred[i].sd, pred[i].ei,
+                     NormalCdf((base_log - pred[i].mu) / pred[i].sd), score[i], diff.c_str());
+      }
     }
     if (none(score)) score = unguarded;
     // Every `local_every`-th finished trial, the first pick is the best

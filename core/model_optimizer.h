@@ -88,6 +88,22 @@ class ModelOptimizer : public Optimizer {
     // H200 landscape, 0.01 made the median 6 -> 7 trials, so the total
     // there stays interaction_var_total.)
     double estimated_interaction_var_total = 0.01;
+    // Prior variance of each knob value's main effect on log step time,
+    // without and with a textbook estimate. With one, the effect is what
+    // the estimate misses: about 15% (sd 0.14), not the factor of two a
+    // variance of 0.5 allowed, which made every knob the estimate does not
+    // model (fused kernels, bucket sizes) look like a possible 2x and sent
+    // picks on hand-tuned baselines to undo them. (The generated suite's
+    // tuning half, 10 seeds, sum of medians: 0.5 -> 410, 0.1 -> 337, 0.02
+    // -> 306, 0.01 -> 295; but the reference suite stalled 3-4% short on
+    // two workloads at 0.01-0.1, hence stall_trials.)
+    double main_effect_var = 0.5;
+    double estimated_main_effect_var = 0.02;
+    // The latter doubles every this many finished trials since the best,
+    // up to main_effect_var: a search that stopped improving has learned
+    // the estimate's neighbourhood and needs the doubt about elsewhere
+    // back (tuning half at 0.02: 306 -> 278 with 4, 305 with 2). 0: never.
+    double stall_trials = 4;
     // The same for the memory model's interactions (memory is nearly
     // additive in log space, so a tighter budget).
     double memory_interaction_var_total = 0.1;
@@ -121,11 +137,15 @@ class ModelOptimizer : public Optimizer {
     // -> 465, 0 -> 496; 1 halves how often a toy session with contract
     // violations finds its optimum.)
     double cost_weight = 0.5;
-    // After k OOMs (counted up to 6), only settings the memory model
-    // expects to fit with probability >= 1 - 2^-k are run; when none is,
-    // see graded_fallback (the stop rule, reading an expected gain of 0,
-    // ends the session once it may).
+    // After k OOMs, only settings the memory model expects to fit with
+    // probability >= 1 - 2^-(k + oom_caution_start) (k + start counted up
+    // to 6) are run; when none is, see graded_fallback (the stop rule,
+    // reading an expected gain of 0, ends the session once it may). A
+    // start of 1: from the first trial, a setting must be more likely to
+    // fit than not (the generated suite's tuning half, 10 seeds: OOMs per
+    // session summed 35.6 -> 23.8, sum of medians 410 -> 414).
     bool oom_caution = true;
+    int oom_caution_start = 1;
     // Settings the planner says run at the step time of one that ran or is
     // running (Planner::step_time_representative_at) are not proposed.
     bool skip_equivalent = true;

@@ -73,16 +73,26 @@ Planner PlannerFor(const SessionSpec& spec) {
       across_ranks.push_back(i);
     }
   }
+  // Sequence parallelism splits activations across the tensor-parallel
+  // group: without one (tp 1) it changes nothing (Megatron turns it off).
+  int seq_par = -1;
+  for (size_t i = 0; i < s->knobs.size(); ++i) {
+    if (s->knobs[i].name == "seq_par") seq_par = static_cast<int>(i);
+  }
   const int64_t base_index = IndexOf(*s, s->baseline);
-  if (!across_ranks.empty() && base_index >= 0) {
+  if ((!across_ranks.empty() || seq_par >= 0) && base_index >= 0) {
     const Space space(*s);
     const int world = s->sim.cluster.world();
-    p.step_time_representative_at = [space, base = base_index, world, across_ranks, knobs_at](int64_t index) {
+    p.step_time_representative_at = [space, base = base_index, world, across_ranks, seq_par,
+                                     knobs_at](int64_t index) {
       const ms::LaunchKnobs k = knobs_at(index);
-      if (world / std::max(1, k.tp * k.pp) != 1) return index;  // DP x CP ranks
-      // ZeRO-2/3 reduce-scatter and gather per bucket even over one rank.
-      if (k.sharding >= ms::Sharding::kZero2) return index;
       int64_t rep = index;
+      if (seq_par >= 0 && k.tp == 1) {
+        rep = space.With(rep, static_cast<size_t>(seq_par), space.Digit(base, static_cast<size_t>(seq_par)));
+      }
+      if (world / std::max(1, k.tp * k.pp) != 1) return rep;  // DP x CP ranks
+      // ZeRO-2/3 reduce-scatter and gather per bucket even over one rank.
+      if (k.sharding >= ms::Sharding::kZero2) return rep;
       for (size_t knob : across_ranks) rep = space.With(rep, knob, space.Digit(base, knob));
       return rep;
     };

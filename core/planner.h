@@ -37,7 +37,9 @@ struct Planner {
   // overlap_param_gather, overlap_grad_reduce, bucket_mb and
   // grad_reduce_bf16 (the reduction's dtype) take the baseline's values
   // (not under ZeRO-2/3 sharding, which the simulator charges per bucket
-  // even there). Peak memory may still differ (gradient buckets and their
+  // even there); and without tensor parallelism (tp 1) seq_par does too:
+  // sequence parallelism splits activations across the TP group, and
+  // Megatron turns it off at tp 1. Peak memory may still differ (gradient buckets and their
   // dtype), so a representative whose only trials ran out of memory stays
   // open.
   // Null: no such rules.

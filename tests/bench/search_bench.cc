@@ -77,6 +77,10 @@ infrarsi::ModelOptimizer::Options ExperimentOptions() {
   num("X_NOISE", &o.time_noise_var);
   num("X_IVT", &o.interaction_var_total);
   num("X_EIVT", &o.estimated_interaction_var_total);
+  num("X_MAIN", &o.main_effect_var);
+  num("X_EMAIN", &o.estimated_main_effect_var);
+  num("X_STALL", &o.stall_trials);
+  num("X_C0", &o.oom_caution_start);
   num("X_IVMAX", &o.max_interaction_var);
   num("X_LOCAL", &o.local_every);
   num("X_INIT", &o.initial_designs);

@@ -1107,14 +1107,28 @@ TEST(PlannerTest, SettingsThatDifferOnlyInKnobsAcrossOneRankShareAStepTime) {
     const Planner planner = PlannerFor(spec);
     ASSERT_TRUE(planner.step_time_representative_at);
     const Space space(spec);
-    int twins = 0, compared = 0, dtype_twins = 0;
+    int twins = 0, compared = 0, dtype_twins = 0, seq_par_twins = 0;
     // Every setting, or a fixed stride through a large space.
     const int64_t step = std::max<int64_t>(1, spec.SpaceSize() / 20000);
     for (int64_t i = 0; i < spec.SpaceSize(); i += step) {
       const int64_t rep = planner.step_time_representative_at(i);
       const models::sim::LaunchKnobs k = SimKnobs(spec, ConfigAt(spec, i));
       if (k.tp * k.pp != spec.sim.cluster.world()) {
-        EXPECT_EQ(rep, i) << ConfigKey(ConfigAt(spec, i));  // data-parallel ranks: every knob counts
+        // Data-parallel ranks: every knob counts, but seq_par without
+        // tensor parallelism (tp 1), which takes the baseline's value.
+        int64_t want = i;
+        for (size_t kn = 0; kn < space.knobs(); ++kn) {
+          if (spec.knobs[kn].name == "seq_par" && k.tp == 1) {
+            want = space.With(want, kn, space.Digit(IndexOf(spec, spec.baseline), kn));
+          }
+        }
+        EXPECT_EQ(rep, want) << ConfigKey(ConfigAt(spec, i));
+        if (rep != i) {
+          ++seq_par_twins;
+          EXPECT_DOUBLE_EQ(models::sim::Simulate(spec.sim.model, spec.sim.cluster, k).step_time_s,
+                           models::sim::Simulate(spec.sim.model, spec.sim.cluster,
+                                                 SimKnobs(spec, ConfigAt(spec, rep))).step_time_s);
+        }
         continue;
       }
       EXPECT_EQ(planner.step_time_representative_at(rep), rep);
@@ -1125,7 +1139,7 @@ TEST(PlannerTest, SettingsThatDifferOnlyInKnobsAcrossOneRankShareAStepTime) {
         if (space.Digit(rep, kn) == space.Digit(i, kn)) continue;
         const std::string& knob = spec.knobs[kn].name;
         EXPECT_TRUE(knob == "dist_opt" || knob == "overlap_grad_reduce" || knob == "overlap_param_gather" ||
-                    knob == "bucket_mb" || knob == "grad_reduce_bf16")
+                    knob == "bucket_mb" || knob == "grad_reduce_bf16" || (knob == "seq_par" && k.tp == 1))
             << knob;
         dtype_twins += knob == "grad_reduce_bf16";
       }
@@ -1142,6 +1156,10 @@ TEST(PlannerTest, SettingsThatDifferOnlyInKnobsAcrossOneRankShareAStepTime) {
     EXPECT_GT(twins, 100);
     EXPECT_GT(compared, 100);
     EXPECT_GT(dtype_twins, 10);
+    // The 8b space searches seq_par with tp 1 among the choices.
+    if (std::string(name) == "dense-8b-32k-1x8-h200") {
+      EXPECT_GT(seq_par_twins, 10);
+    }
   }
 }
 
