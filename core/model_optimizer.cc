@@ -398,23 +398,6 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       caution(score, level);
       baseline_floor(score);
     }
-    if (std::getenv("MO_DEBUG")) {
-      const int64_t b = IndexOf(spec, spec.baseline);
-      const auto bp = m.PredictAll({b});
-      std::fprintf(stderr, "  ooms=%d base p_fit=%.3f peak=%.1f mu=%.3f sd=%.3f\n", ooms, bp[0].p_fit, m.PeakGibAt(b), bp[0].mu, bp[0].sd);
-      std::vector<size_t> ord(pool.size());
-      std::iota(ord.begin(), ord.end(), 0);
-      std::sort(ord.begin(), ord.end(), [&](size_t a, size_t c) { return pred[a].p_fit > pred[c].p_fit; });
-      for (size_t r = 0; r < 8 && r < ord.size(); ++r) {
-        const size_t i = ord[r];
-        std::string diff;
-        const Config c = ConfigAt(spec, pool[i]);
-        for (const auto& k : spec.knobs) if (c.at(k.name) != spec.baseline.at(k.name)) diff += k.name + "=" + c.at(k.name) + " ";
-        std::fprintf(stderr, "    launch=%.2f ung=%.3g ", pred[i].p_launch, unguarded[i]);
-        std::fprintf(stderr, "p_fit=%.3f peak=%.1f mu=%.3f sd=%.3f ei=%.4f pbeat=%.2f score=%.4g %s\n", pred[i].p_fit, m.PeakGibAt(pool[i]), pred[i].mu, pred[i].sd, pred[i].ei,
-                     NormalCdf((base_log - pred[i].mu) / pred[i].sd), score[i], diff.c_str());
-      }
-    }
     if (none(score)) score = unguarded;
     // Every `local_every`-th finished trial, the first pick is the best
     // scored setting near the incumbent: a global model over a large space

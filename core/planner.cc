@@ -75,10 +75,8 @@ Planner PlannerFor(const SessionSpec& spec) {
   }
   // Sequence parallelism splits activations across the tensor-parallel
   // group: without one (tp 1) it changes nothing (Megatron turns it off).
-  int seq_par = -1;
-  for (size_t i = 0; i < s->knobs.size(); ++i) {
-    if (s->knobs[i].name == "seq_par") seq_par = static_cast<int>(i);
-  }
+  const Knob* seq_par_knob = s->FindKnob("seq_par");
+  const int seq_par = seq_par_knob ? static_cast<int>(seq_par_knob - s->knobs.data()) : -1;
   const int64_t base_index = IndexOf(*s, s->baseline);
   if ((!across_ranks.empty() || seq_par >= 0) && base_index >= 0) {
     const Space space(*s);

@@ -194,12 +194,12 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
   // than the doctor found it: they get a round of fresh pairs (at most
   // spec.verify.busier_retries rounds) instead of a verdict that reads as
   // "no faster". Nothing else of this round is final until then.
+  std::vector<std::string> names;  // the candidates re-verified
+  const int round = std::max(1, plan.round());
   if (promoted == 0) {
-    const int round = std::max(1, plan.round());
     std::mt19937_64 order(spec.seed * 31 + static_cast<uint64_t>(trials.size()) +
                           static_cast<uint64_t>(round));
     const std::string baseline = EncodeConfigJson(spec.baseline);
-    std::vector<std::string> names;
     for (size_t i = 0; i < verdicts.size(); ++i) {
       // A busier host is retried; a candidate whose numbers cannot be true
       // or whose rerun broke the contract is not, whatever the spread.
@@ -228,21 +228,16 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
       names.push_back(absl::StrCat("c", c.rank()));
       unconfirmed.erase(c.rank());
     }
-    for (const auto& [rank, ids] : unconfirmed) {
-      out.unconfirmed.insert(out.unconfirmed.end(), ids.begin(), ids.end());
-    }
-    if (!names.empty()) {
-      v.set_round(round + 1);
-      v.set_summary(absl::StrCat("round ", round, ": the host was busier than when the doctor "
-                                 "calibrated it; re-verifying ", absl::StrJoin(names, ", "),
-                                 " on fresh pairs"));
-      return out;
-    }
   }
-  if (promoted > 0) {
-    for (const auto& [rank, ids] : unconfirmed) {
-      out.unconfirmed.insert(out.unconfirmed.end(), ids.begin(), ids.end());
-    }
+  for (const auto& [rank, ids] : unconfirmed) {
+    out.unconfirmed.insert(out.unconfirmed.end(), ids.begin(), ids.end());
+  }
+  if (!names.empty()) {
+    v.set_round(round + 1);
+    v.set_summary(absl::StrCat("round ", round, ": the host was busier than when the doctor "
+                               "calibrated it; re-verifying ", absl::StrJoin(names, ", "),
+                               " on fresh pairs"));
+    return out;
   }
   v.set_promoted_rank(promoted);
   v.set_decided_unix_ms(now_ms);
