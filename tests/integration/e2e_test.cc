@@ -199,7 +199,17 @@ TEST_F(EndToEndTest, SimulatedClusterSessionWithSimAgents) {
       EXPECT_NE(t.error().find("out of memory"), std::string::npos) << t.error();
     }
   }
-  EXPECT_EQ(search, 12);
+  // Twelve trials, or fewer when past min_trials (10) nothing was expected
+  // to beat the best by more than the noise: the results of two agents'
+  // trials arrive in either order, so either can happen.
+  const std::string& stop = rep->search().stop_reason();
+  if (search == 12) {
+    EXPECT_TRUE(absl::StartsWith(stop, "trial budget spent")) << stop;
+  } else {
+    EXPECT_GE(search, 10) << stop;
+    EXPECT_LT(search, 12) << stop;
+    EXPECT_TRUE(absl::StartsWith(stop, "no setting is expected")) << stop;
+  }
   EXPECT_EQ(rep->failed_trials().count(), failures);
   EXPECT_NEAR(rep->failed_trials().cost_s(), failure_cost, 1e-6);
   // sim optimum: the ground truth for the same spec, from the CLI.
