@@ -393,12 +393,23 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     };
     // Nothing passes: the OOM caution steps down one level at a time (the
     // baseline floor kept) before every guard goes.
+    // Past its last level the caution turns soft: each OOM paid discounts a
+    // setting by its chance to fit once more, so the picks lean to the
+    // settings likeliest to fit rather than to whatever promises most.
+    auto soft = [&](std::vector<double>& s) {
+      if (options_.soft_caution <= 0) return;
+      for (size_t i = 0; i < pool.size(); ++i) s[i] *= std::pow(pred[i].p_fit, options_.soft_caution * ooms);
+    };
     for (int level = ooms - 1; options_.graded_fallback && none(score) && level >= 0; --level) {
       score = unguarded;
       caution(score, level);
       baseline_floor(score);
+      if (level == 0) soft(score);
     }
-    if (none(score)) score = unguarded;
+    if (none(score)) {
+      score = unguarded;
+      soft(score);
+    }
     // Every `local_every`-th finished trial, the first pick is the best
     // scored setting near the incumbent: a global model over a large space
     // keeps enough doubt about far regions that expected improvement alone

@@ -165,6 +165,10 @@ class ModelOptimizer : public Optimizer {
     // held-out 302 -> 301; the reference suite 254 -> 248, its 405B
     // workload 8 -> 2 OOMs a session.)
     bool graded_fallback = true;
+    // Where even the last level leaves nothing, scores are multiplied by
+    // P(fits)^(soft_caution x (k + oom_caution_start)) instead of dropping
+    // the caution; 0: dropped.
+    double soft_caution = 1;
   };
   ModelOptimizer() : ModelOptimizer(Options()) {}
   explicit ModelOptimizer(Options options) : options_(options) {}

@@ -81,6 +81,7 @@ infrarsi::ModelOptimizer::Options ExperimentOptions() {
   num("X_EMAIN", &o.estimated_main_effect_var);
   num("X_STALL", &o.stall_trials);
   num("X_C0", &o.oom_caution_start);
+  num("X_SOFT", &o.soft_caution);
   num("X_IVMAX", &o.max_interaction_var);
   num("X_LOCAL", &o.local_every);
   num("X_INIT", &o.initial_designs);

@@ -130,6 +130,36 @@ TEST(SearchGuardsTest, AfterOomsOnlySettingsLikelyToFitRunAndTheSearchStops) {
   EXPECT_LT(2 * ooms_on, ooms_off) << ooms_on << " vs " << ooms_off;
 }
 
+TEST(SearchGuardsTest, AtTheMemoryEdgeThePicksLeanToSettingsLikelyToFit) {
+  // g16: a 405B model at 32k context whose hand-tuned baseline peaks at
+  // 79.1 of 79.2 GiB. The memory model can say of no other setting that it
+  // fits more likely than not, so the caution let everything through and
+  // the picks followed expected improvement: P(fits) 0.2-0.4 each, ten OOMs
+  // in ten trials, session after session.
+  auto w = GenerateWorkload(16);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(w->name.rfind("g16-dense-405b", 0), 0u) << w->name;
+  const SessionSpec spec = Parsed(*w);
+  ModelOptimizer::Options hard;  // the caution dropped where nothing passes
+  hard.soft_caution = 0;
+  int ooms_soft = 0, trials_soft = 0, ooms_hard = 0, trials_hard = 0;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    const Session soft = RunSession(spec, ModelOptimizer::Options(), seed, 30);
+    const Session was = RunSession(spec, hard, seed, 30);
+    ooms_soft += soft.ooms;
+    trials_soft += soft.trials;
+    ooms_hard += was.ooms;
+    trials_hard += was.trials;
+  }
+  std::printf("OOMs in 4 sessions: %d of %d trials with the soft caution, %d of %d without\n", ooms_soft,
+              trials_soft, ooms_hard, trials_hard);
+  // Measured: 29 of 40 against 40 of 40. The estimate misjudges this
+  // workload's memory (bf16 gradient reduction saves here, the textbook
+  // says it costs), so most OOMs stay: a fifth fewer is what is asked.
+  EXPECT_GE(4 * ooms_hard, 3 * trials_hard) << "the defect no longer shows: " << ooms_hard << " of " << trials_hard;
+  EXPECT_LE(5 * ooms_soft, 4 * ooms_hard) << ooms_soft << " of " << trials_soft << " against " << ooms_hard;
+}
+
 TEST(SearchGuardsTest, AHandTunedBaselineKeepsWhatItHasRightInTheFirstPicks) {
   // g24: a 34B model whose hand-tuned baseline (flash attention, the
   // distributed optimizer, overlap on) is 1.17x from the optimum, three
