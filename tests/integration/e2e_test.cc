@@ -398,9 +398,17 @@ executor:
         // vary), so it is no faster than the work it did.
         if (t.status() == "ok") {
           EXPECT_NE(t.note().find("charged"), std::string::npos) << t.note();
-          // Charged for the work its tail hid: near the honest step (the
-          // baseline's own longest tail goes uncharged).
-          EXPECT_GE(t.step_time_s(), 0.8 * rep->doctor().median_step_time_s()) << t.note();
+          // Charged for the work its tail hid beyond the baseline's own
+          // longest tail, which goes uncharged once a run: with that
+          // allowance back, near the honest work. (Not per step: on a busy
+          // host the baseline's tail grows, and 15 steps of 20 ms were
+          // charged to 0.0190 s a step against an honest 0.0239 s, with
+          // 0.084 s of tail allowed.)
+          const double steps = rep->doctor().timed_steps();
+          ASSERT_GT(steps, 0);
+          EXPECT_GE(t.step_time_s() * steps + std::max(0.0, rep->doctor().tail_s()),
+                    0.8 * rep->doctor().median_step_time_s() * steps)
+              << t.note();
         } else {
           EXPECT_EQ(t.status(), "violation") << t.error();  // its window alone gave it away
         }
@@ -432,8 +440,11 @@ executor:
     for (const auto& e : bank->entries()) {
       if (e.session_id() != id) continue;
       if (e.config().at("mode") == "pace_fast") {
-        // In the bank at its charged step time: as slow as its work.
-        EXPECT_GE(e.step_time_s(), 0.8 * rep->doctor().median_step_time_s());
+        // In the bank at its charged step time: as slow as its work, less
+        // the baseline's tail allowed once a run (above).
+        const double steps = rep->doctor().timed_steps();
+        EXPECT_GE(e.step_time_s() * steps + std::max(0.0, rep->doctor().tail_s()),
+                  0.8 * rep->doctor().median_step_time_s() * steps);
         continue;
       }
       EXPECT_EQ(e.config().at("mode"), "honest")
