@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_format.h"
 #include "core/model_internal.h"
 #include "core/planner.h"
 #include "core/value_blame.h"
@@ -320,6 +321,15 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     // must fit with probability 1 - 2^-(k + oom_caution_start) to be run
     // (the memory model's doubt about a setting is what a further OOM would
     // have cost).
+    const int oom_trials = static_cast<int>(std::count_if(
+        history.begin(), history.end(), [](const Observation& o) { return o.status == trial_status::kOom; }));
+    bool likely_fit = false;
+    for (size_t i = 0; i < pool.size() && !likely_fit; ++i) likely_fit = unguarded[i] > 0 && pred[i].p_fit >= 0.5;
+    if (options_.stop_after_ooms > 0 && oom_trials >= options_.stop_after_ooms && !likely_fit) {
+      out.stop = absl::StrFormat(
+          "after %d out-of-memory trials no untried setting is more likely to fit in memory than not",
+          oom_trials);
+    }
     const int ooms = options_.oom_caution
                          ? std::min(6, static_cast<int>(std::count_if(
                                            history.begin(), history.end(),

@@ -12,6 +12,7 @@ std::string SearchStopReason(const SessionSpec& spec, int search_done, const Pro
                              double noise_floor) {
   // (Or runs at the step time of one tried: core/planner.h.)
   if (p.configs.empty()) return "every setting of the space was tried";
+  if (!p.stop.empty()) return p.stop;
   const double stop_below = std::max(spec.stop_gain, noise_floor);
   if (search_done >= spec.min_trials && p.expected_gain >= 0 && p.expected_gain < stop_below) {
     return absl::StrFormat(

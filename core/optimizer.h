@@ -56,6 +56,10 @@ struct Proposal {
   // about the relative speed-up still expected. -1: not known (no model
   // yet); the stop rule then does not apply.
   double expected_gain = -1;
+  // Why the optimizer advises stopping now, before min_trials too, or ""
+  // (ModelOptimizer: after OOMs, no untried setting is more likely to fit
+  // than not).
+  std::string stop;
 };
 
 // Why a session's search stops rather than run `p`'s settings, after

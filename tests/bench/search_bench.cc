@@ -82,6 +82,7 @@ infrarsi::ModelOptimizer::Options ExperimentOptions() {
   num("X_STALL", &o.stall_trials);
   num("X_C0", &o.oom_caution_start);
   num("X_SOFT", &o.soft_caution);
+  num("X_STOPOOM", &o.stop_after_ooms);
   num("X_IVMAX", &o.max_interaction_var);
   num("X_LOCAL", &o.local_every);
   num("X_INIT", &o.initial_designs);

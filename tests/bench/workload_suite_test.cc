@@ -130,6 +130,38 @@ TEST(SearchGuardsTest, AfterOomsOnlySettingsLikelyToFitRunAndTheSearchStops) {
   EXPECT_LT(2 * ooms_on, ooms_off) << ooms_on << " vs " << ooms_off;
 }
 
+TEST(SearchGuardsTest, WhenNothingLeftIsLikelyToFitTheSearchStopsBeforeMinTrials) {
+  // g14 again: the five settings that fit ran by trial 6 (the optimum at
+  // 3), then four OOMs to reach min_trials (10), every session. After an
+  // OOM, a proposal with no untried setting more likely to fit than not
+  // now stops the session.
+  auto w = GenerateWorkload(14);
+  ASSERT_TRUE(w.ok()) << w.status();
+  const SessionSpec spec = Parsed(*w);
+  ModelOptimizer::Options on_to_min;  // as it was
+  on_to_min.stop_after_ooms = 0;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    SCOPED_TRACE(seed);
+    const Session now = RunSession(spec, ModelOptimizer::Options(), seed, 30);
+    const Session was = RunSession(spec, on_to_min, seed, 30);
+    std::printf("seed %d: %d OOMs in %d trials, %d OOMs in %d without the stop\n", static_cast<int>(seed),
+                now.ooms, now.trials, was.ooms, was.trials);
+    EXPECT_GE(was.ooms, 3) << "the defect no longer shows";
+    EXPECT_LE(now.ooms, 1);
+    EXPECT_LT(now.trials, was.trials);
+    // The same best setting found.
+    auto best = [&](const Session& s) {
+      double b = SimulatedObservation(spec, spec.baseline).step_time_s;
+      for (const Config& c : s.picks) {
+        const Observation o = SimulatedObservation(spec, c);
+        if (o.status == "ok") b = std::min(b, o.step_time_s);
+      }
+      return b;
+    };
+    EXPECT_DOUBLE_EQ(best(now), best(was));
+  }
+}
+
 TEST(SearchGuardsTest, AtTheMemoryEdgeThePicksLeanToSettingsLikelyToFit) {
   // g16: a 405B model at 32k context whose hand-tuned baseline peaks at
   // 79.1 of 79.2 GiB. The memory model can say of no other setting that it
@@ -140,11 +172,15 @@ TEST(SearchGuardsTest, AtTheMemoryEdgeThePicksLeanToSettingsLikelyToFit) {
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_EQ(w->name.rfind("g16-dense-405b", 0), 0u) << w->name;
   const SessionSpec spec = Parsed(*w);
-  ModelOptimizer::Options hard;  // the caution dropped where nothing passes
+  // Sessions that go on after OOMs (with the stop after one, both arms
+  // would end at the first: 1.5 OOMs a session in the bench).
+  ModelOptimizer::Options soft_opts;
+  soft_opts.stop_after_ooms = 0;
+  ModelOptimizer::Options hard = soft_opts;  // the caution dropped where nothing passes
   hard.soft_caution = 0;
   int ooms_soft = 0, trials_soft = 0, ooms_hard = 0, trials_hard = 0;
   for (uint64_t seed = 1; seed <= 4; ++seed) {
-    const Session soft = RunSession(spec, ModelOptimizer::Options(), seed, 30);
+    const Session soft = RunSession(spec, soft_opts, seed, 30);
     const Session was = RunSession(spec, hard, seed, 30);
     ooms_soft += soft.ooms;
     trials_soft += soft.trials;

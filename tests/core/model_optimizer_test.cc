@@ -1180,6 +1180,11 @@ TEST(SearchStopTest, ASmallGainStopsOnlyPastMinTrials) {
   EXPECT_EQ(SearchStopReason(spec, 25, p, 0.01), "");
   p.configs.clear();
   EXPECT_NE(SearchStopReason(spec, 0, p, 0.01).find("every setting"), std::string::npos);
+  // The optimizer's own advice (nothing left likely to fit) stops at once,
+  // min_trials or not.
+  p.configs.push_back(Config{{"tp", "1"}});
+  p.stop = "after 1 out-of-memory trials no untried setting is more likely to fit in memory than not";
+  EXPECT_EQ(SearchStopReason(spec, 3, p, 0.01), p.stop);
 }
 
 // Where no setting passes the OOM caution (after k OOMs, P(fits) >= 1 -
