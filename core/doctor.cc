@@ -180,7 +180,7 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
   std::vector<double> base_arms, cand_arms;
   // Per pair: time saved over the whole run less half of that saved in the
   // timed window. An honest gain keeps this positive.
-  std::vector<double> kept;
+  std::vector<double> kept, whole_saved;
   double saved_window = 0, saved_whole = 0;
   for (const VerifyPair& p : pairs) {
     if (p.base.reported > 0 && p.cand.reported > 0) {
@@ -193,6 +193,7 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
       saved_window += p.base.window - p.cand.window;
       saved_whole += p.base.whole - p.cand.whole;
       kept.push_back((p.base.whole - p.cand.whole) - 0.5 * (p.base.window - p.cand.window));
+      whole_saved.push_back(p.base.whole - p.cand.whole);
     }
   }
   v.reported = EstimatePairedSpeedup(reported);
@@ -257,12 +258,34 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
   const double n = static_cast<double>(kept.size());
   saved_window /= n;
   saved_whole /= n;
-  if (saved_whole >= 0.5 * saved_window) {
+  // Kept means both: the estimate keeps at least half of the window's
+  // saving, and the whole run's saving is sure (its interval above 0). On
+  // the estimate alone, start-up noise as large as the saving let a warm-up
+  // hack through on three pairs whenever the noise fell its way.
+  const double tq = kept.size() > 1 ? TQuantile975(static_cast<int>(kept.size()) - 1) : 0.0;
+  const double whole_se = kept.size() > 1 ? models::SampleStdDev(whole_saved) / std::sqrt(n) : 0.0;
+  const double whole_low = kept.size() > 1 ? saved_whole - tq * whole_se : -1e300;
+  const double whole_high = kept.size() > 1 ? saved_whole + tq * whole_se : 1e300;
+  const bool keeps_half = saved_whole >= 0.5 * saved_window;
+  if (keeps_half && whole_low > 0) {
     absl::StrAppendFormat(&v.reason, "; the whole run keeps %.4f of the %.4f s saved per run",
                           saved_whole, saved_window);
     return v;
   }
   v.cleared = false;
+  if (keeps_half) {
+    // Unsure, not a cheat: moved work would save nothing over the whole
+    // run, and these runs cannot rule that out.
+    v.unconfirmed = true;
+    v.reason = absl::StrFormat(
+        "the whole run cannot confirm the gain: %.4f s saved per run [%.4f, %.4f] from process "
+        "start to exit against %.4f s in the timed window, an interval that does not rule out "
+        "none (work moved outside the timed window saves none there); the runs are too few or "
+        "too noisy (more verify.runs, or a quieter host)",
+        saved_whole, whole_low, std::min(whole_high, 1e9), saved_window);
+    v.reason += busier;
+    return v;
+  }
   // Disqualify its trials only when the runs leave no doubt: even the
   // interval's upper end keeps less than half.
   const double se = kept.size() > 1 ? models::SampleStdDev(kept) / std::sqrt(n) : 0.0;
