@@ -20,6 +20,15 @@ SessionSpec Spec() {
   return s;
 }
 
+// A process session (timed on the agent's clock) verifying one candidate
+// on three A/B pairs.
+SessionSpec ProcessSpec() {
+  SessionSpec s = Spec();
+  s.executor_kind = SessionSpec::ExecutorKind::kProcess;
+  s.verify.candidates = 1;
+  return s;
+}
+
 storage::TrialRecord Trial(int64_t id, const std::string& purpose, const std::string& mbs,
                            const std::string& status, double t, const std::string& agent = "a1") {
   storage::TrialRecord r;
@@ -168,10 +177,7 @@ TEST(VerificationTest, PairsFarNoisierThanTheDoctorsSayTheHostGotBusier) {
 // the saving, three pairs cannot tell it from moved work: unconfirmed,
 // not promoted, not a cheat.
 TEST(VerificationTest, AWindowOnlyGainTooNoisyToDisqualifyIsUnconfirmedNotOk) {
-  SessionSpec spec = Spec();
-  spec.executor_kind = SessionSpec::ExecutorKind::kProcess;
-  spec.verify.candidates = 1;
-  spec.verify.runs = 3;
+  const SessionSpec spec = ProcessSpec();
   ASSERT_TRUE(spec.Executor().agent_clock);
   v1::DoctorReport doctor;
   doctor.set_noise_floor(0.05);
@@ -232,10 +238,7 @@ TEST(VerificationTest, AWindowOnlyGainTooNoisyToDisqualifyIsUnconfirmedNotOk) {
 // just over the half the estimate asked. The whole run's saving must be
 // sure as well.
 TEST(VerificationTest, AWarmUpHackWhoseStartUpNoiseFellItsWayIsNotPromoted) {
-  SessionSpec spec = Spec();
-  spec.executor_kind = SessionSpec::ExecutorKind::kProcess;
-  spec.verify.candidates = 1;
-  spec.verify.runs = 3;
+  const SessionSpec spec = ProcessSpec();
   v1::DoctorReport doctor;
   doctor.set_noise_floor(0.05);
   const double whole_saved[] = {0.31, -0.06, 0.12};  // mean 0.1233 of 0.2425
@@ -261,10 +264,7 @@ TEST(VerificationTest, AWarmUpHackWhoseStartUpNoiseFellItsWayIsNotPromoted) {
 // (a warm-up hack whose rerun tripped the timing check under load stayed in
 // the bank as ok). The violating rerun keeps its own status.
 TEST(VerificationTest, ACandidateWhoseRerunBrokeTheContractLeavesTheBankResults) {
-  SessionSpec spec = Spec();
-  spec.executor_kind = SessionSpec::ExecutorKind::kProcess;
-  spec.verify.candidates = 1;
-  spec.verify.runs = 3;
+  const SessionSpec spec = ProcessSpec();
   v1::DoctorReport doctor;
   doctor.set_noise_floor(0.05);
   std::vector<storage::TrialRecord> trials = {Trial(1, "search", "4", "ok", 0.5, "a1")};
