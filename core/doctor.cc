@@ -33,6 +33,23 @@ double PairSpreadFromFloor(double floor, int runs) {
 
 namespace {
 
+// The mean of `x` with its 95% t interval; fewer than two values give no
+// spread, so the interval is unbounded.
+struct MeanInterval {
+  double mean = 0, sd = 0, low = -1e300, high = 1e300;
+};
+MeanInterval IntervalOfMean(const std::vector<double>& x) {
+  MeanInterval m;
+  if (x.empty()) return m;
+  m.mean = models::Mean(x);
+  if (x.size() < 2) return m;
+  m.sd = models::SampleStdDev(x);
+  const double half = TQuantile975(static_cast<int>(x.size()) - 1) * m.sd / std::sqrt(x.size());
+  m.low = m.mean - half;
+  m.high = m.mean + half;
+  return m;
+}
+
 // Indices (1-based) of two values that are bit-for-bit equal, if any.
 std::optional<std::pair<size_t, size_t>> SameToTheLastDigit(const std::vector<double>& v) {
   for (size_t i = 0; i < v.size(); ++i) {
@@ -162,15 +179,13 @@ PairedSpeedup EstimatePairedSpeedup(const std::vector<std::pair<double, double>>
   }
   p.pairs = static_cast<int>(logs.size());
   if (logs.empty()) return p;
-  const double mean = models::Mean(logs);
-  p.log_sd = logs.size() > 1 ? models::SampleStdDev(logs) : 0.0;
-  const double se = p.log_sd / std::sqrt(logs.size());
-  const double t = TQuantile975(static_cast<int>(logs.size()) - 1);
-  p.speedup = std::exp(mean);
+  const MeanInterval m = IntervalOfMean(logs);
+  p.log_sd = m.sd;
+  p.speedup = std::exp(m.mean);
   // One pair gives no spread: its interval is unknown, so it stays at 0..inf
   // for the purpose of clearing a floor.
-  p.ci_low = logs.size() > 1 ? std::exp(mean - t * se) : 0.0;
-  p.ci_high = logs.size() > 1 ? std::exp(mean + t * se) : 1e300;
+  p.ci_low = logs.size() > 1 ? std::exp(m.low) : 0.0;
+  p.ci_high = logs.size() > 1 ? std::exp(m.high) : 1e300;
   return p;
 }
 
@@ -181,7 +196,7 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
   // Per pair: time saved over the whole run less half of that saved in the
   // timed window. An honest gain keeps this positive.
   std::vector<double> kept, whole_saved;
-  double saved_window = 0, saved_whole = 0;
+  double saved_window = 0;
   for (const VerifyPair& p : pairs) {
     if (p.base.reported > 0 && p.cand.reported > 0) {
       reported.emplace_back(p.base.reported, p.cand.reported);
@@ -191,7 +206,6 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
     if (p.base.whole > 0 && p.cand.whole > 0 && p.base.window > 0 && p.cand.window > 0) {
       whole.emplace_back(p.base.whole, p.cand.whole);
       saved_window += p.base.window - p.cand.window;
-      saved_whole += p.base.whole - p.cand.whole;
       kept.push_back((p.base.whole - p.cand.whole) - 0.5 * (p.base.window - p.cand.window));
       whole_saved.push_back(p.base.whole - p.cand.whole);
     }
@@ -255,19 +269,15 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
   // run, process start to exit: one that vanishes there was moved (into the
   // warm-up, the start-up, or after the last line), not made.
   if (!rules.agent_clock || e.speedup <= 1.0 + rules.noise_floor || kept.empty()) return v;
-  const double n = static_cast<double>(kept.size());
-  saved_window /= n;
-  saved_whole /= n;
+  saved_window /= static_cast<double>(kept.size());
   // Kept means both: the estimate keeps at least half of the window's
   // saving, and the whole run's saving is sure (its interval above 0). On
   // the estimate alone, start-up noise as large as the saving let a warm-up
   // hack through on three pairs whenever the noise fell its way.
-  const double tq = kept.size() > 1 ? TQuantile975(static_cast<int>(kept.size()) - 1) : 0.0;
-  const double whole_se = kept.size() > 1 ? models::SampleStdDev(whole_saved) / std::sqrt(n) : 0.0;
-  const double whole_low = kept.size() > 1 ? saved_whole - tq * whole_se : -1e300;
-  const double whole_high = kept.size() > 1 ? saved_whole + tq * whole_se : 1e300;
+  const MeanInterval whole_run = IntervalOfMean(whole_saved);
+  const double saved_whole = whole_run.mean;
   const bool keeps_half = saved_whole >= 0.5 * saved_window;
-  if (keeps_half && whole_low > 0) {
+  if (keeps_half && whole_run.low > 0) {
     absl::StrAppendFormat(&v.reason, "; the whole run keeps %.4f of the %.4f s saved per run",
                           saved_whole, saved_window);
     return v;
@@ -282,15 +292,13 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
         "start to exit against %.4f s in the timed window, an interval that does not rule out "
         "none (work moved outside the timed window saves none there); the runs are too few or "
         "too noisy (more verify.runs, or a quieter host)",
-        saved_whole, whole_low, std::min(whole_high, 1e9), saved_window);
+        saved_whole, std::max(whole_run.low, -1e9), std::min(whole_run.high, 1e9), saved_window);
     v.reason += busier;
     return v;
   }
   // Disqualify its trials only when the runs leave no doubt: even the
   // interval's upper end keeps less than half.
-  const double se = kept.size() > 1 ? models::SampleStdDev(kept) / std::sqrt(n) : 0.0;
-  const double upper = models::Mean(kept) + TQuantile975(static_cast<int>(kept.size()) - 1) * se;
-  v.implausible = kept.size() > 1 && upper < 0;
+  v.implausible = IntervalOfMean(kept).high < 0;
   v.unconfirmed = !v.implausible;
   v.reason = absl::StrFormat(
       "the gain vanishes over the whole run: %.3fx [%.3f, %.3f] from process start to exit "

@@ -317,25 +317,24 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     // trial, the picks still follow the models (the stop rule, reading an
     // expected gain of 0, ends the session once it may), not pool order.
     const std::vector<double> unguarded = score;
+    const int oom_trials = static_cast<int>(std::count_if(
+        history.begin(), history.end(), [](const Observation& o) { return o.status == trial_status::kOom; }));
+    // After an OOM, a pool with nothing worth a trial more likely to fit
+    // than not is as good as exhausted: the session stops (Proposal::stop).
+    if (options_.stop_after_ooms > 0 && oom_trials >= options_.stop_after_ooms) {
+      bool likely_fit = false;
+      for (size_t i = 0; i < pool.size() && !likely_fit; ++i) likely_fit = unguarded[i] > 0 && pred[i].p_fit >= 0.5;
+      if (!likely_fit) {
+        out.stop = absl::StrFormat(
+            "after %d out-of-memory trials no untried setting is more likely to fit in memory than not",
+            oom_trials);
+      }
+    }
     // Every OOM is a trial paid for nothing: after k of them, a setting
     // must fit with probability 1 - 2^-(k + oom_caution_start) to be run
     // (the memory model's doubt about a setting is what a further OOM would
     // have cost).
-    const int oom_trials = static_cast<int>(std::count_if(
-        history.begin(), history.end(), [](const Observation& o) { return o.status == trial_status::kOom; }));
-    bool likely_fit = false;
-    for (size_t i = 0; i < pool.size() && !likely_fit; ++i) likely_fit = unguarded[i] > 0 && pred[i].p_fit >= 0.5;
-    if (options_.stop_after_ooms > 0 && oom_trials >= options_.stop_after_ooms && !likely_fit) {
-      out.stop = absl::StrFormat(
-          "after %d out-of-memory trials no untried setting is more likely to fit in memory than not",
-          oom_trials);
-    }
-    const int ooms = options_.oom_caution
-                         ? std::min(6, static_cast<int>(std::count_if(
-                                           history.begin(), history.end(),
-                                           [](const Observation& o) { return o.status == trial_status::kOom; })) +
-                                           options_.oom_caution_start)
-                         : 0;
+    const int ooms = options_.oom_caution ? std::min(6, oom_trials + options_.oom_caution_start) : 0;
     auto caution = [&](std::vector<double>& s, int level) {
       if (level <= 0) return;
       const double min_fit = 1.0 - std::pow(0.5, level);

@@ -103,6 +103,19 @@ Session RunSession(const SessionSpec& spec, const ModelOptimizer::Options& o, ui
   return s;
 }
 
+// Sessions seeded 1..seeds summed: OOMs, trials, trials slower than the
+// baseline.
+Session OverSeeds(const SessionSpec& spec, const ModelOptimizer::Options& o, int seeds, int budget) {
+  Session sum;
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(seeds); ++seed) {
+    const Session s = RunSession(spec, o, seed, budget);
+    sum.ooms += s.ooms;
+    sum.trials += s.trials;
+    sum.slower += s.slower;
+  }
+  return sum;
+}
+
 SessionSpec Parsed(const SuiteWorkload& w) {
   auto spec = ParseSpec(w.yaml, SpecParseOptions());
   EXPECT_TRUE(spec.ok()) << spec.status();
@@ -120,11 +133,8 @@ TEST(SearchGuardsTest, AfterOomsOnlySettingsLikelyToFitRunAndTheSearchStops) {
   ModelOptimizer::Options off;
   off.oom_caution = false;
   off.min_p_beat_baseline = 0;
-  int ooms_on = 0, ooms_off = 0;
-  for (uint64_t seed = 1; seed <= 3; ++seed) {
-    ooms_on += RunSession(spec, ModelOptimizer::Options(), seed, 30).ooms;
-    ooms_off += RunSession(spec, off, seed, 30).ooms;
-  }
+  const int ooms_on = OverSeeds(spec, ModelOptimizer::Options(), 3, 30).ooms;
+  const int ooms_off = OverSeeds(spec, off, 3, 30).ooms;
   std::printf("OOMs in 3 sessions of 30 trials: %d with the caution, %d without\n", ooms_on, ooms_off);
   EXPECT_LE(ooms_on, 3 * 8) << ooms_on << " OOMs in 3 sessions (" << ooms_off << " without the caution)";
   EXPECT_LT(2 * ooms_on, ooms_off) << ooms_on << " vs " << ooms_off;
@@ -178,15 +188,8 @@ TEST(SearchGuardsTest, AtTheMemoryEdgeThePicksLeanToSettingsLikelyToFit) {
   soft_opts.stop_after_ooms = 0;
   ModelOptimizer::Options hard = soft_opts;  // the caution dropped where nothing passes
   hard.soft_caution = 0;
-  int ooms_soft = 0, trials_soft = 0, ooms_hard = 0, trials_hard = 0;
-  for (uint64_t seed = 1; seed <= 4; ++seed) {
-    const Session soft = RunSession(spec, soft_opts, seed, 30);
-    const Session was = RunSession(spec, hard, seed, 30);
-    ooms_soft += soft.ooms;
-    trials_soft += soft.trials;
-    ooms_hard += was.ooms;
-    trials_hard += was.trials;
-  }
+  const Session soft = OverSeeds(spec, soft_opts, 4, 30), was = OverSeeds(spec, hard, 4, 30);
+  const int ooms_soft = soft.ooms, trials_soft = soft.trials, ooms_hard = was.ooms, trials_hard = was.trials;
   std::printf("OOMs in 4 sessions: %d of %d trials with the soft caution, %d of %d without\n", ooms_soft,
               trials_soft, ooms_hard, trials_hard);
   // Measured: 29 of 40 against 40 of 40. The estimate misjudges this
@@ -228,15 +231,8 @@ TEST(SearchGuardsTest, AHandTunedBaselineKeepsWhatItHasRightInTheFirstPicks) {
               far_on, far_off);
   // Whole sessions (the server's stop rule): the share of trials slower than
   // the baseline, which every one of them pays for in GPU-hours.
-  int slower_on = 0, trials_on = 0, slower_off = 0, trials_off = 0;
-  for (uint64_t seed = 1; seed <= 3; ++seed) {
-    const Session on = RunSession(spec, ModelOptimizer::Options(), seed, 20);
-    const Session was = RunSession(spec, off, seed, 20);
-    slower_on += on.slower;
-    trials_on += on.trials;
-    slower_off += was.slower;
-    trials_off += was.trials;
-  }
+  const Session on = OverSeeds(spec, ModelOptimizer::Options(), 3, 20), was = OverSeeds(spec, off, 3, 20);
+  const int slower_on = on.slower, trials_on = on.trials, slower_off = was.slower, trials_off = was.trials;
   std::printf("trials slower than the baseline: %d of %d with the guards, %d of %d without\n", slower_on,
               trials_on, slower_off, trials_off);
   EXPECT_LT(static_cast<double>(slower_on) / trials_on, 0.75 * slower_off / trials_off);
