@@ -226,8 +226,10 @@ class Models {
     const int d = f_.dim();
     const bool memory = planner_.capacity_gib > 0;
     const bool estimate = static_cast<bool>(planner_.memory_estimate_gib);
-    mem_dim_ = d + (estimate ? 1 : 0);
+    share_ = estimate && planner_.memory_activation_share && planner_.memory_activation_share_at;
+    mem_dim_ = d + (estimate ? 1 : 0) + (share_ ? 1 : 0);
     if (estimate) base_estimate_ = std::log(std::max(planner_.memory_estimate_gib(spec_.baseline), 1e-3));
+    if (share_) base_share_ = planner_.memory_activation_share(spec_.baseline);
     const bool time_estimate = o.use_time_estimate && static_cast<bool>(planner_.time_estimate_s);
     time_estimate_ = time_estimate;
     // Related trials that ran, each source with an offset column after the
@@ -336,6 +338,10 @@ class Models {
       mmean[d] = 1.0;  // trust the textbook estimate's proportions...
       mvar[d] = 0.1;   // ...within about 30%
     }
+    // How far off the estimate's activations are against its weights and
+    // states (its formulas assume MHA, a 4h MLP and dropout): a setting
+    // whose estimate is all activations may be off by about e^0.5 more.
+    if (share_) mvar[d + 1] = 1.0;
     mmean[0] = base_peak > 0       ? std::log(base_peak)
                : estimate          ? base_estimate_
                : planner_.capacity_gib > 0 ? std::log(planner_.capacity_gib) - 0.7
@@ -435,6 +441,7 @@ class Models {
         const size_t r = mem_rows[sub.rows[i]];
         encode(r, xm.row(static_cast<Eigen::Index>(i)));
         if (estimate) xm(static_cast<Eigen::Index>(i), d) = EstimateFeature(done_index[r], done[r]->config);
+        if (share_) xm(static_cast<Eigen::Index>(i), d + 1) = ShareFeature(done_index[r], done[r]->config);
       }
       // Related peaks: the same workload's memory on another GPU is the
       // same, so they join uncensored at a discount (their OOMs were against
@@ -460,6 +467,7 @@ class Models {
           xm.row(n0 + j).setZero();  // the estimate's column too
           f_.EncodeAt(related_index[k], xm.row(n0 + j), /*zeroed=*/true);
           if (estimate) xm(n0 + j, d) = LogEstimate(planner_.memory_estimate_gib_at(related_index[k]));
+          if (share_) xm(n0 + j, d + 1) = ShareFeature(related_index[k], related[k]->obs.config);
           my[n0 + j] = std::log(related[k]->obs.peak_mem_gib);
           mc[n0 + j] = 0.0;
           mw[n0 + j] = o.related_weight;
@@ -526,6 +534,7 @@ class Models {
         });
         if (memory_) {
           if (mem_dim_ > d) xm.Add(d, LogEstimate(planner_.memory_estimate_gib_at(index)));
+          if (share_) xm.Add(d + 1, ShareFeature(index, {}));
           xm.EndRow();
         }
         if (fit_launch_) launch[i] = logit;
@@ -557,6 +566,7 @@ class Models {
     Eigen::VectorXd x = Eigen::VectorXd::Zero(mem_dim_);
     f_.EncodeAt(index, x, /*zeroed=*/true);
     if (mem_dim_ > f_.dim()) x[f_.dim()] = LogEstimate(planner_.memory_estimate_gib_at(index));
+    if (share_) x[f_.dim() + 1] = ShareFeature(index, {});
     return std::exp(memory_->Mean(x));
   }
   // The rows the step-time and memory models see for `c` (the bank
@@ -569,6 +579,7 @@ class Models {
   Eigen::VectorXd MemX(const Config& c) const {
     Eigen::VectorXd x = f_.Encode(c, mem_dim_ - f_.dim());
     if (mem_dim_ > f_.dim()) x[f_.dim()] = EstimateFeature(c);
+    if (share_) x[f_.dim() + 1] = ShareFeature(-1, c);
     return x;
   }
 
@@ -592,13 +603,19 @@ class Models {
   double EstimateFeature(int64_t index, const Config& c) const {
     return index >= 0 ? LogEstimate(planner_.memory_estimate_gib_at(index)) : EstimateFeature(c);
   }
+  // The estimate's activation share less the baseline's (index < 0: from `c`).
+  double ShareFeature(int64_t index, const Config& c) const {
+    return (index >= 0 ? planner_.memory_activation_share_at(index) : planner_.memory_activation_share(c)) -
+           base_share_;
+  }
 
   const SessionSpec& spec_;
   Features f_;
   const Planner& planner_;
   int mem_dim_ = 0, time_dim_ = 0;
   bool time_estimate_ = false;
-  double base_estimate_ = 0, base_time_estimate_ = 0;
+  double base_estimate_ = 0, base_time_estimate_ = 0, base_share_ = 0;
+  bool share_ = false;  // the memory row has the estimate's activation share (column d + 1)
   double cost_weight_ = 0;
   double best_ = 0;
   double memory_sigma_ = 0;

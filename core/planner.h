@@ -30,6 +30,11 @@ struct Planner {
   std::function<bool(int64_t index)> launches_at;
   std::function<double(int64_t index)> memory_estimate_gib_at;
   std::function<double(int64_t index)> time_estimate_s_at;
+  // The share of the memory estimate that is activations (0 to 1), by
+  // Config and by index; null where unknown (then also null by index). The
+  // memory model learns how far off that part is on its own.
+  std::function<double(const Config&)> memory_activation_share;
+  std::function<double(int64_t index)> memory_activation_share_at;
   // The setting at `index` or, where some of its knobs cannot change the
   // step time, one fixed setting of the same step time (its
   // representative): at one data-parallel rank (DP x CP = 1) nothing is

@@ -599,6 +599,10 @@ std::string LaunchCheck(const ModelShape& m, const ClusterShape& c, const Launch
 }
 
 double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k) {
+  return TextbookMemory(m, c, k).total_gib;
+}
+
+TextbookMemoryParts TextbookMemory(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k) {
   const ParamCounts p = CountParams(m);
   const int tp = std::max(k.tp, 1), pp = std::max(k.pp, 1), cp = std::max(k.cp, 1);
   const int ep = std::max(k.ep, 1);
@@ -606,8 +610,8 @@ double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const Launc
   const double layers = static_cast<double>(m.layers) / pp;
   const double dense = (p.embedding / 2 + layers * p.per_layer_dense) / tp;
   const double experts = layers * p.per_layer_expert / ep / tp;
-  // Bytes per parameter: weights 2, gradients 4 (2 in bf16), optimizer 12
-  // (16 with bf16 gradients: an fp32 copy); ZeRO-1 shards the optimizer,
+  // Bytes per parameter: weights 2, gradients 4 (2 in bf16), optimizer 12;
+  // ZeRO-1 shards the optimizer,
   // ZeRO-2 the gradients too, ZeRO-3/FSDP the weights as well, over the
   // data-parallel ranks with context parallelism's (Megatron's data
   // parallel group with CP: they hold the same weights), experts over
@@ -616,11 +620,17 @@ double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const Launc
   const int dpc = dp * cp;
   const double d = k.shard_group > 0 ? std::min(k.shard_group, dpc) : dpc;
   const double de = std::max(1.0, std::min(d, static_cast<double>(dpc / ep)));
-  const double grad = k.grad_reduce_bf16 ? 2.0 : 4.0, opt = k.grad_reduce_bf16 ? 16.0 : 12.0;
+  const double grad = k.grad_reduce_bf16 ? 2.0 : 4.0, opt = 12.0;
   auto bytes = [&](double g) {
     return (zero >= 3 ? 2.0 / g : 2.0) + (zero >= 2 ? grad / g : grad) + (zero >= 1 ? opt / g : opt);
   };
   const double state = dense * bytes(d) + experts * bytes(de);
+  // With bf16 gradients the optimizer casts the ones it owns to fp32 at the
+  // step (Megatron: `main_param.grad = main_grad.float()`), 4 bytes a
+  // parameter the next zero_grad frees before the forward: a peak of its
+  // own, never beside the activations.
+  const double step_copy =
+      k.grad_reduce_bf16 ? 4.0 * (zero >= 1 ? dense / d + experts / de : dense + experts) : 0.0;
   const double s = static_cast<double>(m.seq_len) / cp, b = k.micro_batch, h = m.hidden;
   // A whole layer's activations (Table 2): what full recompute holds again
   // for the one layer it recomputes.
@@ -653,10 +663,18 @@ double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const Launc
   // copy (Megatron's theoretical memory: 4sbv/t bytes). With one stage
   // they are the same stage.
   const double logits = 4.0 * s * b * m.vocab / tp;
+  // The interleaved schedule keeps more in flight: Megatron's theoretical
+  // memory scales the first stage's activations by 1 + (PP - 1) / (PP x VPP).
+  const double interleave =
+      pp > 1 && k.vpp > 1 ? 1.0 + static_cast<double>(pp - 1) / (pp * k.vpp) : 1.0;
   const double resident = std::max(0.0, layers * pp - std::max(0, k.offload_layers));
-  double peak = act * resident + working + (pp == 1 ? logits : 0.0);
+  double peak = act * resident * interleave + working + (pp == 1 ? logits : 0.0);
   if (pp > 1) peak = std::max(peak, act * layers + working + logits);
-  return (state + peak) / (1024.0 * 1024.0 * 1024.0);
+  constexpr double kGiBytes = 1024.0 * 1024.0 * 1024.0;
+  TextbookMemoryParts out;
+  out.total_gib = (state + std::max(peak, step_copy)) / kGiBytes;
+  out.activation_gib = peak >= step_copy ? peak / kGiBytes : 0.0;
+  return out;
 }
 
 double TextbookStepTimeS(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k) {

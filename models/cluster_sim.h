@@ -312,10 +312,23 @@ std::string LaunchCheck(const ModelShape& m, const ClusterShape& c, const Launch
 // layer recomputed; no s^2 term kept with flash attention or selective
 // recompute, though the layer being computed has it without flash) for the
 // first stage's PP in-flight micro-batches, or the last stage's one with
-// the logits (4sbv/t), whichever is more. Deliberately simpler than
-// Simulate (no buffers, fp8, MoE routing or interleaving terms): the
-// search's memory model learns how far off it is.
+// the logits (4sbv/t), whichever is more, the first stage's activations
+// scaled by Megatron's interleaving penalty 1 + (PP - 1) / (PP x VPP) (its
+// theoretical memory formula has it). With bf16 gradients the optimizer's
+// fp32 copy of its gradients is a peak of its own at the step, never beside
+// the activations. Deliberately simpler than Simulate (no buffers, fp8,
+// MoE routing, GQA or gated-MLP widths): the search's memory model learns
+// how far off it is.
 double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k);
+
+// The same estimate and the part of it that is activations (0 where the
+// optimizer step's copy is the peak): the search learns how far off each
+// part is (the activation terms assume MHA, a 4h MLP and dropout).
+struct TextbookMemoryParts {
+  double total_gib = 0;
+  double activation_gib = 0;
+};
+TextbookMemoryParts TextbookMemory(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k);
 
 // A textbook estimate of step time in seconds, what a planner computes
 // before any run (Narayanan et al. 2021): the model FLOPs of a step spread

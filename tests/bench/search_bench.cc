@@ -836,8 +836,9 @@ int SuiteEstimates(bool held_out) {
   namespace ms = infrarsi::models::sim;
   std::printf("Textbook memory estimate against the simulator's peak, %s half, 400 sampled settings\n"
               "that launch each: mean and sd of log(estimate / peak); the baseline's estimate and\n"
-              "peak (GiB) against the device's memory\n\n%-40s %8s %8s %9s %9s %9s\n",
-              held_out ? "held-out" : "tuning", "workload", "mean", "sd", "base est", "base peak", "device");
+              "peak (GiB) against the device's memory; the knob value whose settings it misjudges most\n"
+              "(their mean less the workload's)\n\n%-40s %8s %8s %9s %9s %9s  %s\n",
+              held_out ? "held-out" : "tuning", "workload", "mean", "sd", "base est", "base peak", "device", "worst value");
   double sum_sd = 0;
   for (const auto& w : *suite) {
     if (w.held_out != held_out) continue;
@@ -846,6 +847,7 @@ int SuiteEstimates(bool held_out) {
     std::mt19937_64 rng(1);
     const int64_t size = spec.SpaceSize();
     std::vector<double> lr;
+    std::vector<int64_t> at;
     for (int i = 0; i < 20000 && lr.size() < 400; ++i) {
       const int64_t index = static_cast<int64_t>(rng() % static_cast<uint64_t>(size));
       if (!planner.launches_at(index)) continue;
@@ -853,6 +855,7 @@ int SuiteEstimates(bool held_out) {
           ms::Simulate(spec.sim.model, spec.sim.cluster, infrarsi::SimKnobs(spec, infrarsi::ConfigAt(spec, index)));
       if (r.status == ms::Status::kLauncherError || r.peak_mem_gib <= 0) continue;
       lr.push_back(std::log(planner.memory_estimate_gib_at(index) / r.peak_mem_gib));
+      at.push_back(index);
     }
     if (lr.empty()) {
       std::printf("%-40s no sampled setting launches\n", w.name.c_str());
@@ -862,8 +865,25 @@ int SuiteEstimates(bool held_out) {
     for (double x : lr) mean += x / static_cast<double>(lr.size());
     for (double x : lr) var += (x - mean) * (x - mean) / static_cast<double>(lr.size());
     const ms::SimResult base = ms::Simulate(spec.sim.model, spec.sim.cluster, infrarsi::SimKnobs(spec, spec.baseline));
-    std::printf("%-40s %8.3f %8.3f %9.1f %9.1f %9.1f\n", w.name.c_str(), mean, std::sqrt(var),
-                planner.memory_estimate_gib(spec.baseline), base.peak_mem_gib, planner.capacity_gib);
+    // The knob value whose settings the estimate misjudges most against
+    // the rest (what a fix to the estimate would look at first).
+    std::string worst;
+    double worst_shift = 0;
+    for (const infrarsi::Knob& k : spec.knobs) {
+      for (const std::string& v : k.values) {
+        double sum = 0;
+        int n = 0;
+        for (size_t j = 0; j < at.size(); ++j) {
+          if (infrarsi::ConfigAt(spec, at[j]).at(k.name) == v) sum += lr[j], ++n;
+        }
+        if (n < 10) continue;
+        const double shift = sum / n - mean;
+        if (std::abs(shift) > std::abs(worst_shift)) worst_shift = shift, worst = k.name + "=" + v;
+      }
+    }
+    std::printf("%-40s %8.3f %8.3f %9.1f %9.1f %9.1f  %+.3f at %s\n", w.name.c_str(), mean, std::sqrt(var),
+                planner.memory_estimate_gib(spec.baseline), base.peak_mem_gib, planner.capacity_gib,
+                worst_shift, worst.c_str());
     sum_sd += std::sqrt(var);
   }
   std::printf("\nSum of the sds: %.3f\n", sum_sd);
