@@ -226,7 +226,7 @@ class Models {
     const int d = f_.dim();
     const bool memory = planner_.capacity_gib > 0;
     const bool estimate = static_cast<bool>(planner_.memory_estimate_gib);
-    share_ = estimate && planner_.memory_activation_share && planner_.memory_activation_share_at;
+    share_ = estimate && planner_.memory_activation_share && planner_.memory_estimate_parts_at;
     mem_dim_ = d + (estimate ? 1 : 0) + (share_ ? 1 : 0);
     if (estimate) base_estimate_ = std::log(std::max(planner_.memory_estimate_gib(spec_.baseline), 1e-3));
     if (share_) base_share_ = planner_.memory_activation_share(spec_.baseline);
@@ -533,8 +533,13 @@ class Models {
           if (fit_launch_) logit += launch_.weights()[c];
         });
         if (memory_) {
-          if (mem_dim_ > d) xm.Add(d, LogEstimate(planner_.memory_estimate_gib_at(index)));
-          if (share_) xm.Add(d + 1, ShareFeature(index, {}));
+          if (share_) {
+            const Planner::MemoryEstimate e = planner_.memory_estimate_parts_at(index);
+            xm.Add(d, LogEstimate(e.gib));
+            xm.Add(d + 1, e.activation_share - base_share_);
+          } else if (mem_dim_ > d) {
+            xm.Add(d, LogEstimate(planner_.memory_estimate_gib_at(index)));
+          }
           xm.EndRow();
         }
         if (fit_launch_) launch[i] = logit;
@@ -605,7 +610,8 @@ class Models {
   }
   // The estimate's activation share less the baseline's (index < 0: from `c`).
   double ShareFeature(int64_t index, const Config& c) const {
-    return (index >= 0 ? planner_.memory_activation_share_at(index) : planner_.memory_activation_share(c)) -
+    return (index >= 0 ? planner_.memory_estimate_parts_at(index).activation_share
+                       : planner_.memory_activation_share(c)) -
            base_share_;
   }
 

@@ -64,9 +64,10 @@ Planner PlannerFor(const SessionSpec& spec) {
   p.memory_estimate_gib_at = [s, knobs_at](int64_t index) {
     return ms::TextbookMemoryGib(s->sim.model, s->sim.cluster, knobs_at(index));
   };
-  p.memory_activation_share_at = [s, knobs_at](int64_t index) {
+  p.memory_estimate_parts_at = [s, knobs_at](int64_t index) {
     const ms::TextbookMemoryParts parts = ms::TextbookMemory(s->sim.model, s->sim.cluster, knobs_at(index));
-    return parts.total_gib > 0 ? parts.activation_gib / parts.total_gib : 0.0;
+    return Planner::MemoryEstimate{parts.total_gib,
+                                   parts.total_gib > 0 ? parts.activation_gib / parts.total_gib : 0.0};
   };
   p.time_estimate_s_at = [s, knobs_at](int64_t index) {
     return ms::TextbookStepTimeS(s->sim.model, s->sim.cluster, knobs_at(index));

@@ -1355,10 +1355,10 @@ TEST(ModelOptimizerTest, TheEstimatesActivationsAreLearnedApartFromItsStates) {
     return p.total_gib - 0.5 * p.activation_gib;
   };
   const Planner with_share = PlannerFor(spec);
-  ASSERT_TRUE(static_cast<bool>(with_share.memory_activation_share_at));
+  ASSERT_TRUE(static_cast<bool>(with_share.memory_estimate_parts_at));
   Planner without = with_share;
   without.memory_activation_share = nullptr;
-  without.memory_activation_share_at = nullptr;
+  without.memory_estimate_parts_at = nullptr;
   std::mt19937_64 rng(7);
   const int64_t size = spec.SpaceSize();
   auto sample = [&] {
