@@ -109,15 +109,13 @@ class ModelOptimizer : public Optimizer {
     double memory_interaction_var_total = 0.1;
     double max_memory_interaction_var = 0.02;
     // Residual variance of log step time (run-to-run noise plus misfit):
-    // about 7%. At 0.01 (10%) the runs could not settle small effects: a
-    // session that found the optimum at trial 2 ran 19 more over bucket
-    // sizes and overlap flags, each within 0.3% of it (search_bench
-    // --generalize tuning half, sums of medians 303 -> 279, OOMs summed 9.3
-    // -> 5.5). At 0.003 (269, 6.9) the knob table's 95% intervals on the
-    // measured H200 landscape missed the paired trials' effect
-    // (KnobTableTest): a real landscape's misfit is wider than the
-    // simulator's. Learning it from the residuals (pooled with 0.01 as a
-    // prior) did worse: 283.
+    // about 7%. At 0.01 (10%) every effect kept more doubt than the runs
+    // leave (search_bench --generalize tuning half, sums of medians 303 ->
+    // 279, OOMs summed 9.3 -> 5.5, sessions ending sooner). At 0.003 (269,
+    // 6.9) the knob table's 95% intervals on the measured H200 landscape
+    // missed the paired trials' effect (KnobTableTest): a real landscape's
+    // misfit is wider than the simulator's. Learning it from the residuals
+    // (pooled with 0.01 as a prior) did worse: 283.
     double time_noise_var = 0.005;
     // Where the workload has a textbook step-time estimate (the planner's),
     // its logarithm is a feature of the step-time model, which learns how
