@@ -226,10 +226,10 @@ class Models {
     const int d = f_.dim();
     const bool memory = planner_.capacity_gib > 0;
     const bool estimate = static_cast<bool>(planner_.memory_estimate_gib);
-    share_ = estimate && planner_.memory_activation_share && planner_.memory_estimate_parts_at;
+    share_ = estimate && planner_.memory_estimate_parts && planner_.memory_estimate_parts_at;
     mem_dim_ = d + (estimate ? 1 : 0) + (share_ ? 1 : 0);
     if (estimate) base_estimate_ = std::log(std::max(planner_.memory_estimate_gib(spec_.baseline), 1e-3));
-    if (share_) base_share_ = planner_.memory_activation_share(spec_.baseline);
+    if (share_) base_share_ = planner_.memory_estimate_parts(spec_.baseline).activation_share;
     const bool time_estimate = o.use_time_estimate && static_cast<bool>(planner_.time_estimate_s);
     time_estimate_ = time_estimate;
     // Related trials that ran, each source with an offset column after the
@@ -440,8 +440,7 @@ class Models {
       for (size_t i = 0; i < sub.rows.size(); ++i) {
         const size_t r = mem_rows[sub.rows[i]];
         encode(r, xm.row(static_cast<Eigen::Index>(i)));
-        if (estimate) xm(static_cast<Eigen::Index>(i), d) = EstimateFeature(done_index[r], done[r]->config);
-        if (share_) xm(static_cast<Eigen::Index>(i), d + 1) = ShareFeature(done_index[r], done[r]->config);
+        if (estimate) SetEstimateColumns(done_index[r], &done[r]->config, xm.row(static_cast<Eigen::Index>(i)));
       }
       // Related peaks: the same workload's memory on another GPU is the
       // same, so they join uncensored at a discount (their OOMs were against
@@ -466,8 +465,7 @@ class Models {
           const size_t k = peaks[static_cast<size_t>(j)];
           xm.row(n0 + j).setZero();  // the estimate's column too
           f_.EncodeAt(related_index[k], xm.row(n0 + j), /*zeroed=*/true);
-          if (estimate) xm(n0 + j, d) = LogEstimate(planner_.memory_estimate_gib_at(related_index[k]));
-          if (share_) xm(n0 + j, d + 1) = ShareFeature(related_index[k], related[k]->obs.config);
+          if (estimate) SetEstimateColumns(related_index[k], &related[k]->obs.config, xm.row(n0 + j));
           my[n0 + j] = std::log(related[k]->obs.peak_mem_gib);
           mc[n0 + j] = 0.0;
           mw[n0 + j] = o.related_weight;
@@ -533,12 +531,10 @@ class Models {
           if (fit_launch_) logit += launch_.weights()[c];
         });
         if (memory_) {
-          if (share_) {
-            const Planner::MemoryEstimate e = planner_.memory_estimate_parts_at(index);
-            xm.Add(d, LogEstimate(e.gib));
-            xm.Add(d + 1, e.activation_share - base_share_);
-          } else if (mem_dim_ > d) {
-            xm.Add(d, LogEstimate(planner_.memory_estimate_gib_at(index)));
+          if (mem_dim_ > d) {
+            const auto [log_estimate, share] = EstimateColumns(index, nullptr);
+            xm.Add(d, log_estimate);
+            if (share_) xm.Add(d + 1, share);
           }
           xm.EndRow();
         }
@@ -570,8 +566,7 @@ class Models {
     if (!memory_) return 0;
     Eigen::VectorXd x = Eigen::VectorXd::Zero(mem_dim_);
     f_.EncodeAt(index, x, /*zeroed=*/true);
-    if (mem_dim_ > f_.dim()) x[f_.dim()] = LogEstimate(planner_.memory_estimate_gib_at(index));
-    if (share_) x[f_.dim() + 1] = ShareFeature(index, {});
+    if (mem_dim_ > f_.dim()) SetEstimateColumns(index, nullptr, x);
     return std::exp(memory_->Mean(x));
   }
   // The rows the step-time and memory models see for `c` (the bank
@@ -583,8 +578,7 @@ class Models {
   }
   Eigen::VectorXd MemX(const Config& c) const {
     Eigen::VectorXd x = f_.Encode(c, mem_dim_ - f_.dim());
-    if (mem_dim_ > f_.dim()) x[f_.dim()] = EstimateFeature(c);
-    if (share_) x[f_.dim() + 1] = ShareFeature(-1, c);
+    if (mem_dim_ > f_.dim()) SetEstimateColumns(-1, &c, x);
     return x;
   }
 
@@ -599,20 +593,30 @@ class Models {
   double LogEstimate(double gib) const { return std::log(std::max(gib, 1e-3)) - base_estimate_; }
   double LogTime(double s) const { return std::log(std::max(s, 1e-9)) - base_time_estimate_; }
   double TimeFeature(const Config& c) const { return LogTime(planner_.time_estimate_s(c)); }
-  double EstimateFeature(const Config& c) const { return LogEstimate(planner_.memory_estimate_gib(c)); }
+
   // By index of the space where the setting is in it (no Config parsing),
   // else from the Config.
   double TimeFeature(int64_t index, const Config& c) const {
     return index >= 0 ? LogTime(planner_.time_estimate_s_at(index)) : TimeFeature(c);
   }
-  double EstimateFeature(int64_t index, const Config& c) const {
-    return index >= 0 ? LogEstimate(planner_.memory_estimate_gib_at(index)) : EstimateFeature(c);
+  // The estimate's columns of a memory row for the setting at `index` (or
+  // `*c` where index < 0), from one estimate: its log against the
+  // baseline's and, with share_, its activation share less the baseline's
+  // (0 without).
+  std::pair<double, double> EstimateColumns(int64_t index, const Config* c) const {
+    if (share_) {
+      const Planner::MemoryEstimate e =
+          index >= 0 ? planner_.memory_estimate_parts_at(index) : planner_.memory_estimate_parts(*c);
+      return {LogEstimate(e.gib), e.activation_share - base_share_};
+    }
+    return {LogEstimate(index >= 0 ? planner_.memory_estimate_gib_at(index) : planner_.memory_estimate_gib(*c)), 0.0};
   }
-  // The estimate's activation share less the baseline's (index < 0: from `c`).
-  double ShareFeature(int64_t index, const Config& c) const {
-    return (index >= 0 ? planner_.memory_estimate_parts_at(index).activation_share
-                       : planner_.memory_activation_share(c)) -
-           base_share_;
+  // Writes them at columns d (and d + 1) of `row`.
+  template <typename Row>
+  void SetEstimateColumns(int64_t index, const Config* c, Row&& row) const {
+    const auto [log_estimate, share] = EstimateColumns(index, c);
+    row[f_.dim()] = log_estimate;
+    if (share_) row[f_.dim() + 1] = share;
   }
 
   const SessionSpec& spec_;

@@ -27,9 +27,9 @@ Planner PlannerFor(const SessionSpec& spec) {
   p.memory_estimate_gib = [s](const Config& c) {
     return ms::TextbookMemoryGib(s->sim.model, s->sim.cluster, SimKnobs(*s, c));
   };
-  p.memory_activation_share = [s](const Config& c) {
+  p.memory_estimate_parts = [s](const Config& c) {
     const ms::TextbookMemoryParts parts = ms::TextbookMemory(s->sim.model, s->sim.cluster, SimKnobs(*s, c));
-    return parts.total_gib > 0 ? parts.activation_gib / parts.total_gib : 0.0;
+    return Planner::MemoryEstimate{parts.total_gib, parts.activation_share()};
   };
   p.time_estimate_s = [s](const Config& c) {
     return ms::TextbookStepTimeS(s->sim.model, s->sim.cluster, SimKnobs(*s, c));
@@ -66,8 +66,7 @@ Planner PlannerFor(const SessionSpec& spec) {
   };
   p.memory_estimate_parts_at = [s, knobs_at](int64_t index) {
     const ms::TextbookMemoryParts parts = ms::TextbookMemory(s->sim.model, s->sim.cluster, knobs_at(index));
-    return Planner::MemoryEstimate{parts.total_gib,
-                                   parts.total_gib > 0 ? parts.activation_gib / parts.total_gib : 0.0};
+    return Planner::MemoryEstimate{parts.total_gib, parts.activation_share()};
   };
   p.time_estimate_s_at = [s, knobs_at](int64_t index) {
     return ms::TextbookStepTimeS(s->sim.model, s->sim.cluster, knobs_at(index));

@@ -30,15 +30,15 @@ struct Planner {
   std::function<bool(int64_t index)> launches_at;
   std::function<double(int64_t index)> memory_estimate_gib_at;
   std::function<double(int64_t index)> time_estimate_s_at;
-  // The share of the memory estimate that is activations (0 to 1), by
-  // Config, and by index with the estimate itself (one computation: a
-  // proposal predicts thousands); null where unknown (then both). The
-  // memory model learns how far off that part is on its own.
+  // The memory estimate with the share of it that is activations (0 to 1),
+  // by Config and by index, in one computation (a proposal predicts
+  // thousands); null where unknown (then both). The memory model learns how
+  // far off that part is on its own.
   struct MemoryEstimate {
     double gib = 0;
     double activation_share = 0;
   };
-  std::function<double(const Config&)> memory_activation_share;
+  std::function<MemoryEstimate(const Config&)> memory_estimate_parts;
   std::function<MemoryEstimate(int64_t index)> memory_estimate_parts_at;
   // The setting at `index` or, where some of its knobs cannot change the
   // step time, one fixed setting of the same step time (its

@@ -327,6 +327,7 @@ double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const Launc
 struct TextbookMemoryParts {
   double total_gib = 0;
   double activation_gib = 0;
+  double activation_share() const { return total_gib > 0 ? activation_gib / total_gib : 0.0; }
 };
 TextbookMemoryParts TextbookMemory(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k);
 

@@ -1357,7 +1357,7 @@ TEST(ModelOptimizerTest, TheEstimatesActivationsAreLearnedApartFromItsStates) {
   const Planner with_share = PlannerFor(spec);
   ASSERT_TRUE(static_cast<bool>(with_share.memory_estimate_parts_at));
   Planner without = with_share;
-  without.memory_activation_share = nullptr;
+  without.memory_estimate_parts = nullptr;
   without.memory_estimate_parts_at = nullptr;
   std::mt19937_64 rng(7);
   const int64_t size = spec.SpaceSize();
