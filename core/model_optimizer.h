@@ -115,7 +115,7 @@ class ModelOptimizer : public Optimizer {
     // 6.9) the knob table's 95% intervals on the measured H200 landscape
     // missed the paired trials' effect (KnobTableTest): a real landscape's
     // misfit is wider than the simulator's. Learning it from the residuals
-    // (pooled with 0.01 as a prior) did worse: 283.
+    // (pooled with 0.01 as a prior; code removed) did worse: 283.
     double time_noise_var = 0.005;
     // Where the workload has a textbook step-time estimate (the planner's),
     // its logarithm is a feature of the step-time model, which learns how

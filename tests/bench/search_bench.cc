@@ -48,6 +48,8 @@
 #include <string>
 #include <vector>
 
+#include <Eigen/Dense>
+
 #include <malloc.h>
 #include <unistd.h>
 
@@ -353,6 +355,9 @@ struct SessionResult {
   // Over the whole budget: OOMs, and trials slower than the baseline or
   // failed (of `trials`).
   int ooms_total = 0, worse_than_baseline = 0, trials = 0;
+  // Trials that ran within 1% of the fastest before them (the baseline
+  // included), either way: they re-measure what was known.
+  int remeasures = 0;
   // GPU-seconds until the first trial within 2% (the whole budget's when
   // never), without and with the server's pruning of trials that cannot
   // win; and how many trials pruning stops before that.
@@ -405,6 +410,7 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
     ++r.trials;
     r.ooms_total += o.oom;
     r.worse_than_baseline += !o.ok || o.step_time_s > b.baseline;
+    r.remeasures += o.ok && r.best_found > 0 && std::abs(o.step_time_s / r.best_found - 1) < 0.01;
     // Pruning, as the server's JudgePrune: past three timed steps, a trial
     // slower than the incumbent by more than twice the noise floor stops.
     const bool prune = o.ok && r.best_found > 0 && o.step_time_s > r.best_found * (1 + 2 * b.noise_floor);
@@ -836,9 +842,12 @@ int SuiteEstimates(bool held_out) {
   namespace ms = infrarsi::models::sim;
   std::printf("Textbook memory estimate against the simulator's peak, %s half, 400 sampled settings\n"
               "that launch each: mean and sd of log(estimate / peak); the baseline's estimate and\n"
-              "peak (GiB) against the device's memory; the knob value whose settings it misjudges most\n"
-              "(their mean less the workload's)\n\n%-40s %8s %8s %9s %9s %9s  %s\n",
-              held_out ? "held-out" : "tuning", "workload", "mean", "sd", "base est", "base peak", "device", "worst value");
+              "peak (GiB) against the device's memory; fit sd / +share sd / share: the residual sd of\n"
+              "least squares of log peak on log estimate, then with the estimate's activation share, and\n"
+              "the share's weight; the knob value whose settings it misjudges most (their mean less the\n"
+              "workload's)\n\n%-40s %8s %8s %9s %9s %9s %7s %7s %7s  %s\n",
+              held_out ? "held-out" : "tuning", "workload", "mean", "sd", "base est", "base peak", "device",
+              "fit sd", "+share", "share", "worst value");
   double sum_sd = 0;
   for (const auto& w : *suite) {
     if (w.held_out != held_out) continue;
@@ -846,16 +855,20 @@ int SuiteEstimates(bool held_out) {
     const infrarsi::Planner planner = infrarsi::PlannerFor(spec);
     std::mt19937_64 rng(1);
     const int64_t size = spec.SpaceSize();
-    std::vector<double> lr;
-    std::vector<int64_t> at;
+    std::vector<double> lr, log_peak, log_est, share;
+    std::vector<Config> at;
     for (int i = 0; i < 20000 && lr.size() < 400; ++i) {
       const int64_t index = static_cast<int64_t>(rng() % static_cast<uint64_t>(size));
       if (!planner.launches_at(index)) continue;
       const ms::SimResult r =
           ms::Simulate(spec.sim.model, spec.sim.cluster, infrarsi::SimKnobs(spec, infrarsi::ConfigAt(spec, index)));
       if (r.status == ms::Status::kLauncherError || r.peak_mem_gib <= 0) continue;
-      lr.push_back(std::log(planner.memory_estimate_gib_at(index) / r.peak_mem_gib));
-      at.push_back(index);
+      const infrarsi::Planner::MemoryEstimate e = planner.memory_estimate_parts_at(index);
+      lr.push_back(std::log(e.gib / r.peak_mem_gib));
+      log_peak.push_back(std::log(r.peak_mem_gib));
+      log_est.push_back(std::log(e.gib));
+      share.push_back(e.activation_share);
+      at.push_back(infrarsi::ConfigAt(spec, index));
     }
     if (lr.empty()) {
       std::printf("%-40s no sampled setting launches\n", w.name.c_str());
@@ -874,16 +887,35 @@ int SuiteEstimates(bool held_out) {
         double sum = 0;
         int n = 0;
         for (size_t j = 0; j < at.size(); ++j) {
-          if (infrarsi::ConfigAt(spec, at[j]).at(k.name) == v) sum += lr[j], ++n;
+          if (at[j].at(k.name) == v) sum += lr[j], ++n;
         }
         if (n < 10) continue;
         const double shift = sum / n - mean;
         if (std::abs(shift) > std::abs(worst_shift)) worst_shift = shift, worst = k.name + "=" + v;
       }
     }
-    std::printf("%-40s %8.3f %8.3f %9.1f %9.1f %9.1f  %+.3f at %s\n", w.name.c_str(), mean, std::sqrt(var),
-                planner.memory_estimate_gib(spec.baseline), base.peak_mem_gib, planner.capacity_gib,
-                worst_shift, worst.c_str());
+    // Least squares of the log peak on the log estimate, then with the
+    // estimate's activation share beside it (the memory model's two
+    // columns): the residual sd of each and the share's weight.
+    auto fit = [&](bool with_share, double* share_weight) {
+      const Eigen::Index rows = static_cast<Eigen::Index>(lr.size()), cols = with_share ? 3 : 2;
+      Eigen::MatrixXd x(rows, cols);
+      Eigen::VectorXd y(rows);
+      for (Eigen::Index j = 0; j < rows; ++j) {
+        x(j, 0) = 1.0;
+        x(j, 1) = log_est[static_cast<size_t>(j)];
+        if (with_share) x(j, 2) = share[static_cast<size_t>(j)];
+        y[j] = log_peak[static_cast<size_t>(j)];
+      }
+      const Eigen::VectorXd w = x.colPivHouseholderQr().solve(y);
+      if (share_weight != nullptr) *share_weight = w[2];
+      return std::sqrt((x * w - y).squaredNorm() / static_cast<double>(rows));
+    };
+    double share_weight = 0;
+    const double sd_est = fit(false, nullptr), sd_share = fit(true, &share_weight);
+    std::printf("%-40s %8.3f %8.3f %9.1f %9.1f %9.1f %7.3f %7.3f %+7.2f  %+.3f at %s\n", w.name.c_str(), mean,
+                std::sqrt(var), planner.memory_estimate_gib(spec.baseline), base.peak_mem_gib, planner.capacity_gib,
+                sd_est, sd_share, share_weight, worst_shift, worst.c_str());
     sum_sd += std::sqrt(var);
   }
   std::printf("\nSum of the sds: %.3f\n", sum_sd);
@@ -1029,6 +1061,7 @@ int Generalize(int seeds, int budget, const std::string& which) {
     int n = 0, med_ok = 0, oom_ok = 0, share_ok = 0, tuned = 0, worse_ok = 0, cost_n = 0, cost_ok = 0;
     double worst_med = 0, worst_share = 2, worst_oom = 0, worst_worse = 0, worst_ratio = 0;
     double sum_saved = 0, sum_cost = 0, sum_med = 0, sum_oom = 0, sum_worse = 0;
+    int sum_remeasures = 0, sum_trials = 0;
     for (const auto& w : *suite) {
       if (w.held_out != held_out) continue;
       // SEARCH_ONLY=substring: only those workloads (for diagnosis).
@@ -1060,6 +1093,8 @@ int Generalize(int seeds, int budget, const std::string& which) {
         gpu_pruned.push_back(r.gpu_s_to_2pct_pruned);
         oom.push_back(r.ooms_total);
         worse.push_back(static_cast<double>(r.worse_than_baseline) / std::max(1, r.trials));
+        sum_remeasures += r.remeasures;
+        sum_trials += r.trials;
         if (r.trials_to_2pct <= budget) {
           sum_cost += r.gpu_s_to_2pct;
           sum_saved += r.gpu_s_to_2pct - r.gpu_s_to_2pct_pruned;
@@ -1114,9 +1149,10 @@ int Generalize(int seeds, int budget, const std::string& which) {
                 100 * worst_share, worse_ok, tuned, 100 * worst_worse);
     if (cost_n > 0) std::printf("; GPU-seconds <= 1/3 of TPE's %d/%d (worst ratio %.2f)", cost_ok, cost_n, worst_ratio);
     std::printf(".\nSums: median trials %.0f, OOMs per session %.1f, hand-tuned share slower %.2f, "
-                "GPU-hours of the sessions that got within 2%% %.0f, of which pruning saved %.1f%%.\n",
+                "GPU-hours of the sessions that got within 2%% %.0f, of which pruning saved %.1f%%; trials "
+                "within 1%% of the fastest before them %d of %d.\n",
                 sum_med, sum_oom, sum_worse, sum_cost / 3600,
-                sum_cost > 0 ? 100 * sum_saved / sum_cost : 0.0);
+                sum_cost > 0 ? 100 * sum_saved / sum_cost : 0.0, sum_remeasures, sum_trials);
   }
   return 0;
 }
