@@ -98,6 +98,7 @@ infrarsi::ModelOptimizer::Options ExperimentOptions() {
   if (const char* v = std::getenv("X_OOMC")) o.oom_caution = std::atoi(v) != 0;
   if (const char* v = std::getenv("X_EQUIV")) o.skip_equivalent = std::atoi(v) != 0;
   if (const char* v = std::getenv("X_GRADED")) o.graded_fallback = std::atoi(v) != 0;
+  if (const char* v = std::getenv("X_FLOORSTOP")) o.stop_counts_baseline_floor = std::atoi(v) != 0;
   return o;
 }
 
@@ -845,18 +846,20 @@ int SuiteEstimates(bool held_out) {
               "peak (GiB) against the device's memory; fit sd / +share sd / share: the residual sd of\n"
               "least squares of log peak on log estimate, then with the estimate's activation share, and\n"
               "the share's weight; the knob value whose settings it misjudges most (their mean less the\n"
-              "workload's)\n\n%-40s %8s %8s %9s %9s %9s %7s %7s %7s  %s\n",
+              "workload's). Step time, of the settings that fit: t fit sd and t slope, least squares of\n"
+              "log step time on the log textbook estimate; t worst: the knob value it misjudges most\n\n"
+              "%-40s %8s %8s %9s %9s %9s %7s %7s %7s  %-28s %7s %7s  %s\n",
               held_out ? "held-out" : "tuning", "workload", "mean", "sd", "base est", "base peak", "device",
-              "fit sd", "+share", "share", "worst value");
-  double sum_sd = 0;
+              "fit sd", "+share", "share", "worst value", "t fit sd", "t slope", "t worst");
+  double sum_sd = 0, sum_t_sd = 0;
   for (const auto& w : *suite) {
     if (w.held_out != held_out) continue;
     const infrarsi::SessionSpec spec = Parse(w.yaml, "/", w.name);
     const infrarsi::Planner planner = infrarsi::PlannerFor(spec);
     std::mt19937_64 rng(1);
     const int64_t size = spec.SpaceSize();
-    std::vector<double> lr, log_peak, log_est, share;
-    std::vector<Config> at;
+    std::vector<double> lr, log_peak, log_est, share, log_time, log_time_est;
+    std::vector<Config> at, ran;
     for (int i = 0; i < 20000 && lr.size() < 400; ++i) {
       const int64_t index = static_cast<int64_t>(rng() % static_cast<uint64_t>(size));
       if (!planner.launches_at(index)) continue;
@@ -869,6 +872,11 @@ int SuiteEstimates(bool held_out) {
       log_est.push_back(std::log(e.gib));
       share.push_back(e.activation_share);
       at.push_back(infrarsi::ConfigAt(spec, index));
+      if (r.status == ms::Status::kOk && r.step_time_s > 0) {
+        log_time.push_back(std::log(r.step_time_s));
+        log_time_est.push_back(std::log(planner.time_estimate_s_at(index)));
+        ran.push_back(at.back());
+      }
     }
     if (lr.empty()) {
       std::printf("%-40s no sampled setting launches\n", w.name.c_str());
@@ -913,12 +921,46 @@ int SuiteEstimates(bool held_out) {
     };
     double share_weight = 0;
     const double sd_est = fit(false, nullptr), sd_share = fit(true, &share_weight);
-    std::printf("%-40s %8.3f %8.3f %9.1f %9.1f %9.1f %7.3f %7.3f %+7.2f  %+.3f at %s\n", w.name.c_str(), mean,
-                std::sqrt(var), planner.memory_estimate_gib(spec.baseline), base.peak_mem_gib, planner.capacity_gib,
-                sd_est, sd_share, share_weight, worst_shift, worst.c_str());
+    // Step time on its estimate, the same way (one column and a constant):
+    // what the step-time model's estimate feature can explain.
+    double t_sd = 0, t_slope = 0, t_shift = 0;
+    std::string t_worst = "-";
+    if (log_time.size() >= 10) {
+      const Eigen::Index rows = static_cast<Eigen::Index>(log_time.size());
+      Eigen::MatrixXd x(rows, 2);
+      Eigen::VectorXd y(rows);
+      for (Eigen::Index j = 0; j < rows; ++j) {
+        x(j, 0) = 1.0;
+        x(j, 1) = log_time_est[static_cast<size_t>(j)];
+        y[j] = log_time[static_cast<size_t>(j)];
+      }
+      const Eigen::VectorXd wt = x.colPivHouseholderQr().solve(y);
+      const Eigen::VectorXd res = x * wt - y;  // estimate's misjudgement after the fit
+      t_sd = std::sqrt(res.squaredNorm() / static_cast<double>(rows));
+      t_slope = wt[1];
+      const double res_mean = res.mean();
+      for (const infrarsi::Knob& k : spec.knobs) {
+        for (const std::string& v : k.values) {
+          double sum = 0;
+          int n = 0;
+          for (size_t j = 0; j < ran.size(); ++j) {
+            if (ran[j].at(k.name) == v) sum += res[static_cast<Eigen::Index>(j)], ++n;
+          }
+          if (n < 10) continue;
+          if (std::abs(sum / n - res_mean) > std::abs(t_shift)) t_shift = sum / n - res_mean, t_worst = k.name + "=" + v;
+        }
+      }
+    }
+    char mem_worst[64];
+    std::snprintf(mem_worst, sizeof(mem_worst), "%+.3f at %s", worst_shift, worst.c_str());
+    std::printf("%-40s %8.3f %8.3f %9.1f %9.1f %9.1f %7.3f %7.3f %+7.2f  %-28s %7.3f %7.2f  %+.3f at %s\n",
+                w.name.c_str(), mean, std::sqrt(var), planner.memory_estimate_gib(spec.baseline), base.peak_mem_gib,
+                planner.capacity_gib, sd_est, sd_share, share_weight, mem_worst, t_sd, t_slope, t_shift,
+                t_worst.c_str());
+    sum_t_sd += t_sd;
     sum_sd += std::sqrt(var);
   }
-  std::printf("\nSum of the sds: %.3f\n", sum_sd);
+  std::printf("\nSum of the sds: %.3f; of the step-time fits' residual sds: %.3f\n", sum_sd, sum_t_sd);
   return 0;
 }
 
@@ -1052,6 +1094,12 @@ int Generalize(int seeds, int budget, const std::string& which) {
     std::printf("(Optuna's TPE not run: Debian's python3-optuna is not installed, or SEARCH_NO_TPE is set)\n");
   }
   infrarsi::ModelOptimizer model(ExperimentOptions());
+  std::optional<infrarsi::Priors> file_priors;
+  if (std::getenv("SEARCH_PRIORS") != nullptr) {
+    auto parsed = infrarsi::ParsePriors(Read(std::string(INFRARSI_SOURCE_DIR) + "/deploy/priors.yaml"));
+    if (!parsed.ok()) return 1;
+    file_priors = *parsed;
+  }
   for (const bool held_out : {false, true}) {
     if (which != "both" && (which == "held-out") != held_out) continue;
     std::printf("\n%s half:\n", held_out ? "Held-out" : "Tuning");
@@ -1076,15 +1124,20 @@ int Generalize(int seeds, int budget, const std::string& which) {
           for (const auto& k : b.spec.knobs) {
             if (p.config.at(k.name) != b.spec.baseline.at(k.name)) diff += k.name + "=" + p.config.at(k.name) + " ";
           }
-          std::fprintf(stderr, "%s: top %.3f (%.3f of best): %s\n", w.name.c_str(), p.result.step_time_s,
-                       p.result.step_time_s / b.best, diff.c_str());
+          // Its peak against the textbook estimate and the device: an
+          // optimum at the memory edge is where the caution holds back.
+          const infrarsi::Planner planner = infrarsi::PlannerFor(b.spec);
+          std::fprintf(stderr, "%s: top %.3f (%.3f of best) peak %.1f est %.1f of %.1f GiB: %s\n", w.name.c_str(),
+                       p.result.step_time_s, p.result.step_time_s / b.best, p.result.peak_mem_gib,
+                       planner.memory_estimate_gib ? planner.memory_estimate_gib(p.config) : 0.0, planner.capacity_gib,
+                       diff.c_str());
         }
         std::fprintf(stderr, "baseline %s\n", infrarsi::EncodeConfigJson(b.spec.baseline).c_str());
       }
       std::vector<double> need, share, gpu, gpu_pruned, oom, worse;
       int reached = 0;
       for (int seed = 1; seed <= seeds; ++seed) {
-        const SessionResult r = RunSession(b, model, nullptr, {}, budget, static_cast<uint64_t>(seed), {},
+        const SessionResult r = RunSession(b, model, file_priors ? &*file_priors : nullptr, {}, budget, static_cast<uint64_t>(seed), {},
                                            false, /*server_stop_rule=*/true);
         need.push_back(r.trials_to_2pct);
         reached += r.trials_to_2pct <= budget;
@@ -1115,7 +1168,7 @@ int Generalize(int seeds, int budget, const std::string& which) {
       sum_oom += mean_oom;
       if (w.hand_tuned) sum_worse += mean_worse;
       med_ok += med <= 15;
-      oom_ok += mean_oom <= 1;
+      oom_ok += mean_oom <= 1 + 1e-9;  // a mean of tenths: 1.0 summed may round above 1
       share_ok += sh >= 0.99;
       worst_med = std::max(worst_med, med);
       worst_share = std::min(worst_share, sh);
