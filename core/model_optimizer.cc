@@ -319,6 +319,17 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     const std::vector<double> unguarded = score;
     const int oom_trials = static_cast<int>(std::count_if(
         history.begin(), history.end(), [](const Observation& o) { return o.status == trial_status::kOom; }));
+    // After an OOM, a pool with nothing worth a trial more likely to fit
+    // than not is as good as exhausted: the session stops (Proposal::stop).
+    if (options_.stop_after_ooms > 0 && oom_trials >= options_.stop_after_ooms) {
+      bool likely_fit = false;
+      for (size_t i = 0; i < pool.size() && !likely_fit; ++i) likely_fit = unguarded[i] > 0 && pred[i].p_fit >= 0.5;
+      if (!likely_fit) {
+        out.stop = absl::StrFormat(
+            "after %d out-of-memory trials no untried setting is more likely to fit in memory than not",
+            oom_trials);
+      }
+    }
     // Every OOM is a trial paid for nothing: after k of them, a setting
     // must fit with probability 1 - 2^-(k + oom_caution_start) to be run
     // (the memory model's doubt about a setting is what a further OOM would
@@ -350,28 +361,6 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       }
     };
     baseline_floor(score);
-    // After an OOM, a pool with nothing worth a trial more likely to fit
-    // than not (and likely enough to beat the baseline: the floor) is as
-    // good as exhausted: the session stops (Proposal::stop).
-    if (options_.stop_after_ooms > 0 && oom_trials >= options_.stop_after_ooms) {
-      bool likely_fit = false, fits_and_beats = false;
-      const bool floor = options_.stop_counts_baseline_floor && options_.min_p_beat_baseline > 0 && have_base;
-      for (size_t i = 0; i < pool.size() && !fits_and_beats; ++i) {
-        if (unguarded[i] <= 0 || pred[i].p_fit < 0.5) continue;
-        likely_fit = true;
-        fits_and_beats = !floor || NormalCdf((base_log - pred[i].mu) / pred[i].sd) >= options_.min_p_beat_baseline;
-      }
-      if (!likely_fit) {
-        out.stop = absl::StrFormat(
-            "after %d out-of-memory trials no untried setting is more likely to fit in memory than not",
-            oom_trials);
-      } else if (!fits_and_beats) {
-        out.stop = absl::StrFormat(
-            "after %d out-of-memory trials every untried setting more likely to fit in memory than not is "
-            "likely slower than the baseline",
-            oom_trials);
-      }
-    }
     // What the stop rule reads: the most any setting is expected to gain
     // (its cost aside).
     out.expected_gain = 0;

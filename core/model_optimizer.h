@@ -185,19 +185,6 @@ class ModelOptimizer : public Optimizer {
     // g16, whose baseline sits at the memory edge: 4 of 10 sessions
     // reached 2%, now 1.)
     int stop_after_ooms = 1;
-    // With stop_after_ooms: a setting likely to fit counts only where it is
-    // also at least min_p_beat_baseline likely to beat the baseline (the
-    // baseline floor). Otherwise, at a baseline on the memory edge, the
-    // graded fallback drops the caution before the floor and the session
-    // runs out of memory trial after trial (g16 under a more accurate
-    // step-time estimate: 7 and 10 OOMs in a row in two of the three
-    // sessions traced; 10.7 OOMs summed over the tuning half -> 5.6 with
-    // this; under a rule skipping flash or fused kernels off, 8.1 -> 5.1;
-    // both variants not adopted). The tuning half as committed: the same
-    // figures either way at 10 and 20 seeds (search_bench --generalize,
-    // X_FLOORSTOP=0); the held-out half, judged once: g02 2.0 -> 1.0 OOMs
-    // a session, the rest the same.
-    bool stop_counts_baseline_floor = true;
   };
   ModelOptimizer() : ModelOptimizer(Options()) {}
   explicit ModelOptimizer(Options options) : options_(options) {}

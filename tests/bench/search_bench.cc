@@ -98,7 +98,6 @@ infrarsi::ModelOptimizer::Options ExperimentOptions() {
   if (const char* v = std::getenv("X_OOMC")) o.oom_caution = std::atoi(v) != 0;
   if (const char* v = std::getenv("X_EQUIV")) o.skip_equivalent = std::atoi(v) != 0;
   if (const char* v = std::getenv("X_GRADED")) o.graded_fallback = std::atoi(v) != 0;
-  if (const char* v = std::getenv("X_FLOORSTOP")) o.stop_counts_baseline_floor = std::atoi(v) != 0;
   return o;
 }
 

@@ -1279,41 +1279,6 @@ TEST(ModelOptimizerTest, StepTimeTwinsOfARunAreNotProposedButOnesOfAnOomAre) {
   EXPECT_GT(twins_of_base(ModelOptimizer(off), &open), 0);
 }
 
-// After an OOM at a baseline on the memory edge, what is left either will
-// not fit (more micro-batch) or is slower than the baseline (checkpointing,
-// the bucket sizes the runs showed slower): the session stops, saying so,
-// instead of the fallback dropping the OOM caution for trial after trial of
-// OOMs. With the floor left out of the rule it goes on (the check can fail).
-TEST(ModelOptimizerTest, AfterAnOomNothingBothLikelyToFitAndToBeatTheBaselineStops) {
-  SessionSpec spec;
-  spec.knobs = {{"mbs", {"1", "2", "4"}}, {"ckpt", {"false", "true"}}, {"bucket", {"10", "40", "160"}}};
-  spec.baseline = {{"mbs", "2"}, {"ckpt", "false"}, {"bucket", "40"}};
-  spec.gpu = "H200";  // 139.8 GiB
-  SearchContext ctx;
-  ctx.spec = &spec;
-  auto run = [&](const char* mbs, const char* ckpt, const char* bucket, double t, double peak) {
-    Observation o;
-    o.config = {{"mbs", mbs}, {"ckpt", ckpt}, {"bucket", bucket}};
-    o.status = t > 0 ? "ok" : "oom";
-    o.step_time_s = t;
-    o.peak_mem_gib = peak;
-    return o;
-  };
-  const std::vector<Observation> history = {
-      run("2", "false", "40", 1.00, 130), run("2", "false", "40", 1.00, 130),  // the doctor's repeats
-      run("4", "false", "40", 0, 0),                                          // out of memory
-      run("2", "true", "40", 1.30, 50),     run("4", "true", "40", 1.25, 90),
-      run("1", "false", "40", 1.20, 70),    run("1", "true", "40", 1.50, 30),
-      run("1", "false", "10", 1.27, 70),    run("1", "false", "160", 1.26, 70),
-      run("2", "true", "10", 1.37, 50),     run("4", "true", "160", 1.31, 90),
-  };
-  const Proposal p = ModelOptimizer().Propose(ctx, history, 1, 1);
-  EXPECT_NE(p.stop.find("likely slower than the baseline"), std::string::npos) << p.stop;
-  ModelOptimizer::Options without;
-  without.stop_counts_baseline_floor = false;
-  EXPECT_EQ(ModelOptimizer(without).Propose(ctx, history, 1, 1).stop, "");
-}
-
 TEST(PriorsTest, ValidationForASessionIsStrict) {
   const SessionSpec spec = ToySpec();
   auto ok = ParsePriors("knobs: {flash: {\"true\": {time: -0.3, time_sd: 0.2}}}\n"
