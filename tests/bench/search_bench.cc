@@ -137,6 +137,11 @@ std::string Read(const std::string& path) {
   return ss.str();
 }
 
+// deploy/priors.yaml, the priors the project ships.
+absl::StatusOr<infrarsi::Priors> ShippedPriors() {
+  return infrarsi::ParsePriors(Read(std::string(INFRARSI_SOURCE_DIR) + "/deploy/priors.yaml"));
+}
+
 infrarsi::SessionSpec Parse(const std::string& text, const std::string& dir,
                             const std::string& what) {
   infrarsi::SpecParseOptions o;
@@ -433,8 +438,7 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
 }
 
 int Main(int seeds, int budget, const std::string& only) {
-  const std::string root = INFRARSI_SOURCE_DIR;
-  auto priors = infrarsi::ParsePriors(Read(root + "/deploy/priors.yaml"));
+  auto priors = ShippedPriors();
   if (!priors.ok()) {
     std::fprintf(stderr, "priors: %s\n", priors.status().ToString().c_str());
     return 1;
@@ -612,8 +616,7 @@ int Transfer(int seeds, const std::string& only) {
 // promoted setting's true (noise-free) speed-up.
 int Promote(int seeds) {
   namespace ms = infrarsi::models::sim;
-  const std::string root = INFRARSI_SOURCE_DIR;
-  auto priors = infrarsi::ParsePriors(Read(root + "/deploy/priors.yaml"));
+  auto priors = ShippedPriors();
   if (!priors.ok()) {
     std::fprintf(stderr, "priors: %s\n", priors.status().ToString().c_str());
     return 1;
@@ -833,6 +836,50 @@ int Latency(int history_size) {
 // included: the simulator knows their peak). The search's memory model
 // fits an offset and a slope on it, so its spread, not its mean, is what
 // the model cannot learn from a few runs.
+// Least squares of y on a constant and `columns`: the weights (constant
+// first) and the residuals (fit less y).
+struct LeastSquaresFit {
+  Eigen::VectorXd weights, residuals;
+  double ResidualSd() const { return std::sqrt(residuals.squaredNorm() / static_cast<double>(residuals.size())); }
+};
+LeastSquaresFit LeastSquares(const std::vector<const std::vector<double>*>& columns, const std::vector<double>& y) {
+  const Eigen::Index rows = static_cast<Eigen::Index>(y.size());
+  Eigen::MatrixXd x(rows, static_cast<Eigen::Index>(columns.size()) + 1);
+  Eigen::VectorXd v(rows);
+  for (Eigen::Index j = 0; j < rows; ++j) {
+    x(j, 0) = 1.0;
+    for (size_t c = 0; c < columns.size(); ++c) x(j, static_cast<Eigen::Index>(c) + 1) = (*columns[c])[static_cast<size_t>(j)];
+    v[j] = y[static_cast<size_t>(j)];
+  }
+  LeastSquaresFit f;
+  f.weights = x.colPivHouseholderQr().solve(v);
+  f.residuals = x * f.weights - v;
+  return f;
+}
+
+// The knob value whose settings (`at`, each with its error) an estimate
+// misjudges most against the rest: their mean error less the mean of all
+// (what a fix to the estimate would look at first). "" where no value has
+// ten settings.
+std::pair<double, std::string> WorstValue(const infrarsi::SessionSpec& spec, const std::vector<Config>& at,
+                                          const std::vector<double>& error) {
+  double mean = 0;
+  for (double e : error) mean += e / static_cast<double>(error.size());
+  std::pair<double, std::string> worst{0.0, ""};
+  for (const infrarsi::Knob& k : spec.knobs) {
+    for (const std::string& v : k.values) {
+      double sum = 0;
+      int n = 0;
+      for (size_t j = 0; j < at.size(); ++j) {
+        if (at[j].at(k.name) == v) sum += error[j], ++n;
+      }
+      if (n < 10) continue;
+      if (std::abs(sum / n - mean) > std::abs(worst.first)) worst = {sum / n - mean, k.name + "=" + v};
+    }
+  }
+  return worst;
+}
+
 int SuiteEstimates(bool held_out) {
   auto suite = infrarsi::bench::GenerateSuite();
   if (!suite.ok()) {
@@ -885,70 +932,25 @@ int SuiteEstimates(bool held_out) {
     for (double x : lr) mean += x / static_cast<double>(lr.size());
     for (double x : lr) var += (x - mean) * (x - mean) / static_cast<double>(lr.size());
     const ms::SimResult base = ms::Simulate(spec.sim.model, spec.sim.cluster, infrarsi::SimKnobs(spec, spec.baseline));
-    // The knob value whose settings the estimate misjudges most against
-    // the rest (what a fix to the estimate would look at first).
-    std::string worst;
-    double worst_shift = 0;
-    for (const infrarsi::Knob& k : spec.knobs) {
-      for (const std::string& v : k.values) {
-        double sum = 0;
-        int n = 0;
-        for (size_t j = 0; j < at.size(); ++j) {
-          if (at[j].at(k.name) == v) sum += lr[j], ++n;
-        }
-        if (n < 10) continue;
-        const double shift = sum / n - mean;
-        if (std::abs(shift) > std::abs(worst_shift)) worst_shift = shift, worst = k.name + "=" + v;
-      }
-    }
+    const auto [worst_shift, worst] = WorstValue(spec, at, lr);
     // Least squares of the log peak on the log estimate, then with the
     // estimate's activation share beside it (the memory model's two
     // columns): the residual sd of each and the share's weight.
-    auto fit = [&](bool with_share, double* share_weight) {
-      const Eigen::Index rows = static_cast<Eigen::Index>(lr.size()), cols = with_share ? 3 : 2;
-      Eigen::MatrixXd x(rows, cols);
-      Eigen::VectorXd y(rows);
-      for (Eigen::Index j = 0; j < rows; ++j) {
-        x(j, 0) = 1.0;
-        x(j, 1) = log_est[static_cast<size_t>(j)];
-        if (with_share) x(j, 2) = share[static_cast<size_t>(j)];
-        y[j] = log_peak[static_cast<size_t>(j)];
-      }
-      const Eigen::VectorXd w = x.colPivHouseholderQr().solve(y);
-      if (share_weight != nullptr) *share_weight = w[2];
-      return std::sqrt((x * w - y).squaredNorm() / static_cast<double>(rows));
-    };
-    double share_weight = 0;
-    const double sd_est = fit(false, nullptr), sd_share = fit(true, &share_weight);
+    const double sd_est = LeastSquares({&log_est}, log_peak).ResidualSd();
+    const LeastSquaresFit with_share = LeastSquares({&log_est, &share}, log_peak);
+    const double sd_share = with_share.ResidualSd(), share_weight = with_share.weights[2];
     // Step time on its estimate, the same way (one column and a constant):
-    // what the step-time model's estimate feature can explain.
+    // what the step-time model's estimate feature can explain, and the
+    // knob value its residuals single out.
     double t_sd = 0, t_slope = 0, t_shift = 0;
     std::string t_worst = "-";
     if (log_time.size() >= 10) {
-      const Eigen::Index rows = static_cast<Eigen::Index>(log_time.size());
-      Eigen::MatrixXd x(rows, 2);
-      Eigen::VectorXd y(rows);
-      for (Eigen::Index j = 0; j < rows; ++j) {
-        x(j, 0) = 1.0;
-        x(j, 1) = log_time_est[static_cast<size_t>(j)];
-        y[j] = log_time[static_cast<size_t>(j)];
-      }
-      const Eigen::VectorXd wt = x.colPivHouseholderQr().solve(y);
-      const Eigen::VectorXd res = x * wt - y;  // estimate's misjudgement after the fit
-      t_sd = std::sqrt(res.squaredNorm() / static_cast<double>(rows));
-      t_slope = wt[1];
-      const double res_mean = res.mean();
-      for (const infrarsi::Knob& k : spec.knobs) {
-        for (const std::string& v : k.values) {
-          double sum = 0;
-          int n = 0;
-          for (size_t j = 0; j < ran.size(); ++j) {
-            if (ran[j].at(k.name) == v) sum += res[static_cast<Eigen::Index>(j)], ++n;
-          }
-          if (n < 10) continue;
-          if (std::abs(sum / n - res_mean) > std::abs(t_shift)) t_shift = sum / n - res_mean, t_worst = k.name + "=" + v;
-        }
-      }
+      const LeastSquaresFit t = LeastSquares({&log_time_est}, log_time);
+      t_sd = t.ResidualSd();
+      t_slope = t.weights[1];
+      std::tie(t_shift, t_worst) =
+          WorstValue(spec, ran, std::vector<double>(t.residuals.data(), t.residuals.data() + t.residuals.size()));
+      if (t_worst.empty()) t_worst = "-";
     }
     char mem_worst[64];
     std::snprintf(mem_worst, sizeof(mem_worst), "%+.3f at %s", worst_shift, worst.c_str());
@@ -1095,9 +1097,12 @@ int Generalize(int seeds, int budget, const std::string& which) {
   infrarsi::ModelOptimizer model(ExperimentOptions());
   std::optional<infrarsi::Priors> file_priors;
   if (std::getenv("SEARCH_PRIORS") != nullptr) {
-    auto parsed = infrarsi::ParsePriors(Read(std::string(INFRARSI_SOURCE_DIR) + "/deploy/priors.yaml"));
-    if (!parsed.ok()) return 1;
-    file_priors = *parsed;
+    auto parsed = ShippedPriors();
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "SEARCH_PRIORS: %s\n", parsed.status().ToString().c_str());
+      return 1;
+    }
+    file_priors = *std::move(parsed);
   }
   for (const bool held_out : {false, true}) {
     if (which != "both" && (which == "held-out") != held_out) continue;
@@ -1118,6 +1123,7 @@ int Generalize(int seeds, int budget, const std::string& which) {
       const Bench b = SuiteBench(w);
       if (std::getenv("SEARCH_TRACE") != nullptr) {  // where the optimum is, against the baseline
         auto land = infrarsi::EnumerateSimLandscape(b.spec, 5);
+        const infrarsi::Planner planner = infrarsi::PlannerFor(b.spec);
         for (const auto& p : land->best) {
           std::string diff;
           for (const auto& k : b.spec.knobs) {
@@ -1125,7 +1131,6 @@ int Generalize(int seeds, int budget, const std::string& which) {
           }
           // Its peak against the textbook estimate and the device: an
           // optimum at the memory edge is where the caution holds back.
-          const infrarsi::Planner planner = infrarsi::PlannerFor(b.spec);
           std::fprintf(stderr, "%s: top %.3f (%.3f of best) peak %.1f est %.1f of %.1f GiB: %s\n", w.name.c_str(),
                        p.result.step_time_s, p.result.step_time_s / b.best, p.result.peak_mem_gib,
                        planner.memory_estimate_gib ? planner.memory_estimate_gib(p.config) : 0.0, planner.capacity_gib,
@@ -1136,8 +1141,8 @@ int Generalize(int seeds, int budget, const std::string& which) {
       std::vector<double> need, share, gpu, gpu_pruned, oom, worse;
       int reached = 0;
       for (int seed = 1; seed <= seeds; ++seed) {
-        const SessionResult r = RunSession(b, model, file_priors ? &*file_priors : nullptr, {}, budget, static_cast<uint64_t>(seed), {},
-                                           false, /*server_stop_rule=*/true);
+        const SessionResult r = RunSession(b, model, file_priors ? &*file_priors : nullptr, {}, budget,
+                                           static_cast<uint64_t>(seed), {}, false, /*server_stop_rule=*/true);
         need.push_back(r.trials_to_2pct);
         reached += r.trials_to_2pct <= budget;
         share.push_back(r.best_at_40 > 0 ? (b.baseline / r.best_at_40) / (b.baseline / b.best) : 0);
