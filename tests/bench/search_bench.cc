@@ -391,8 +391,14 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
     if (next.empty()) break;
     // The server's stop rule (infrarsi::SearchStopReason; the spec's
     // defaults: min_trials 10, stop_gain 0).
-    if (server_stop_rule && !infrarsi::SearchStopReason(b.spec, n - 1, proposal, b.noise_floor).empty()) {
-      break;
+    if (server_stop_rule) {
+      if (const std::string why = infrarsi::SearchStopReason(b.spec, n - 1, proposal, b.noise_floor); !why.empty()) {
+        if (std::getenv("SEARCH_TRACE") != nullptr) {
+          std::fprintf(stderr, "seed %llu stops before trial %d: %s\n", static_cast<unsigned long long>(seed), n,
+                       why.c_str());
+        }
+        break;
+      }
     }
     Outcome o;
     history.push_back(Observe(b, next[0], &o));
@@ -401,9 +407,9 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
       for (const auto& k : b.spec.knobs) {
         if (next[0].at(k.name) != b.spec.baseline.at(k.name)) diff += k.name + "=" + next[0].at(k.name) + " ";
       }
-      std::fprintf(stderr, "seed %llu trial %3d %-6s %8.3f (%5.3f of best) [%s] %s\n",
+      std::fprintf(stderr, "seed %llu trial %3d %-6s %8.3f (%5.3f of best) %5.1f GiB [%s] %s\n",
                    static_cast<unsigned long long>(seed), n, history.back().status.c_str(),
-                   o.step_time_s, o.ok ? o.step_time_s / b.best : 0.0,
+                   o.step_time_s, o.ok ? o.step_time_s / b.best : 0.0, o.peak_mem_gib,
                    proposal.reasons.empty() ? "" : proposal.reasons[0].c_str(), diff.c_str());
     }
     // Failures count until the session gets within 2% (what it paid to
@@ -1136,7 +1142,9 @@ int Generalize(int seeds, int budget, const std::string& which) {
                        planner.memory_estimate_gib ? planner.memory_estimate_gib(p.config) : 0.0, planner.capacity_gib,
                        diff.c_str());
         }
-        std::fprintf(stderr, "baseline %s\n", infrarsi::EncodeConfigJson(b.spec.baseline).c_str());
+        const Outcome base = b.evaluate(b.spec.baseline);
+        std::fprintf(stderr, "baseline %.3f (%.3f of best) peak %.1f GiB: %s\n", base.step_time_s,
+                     base.step_time_s / b.best, base.peak_mem_gib, infrarsi::EncodeConfigJson(b.spec.baseline).c_str());
       }
       std::vector<double> need, share, gpu, gpu_pruned, oom, worse;
       int reached = 0;
