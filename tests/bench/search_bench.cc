@@ -368,6 +368,9 @@ struct SessionResult {
   // win; and how many trials pruning stops before that.
   double gpu_s_to_2pct = 0, gpu_s_to_2pct_pruned = 0;
   int pruned = 0;
+  // Why the session ended.
+  enum EndedBy { kBudget, kGainStop, kOomStop, kExhausted, kEndings };
+  EndedBy ended_by = kBudget;
 };
 
 SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrarsi::Priors* priors,
@@ -388,11 +391,15 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
   for (int n = 1; n <= budget; ++n) {
     const infrarsi::Proposal proposal = opt.Propose(ctx, history, 1, seed * 1000 + static_cast<uint64_t>(n));
     const std::vector<Config>& next = proposal.configs;
-    if (next.empty()) break;
+    if (next.empty()) {
+      r.ended_by = SessionResult::kExhausted;
+      break;
+    }
     // The server's stop rule (infrarsi::SearchStopReason; the spec's
     // defaults: min_trials 10, stop_gain 0).
     if (server_stop_rule) {
       if (const std::string why = infrarsi::SearchStopReason(b.spec, n - 1, proposal, b.noise_floor); !why.empty()) {
+        r.ended_by = !proposal.stop.empty() ? SessionResult::kOomStop : SessionResult::kGainStop;
         if (std::getenv("SEARCH_TRACE") != nullptr) {
           std::fprintf(stderr, "seed %llu stops before trial %d: %s\n", static_cast<unsigned long long>(seed), n,
                        why.c_str());
@@ -1120,6 +1127,7 @@ int Generalize(int seeds, int budget, const std::string& which) {
     double worst_med = 0, worst_share = 2, worst_oom = 0, worst_worse = 0, worst_ratio = 0;
     double sum_saved = 0, sum_cost = 0, sum_med = 0, sum_oom = 0, sum_worse = 0;
     int sum_remeasures = 0, sum_trials = 0;
+    int ended[SessionResult::kEndings] = {}, ended_short[SessionResult::kEndings] = {};  // by ended_by
     for (const auto& w : *suite) {
       if (w.held_out != held_out) continue;
       // SEARCH_ONLY=substring: only those workloads (for diagnosis).
@@ -1142,6 +1150,18 @@ int Generalize(int seeds, int budget, const std::string& which) {
                        planner.memory_estimate_gib ? planner.memory_estimate_gib(p.config) : 0.0, planner.capacity_gib,
                        diff.c_str());
         }
+        {  // whether the settings within 2% can be proposed at all (launch rules)
+          auto many = infrarsi::EnumerateSimLandscape(b.spec, 200);
+          int within = 0, launch = 0;
+          for (const auto& p : many->best) {
+            if (p.result.step_time_s > 1.02 * b.best) continue;
+            ++within;
+            const int64_t i = infrarsi::IndexOf(b.spec, p.config);
+            launch += !planner.launches_at || planner.launches_at(i);
+          }
+          std::fprintf(stderr, "%s: within 2%%: %d settings (of the 200 best), %d launch per the planner\n",
+                       w.name.c_str(), within, launch);
+        }
         const Outcome base = b.evaluate(b.spec.baseline);
         std::fprintf(stderr, "baseline %.3f (%.3f of best) peak %.1f GiB: %s\n", base.step_time_s,
                      base.step_time_s / b.best, base.peak_mem_gib, infrarsi::EncodeConfigJson(b.spec.baseline).c_str());
@@ -1160,6 +1180,8 @@ int Generalize(int seeds, int budget, const std::string& which) {
         worse.push_back(static_cast<double>(r.worse_than_baseline) / std::max(1, r.trials));
         sum_remeasures += r.remeasures;
         sum_trials += r.trials;
+        ++ended[r.ended_by];
+        ended_short[r.ended_by] += r.trials_to_2pct > budget;
         if (r.trials_to_2pct <= budget) {
           sum_cost += r.gpu_s_to_2pct;
           sum_saved += r.gpu_s_to_2pct - r.gpu_s_to_2pct_pruned;
@@ -1218,6 +1240,9 @@ int Generalize(int seeds, int budget, const std::string& which) {
                 "within 1%% of the fastest before them %d of %d.\n",
                 sum_med, sum_oom, sum_worse, sum_cost / 3600,
                 sum_cost > 0 ? 100 * sum_saved / sum_cost : 0.0, sum_remeasures, sum_trials);
+    std::printf("Sessions ended by (of them never within 2%%): the budget %d (%d), the expected-gain stop %d (%d), "
+                "the stop after OOMs %d (%d), nothing left to propose %d (%d).\n",
+                ended[0], ended_short[0], ended[1], ended_short[1], ended[2], ended_short[2], ended[3], ended_short[3]);
   }
   return 0;
 }
