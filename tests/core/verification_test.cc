@@ -150,7 +150,10 @@ TEST(VerificationTest, PairsFarNoisierThanTheDoctorsSayTheHostGotBusier) {
     const double quiet_ratio[] = {1.03, 0.99, 1.01, 1.02};
     v1::Verification plan;
     const auto trials = OneCandidateVerified(spec, doctor, 0.7, [&](storage::TrialRecord& t, int run, bool is_base) {
-      const double ratio = (busy ? busy_ratio : quiet_ratio)[(run - 1) % 4];
+      // Indexed inside each arm: GCC 12 with -fsanitize=undefined at -O2
+      // read quiet_ratio[0] for every run from `(busy ? a : b)[i]`.
+      const int i = (run - 1) % 4;
+      const double ratio = busy ? busy_ratio[i] : quiet_ratio[i];
       t.step_time_s = is_base ? 1.0 + 1e-4 * run : (1.0 + 1e-4 * run) / ratio;
     }, &plan);
     VerificationDecision d = DecideVerification(spec, doctor, plan, trials, 1);
