@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -452,16 +453,48 @@ std::optional<v1::StepMetrics> LogStepBuilder::Add(const LogStep& s, double arri
     tokens = samples * per_sample;
   }
   // torchtitan states a rate, not a count: per GPU, over the time since its
-  // previous line. Within 25% of the contract's tokens it is taken as
-  // honest (its clock and the agent's differ a little); beyond, the step is
-  // said to have processed what the rate implies, which the contract's
-  // tokens rule refuses by name.
+  // previous line. One step's rate is not judged against one step's
+  // arrival gap: on a busy host the trainer can be descheduled between
+  // timing a step and printing it, and the agent reads a line up to
+  // `arrival_error_s` late, so one gap can be half again the step
+  // (an honest trial was judged a cheat that way). What is judged is the
+  // window since the first timed step: the time the contract's tokens
+  // take at the stated rates against the agent's clock over the window.
+  // Lateness does not add up over steps: only the window's two ends count,
+  // each read at most its arrival error late and printed at most half a
+  // step (the window's mean) after it was timed. Beyond that and 25% more
+  // either way (torchtitan's clock and the agent's differ a little), the
+  // step is said to have processed the window's average the rates imply,
+  // which the contract's tokens rule refuses by name; a batch cut in half
+  // shows from the window's third step. A stated step time is the
+  // trainer's own clock: no lateness then. A first line with none before
+  // it is not judged: its gap runs from the process's start.
   if (!s.tokens && !s.global_batch && s.tokens_per_second && options_.world > 0 && !m.warmup() &&
-      std::isfinite(*s.tokens_per_second) && *s.tokens_per_second >= 0 && t > 0 &&
-      options_.tokens_per_step > 0) {
-    const double implied = *s.tokens_per_second * t * options_.world;
-    if (std::fabs(implied / static_cast<double>(options_.tokens_per_step) - 1.0) > 0.25) {
+      std::isfinite(*s.tokens_per_second) && *s.tokens_per_second >= 0 &&
+      options_.tokens_per_step > 0 && (stated || last_step_.has_value())) {
+    const double read_error = stated ? 0.0 : std::max(arrival_error_s, 0.0);
+    if (rate_steps_ == 0) rate_open_error_s_ = stated ? 0.0 : last_arrival_error_s_;
+    ++rate_steps_;
+    rate_observed_s_ += t;
+    const double contract = static_cast<double>(options_.tokens_per_step);
+    const double rate = *s.tokens_per_second * options_.world;  // tokens per second, all GPUs
+    // The window's time the stated rates say the contract's tokens take
+    // (a rate of 0 says they never went through).
+    rate_needed_s_ += rate > 0 ? contract / rate : std::numeric_limits<double>::infinity();
+    const double lag = stated ? 0.0 : 0.5 * rate_needed_s_ / static_cast<double>(rate_steps_);
+    const double lo = std::max(0.0, rate_observed_s_ - read_error - lag);
+    const double hi = rate_observed_s_ + rate_open_error_s_ + lag;
+    double implied = -1;  // per step, over the window; -1: honest
+    if (!std::isfinite(rate_needed_s_)) {
+      implied = 0;
+    } else if (hi < 0.75 * rate_needed_s_) {
+      implied = contract * hi / rate_needed_s_;  // fewer tokens than the contract, at most this
+    } else if (lo > 1.25 * rate_needed_s_) {
+      implied = contract * lo / rate_needed_s_;  // more, at least this
+    }
+    if (implied >= 0) {
       tokens = std::min<int64_t>(static_cast<int64_t>(std::llround(implied)), int64_t{1} << 40);
+      if (tokens == options_.tokens_per_step) tokens += implied < contract ? -1 : 1;
     }
   }
   // Beyond what any step processes (2^40, the server's bound): said as the
@@ -476,6 +509,7 @@ std::optional<v1::StepMetrics> LogStepBuilder::Add(const LogStep& s, double arri
   m.set_arrival_error_s(arrival_error_s);
   last_step_ = step;
   last_arrival_s_ = arrival_s;
+  last_arrival_error_s_ = arrival_error_s;
   if (s.consumed_samples) last_consumed_ = s.consumed_samples;
   return m;
 }

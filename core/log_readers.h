@@ -108,9 +108,11 @@ std::string StripAnsi(std::string_view line);
 //   process's start);
 // - tokens: what the log states (Megatron: global batch x tokens per
 //   sample, or the consumed samples' increase), else the contract's
-//   tokens per step; torchtitan's tokens per second (per GPU) times the
-//   step time and the GPUs must come within 25% of the contract's, or the
-//   step is said to have processed what they imply;
+//   tokens per step; torchtitan's tokens per second (per GPU): over the
+//   timed steps so far, the time the contract's tokens take at the stated
+//   rates must come within 25% of the agent's clock (allowing each end of
+//   the window its read error and half a step's print delay), or the step
+//   is said to have processed the window's average the rates imply;
 // - peak memory: the latest the log stated (0 while it stated none).
 class LogStepBuilder {
  public:
@@ -136,6 +138,12 @@ class LogStepBuilder {
   int64_t count_ = 0;
   std::optional<int64_t> last_step_;
   double last_arrival_s_ = 0;
+  double last_arrival_error_s_ = 0;
+  // torchtitan's rates over the timed steps so far (see Add).
+  int64_t rate_steps_ = 0;
+  double rate_observed_s_ = 0;  // the agent's clock
+  double rate_needed_s_ = 0;    // what the stated rates say the contract's tokens take
+  double rate_open_error_s_ = 0;
   double peak_mem_gib_ = 0;
   std::optional<int64_t> last_consumed_;
 };

@@ -47,6 +47,9 @@ def loss_at(step, global_batch, seq_len):
 def run(framework, steps, micro, global_batch, seq_len, base_ms, log_every=1):
     per_step = (base_ms / 1000.0) * (0.4 + 0.6 / micro)
     consumed = 0
+    # torchtitan's rate is over the time since its previous log line, not
+    # one step's compute (MetricsProcessor.log: time_delta since time_last_log).
+    last_log = time.perf_counter()
     for step in range(1, steps + 1):
         t0 = time.perf_counter()
         time.sleep(per_step)
@@ -68,7 +71,9 @@ def run(framework, steps, micro, global_batch, seq_len, base_ms, log_every=1):
                       f"max allocated: {256.0 * micro + 1024:.1f} | reserved: 2048.0 | "
                       "max reserved: 2048.0", flush=True)
         elif framework == "torchtitan":
-            tps = int(global_batch * seq_len / took)
+            logged = time.perf_counter()
+            tps = int(global_batch * seq_len / max(logged - last_log, 1e-9))
+            last_log = logged
             print(f"[titan] {now},000 - root - INFO - \x1b[31mstep: {step:2}  "
                   f"\x1b[32mloss: {loss:8.5f}  \x1b[38;2;180;60;0mgrad_norm:  1.0000  "
                   f"\x1b[38;2;54;234;195mmemory: {0.25 * micro + 1:5.2f}GiB(1.00%)  "
