@@ -74,6 +74,9 @@ void NotifySystemd(const char* state) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Logs go to stderr from the first line: spdlog's default logger writes
+  // to stdout, where the admin commands print what scripts read (a token).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("infrarsi-server"));
   CLI::App app{
       "infrarsi-server: keeps tuning sessions, trial history and the experience bank, and "
       "serves the SessionService, AgentService and BankService gRPC APIs."};
@@ -357,8 +360,6 @@ int main(int argc, char** argv) {
   opts.lease_timeout = absl::Seconds(lease_timeout_s);
   opts.step_retention = absl::Seconds(step_retention_days * 86400);
 
-  auto logger = spdlog::stderr_color_mt("infrarsi-server");
-  spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(log_level));
   if (log_format == "json") UseJsonLogs();
 

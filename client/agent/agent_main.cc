@@ -111,6 +111,8 @@ int Simulate(const std::string& in, const std::string& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Logs go to stderr from the first line (spdlog's default is stdout).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("infrarsi-agent"));
   CLI::App app{"infrarsi-agent: leases trials from infrarsi-server and runs them "
                "(executors: replay of measured outcomes, process for real training, sim for the "
                "cluster simulator, slurm for real training as Slurm jobs from a submit host)."};
@@ -352,7 +354,6 @@ int main(int argc, char** argv) {
   };
   o.lease_wait = absl::Seconds(lease_wait_s);
 
-  spdlog::set_default_logger(spdlog::stderr_color_mt("infrarsi-agent"));
   spdlog::set_level(spdlog::level::from_str(log_level));
   if (log_format == "json") UseJsonLogs();
 

@@ -1,4 +1,5 @@
 // infrarsi: the command line for cluster teams. Flags are parsed here only.
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <signal.h>
@@ -310,6 +311,9 @@ int main(int argc, char** argv) {
   // Whatever a server sends is printed with its control characters shown,
   // never obeyed by the terminal.
   infrarsi::client::InstallTerminalSafeOutput();
+  // Logs go to stderr: stdout carries what the user asked for (--json a
+  // script parses); spdlog's default logger writes to stdout.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("infrarsi"));
   CLI::App app{
       "infrarsi: submit and follow InfraRSI tuning sessions (init, doctor, run, report, "
       "apply), query the experience bank, or run the self-contained demo."};

@@ -76,6 +76,27 @@ class OperationsTest : public EndToEndTest {
 // `backup` migrated the database in place, so a "pre-upgrade" backup was
 // already upgraded and the old server refused it; the server upgraded any
 // database it was given; a damaged file was served.
+// `TOKEN=$(infrarsi-server token create ...)` reads stdout. Under an
+// allocator that refuses glibc's settings (AddressSanitizer's, found in the
+// sanitizer build) the server's warning about them went to stdout, before
+// its token: spdlog's default logger writes there, and the server's own
+// (stderr) was installed only after the admin commands had run.
+TEST_F(OperationsTest, AdminCommandsPrintOnlyTheirResultOnStdoutWhateverIsLogged) {
+  const std::string db = dir_ + "/tokens.db";
+  const std::vector<std::pair<std::string, std::string>> refusing = {{"LD_PRELOAD", MALLOPT_REFUSES}};
+  Ran r = Run({INFRARSI_SERVER_BIN, "--db", db, "token", "create", "--role", "submitter", "--team", "vision"},
+              refusing);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("allocator settings not applied"), std::string::npos)
+      << "the preloaded allocator did not refuse: " << r.err;
+  const std::string token(absl::StripAsciiWhitespace(r.out));
+  EXPECT_TRUE(std::regex_match(token, std::regex("irt_[0-9a-f]+"))) << "stdout: " << r.out;
+  r = Run({INFRARSI_SERVER_BIN, "--db", db, "token", "list"}, refusing);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("allocator"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("submitter"), std::string::npos) << r.out;
+}
+
 TEST_F(OperationsTest, UpgradesAreAStepOfTheirOwnAndOfflineCommandsMigrateNothing) {
   const std::string db = OldDatabase();
   Ran r = Server(db, {"token", "list"});
