@@ -254,6 +254,9 @@ int main(int argc, char** argv) {
   infrarsi::client::CredentialFlags cred_flags;
   cred_flags.AddTo(app);
   CLI11_PARSE(app, argc, argv);
+  // The level and format apply before anything below can log.
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  if (log_format == "json") UseJsonLogs();
   if (*simulate) return Simulate(sim_in, sim_out);
   if (sl.sim_command.empty()) {
     char self[4096];
@@ -353,9 +356,6 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   };
   o.lease_wait = absl::Seconds(lease_wait_s);
-
-  spdlog::set_level(spdlog::level::from_str(log_level));
-  if (log_format == "json") UseJsonLogs();
 
   sigset_t sigs;
   sigemptyset(&sigs);

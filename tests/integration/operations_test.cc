@@ -97,6 +97,34 @@ TEST_F(OperationsTest, AdminCommandsPrintOnlyTheirResultOnStdoutWhateverIsLogged
   EXPECT_NE(r.out.find("submitter"), std::string::npos) << r.out;
 }
 
+// The same warning, logged before --log-format json took effect, was the
+// one plain line in a JSON log (found when the fix above moved it to stderr).
+TEST_F(OperationsTest, AJsonLogHoldsOnlyJsonWhenTheFirstLineIsAWarning) {
+  const std::string log = dir_ + "/json.log";
+  {
+    testing::Subprocess server({"/usr/bin/env", std::string("LD_PRELOAD=") + MALLOPT_REFUSES,
+                                INFRARSI_SERVER_BIN, "--listen", "127.0.0.1:0", "--db",
+                                dir_ + "/json.db", "--log-format", "json"},
+                               log);
+    ASSERT_FALSE(server.WaitForLinePrefix("infrarsi-server listening on ").empty());
+    server.Signal(SIGTERM);
+    server.Wait();
+  }
+  std::ifstream in(log);
+  std::string line;
+  int lines = 0;
+  bool warned = false;
+  const std::regex object(R"(\{"ts":.*"msg":.*\})");
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    ++lines;
+    EXPECT_TRUE(std::regex_match(line, object)) << "not a JSON object: " << line;
+    warned |= line.find("allocator settings not applied") != std::string::npos;
+  }
+  EXPECT_TRUE(warned) << "the preloaded allocator did not refuse";
+  EXPECT_GE(lines, 3);
+}
+
 TEST_F(OperationsTest, UpgradesAreAStepOfTheirOwnAndOfflineCommandsMigrateNothing) {
   const std::string db = OldDatabase();
   Ran r = Server(db, {"token", "list"});
