@@ -493,7 +493,9 @@ std::optional<v1::StepMetrics> LogStepBuilder::Add(const LogStep& s, double arri
       implied = contract * lo / rate_needed_s_;  // more, at least this
     }
     if (implied >= 0) {
-      tokens = std::min<int64_t>(static_cast<int64_t>(std::llround(implied)), int64_t{1} << 40);
+      // Bounded before rounding: a lying rate (1e300 tokens/s) implies a
+      // count no integer holds, and llround's result is then unspecified.
+      tokens = std::llround(std::min(implied, static_cast<double>(int64_t{1} << 40)));
       if (tokens == options_.tokens_per_step) tokens += implied < contract ? -1 : 1;
     }
   }

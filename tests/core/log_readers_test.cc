@@ -240,6 +240,13 @@ TEST(LogStepBuilderTest, TorchtitansRateIsCheckedAgainstTheContract) {
   s.step = 2;
   s.tokens_per_second = 0;
   EXPECT_EQ(none.Add(s, 1.5, 0.001)->tokens(), 0);
+  // A rate no count fits in is said as the bound the server refuses by name.
+  LogStepBuilder huge({1, 8192, 8, 2});
+  s.step = 1;
+  ASSERT_TRUE(huge.Add(s, 1.0, 0.001).has_value());
+  s.step = 2;
+  s.tokens_per_second = 1e300;
+  EXPECT_EQ(huge.Add(s, 1.5, 0.001)->tokens(), int64_t{1} << 40);
   auto r = Reader("torchtitan");
   auto line = r->Feed("\x1b[31mstep:  3  \x1b[32mloss:  9.0000  \x1b[34mtps: 12,345  \x1b[36mtflops: 1.0");
   ASSERT_TRUE(line.has_value());
