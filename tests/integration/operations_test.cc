@@ -27,12 +27,17 @@ struct Ran {
 
 class OperationsTest : public EndToEndTest {
  protected:
-  Ran Run(std::vector<std::string> argv, const std::vector<std::pair<std::string, std::string>>& env = {}) {
-    if (!env.empty()) {
-      std::vector<std::string> with = {"/usr/bin/env"};
-      for (const auto& [k, v] : env) with.push_back(k + "=" + v);
-      argv.insert(argv.begin(), with.begin(), with.end());
-    }
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  // argv run through env(1) with `env` set (no shell).
+  static std::vector<std::string> WithEnv(std::vector<std::string> argv, const Env& env) {
+    if (env.empty()) return argv;
+    std::vector<std::string> with = {"/usr/bin/env"};
+    for (const auto& [k, v] : env) with.push_back(k + "=" + v);
+    argv.insert(argv.begin(), with.begin(), with.end());
+    return argv;
+  }
+  Ran Run(std::vector<std::string> argv, const Env& env = {}) {
+    argv = WithEnv(std::move(argv), env);
     const std::string err_path = dir_ + "/run.err";
     e2e_fs::remove(err_path);
     Ran r;
@@ -72,10 +77,6 @@ class OperationsTest : public EndToEndTest {
   }
 };
 
-// Items 4 and 8, and the migrate step: `token list`, `repo list` and
-// `backup` migrated the database in place, so a "pre-upgrade" backup was
-// already upgraded and the old server refused it; the server upgraded any
-// database it was given; a damaged file was served.
 // `TOKEN=$(infrarsi-server token create ...)` reads stdout. Under an
 // allocator that refuses glibc's settings (AddressSanitizer's, found in the
 // sanitizer build) the server's warning about them went to stdout, before
@@ -83,7 +84,7 @@ class OperationsTest : public EndToEndTest {
 // (stderr) was installed only after the admin commands had run.
 TEST_F(OperationsTest, AdminCommandsPrintOnlyTheirResultOnStdoutWhateverIsLogged) {
   const std::string db = dir_ + "/tokens.db";
-  const std::vector<std::pair<std::string, std::string>> refusing = {{"LD_PRELOAD", MALLOPT_REFUSES}};
+  const Env refusing = {{"LD_PRELOAD", MALLOPT_REFUSES}};
   Ran r = Run({INFRARSI_SERVER_BIN, "--db", db, "token", "create", "--role", "submitter", "--team", "vision"},
               refusing);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -102,9 +103,9 @@ TEST_F(OperationsTest, AdminCommandsPrintOnlyTheirResultOnStdoutWhateverIsLogged
 TEST_F(OperationsTest, AJsonLogHoldsOnlyJsonWhenTheFirstLineIsAWarning) {
   const std::string log = dir_ + "/json.log";
   {
-    testing::Subprocess server({"/usr/bin/env", std::string("LD_PRELOAD=") + MALLOPT_REFUSES,
-                                INFRARSI_SERVER_BIN, "--listen", "127.0.0.1:0", "--db",
-                                dir_ + "/json.db", "--log-format", "json"},
+    testing::Subprocess server(WithEnv({INFRARSI_SERVER_BIN, "--listen", "127.0.0.1:0", "--db",
+                                        dir_ + "/json.db", "--log-format", "json"},
+                                       {{"LD_PRELOAD", MALLOPT_REFUSES}}),
                                log);
     ASSERT_FALSE(server.WaitForLinePrefix("infrarsi-server listening on ").empty());
     server.Signal(SIGTERM);
@@ -125,6 +126,10 @@ TEST_F(OperationsTest, AJsonLogHoldsOnlyJsonWhenTheFirstLineIsAWarning) {
   EXPECT_GE(lines, 3);
 }
 
+// Items 4 and 8, and the migrate step: `token list`, `repo list` and
+// `backup` migrated the database in place, so a "pre-upgrade" backup was
+// already upgraded and the old server refused it; the server upgraded any
+// database it was given; a damaged file was served.
 TEST_F(OperationsTest, UpgradesAreAStepOfTheirOwnAndOfflineCommandsMigrateNothing) {
   const std::string db = OldDatabase();
   Ran r = Server(db, {"token", "list"});
