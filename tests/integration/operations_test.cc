@@ -36,6 +36,12 @@ class OperationsTest : public EndToEndTest {
     argv.insert(argv.begin(), with.begin(), with.end());
     return argv;
   }
+  // An allocator that refuses glibc's settings: the preloaded mallopt, or
+  // in a sanitizer build none (ASan's refuses them itself).
+  static Env RefusingAllocator() {
+    if (std::string(MALLOPT_REFUSES).empty()) return {};
+    return {{"LD_PRELOAD", MALLOPT_REFUSES}};
+  }
   Ran Run(std::vector<std::string> argv, const Env& env = {}) {
     argv = WithEnv(std::move(argv), env);
     const std::string err_path = dir_ + "/run.err";
@@ -84,7 +90,7 @@ class OperationsTest : public EndToEndTest {
 // (stderr) was installed only after the admin commands had run.
 TEST_F(OperationsTest, AdminCommandsPrintOnlyTheirResultOnStdoutWhateverIsLogged) {
   const std::string db = dir_ + "/tokens.db";
-  const Env refusing = {{"LD_PRELOAD", MALLOPT_REFUSES}};
+  const Env refusing = RefusingAllocator();
   Ran r = Run({INFRARSI_SERVER_BIN, "--db", db, "token", "create", "--role", "submitter", "--team", "vision"},
               refusing);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -105,7 +111,7 @@ TEST_F(OperationsTest, AJsonLogHoldsOnlyJsonWhenTheFirstLineIsAWarning) {
   {
     testing::Subprocess server(WithEnv({INFRARSI_SERVER_BIN, "--listen", "127.0.0.1:0", "--db",
                                         dir_ + "/json.db", "--log-format", "json"},
-                                       {{"LD_PRELOAD", MALLOPT_REFUSES}}),
+                                       RefusingAllocator()),
                                log);
     ASSERT_FALSE(server.WaitForLinePrefix("infrarsi-server listening on ").empty());
     server.Signal(SIGTERM);
