@@ -411,6 +411,16 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     };
     for (int level = ooms - 1; options_.graded_fallback && none(score) && level >= 0; --level) {
       score = unguarded;
+      if (level == 0 && options_.fallback_keeps_fit) {
+        // Before the caution goes, the floor does: a setting that fits but
+        // is likely slower than the baseline still teaches the step-time
+        // model; one the memory model expects not to fit teaches it little
+        // (a censored peak) and is a trial paid for nothing.
+        caution(score, 1);
+        soft(score);
+        if (!none(score)) break;
+        score = unguarded;
+      }
       caution(score, level);
       baseline_floor(score);
       if (level == 0) soft(score);

@@ -200,6 +200,26 @@ TEST(SearchGuardsTest, AtTheMemoryEdgeThePicksLeanToSettingsLikelyToFit) {
   EXPECT_LE(20 * ooms_soft, 17 * ooms_hard) << ooms_soft << " of " << trials_soft << " against " << ooms_hard;
 }
 
+TEST(SearchGuardsTest, WhereNothingPassesTheBaselineFloorASettingLikelyToFitRunsBeforeOneThatIsNot) {
+  // g12: a 405B model whose hand-tuned baseline is the fastest setting
+  // that fits. Past the first trials no setting that fits was more likely
+  // than not to beat the baseline, so the guards left nothing, and the
+  // fallback dropped the OOM caution before the baseline floor: the pick
+  // was the setting expected fastest, which the memory model expected not
+  // to fit (one OOM a session, every session).
+  auto w = GenerateWorkload(12);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(w->name.rfind("g12-dense-405b", 0), 0u) << w->name;
+  const SessionSpec spec = Parsed(*w);
+  ModelOptimizer::Options was;
+  was.fallback_keeps_fit = false;
+  const Session on = OverSeeds(spec, ModelOptimizer::Options(), 4, 30), off = OverSeeds(spec, was, 4, 30);
+  std::printf("OOMs in 4 sessions: %d in %d trials keeping the fit, %d in %d without\n", on.ooms, on.trials,
+              off.ooms, off.trials);
+  EXPECT_GE(off.ooms, 3) << "the defect no longer shows";
+  EXPECT_LT(2 * on.ooms, off.ooms);
+}
+
 TEST(SearchGuardsTest, AHandTunedBaselineKeepsWhatItHasRightInTheFirstPicks) {
   // g24: a 34B model whose hand-tuned baseline (flash attention, the
   // distributed optimizer, overlap on) is 1.17x from the optimum, three
