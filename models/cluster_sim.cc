@@ -15,6 +15,11 @@ constexpr double kMB = 1024.0 * 1024.0;
 // FlashAttention-2-class kernels on Hopper and later: FlashAttention-3's
 // authors (Shah et al. 2024) measure theirs 1.5-2.0x faster; the middle.
 constexpr double kFa2Slowdown = 1.75;
+// The textbook estimate's expert GEMMs run at rows / (rows + this) of
+// their peak: one tile's rows of a Hopper GEMM. Not the simulator's own
+// saturation (192 rows): the estimate is a planner's reading, not the
+// simulator's; 64 and 256 measured alike (docs/benchmarks.md).
+constexpr double kExpertGemmHalfRows = 128;
 
 const std::vector<GpuSpec>& Catalog() {
   // Dense peaks from the vendor datasheets; usable memory as the CUDA
@@ -699,6 +704,19 @@ double TextbookStepTimeS(const ModelShape& m, const ClusterShape& c, const Launc
   const double micro = std::max(1.0, static_cast<double>(m.global_batch) / (mb * dp));
   const double bubble = 1.0 + static_cast<double>(pp - 1) / (micro * vpp);
   double time = flops * tokens / world / peak * bubble;
+  if (m.experts > 0) {
+    // Each expert's GEMMs get the rows routed to it: a micro-batch's tokens
+    // on a rank times top-k over the experts the rank holds (E / EP), so
+    // expert parallelism is what gives the grouped GEMMs rows to fill the
+    // device with. Efficiency rows / (rows + 128), 128 a tile's rows: few
+    // rows an expert run far below peak, which is what an EP of 1 with many
+    // experts costs (the all-to-all below is what a larger EP costs).
+    const ParamCounts p = CountParams(m);
+    const int topk = std::max(m.topk, 1);
+    const double active_expert = m.layers * p.per_layer_expert * topk / m.experts;
+    const double rows = static_cast<double>(mb) * m.seq_len / cp * topk * ep / m.experts;
+    time += 6.0 * active_expert * tokens / world / peak * bubble * kExpertGemmHalfRows / rows;
+  }
   // Per micro-batch and layer of a stage: b * s / cp tokens of h values.
   const double layer_bytes = static_cast<double>(mb) * m.seq_len / cp * m.hidden * 2.0;
   const double layer_steps = micro * static_cast<double>(m.layers) / pp;

@@ -338,8 +338,10 @@ TextbookMemoryParts TextbookMemory(const ModelShape& m, const ClusterShape& c, c
 // stretched by the 1F1B bubble (1 + (p-1)/(m v)); plus TP's four ring
 // all-reduces per layer and micro-batch, EP's four all-to-alls, the
 // pipeline's point-to-point sends (2v per micro-batch and bubble slot), and the
-// data-parallel gradient all-reduce unless it is overlapped. Deliberately
-// simpler than Simulate (no kernel efficiencies by shape, no flash or fused
+// data-parallel gradient all-reduce unless it is overlapped; a MoE's expert
+// GEMMs at the efficiency their rows allow (rows / (rows + 128), the rows an
+// expert gets growing with EP). Deliberately simpler than Simulate (no
+// other kernel efficiencies by shape, no flash or fused
 // kernels, no fp8 or CP overheads, no latencies): the search's step-time
 // model uses its logarithm as one feature and learns how far off it is.
 double TextbookStepTimeS(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k);

@@ -473,6 +473,36 @@ TEST(TextbookStepTimeTest, BubbleAndCommunicationTerms) {
   EXPECT_GT(TextbookStepTimeS(m, c, k), flat);
 }
 
+// Expert parallelism is what gives a MoE's grouped GEMMs their rows: with
+// 128 experts and EP 1, each expert sees a micro-batch's tokens x top-k /
+// 128 rows and runs far below peak. The estimate had only EP's all-to-all,
+// so it always preferred EP 1 (a 128-expert search's first pick was EP 1
+// at twice the optimum's step time); over NVLink, EP 8 is now cheaper.
+TEST(TextbookStepTimeTest, ExpertParallelismFillsTheExpertGemms) {
+  ModelShape m = Gpt(16, 2048, 16, 64);
+  m.experts = 128;
+  m.topk = 8;
+  m.expert_ffn = 1024;
+  m.swiglu = true;
+  const ClusterShape c = H100Node(8);
+  LaunchKnobs k;
+  k.overlap_grad_reduce = true;
+  const double ep1 = TextbookStepTimeS(m, c, k);
+  k.ep = 8;
+  const double ep8 = TextbookStepTimeS(m, c, k);
+  EXPECT_LT(ep8, 0.9 * ep1) << "EP 1 " << ep1 << " s, EP 8 " << ep8 << " s";
+  // A larger micro-batch gives each expert more rows too (on one stage
+  // and without TP nothing else in the estimate depends on it), as it
+  // does not a dense model's.
+  k.ep = 1;
+  k.micro_batch = 2;
+  EXPECT_LT(TextbookStepTimeS(m, c, k), ep1);
+  const ModelShape dense = Gpt(16, 2048, 16, 64);
+  LaunchKnobs one;
+  one.overlap_grad_reduce = true;
+  EXPECT_NEAR(TextbookStepTimeS(dense, c, k) / TextbookStepTimeS(dense, c, one), 1.0, 1e-12);
+}
+
 TEST(TextbookStepTimeTest, RanksTheReferenceLandscapeRoughlyNotExactly) {
   const SessionSpec spec = LoadWorkload("dense-8b-1x8-h100.yaml");
   std::vector<double> est, truth;
