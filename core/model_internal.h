@@ -92,6 +92,13 @@ class Features {
   }
   int dim() const { return dim_; }
   bool is_main(int i) const { return i < main_count_; }
+  // Per knob (spec order), per value: its main-effect column, -1 for the
+  // baseline's value.
+  const std::vector<std::vector<int>>& main_columns() const { return main_; }
+  // The interaction column of two main-effect columns of different knobs.
+  int PairColumn(int a, int b) const {
+    return pair_[static_cast<size_t>(std::min(a, b) * main_count_ + std::max(a, b))];
+  }
   // The main-effect feature of knob = value; -1 for the baseline's value.
   int MainIndex(const std::string& knob, const std::string& value) const {
     for (size_t k = 0; k < spec_.knobs.size(); ++k) {
@@ -392,6 +399,12 @@ class Models {
         yt[r] = rw * std::log(h.step_time_s);
       }
       time_.Fit(xt, yt, mean, var, o.time_noise_var);
+      if (o.learned_knob_scale_floor > 0) {
+        Eigen::VectorXd scaled = var;
+        if (ScaleByKnob(time_, o.learned_knob_scale_floor, &scaled)) {
+          time_.Fit(xt, yt, mean, scaled, o.time_noise_var);
+        }
+      }
     };
     // Launching: most settings launch; learn the failing values and pairs.
     auto fit_launch = [&] {
@@ -617,6 +630,51 @@ class Models {
     const auto [log_estimate, share] = EstimateColumns(index, c);
     row[f_.dim()] = log_estimate;
     if (share_) row[f_.dim() + 1] = share;
+  }
+
+  // Each knob's effects at the scale its values that ran show: where the
+  // fit has learned some of a knob's main effects (posterior sd under half
+  // the prior's), the largest of them, s, caps the prior variance of all
+  // its main effects and of its interactions at max(2 s, floor)^2. A knob
+  // whose tried values barely matter stops promising much through the
+  // values it has not tried (one-hot columns share nothing). Returns
+  // whether any variance in `var` was lowered.
+  bool ScaleByKnob(const models::BayesLinear& fit, double floor, Eigen::VectorXd* var) const {
+    const std::vector<std::vector<int>>& mains = f_.main_columns();
+    std::vector<double> scale(mains.size(), -1.0);
+    bool lowered = false;
+    auto cap = [&](int col, double s) {
+      if (col >= 0 && s * s < (*var)[col]) {
+        (*var)[col] = s * s;
+        lowered = true;
+      }
+    };
+    for (size_t k = 0; k < mains.size(); ++k) {
+      double largest = -1;
+      for (int col : mains[k]) {
+        if (col >= 0 && fit.WeightSd(col) < 0.5 * std::sqrt((*var)[col])) {
+          largest = std::max(largest, std::fabs(fit.weights()[col]));
+        }
+      }
+      if (largest < 0) continue;
+      scale[k] = std::max(2.0 * largest, floor);
+    }
+    for (size_t k = 0; k < mains.size(); ++k) {
+      if (scale[k] < 0) continue;
+      for (int col : mains[k]) cap(col, scale[k]);
+    }
+    for (size_t a = 0; a < mains.size(); ++a) {
+      for (size_t b = a + 1; b < mains.size(); ++b) {
+        if (scale[a] < 0 && scale[b] < 0) continue;
+        const double s = scale[a] < 0 ? scale[b] : scale[b] < 0 ? scale[a] : std::min(scale[a], scale[b]);
+        for (int ia : mains[a]) {
+          for (int ib : mains[b]) {
+            if (ia >= 0 && ib >= 0) cap(f_.PairColumn(ia, ib), s);
+          }
+        }
+      }
+    }
+    return lowered;
   }
 
   const SessionSpec& spec_;

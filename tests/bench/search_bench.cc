@@ -28,7 +28,8 @@
 // X_IVMAX, X_LOCAL, X_INIT, X_MSIG (memory_sigma), X_LEARNSIG
 // (learn_memory_sigma, 0 or 1), X_SIGW (memory_sigma_weight), X_EQUIV
 // (skip_equivalent, 0 or 1), X_GRADED (graded_fallback, 0 or 1), X_KEEP_FIT
-// (fallback_keeps_fit, 0 or 1), and the rest ExperimentOptions reads.
+// (fallback_keeps_fit, 0 or 1), X_KNOB_SCALE (learned_knob_scale_floor),
+// and the rest ExperimentOptions reads.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -99,6 +100,7 @@ infrarsi::ModelOptimizer::Options ExperimentOptions() {
   if (const char* v = std::getenv("X_EQUIV")) o.skip_equivalent = std::atoi(v) != 0;
   if (const char* v = std::getenv("X_GRADED")) o.graded_fallback = std::atoi(v) != 0;
   if (const char* v = std::getenv("X_KEEP_FIT")) o.fallback_keeps_fit = std::atoi(v) != 0;
+  num("X_KNOB_SCALE", &o.learned_knob_scale_floor);
   return o;
 }
 

@@ -885,6 +885,53 @@ TEST(ModelOptimizerTest, PeakByIndexIsPeakByConfig) {
   EXPECT_GT(m.PeakGibAt(base), 0.0);
 }
 
+// A knob whose tried values barely matter: its untried value's effect is
+// doubted at that knob's scale, not at the shared prior's (one-hot columns
+// share nothing, so before, VPP 5 stayed as open as if VPP had never run).
+TEST(ModelOptimizerTest, AKnobsUntriedValueIsDoubtedAtTheScaleItsTriedValuesShow) {
+  SessionSpec spec = SimSpec();
+  spec.executor_kind = SessionSpec::ExecutorKind::kProcess;  // no textbook estimate: the knobs speak
+  spec.gpu = spec.sim.cluster.gpu.name;
+  const Planner planner = PlannerFor(spec);
+  ASSERT_FALSE(static_cast<bool>(planner.time_estimate_s));
+  SearchContext ctx;
+  ctx.spec = &spec;
+  auto obs = [&](std::map<std::string, std::string> change, double t) {
+    Observation o;
+    o.config = spec.baseline;
+    for (const auto& [k, v] : change) o.config[k] = v;
+    o.status = "ok";
+    o.step_time_s = t;
+    o.peak_mem_gib = 60;
+    return o;
+  };
+  // VPP 2 is as fast as the baseline, here and with PP 2 (which matters).
+  const std::vector<Observation> h = {obs({}, 10.0), obs({{"vpp", "2"}}, 10.01),
+                                      obs({{"pp", "2"}}, 8.0), obs({{"pp", "2"}, {"vpp", "2"}}, 7.99),
+                                      obs({{"precision", "fp8"}}, 7.0)};
+  Config vpp5 = spec.baseline;
+  vpp5["vpp"] = "5";
+  const int64_t at = IndexOf(spec, vpp5);
+  ASSERT_GE(at, 0);
+  ModelOptimizer::Options shared;
+  shared.learned_knob_scale_floor = 0;
+  const model_internal::Models on(ctx, planner, h, ModelOptimizer::Options(), nullptr);
+  const model_internal::Models off(ctx, planner, h, shared, nullptr);
+  const auto p_on = on.PredictAll({at})[0], p_off = off.PredictAll({at})[0];
+  const double noise = std::sqrt(ModelOptimizer::Options().time_noise_var);
+  // The sd beyond the noise: the doubt about VPP 5's effect.
+  auto doubt = [&](double sd) { return std::sqrt(std::max(0.0, sd * sd - noise * noise)); };
+  std::printf("VPP 5's sd beyond the noise: %.4f by the knob's scale, %.4f with one shared prior\n",
+              doubt(p_on.sd), doubt(p_off.sd));
+  EXPECT_LT(doubt(p_on.sd), 0.5 * doubt(p_off.sd));
+  // PP's untried values are doubted at PP's scale: PP 2 moved the step
+  // time by a fifth (log 1.25 = 0.22), so PP 8 may move it by more.
+  Config pp8 = spec.baseline;
+  pp8["pp"] = "8";
+  const auto q_on = on.PredictAll({IndexOf(spec, pp8)})[0];
+  EXPECT_GT(doubt(q_on.sd), 1.5 * std::log(10.0 / 8.0));
+}
+
 TEST(ModelOptimizerTest, ABankStartThatWouldNotFitLeadsToAFittingNeighbourOnce) {
   // The bank's best, from a GPU with more memory, does not fit here; a
   // setting one or two knobs away (a memory saver or two) does.
