@@ -3,7 +3,9 @@
 // and its split must not move when the suite grows.
 #include "tests/bench/workload_suite.h"
 
+#include <optional>
 #include <set>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -122,14 +124,29 @@ SessionSpec Parsed(const SuiteWorkload& w) {
   return *spec;
 }
 
+// Generated workload `index`, parsed, or nullopt (the failure added) where
+// it is not the workload a test's comment describes: its name must start
+// with `prefix`.
+std::optional<SessionSpec> SuiteSpec(int index, const std::string& prefix) {
+  auto w = GenerateWorkload(index);
+  if (!w.ok()) {
+    ADD_FAILURE() << w.status();
+    return std::nullopt;
+  }
+  if (w->name.rfind(prefix, 0) != 0) {
+    ADD_FAILURE() << "workload " << index << " is " << w->name << ", not " << prefix;
+    return std::nullopt;
+  }
+  return Parsed(*w);
+}
+
 TEST(SearchGuardsTest, AfterOomsOnlySettingsLikelyToFitRunAndTheSearchStops) {
   // g14: an 8x22B MoE on 16 nodes of A100-40GB whose hand-tuned baseline
   // barely fits: 4 settings of 576 run. The search found the optimum by the
   // third trial and then ran out of memory 27 times in 30.
-  auto w = GenerateWorkload(14);
-  ASSERT_TRUE(w.ok()) << w.status();
-  ASSERT_EQ(w->name.rfind("g14-moe-8x22b", 0), 0u) << w->name;
-  const SessionSpec spec = Parsed(*w);
+  const std::optional<SessionSpec> suite_spec = SuiteSpec(14, "g14-moe-8x22b");
+  ASSERT_TRUE(suite_spec.has_value());
+  const SessionSpec& spec = *suite_spec;
   ModelOptimizer::Options off;
   off.oom_caution = false;
   off.min_p_beat_baseline = 0;
@@ -145,9 +162,9 @@ TEST(SearchGuardsTest, WhenNothingLeftIsLikelyToFitTheSearchStopsBeforeMinTrials
   // 3), then four OOMs to reach min_trials (10), every session. After an
   // OOM, a proposal with no untried setting more likely to fit than not
   // now stops the session.
-  auto w = GenerateWorkload(14);
-  ASSERT_TRUE(w.ok()) << w.status();
-  const SessionSpec spec = Parsed(*w);
+  const std::optional<SessionSpec> suite_spec = SuiteSpec(14, "g14-moe-8x22b");
+  ASSERT_TRUE(suite_spec.has_value());
+  const SessionSpec& spec = *suite_spec;
   ModelOptimizer::Options on_to_min;  // as it was
   on_to_min.stop_after_ooms = 0;
   for (uint64_t seed = 1; seed <= 3; ++seed) {
@@ -178,10 +195,9 @@ TEST(SearchGuardsTest, AtTheMemoryEdgeThePicksLeanToSettingsLikelyToFit) {
   // fits more likely than not, so the caution let everything through and
   // the picks followed expected improvement: P(fits) 0.2-0.4 each, ten OOMs
   // in ten trials, session after session.
-  auto w = GenerateWorkload(16);
-  ASSERT_TRUE(w.ok()) << w.status();
-  ASSERT_EQ(w->name.rfind("g16-dense-405b", 0), 0u) << w->name;
-  const SessionSpec spec = Parsed(*w);
+  const std::optional<SessionSpec> suite_spec = SuiteSpec(16, "g16-dense-405b");
+  ASSERT_TRUE(suite_spec.has_value());
+  const SessionSpec& spec = *suite_spec;
   // Sessions that go on after OOMs (with the stop after one, both arms
   // would end at the first: 1.5 OOMs a session in the bench).
   ModelOptimizer::Options soft_opts;
@@ -207,10 +223,9 @@ TEST(SearchGuardsTest, WhereNothingPassesTheBaselineFloorASettingLikelyToFitRuns
   // fallback dropped the OOM caution before the baseline floor: the pick
   // was the setting expected fastest, which the memory model expected not
   // to fit (one OOM a session, every session).
-  auto w = GenerateWorkload(12);
-  ASSERT_TRUE(w.ok()) << w.status();
-  ASSERT_EQ(w->name.rfind("g12-dense-405b", 0), 0u) << w->name;
-  const SessionSpec spec = Parsed(*w);
+  const std::optional<SessionSpec> suite_spec = SuiteSpec(12, "g12-dense-405b");
+  ASSERT_TRUE(suite_spec.has_value());
+  const SessionSpec& spec = *suite_spec;
   ModelOptimizer::Options was;
   was.fallback_keeps_fit = false;
   const Session on = OverSeeds(spec, ModelOptimizer::Options(), 4, 30), off = OverSeeds(spec, was, 4, 30);
@@ -225,10 +240,9 @@ TEST(SearchGuardsTest, AHandTunedBaselineKeepsWhatItHasRightInTheFirstPicks) {
   // distributed optimizer, overlap on) is 1.17x from the optimum, three
   // knobs away. The first global pick used to change up to eight knobs and
   // ran 2x slower than the optimum.
-  auto w = GenerateWorkload(24);
-  ASSERT_TRUE(w.ok()) << w.status();
-  ASSERT_EQ(w->name.rfind("g24-dense-34b", 0), 0u) << w->name;
-  const SessionSpec spec = Parsed(*w);
+  const std::optional<SessionSpec> suite_spec = SuiteSpec(24, "g24-dense-34b");
+  ASSERT_TRUE(suite_spec.has_value());
+  const SessionSpec& spec = *suite_spec;
   ModelOptimizer::Options off;  // the search as it was
   off.trust_radius = 0;
   off.cost_weight = 0;
