@@ -704,6 +704,7 @@ double TextbookStepTimeS(const ModelShape& m, const ClusterShape& c, const Launc
   const double micro = std::max(1.0, static_cast<double>(m.global_batch) / (mb * dp));
   const double bubble = 1.0 + static_cast<double>(pp - 1) / (micro * vpp);
   double time = flops * tokens / world / peak * bubble;
+  const ParamCounts p = CountParams(m);
   if (m.experts > 0) {
     // Each expert's GEMMs get the rows routed to it: a micro-batch's tokens
     // on a rank times top-k over the experts the rank holds (E / EP), so
@@ -711,7 +712,6 @@ double TextbookStepTimeS(const ModelShape& m, const ClusterShape& c, const Launc
     // device with. Efficiency rows / (rows + 128), 128 a tile's rows: few
     // rows an expert run far below peak, which is what an EP of 1 with many
     // experts costs (the all-to-all below is what a larger EP costs).
-    const ParamCounts p = CountParams(m);
     const int topk = std::max(m.topk, 1);
     const double active_expert = m.layers * p.per_layer_expert * topk / m.experts;
     const double rows = static_cast<double>(mb) * m.seq_len / cp * topk * ep / m.experts;
@@ -737,7 +737,6 @@ double TextbookStepTimeS(const ModelShape& m, const ClusterShape& c, const Launc
             bw(static_cast<int64_t>(tp) * cp * ep);
   }
   if (dp * cp > 1 && !k.overlap_grad_reduce) {
-    const ParamCounts p = CountParams(m);
     const double params = (p.embedding / 2 + m.layers * (p.per_layer_dense + p.per_layer_expert / ep)) /
                           (tp * pp);
     time += 2.0 * (dp * cp - 1) / (dp * cp) * 2.0 * params / bw(static_cast<int64_t>(world));
