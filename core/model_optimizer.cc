@@ -361,6 +361,28 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       }
     };
     baseline_floor(score);
+    // Where no untried setting more likely to fit than not has a fair
+    // chance to beat the baseline, the session stops (Proposal::stop,
+    // before min_trials too): any further pick is a trial the models
+    // expect to be slower than what already runs, or out of memory. Only
+    // once half of min_trials search trials ran: a stop the priors reach
+    // alone would never let the runs revise a wrong one.
+    const int search_ran = static_cast<int>(std::count_if(history.begin(), history.end(), [&](const Observation& o) {
+      return !InFlight(o.status) && o.config != spec.baseline;
+    }));
+    if (options_.stop_p_beat_baseline > 0 && have_base && out.stop.empty() &&
+        2 * search_ran >= spec.min_trials) {
+      std::vector<double> s = unguarded;
+      caution(s, 1);
+      for (size_t i = 0; i < pool.size(); ++i) {
+        if (NormalCdf((base_log - pred[i].mu) / pred[i].sd) < options_.stop_p_beat_baseline) s[i] = 0;
+      }
+      if (std::none_of(s.begin(), s.end(), [](double v) { return v > 0; })) {
+        out.stop =
+            "no untried setting likely to fit in memory is more likely than not to beat the baseline's step "
+            "time";
+      }
+    }
     // What the stop rule reads: the most any setting is expected to gain
     // (its cost aside).
     out.expected_gain = 0;

@@ -58,7 +58,8 @@ struct Proposal {
   double expected_gain = -1;
   // Why the optimizer advises stopping now, before min_trials too, or ""
   // (ModelOptimizer: after OOMs, no untried setting is more likely to fit
-  // than not).
+  // than not; none likely to fit is more likely than not to beat the
+  // baseline).
   std::string stop;
 };
 

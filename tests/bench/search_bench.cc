@@ -1245,7 +1245,8 @@ int Generalize(int seeds, int budget, const std::string& which) {
                 sum_med, sum_oom, sum_worse, sum_cost / 3600,
                 sum_cost > 0 ? 100 * sum_saved / sum_cost : 0.0, sum_remeasures, sum_trials);
     std::printf("Sessions ended by (of them never within 2%%): the budget %d (%d), the expected-gain stop %d (%d), "
-                "the stop after OOMs %d (%d), nothing left to propose %d (%d).\n",
+                "the optimizer's stop (after OOMs, or nothing likely to fit and beat the baseline) %d (%d), "
+                "nothing left to propose %d (%d).\n",
                 ended[0], ended_short[0], ended[1], ended_short[1], ended[2], ended_short[2], ended[3], ended_short[3]);
   }
   return 0;

@@ -165,11 +165,16 @@ TEST(SearchGuardsTest, WhenNothingLeftIsLikelyToFitTheSearchStopsBeforeMinTrials
   const std::optional<SessionSpec> suite_spec = SuiteSpec(14, "g14-moe-8x22b");
   ASSERT_TRUE(suite_spec.has_value());
   const SessionSpec& spec = *suite_spec;
-  ModelOptimizer::Options on_to_min;  // as it was
+  // (The stop where nothing likely to fit is likely to beat the baseline
+  // now ends these sessions before their first OOM: off in both arms, so
+  // this guard is measured alone.)
+  ModelOptimizer::Options on;
+  on.stop_p_beat_baseline = 0;
+  ModelOptimizer::Options on_to_min = on;  // as it was
   on_to_min.stop_after_ooms = 0;
   for (uint64_t seed = 1; seed <= 3; ++seed) {
     SCOPED_TRACE(seed);
-    const Session now = RunSession(spec, ModelOptimizer::Options(), seed, 30);
+    const Session now = RunSession(spec, on, seed, 30);
     const Session was = RunSession(spec, on_to_min, seed, 30);
     std::printf("seed %d: %d OOMs in %d trials, %d OOMs in %d without the stop\n", static_cast<int>(seed),
                 now.ooms, now.trials, was.ooms, was.trials);
@@ -202,6 +207,7 @@ TEST(SearchGuardsTest, AtTheMemoryEdgeThePicksLeanToSettingsLikelyToFit) {
   // would end at the first: 1.5 OOMs a session in the bench).
   ModelOptimizer::Options soft_opts;
   soft_opts.stop_after_ooms = 0;
+  soft_opts.stop_p_beat_baseline = 0;  // likewise: it would end them sooner
   ModelOptimizer::Options hard = soft_opts;  // the caution dropped where nothing passes
   hard.soft_caution = 0;
   const Session soft = OverSeeds(spec, soft_opts, 4, 30), was = OverSeeds(spec, hard, 4, 30);
@@ -226,13 +232,60 @@ TEST(SearchGuardsTest, WhereNothingPassesTheBaselineFloorASettingLikelyToFitRuns
   const std::optional<SessionSpec> suite_spec = SuiteSpec(12, "g12-dense-405b");
   ASSERT_TRUE(suite_spec.has_value());
   const SessionSpec& spec = *suite_spec;
-  ModelOptimizer::Options was;
+  // (Where the floor leaves nothing likely to fit, the session now stops
+  // (WhereNothingLikelyToFitIsLikelyToBeatTheBaselineTheSearchStops): off
+  // in both arms, so this fallback is measured where it still runs.)
+  ModelOptimizer::Options now;
+  now.stop_p_beat_baseline = 0;
+  ModelOptimizer::Options was = now;
   was.fallback_keeps_fit = false;
-  const Session on = OverSeeds(spec, ModelOptimizer::Options(), 4, 30), off = OverSeeds(spec, was, 4, 30);
+  const Session on = OverSeeds(spec, now, 4, 30), off = OverSeeds(spec, was, 4, 30);
   std::printf("OOMs in 4 sessions: %d in %d trials keeping the fit, %d in %d without\n", on.ooms, on.trials,
               off.ooms, off.trials);
   EXPECT_GE(off.ooms, 3) << "the defect no longer shows";
   EXPECT_LT(2 * on.ooms, off.ooms);
+}
+
+TEST(SearchGuardsTest, WhereNothingLikelyToFitIsLikelyToBeatTheBaselineTheSearchStops) {
+  // g12 (above) and g14 (an 8x22B MoE whose hand-tuned baseline barely
+  // fits): once no untried setting likely to fit had a 0.4 chance to beat
+  // the baseline (the baseline floor's guard left nothing), the fallback
+  // still ran one until
+  // min_trials (10) or an OOM ended the session: g12's tenth trial was the
+  // baseline with overlap off (slower), g14's seventh an OOM, every session.
+  // Now the proposal advises stopping there.
+  const std::pair<int, const char*> workloads[] = {{12, "g12-dense-405b"}, {14, "g14-moe-8x22b"}};
+  ModelOptimizer::Options was;
+  was.stop_p_beat_baseline = 0;
+  for (const auto& [index, prefix] : workloads) {
+    SCOPED_TRACE(prefix);
+    const std::optional<SessionSpec> suite_spec = SuiteSpec(index, prefix);
+    ASSERT_TRUE(suite_spec.has_value());
+    const SessionSpec& spec = *suite_spec;
+    const Observation base = SimulatedObservation(spec, spec.baseline);
+    auto best = [&](const Session& s) {
+      double b = base.step_time_s;
+      for (const Config& c : s.picks) {
+        const Observation o = SimulatedObservation(spec, c);
+        if (o.status == "ok") b = std::min(b, o.step_time_s);
+      }
+      return b;
+    };
+    int slower_now = 0, slower_was = 0;
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      SCOPED_TRACE(seed);
+      const Session now = RunSession(spec, ModelOptimizer::Options(), seed, 30);
+      const Session off = RunSession(spec, was, seed, 30);
+      std::printf("%s seed %d: %d of %d trials slower than the baseline or failed, %d of %d without the stop\n",
+                  prefix, static_cast<int>(seed), now.slower, now.trials, off.slower, off.trials);
+      EXPECT_LT(now.trials, off.trials);
+      EXPECT_LE(now.slower, off.slower);
+      EXPECT_DOUBLE_EQ(best(now), best(off)) << "the stop came before the best setting";
+      slower_now += now.slower;
+      slower_was += off.slower;
+    }
+    EXPECT_LT(slower_now, slower_was);
+  }
 }
 
 TEST(SearchGuardsTest, AHandTunedBaselineKeepsWhatItHasRightInTheFirstPicks) {
