@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/json.h"
 #include "core/derived.h"
 #include "core/log_readers.h"
 #include "core/source_repo.h"
@@ -332,8 +333,7 @@ absl::StatusOr<Config> DecodeConfigJson(const std::string& json);
 // `digits` significant digits (17: exact for any double).
 std::string EncodeDoubleMapJson(const std::map<std::string, double>& m, int digits = 17);
 absl::StatusOr<std::map<std::string, double>> DecodeDoubleMapJson(const std::string& json);
-// A JSON string literal, quotes included.
-std::string JsonQuote(const std::string& s);
+// JsonQuote (a JSON string literal): base/json.h, included above.
 
 // A stable 64-bit FNV-1a digest as 16 hex digits (not cryptographic: it
 // detects change, it does not resist forgery).

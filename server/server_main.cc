@@ -9,7 +9,6 @@
 #include <cstring>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
-#include <spdlog/pattern_formatter.h>
 
 #include <CLI/CLI.hpp>
 
@@ -25,32 +24,13 @@
 #include "absl/time/clock.h"
 #include "base/allocator.h"
 #include "base/file_util.h"
+#include "base/logs/json_logs.h"
 #include "base/status_macros.h"
 #include "server/infrarsi_server.h"
 #include "server/tokens.h"
 #include "storage/sqlite_storage.h"
 
 namespace {
-
-// --log-format json: one JSON object per line (ts in UTC, level, logger,
-// thread, msg), for log shippers; the message is escaped as a JSON string.
-class JsonMessageFlag : public spdlog::custom_flag_formatter {
- public:
-  void format(const spdlog::details::log_msg& m, const std::tm&, spdlog::memory_buf_t& dest) override {
-    const std::string q = infrarsi::JsonQuote(std::string(m.payload.data(), m.payload.size()));
-    dest.append(q.data(), q.data() + q.size());
-  }
-  std::unique_ptr<custom_flag_formatter> clone() const override {
-    return std::make_unique<JsonMessageFlag>();
-  }
-};
-
-void UseJsonLogs() {
-  auto f = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
-  f->add_flag<JsonMessageFlag>('*').set_pattern(
-      R"({"ts":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","logger":"%n","thread":%t,"msg":%*})");
-  spdlog::set_formatter(std::move(f));
-}
 
 // systemd's readiness protocol (sd_notify) without libsystemd, whose
 // headers Debian ships only in libsystemd-dev: one datagram to
@@ -217,7 +197,7 @@ int main(int argc, char** argv) {
   // The level and format apply before the first line is logged (the
   // allocator's warning below), so a --log-format json log holds no plain line.
   spdlog::set_level(spdlog::level::from_str(log_level));
-  if (log_format == "json") UseJsonLogs();
+  if (log_format == "json") infrarsi::UseJsonLogs();
   // Before any other thread starts: a server with per-thread arenas held
   // ~58 MB after 200 replay sessions, with one ~41 MB, at the same
   // throughput (tests/bench/server_rss.sh).

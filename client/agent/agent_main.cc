@@ -2,7 +2,6 @@
 #include <signal.h>
 #include <unistd.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "base/logs/json_logs.h"
 #include "client/agent/agent.h"
 #include "client/agent/agent_policy_file.h"
 #include "client/agent/executors/sim_executor.h"
@@ -22,26 +22,6 @@
 #include "core/spec.h"
 
 namespace {
-
-// --log-format json, as infrarsi-server writes it (each binary wires its
-// own spdlog; the shared part, JSON string escaping, is core's JsonQuote).
-class JsonMessageFlag : public spdlog::custom_flag_formatter {
- public:
-  void format(const spdlog::details::log_msg& m, const std::tm&, spdlog::memory_buf_t& dest) override {
-    const std::string q = infrarsi::JsonQuote(std::string(m.payload.data(), m.payload.size()));
-    dest.append(q.data(), q.data() + q.size());
-  }
-  std::unique_ptr<custom_flag_formatter> clone() const override {
-    return std::make_unique<JsonMessageFlag>();
-  }
-};
-
-void UseJsonLogs() {
-  auto f = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
-  f->add_flag<JsonMessageFlag>('*').set_pattern(
-      R"({"ts":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","logger":"%n","thread":%t,"msg":%*})");
-  spdlog::set_formatter(std::move(f));
-}
 
 // Best effort: the first GPU's name and memory from nvidia-smi, if present.
 void DetectGpu(infrarsi::client::Agent::Options& o) {
@@ -256,7 +236,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   // The level and format apply before anything below can log.
   spdlog::set_level(spdlog::level::from_str(log_level));
-  if (log_format == "json") UseJsonLogs();
+  if (log_format == "json") infrarsi::UseJsonLogs();
   if (*simulate) return Simulate(sim_in, sim_out);
   if (sl.sim_command.empty()) {
     char self[4096];
