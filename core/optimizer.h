@@ -58,8 +58,8 @@ struct Proposal {
   double expected_gain = -1;
   // Why the optimizer advises stopping now, before min_trials too, or ""
   // (ModelOptimizer: after OOMs, no untried setting is more likely to fit
-  // than not; none likely to fit is more likely than not to beat the
-  // baseline).
+  // than not; none likely to fit has a fair chance (Options::
+  // stop_p_beat_baseline) to beat the baseline).
   std::string stop;
 };
 
