@@ -657,10 +657,8 @@ class Models {
         }
       }
       if (largest < 0) continue;
+      // (Capping knob k's columns cannot change another knob's largest.)
       scale[k] = std::max(2.0 * largest, floor);
-    }
-    for (size_t k = 0; k < mains.size(); ++k) {
-      if (scale[k] < 0) continue;
       for (int col : mains[k]) cap(col, scale[k]);
     }
     for (size_t a = 0; a < mains.size(); ++a) {

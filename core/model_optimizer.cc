@@ -39,6 +39,8 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
   std::vector<int64_t> tried;
   const SpaceIndexer index_of(spec);
   const std::vector<int64_t> history_index = index_of(history);
+  // -1 where a hand-built spec's baseline lies outside the space.
+  const int64_t baseline_index = IndexOf(spec, spec.baseline);
   for (int64_t i : history_index) {
     if (i >= 0 && seen.insert(i).second) tried.push_back(i);
   }
@@ -129,9 +131,8 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
   if (screened < warm.size() && static_cast<int>(out.configs.size()) < n &&
       warm_used < options_.max_warm_starts) {
     const int64_t w = warm[screened];
-    const int64_t base = IndexOf(spec, spec.baseline);
     bank_neighbour = std::any_of(tried.begin(), tried.end(), [&](int64_t t) {
-      return t != base && space.Distance(t, w) <= 2;
+      return t != baseline_index && space.Distance(t, w) <= 2;
     });
     if (!bank_neighbour) {
       absl::flat_hash_set<int64_t> near_set;
@@ -277,7 +278,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       // Priced by index, no Config built per value. ParseSpec keeps the
       // baseline in the space; a hand-built spec's baseline outside it has
       // no one-knob neighbours to price.
-      const int64_t base_at = IndexOf(spec, spec.baseline);
+      const int64_t base_at = baseline_index;
       const double base_peak = base_at >= 0 ? m.PeakGibAt(base_at) : 0;
       for (size_t k = 0; base_at >= 0 && k < space.knobs(); ++k) {
         for (int64_t v = 0; v < space.radix(k); ++v) {
@@ -319,12 +320,19 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     const std::vector<double> unguarded = score;
     const int oom_trials = static_cast<int>(std::count_if(
         history.begin(), history.end(), [](const Observation& o) { return o.status == trial_status::kOom; }));
+    // Whether some setting worth a trial, more likely to fit than not, also
+    // passes `also` (what the two stops below ask; the pass ends at the
+    // first).
+    auto any_likely_fit = [&](auto&& also) {
+      for (size_t i = 0; i < pool.size(); ++i) {
+        if (unguarded[i] > 0 && pred[i].p_fit >= 0.5 && also(i)) return true;
+      }
+      return false;
+    };
     // After an OOM, a pool with nothing worth a trial more likely to fit
     // than not is as good as exhausted: the session stops (Proposal::stop).
     if (options_.stop_after_ooms > 0 && oom_trials >= options_.stop_after_ooms) {
-      bool likely_fit = false;
-      for (size_t i = 0; i < pool.size() && !likely_fit; ++i) likely_fit = unguarded[i] > 0 && pred[i].p_fit >= 0.5;
-      if (!likely_fit) {
+      if (!any_likely_fit([](size_t) { return true; })) {
         out.stop = absl::StrFormat(
             "after %d out-of-memory trials no untried setting is more likely to fit in memory than not",
             oom_trials);
@@ -367,21 +375,16 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     // expect to be slower than what already runs, or out of memory. Only
     // once half of min_trials search trials ran: a stop the priors reach
     // alone would never let the runs revise a wrong one.
-    // (One pass that ends at the first setting with a fair chance, and
-    // the history counted by index: a proposal at 2,000 trials pays for
-    // neither in the usual case.)
-    if (options_.stop_p_beat_baseline > 0 && have_base && out.stop.empty()) {
-      bool fair = false;
-      for (size_t i = 0; i < pool.size() && !fair; ++i) {
-        fair = unguarded[i] > 0 && pred[i].p_fit >= 0.5 &&
-               NormalCdf((base_log - pred[i].mu) / pred[i].sd) >= options_.stop_p_beat_baseline;
-      }
-      const int64_t base_at = fair ? -1 : IndexOf(spec, spec.baseline);
+    // (The history is counted only where no setting has a fair chance.)
+    if (options_.stop_p_beat_baseline > 0 && have_base && out.stop.empty() &&
+        !any_likely_fit([&](size_t i) {
+          return NormalCdf((base_log - pred[i].mu) / pred[i].sd) >= options_.stop_p_beat_baseline;
+        })) {
       int search_ran = 0;
-      for (size_t i = 0; !fair && i < history.size(); ++i) {
-        search_ran += !InFlight(history[i].status) && history_index[i] != base_at;
+      for (size_t i = 0; i < history.size(); ++i) {
+        search_ran += !InFlight(history[i].status) && history_index[i] != baseline_index;
       }
-      if (!fair && 2 * search_ran >= spec.min_trials) {
+      if (2 * search_ran >= spec.min_trials) {
         out.stop = absl::StrFormat(
             "no untried setting likely to fit in memory has a %.0f%% chance to beat the baseline's step time",
             100 * options_.stop_p_beat_baseline);
