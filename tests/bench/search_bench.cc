@@ -17,6 +17,8 @@
 //   search_bench --generalize [seeds=10] [budget=30] [both|held-out|tune]
 //                                 the generated suite (workload_suite.h), cold, against TPE,
 //                                 in trials and GPU-seconds, with and without pruning
+//                                 (SEARCH_SEED0=k: seeds k+1..k+seeds, to read how far
+//                                 the seeds alone move the sums)
 //   search_bench --latency [history=2000] proposal latency with a long history
 //                (LATENCY_EARLY=1: an early session with two contract violations instead)
 //   search_bench --promote [seeds=30]     whole noisy sessions: what is promoted after re-verification
@@ -1040,6 +1042,9 @@ std::string DescribeLine(const Bench& b) {
 // python3-optuna is installed), in trials and in GPU-seconds.
 int Generalize(int seeds, int budget, const std::string& which) {
   const auto t0 = std::chrono::steady_clock::now();
+  // Our sessions' seeds start after this (TPE's are its own).
+  const int seed0 = std::getenv("SEARCH_SEED0") != nullptr ? std::max(0, std::atoi(std::getenv("SEARCH_SEED0"))) : 0;
+  if (seed0 > 0) std::printf("Seeds %d to %d (SEARCH_SEED0=%d).\n", seed0 + 1, seed0 + seeds, seed0);
   auto suite = infrarsi::bench::GenerateSuite();
   if (!suite.ok()) {
     std::fprintf(stderr, "suite: %s\n", suite.status().ToString().c_str());
@@ -1172,7 +1177,7 @@ int Generalize(int seeds, int budget, const std::string& which) {
       }
       std::vector<double> need, share, gpu, gpu_pruned, oom, worse;
       int reached = 0;
-      for (int seed = 1; seed <= seeds; ++seed) {
+      for (int seed = seed0 + 1; seed <= seed0 + seeds; ++seed) {
         const SessionResult r = RunSession(b, model, file_priors ? &*file_priors : nullptr, {}, budget,
                                            static_cast<uint64_t>(seed), {}, false, /*server_stop_rule=*/true);
         need.push_back(r.trials_to_2pct);
