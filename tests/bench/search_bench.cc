@@ -1136,10 +1136,9 @@ int Generalize(int seeds, int budget, const std::string& which) {
     double sum_saved = 0, sum_cost = 0, sum_med = 0, sum_oom = 0, sum_worse = 0;
     // Sum over workloads of the mean trials to within 2% (never: budget +
     // 1) and its variance from the seeds: a median of ten sessions jumps
-    // between a count and "never" where the sessions split, and four batches
-    // of ten seeds of one build gave sums of medians 242-261 (tuning) and
-    // 187-229 (held-out); the mean and its standard error say how far a
-    // comparison can be read.
+    // between a count and "never" where the sessions split (how far the
+    // seeds alone move the sum of medians: docs/benchmarks.md); the mean
+    // and its standard error say how far a comparison can be read.
     double sum_mean = 0, sum_mean_var = 0;
     int sum_remeasures = 0, sum_trials = 0;
     int ended[SessionResult::kEndings] = {}, ended_short[SessionResult::kEndings] = {};  // by ended_by
@@ -1203,13 +1202,9 @@ int Generalize(int seeds, int budget, const std::string& which) {
           sum_saved += r.gpu_s_to_2pct - r.gpu_s_to_2pct_pruned;
         }
       }
-      {
-        double mean = 0, ss = 0;
-        for (double x : need) mean += x / static_cast<double>(need.size());
-        for (double x : need) ss += (x - mean) * (x - mean);
-        sum_mean += mean;
-        if (need.size() > 1) sum_mean_var += ss / static_cast<double>(need.size() - 1) / static_cast<double>(need.size());
-      }
+      sum_mean += infrarsi::models::Mean(need);
+      const double sd = infrarsi::models::SampleStdDev(need);
+      if (need.size() > 1) sum_mean_var += sd * sd / static_cast<double>(need.size());
       // A session that never got within 2% has no cost to it: it sorts last
       // (infinite), and a median that falls on one reads "never".
       for (size_t i = 0; i < need.size(); ++i) {
