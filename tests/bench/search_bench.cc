@@ -18,7 +18,8 @@
 //                                 the generated suite (workload_suite.h), cold, against TPE,
 //                                 in trials and GPU-seconds, with and without pruning
 //                                 (SEARCH_SEED0=k: seeds k+1..k+seeds, to read how far
-//                                 the seeds alone move the sums)
+//                                 the seeds alone move the sums; SEARCH_SUITE_SEED=s: a
+//                                 development suite drawn with another generator seed)
 //   search_bench --latency [history=2000] proposal latency with a long history
 //                (LATENCY_EARLY=1: an early session with two contract violations instead)
 //   search_bench --promote [seeds=30]     whole noisy sessions: what is promoted after re-verification
@@ -898,8 +899,19 @@ std::pair<double, std::string> WorstValue(const infrarsi::SessionSpec& spec, con
   return worst;
 }
 
+// The generator seed of the suite: SEARCH_SUITE_SEED=s (a positive
+// integer) draws a development suite from the same distribution with
+// another seed (both halves fresh workloads), for diagnosing and tuning on
+// more than the tuning half's 22 without looking at the held-out half.
+uint64_t SuiteSeed() {
+  if (const char* s = std::getenv("SEARCH_SUITE_SEED"); s != nullptr && std::strtoull(s, nullptr, 10) > 0) {
+    return std::strtoull(s, nullptr, 10);
+  }
+  return infrarsi::bench::kSuiteSeed;
+}
+
 int SuiteEstimates(bool held_out) {
-  auto suite = infrarsi::bench::GenerateSuite();
+  auto suite = infrarsi::bench::GenerateSuite(infrarsi::bench::kSuiteSize, SuiteSeed());
   if (!suite.ok()) {
     std::fprintf(stderr, "suite: %s\n", suite.status().ToString().c_str());
     return 1;
@@ -1045,7 +1057,8 @@ int Generalize(int seeds, int budget, const std::string& which) {
   // Our sessions' seeds start after this (TPE's are its own).
   const int seed0 = std::getenv("SEARCH_SEED0") != nullptr ? std::max(0, std::atoi(std::getenv("SEARCH_SEED0"))) : 0;
   if (seed0 > 0) std::printf("Seeds %d to %d (SEARCH_SEED0=%d).\n", seed0 + 1, seed0 + seeds, seed0);
-  auto suite = infrarsi::bench::GenerateSuite();
+  const uint64_t suite_seed = SuiteSeed();
+  auto suite = infrarsi::bench::GenerateSuite(infrarsi::bench::kSuiteSize, suite_seed);
   if (!suite.ok()) {
     std::fprintf(stderr, "suite: %s\n", suite.status().ToString().c_str());
     return 1;
@@ -1066,7 +1079,7 @@ int Generalize(int seeds, int budget, const std::string& which) {
               "2%% (a session that never got there counts as infinite), without and with the server's\n"
               "pruning; TPE: Optuna's TPE the same way (reached, median trials, OOMs, GPU-h); ratio:\n"
               "ours / TPE's (0 where only TPE's median is never).\n",
-              suite->size(), static_cast<unsigned long long>(infrarsi::bench::kSuiteSeed),
+              suite->size(), static_cast<unsigned long long>(suite_seed),
               moe, hand, gen_s, seeds, budget, budget + 1, budget);
   // TPE's figures, per workload name, where Optuna runs here.
   struct Tpe {
@@ -1279,7 +1292,7 @@ int Oracle(const std::string& name) {
   int index = -1;
   // "g07-...": the generated suite's workload 7, generated alone.
   if (name.size() > 3 && name[0] == 'g' && std::sscanf(name.c_str() + 1, "%d-", &index) == 1) {
-    auto w = infrarsi::bench::GenerateWorkload(index);
+    auto w = infrarsi::bench::GenerateWorkload(index, SuiteSeed());  // TPE's child inherits the seed
     if (w.ok() && w->name == name) benches.push_back(SuiteBench(*w));
   } else {
     benches = Landscapes();
