@@ -932,6 +932,52 @@ TEST(ModelOptimizerTest, AKnobsUntriedValueIsDoubtedAtTheScaleItsTriedValuesShow
   EXPECT_GT(doubt(q_on.sd), 1.5 * std::log(10.0 / 8.0));
 }
 
+// A setting's score is its expected improvement less risk_weight times its
+// expected slowdown against the baseline's measured step time; without a
+// measured baseline or a textbook step-time estimate nothing is charged.
+TEST(ModelOptimizerTest, TheScoreChargesTheExpectedSlowdownAgainstTheMeasuredBaseline) {
+  const SessionSpec spec = SimSpec();
+  SearchContext ctx;
+  ctx.spec = &spec;
+  const Planner planner = PlannerFor(spec);
+  const Observation base = SimulatedObservation(spec, spec.baseline);
+  ASSERT_EQ(base.status, "ok");
+  std::mt19937_64 rng(11);
+  std::vector<int64_t> at;
+  for (int i = 0; i < 40; ++i) at.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(spec.SpaceSize())));
+  ModelOptimizer::Options o;
+  ASSERT_GT(o.risk_weight, 0.0);
+  const model_internal::Models m(ctx, planner, {base}, o, nullptr);
+  const double b = std::log(base.step_time_s);
+  int charged = 0;
+  for (const auto& p : m.PredictAll(at)) {
+    const double z = (p.mu - b) / p.sd;
+    const double slowdown = (p.mu - b) * model_internal::NormalCdf(z) + p.sd * model_internal::NormalPdf(z);
+    EXPECT_NEAR(p.risk, o.risk_weight * slowdown, 1e-12);
+    EXPECT_NEAR(p.Score(), std::max(0.0, p.ei - p.risk) * p.p_fit * p.p_launch / p.cost, 1e-12);
+    charged += p.risk > 0 && p.Score() < p.ei * p.p_fit * p.p_launch / p.cost;
+  }
+  EXPECT_EQ(charged, static_cast<int>(at.size()));
+  // No measured baseline (another setting ran): no charge.
+  Config other = ConfigAt(spec, at[0]);
+  ASSERT_NE(other, spec.baseline);
+  Observation o2 = base;
+  o2.config = other;
+  const model_internal::Models none(ctx, planner, {o2}, o, nullptr);
+  for (const auto& p : none.PredictAll(at)) EXPECT_EQ(p.risk, 0.0);
+  // No textbook step-time estimate (a real process): every setting's doubt
+  // is the wide prior's, and no charge.
+  SessionSpec process = spec;
+  process.executor_kind = SessionSpec::ExecutorKind::kProcess;
+  process.gpu = spec.sim.cluster.gpu.name;
+  const Planner process_planner = PlannerFor(process);
+  ASSERT_FALSE(static_cast<bool>(process_planner.time_estimate_s));
+  SearchContext process_ctx;
+  process_ctx.spec = &process;
+  const model_internal::Models unestimated(process_ctx, process_planner, {base}, o, nullptr);
+  for (const auto& p : unestimated.PredictAll(at)) EXPECT_EQ(p.risk, 0.0);
+}
+
 TEST(ModelOptimizerTest, ABankStartThatWouldNotFitLeadsToAFittingNeighbourOnce) {
   // The bank's best, from a GPU with more memory, does not fit here; a
   // setting one or two knobs away (a memory saver or two) does.
