@@ -378,8 +378,8 @@ class Models {
     // Only where a textbook estimate narrows the prior: without one every
     // setting's doubt is the wide prior's, and charging it stalls the
     // search (the measured H200 landscape's median 6 -> 7 trials; the toy
-    // space of ContractViolationsAndTimeouts... found its optimum in 2
-    // sessions of 10 instead of 4-5).
+    // space of ModelOptimizerTest.ContractViolationsAndTimeoutsTeachThe-
+    // SearchToAvoidTheirValues found its optimum in 2 sessions of 10, not 4).
     if (base_time > 0 && o.risk_weight > 0 && time_estimate) {
       base_log_ = std::log(base_time);
       risk_weight_ = o.risk_weight;
