@@ -180,6 +180,12 @@ class Features {
 
 inline double NormalCdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
 inline double NormalPdf(double z) { return std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI); }
+// E[max(0, X)] for X ~ N(mean, sd^2), sd > 0: expected improvement (mean =
+// best - mu) and the expected slowdown against the baseline (mu - base).
+inline double ExpectedPositivePart(double mean, double sd) {
+  const double z = mean / sd;
+  return mean * NormalCdf(z) + sd * NormalPdf(z);
+}
 
 inline bool InFlight(const std::string& s) { return IsInFlightStatus(s); }
 inline bool Ran(const Observation& o) { return o.status == trial_status::kOk && o.step_time_s > 0; }
@@ -575,12 +581,8 @@ class Models {
       Prediction& p = out[static_cast<size_t>(i)];
       p.mu = mu[i];
       p.sd = std::sqrt(var[i]);
-      const double z = (best_ - p.mu) / p.sd;
-      p.ei = (best_ - p.mu) * NormalCdf(z) + p.sd * NormalPdf(z);
-      if (risk_weight_ > 0) {
-        const double zl = (p.mu - base_log_) / p.sd;
-        p.risk = risk_weight_ * ((p.mu - base_log_) * NormalCdf(zl) + p.sd * NormalPdf(zl));
-      }
+      p.ei = ExpectedPositivePart(best_ - p.mu, p.sd);
+      if (risk_weight_ > 0) p.risk = risk_weight_ * ExpectedPositivePart(p.mu - base_log_, p.sd);
       if (cost_weight_ > 0) {
         p.cost = std::pow(std::max(1.0, std::exp(std::min(20.0, p.mu - best_))), cost_weight_);
       }

@@ -26,7 +26,8 @@ bench="$build/tests/search_bench"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for s in "${suites[@]}"; do
-  SEARCH_SUITE_SEED=$s SEARCH_NO_TPE=1 "$bench" --generalize "$seeds" 30 both > "$work/$s.txt" 2>&1
+  SEARCH_SUITE_SEED=$s SEARCH_NO_TPE=1 "$bench" --generalize "$seeds" 30 both > "$work/$s.txt" 2>&1 ||
+    { echo "search_bench failed on suite seed $s:" >&2; tail -20 "$work/$s.txt" >&2; exit 1; }
   echo "suite seed $s:"
   grep -E 'targets met|^Mean trials' "$work/$s.txt" | sed 's/^/  /'
 done

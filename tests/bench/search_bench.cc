@@ -904,11 +904,17 @@ std::pair<double, std::string> WorstValue(const infrarsi::SessionSpec& spec, con
 // integer) draws a development suite from the same distribution with
 // another seed (both halves fresh workloads), for diagnosing and tuning on
 // more than the tuning half's 22 without looking at the held-out half.
+// A bad value is an error that names the variable (exit 2), not a silent
+// fallback to another suite.
 uint64_t SuiteSeed() {
-  if (const char* s = std::getenv("SEARCH_SUITE_SEED"); s != nullptr && std::strtoull(s, nullptr, 10) > 0) {
-    return std::strtoull(s, nullptr, 10);
+  const char* s = std::getenv("SEARCH_SUITE_SEED");
+  if (s == nullptr) return infrarsi::bench::kSuiteSeed;
+  uint64_t seed = 0;
+  if (!absl::SimpleAtoi(s, &seed) || seed == 0) {
+    std::fprintf(stderr, "SEARCH_SUITE_SEED must be a positive integer, got '%s'\n", s);
+    std::exit(2);
   }
-  return infrarsi::bench::kSuiteSeed;
+  return seed;
 }
 
 int SuiteEstimates(bool held_out) {
@@ -1056,7 +1062,11 @@ std::string DescribeLine(const Bench& b) {
 int Generalize(int seeds, int budget, const std::string& which) {
   const auto t0 = std::chrono::steady_clock::now();
   // Our sessions' seeds start after this (TPE's are its own).
-  const int seed0 = std::getenv("SEARCH_SEED0") != nullptr ? std::max(0, std::atoi(std::getenv("SEARCH_SEED0"))) : 0;
+  int seed0 = 0;
+  if (const char* s = std::getenv("SEARCH_SEED0"); s != nullptr && (!absl::SimpleAtoi(s, &seed0) || seed0 < 0)) {
+    std::fprintf(stderr, "SEARCH_SEED0 must be a non-negative integer, got '%s'\n", s);
+    return 2;
+  }
   if (seed0 > 0) std::printf("Seeds %d to %d (SEARCH_SEED0=%d).\n", seed0 + 1, seed0 + seeds, seed0);
   const uint64_t suite_seed = SuiteSeed();
   auto suite = infrarsi::bench::GenerateSuite(infrarsi::bench::kSuiteSize, suite_seed);
