@@ -283,7 +283,12 @@ class Models {
     };
     std::vector<size_t> ok_rows, mem_rows;
     std::vector<double> ys, mem_y, mem_cens;
-    double base_time = 0, base_peak = 0;
+    // The baseline's step time and peak: the geometric means of its runs
+    // (the doctor repeats it), so neither the order the repeats finished in
+    // nor one lucky run moves the intercepts, the slowdown charge or the
+    // baseline floor (Propose reads baseline_log_time()).
+    double base_log_sum = 0, base_peak_log_sum = 0;
+    int base_runs = 0, base_peaks = 0;
     for (size_t r = 0; r < done.size(); ++r) {
       const Observation& h = *done[r];
       const int64_t index = done_index[r];
@@ -291,7 +296,10 @@ class Models {
       if (Ran(h)) {
         ok_rows.push_back(r);
         ys.push_back(std::log(h.step_time_s));
-        if (index == base_index) base_time = h.step_time_s;
+        if (index == base_index) {
+          base_log_sum += ys.back();
+          ++base_runs;
+        }
       }
       if (!memory) continue;
       if (oom) {
@@ -302,15 +310,21 @@ class Models {
         mem_rows.push_back(r);
         mem_y.push_back(std::log(h.peak_mem_gib));
         mem_cens.push_back(0.0);
-        if (index == base_index) base_peak = h.peak_mem_gib;
+        if (index == base_index) {
+          base_peak_log_sum += mem_y.back();
+          ++base_peaks;
+        }
       }
     }
+    have_base_ = base_runs > 0;
+    if (have_base_) base_log_ = base_log_sum / base_runs;
+    const double base_peak = base_peaks > 0 ? std::exp(base_peak_log_sum / base_peaks) : 0.0;
     // Step time: knob effects are a few tens of percent each (main effects
     // wider than interactions); the intercept centres on the baseline.
     const double y_mean =
         ys.empty() ? 0.0 : std::accumulate(ys.begin(), ys.end(), 0.0) / static_cast<double>(ys.size());
     Eigen::VectorXd mean = Eigen::VectorXd::Zero(time_dim_), var(time_dim_);
-    mean[0] = base_time > 0 ? std::log(base_time) : y_mean;
+    mean[0] = have_base_ ? base_log_ : y_mean;
     // Interactions share one variance budget over the knob pairs: with a
     // dozen knobs a far setting has ~80 active pairs, and a per-pair prior
     // sized for five knobs would make every far setting look promising.
@@ -386,10 +400,7 @@ class Models {
     // search (the measured H200 landscape's median 6 -> 7 trials; the toy
     // space of ModelOptimizerTest.ContractViolationsAndTimeoutsTeachThe-
     // SearchToAvoidTheirValues found its optimum in 2 sessions of 10, not 4).
-    if (base_time > 0 && o.risk_weight > 0 && time_estimate) {
-      base_log_ = std::log(base_time);
-      risk_weight_ = o.risk_weight;
-    }
+    if (have_base_ && o.risk_weight > 0 && time_estimate) risk_weight_ = o.risk_weight;
     auto fit_time = [&] {
       const Eigen::Index n_own = static_cast<Eigen::Index>(ok_rows.size());
       Eigen::MatrixXd xt =
@@ -619,6 +630,10 @@ class Models {
   double memory_sigma() const { return memory_ ? memory_sigma_ : 0.0; }
   // Log step time of the fastest own trial that ran (what EI improves on).
   double best_log_time() const { return best_; }
+  // The mean log step time of the baseline's runs; nullopt where none ran.
+  std::optional<double> baseline_log_time() const {
+    return have_base_ ? std::optional<double>(base_log_) : std::nullopt;
+  }
   const models::BayesLinear& time() const { return time_; }
   const std::optional<models::CensoredLinear>& memory() const { return memory_; }
 
@@ -704,6 +719,7 @@ class Models {
   bool share_ = false;  // the memory row has the estimate's activation share (column d + 1)
   double cost_weight_ = 0;
   double best_ = 0;
+  bool have_base_ = false;
   double base_log_ = 0, risk_weight_ = 0;
   double memory_sigma_ = 0;
   models::BayesLinear time_;

@@ -354,14 +354,11 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     // A setting more likely slower than the baseline than not is not worth
     // its GPU-hours: the baseline already runs that well (a trust region
     // around a decent baseline; a naive one leaves nearly everything in).
-    double base_log = 0;
-    bool have_base = false;
-    for (const Observation& o : history) {
-      if (Ran(o) && o.config == spec.baseline) {
-        base_log = have_base ? std::min(base_log, std::log(o.step_time_s)) : std::log(o.step_time_s);
-        have_base = true;
-      }
-    }
+    // The baseline's step time is the models' (the geometric mean of its
+    // runs), the one the slowdown charge reads.
+    const std::optional<double> measured_base = m.baseline_log_time();
+    const bool have_base = measured_base.has_value();
+    const double base_log = measured_base.value_or(0.0);
     auto baseline_floor = [&](std::vector<double>& s) {
       if (options_.min_p_beat_baseline <= 0 || !have_base) return;
       for (size_t i = 0; i < pool.size(); ++i) {
