@@ -8,7 +8,8 @@
 # suite's lines and the totals over the suites: summed means of trials to
 # within 2% (never = 31), hand-tuned shares of trials slower than the
 # baseline summed, OOMs per session summed, hand-tuned workloads at <= 15%
-# slower. Usage:
+# slower. SEARCH_NOISE and SEARCH_BASELINE_RUNS pass through too (noisy
+# sessions, the doctor's repeats: search_bench's usage). Usage:
 #   [X_RISK=0 ...] tests/bench/dev_suites.sh [BUILD_DIR] [SEEDS=10] [SUITE_SEED...=1 2 3]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)

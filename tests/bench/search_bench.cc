@@ -19,7 +19,10 @@
 //                                 in trials and GPU-seconds, with and without pruning
 //                                 (SEARCH_SEED0=k: seeds k+1..k+seeds, to read how far
 //                                 the seeds alone move the sums; SEARCH_SUITE_SEED=s: a
-//                                 development suite drawn with another generator seed)
+//                                 development suite drawn with another generator seed;
+//                                 SEARCH_NOISE=1: the step times the search sees carry
+//                                 the cluster's run-to-run noise, seeded per session;
+//                                 SEARCH_BASELINE_RUNS=k: the doctor's k baseline runs)
 //   search_bench --latency [history=2000] proposal latency with a long history
 //                (LATENCY_EARLY=1: an early session with two contract violations instead)
 //   search_bench --promote [seeds=30]     whole noisy sessions: what is promoted after re-verification
@@ -135,7 +138,42 @@ struct Bench {
   // the pruning rule's margin is twice it, at least 2%.
   double noise_floor = 0.01;
   bool hand_tuned = false;  // generated suite: the baseline is a decent one
+  // The cluster's run-to-run noise (a trial's lognormal factor, as the
+  // simulator's MeasureTrial draws it): what SEARCH_NOISE adds to the
+  // step times the search sees. 0 where evaluate is not the simulator.
+  double noise_cv = 0;
 };
+
+// How a session measures, from the environment (read once; a bad value
+// exits 2 naming the variable): SEARCH_NOISE=1 gives each trial's step time
+// as the search sees it the cluster's run-to-run noise, drawn from the
+// session's seed (the figures still read the noise-free times: what a
+// setting is, not what one run of it showed); SEARCH_BASELINE_RUNS=k runs
+// the baseline k times first, as the doctor's repeats do (default 1).
+struct Measuring {
+  bool noise = false;
+  int baseline_runs = 1;
+};
+const Measuring& SessionMeasuring() {
+  static const Measuring m = [] {
+    Measuring out;
+    if (const char* s = std::getenv("SEARCH_NOISE"); s != nullptr) {
+      if (std::strcmp(s, "0") != 0 && std::strcmp(s, "1") != 0) {
+        std::fprintf(stderr, "SEARCH_NOISE must be 0 or 1, got '%s'\n", s);
+        std::exit(2);
+      }
+      out.noise = s[0] == '1';
+    }
+    if (const char* s = std::getenv("SEARCH_BASELINE_RUNS"); s != nullptr) {
+      if (!absl::SimpleAtoi(s, &out.baseline_runs) || out.baseline_runs < 1 || out.baseline_runs > 20) {
+        std::fprintf(stderr, "SEARCH_BASELINE_RUNS must be an integer from 1 to 20, got '%s'\n", s);
+        std::exit(2);
+      }
+    }
+    return out;
+  }();
+  return m;
+}
 
 std::string Read(const std::string& path) {
   std::ifstream in(path);
@@ -185,6 +223,7 @@ Bench SimBench(const infrarsi::SessionSpec& spec, double best_s = 0) {
     b.baseline = land->baseline.result.step_time_s;
   }
   b.noise_floor = std::max(0.01, spec.sim.cluster.noise_cv);
+  b.noise_cv = spec.sim.cluster.noise_cv;
   const double world = spec.sim.cluster.world();
   const double startup = ms::StartupS(spec.sim.model, spec.sim.cluster);
   const double warm = 1.8 * spec.sim.warmup_steps;  // MeasureTrial's warm-up steps are slower
@@ -384,9 +423,19 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
                          const std::vector<Config>& warm, int budget, uint64_t seed,
                          const std::vector<infrarsi::SearchContext::Related>& related = {},
                          bool stop_when_reached = false, bool server_stop_rule = false) {
+  // What the search sees of a trial: with SEARCH_NOISE, its step time
+  // times the cluster's run-to-run factor.
+  const Measuring& measuring = SessionMeasuring();
+  std::mt19937_64 noise_rng(seed * 0x9e3779b97f4a7c15ULL + 0x2545f4914f6cdd1dULL);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  auto seen = [&](Observation obs) {
+    if (measuring.noise && b.noise_cv > 0 && obs.status == "ok") obs.step_time_s *= std::exp(b.noise_cv * normal(noise_rng));
+    return obs;
+  };
   // The baseline is measured by the doctor first, as in a session.
   Outcome bo;
-  std::vector<Observation> history = {Observe(b, b.spec.baseline, &bo)};
+  std::vector<Observation> history;
+  for (int i = 0; i < measuring.baseline_runs; ++i) history.push_back(seen(Observe(b, b.spec.baseline, &bo)));
   SessionResult r;
   r.trials_to_2pct = budget + 1;
   r.best_found = bo.ok ? bo.step_time_s : 0;
@@ -415,7 +464,7 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
       }
     }
     Outcome o;
-    history.push_back(Observe(b, next[0], &o));
+    history.push_back(seen(Observe(b, next[0], &o)));
     if (std::getenv("SEARCH_TRACE") != nullptr) {  // one line per trial, for diagnosis
       std::string diff;
       for (const auto& k : b.spec.knobs) {
