@@ -932,28 +932,52 @@ TEST(ModelOptimizerTest, AKnobsUntriedValueIsDoubtedAtTheScaleItsTriedValuesShow
   EXPECT_GT(doubt(q_on.sd), 1.5 * std::log(10.0 / 8.0));
 }
 
+// The simulated workload, its planner and its baseline's run, for the
+// tests of the slowdown charge below.
+class SlowdownChargeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ctx_.spec = &spec_;
+    ASSERT_EQ(base_.status, "ok");
+    ASSERT_GT(options_.risk_weight, 0.0);
+  }
+  // `n` settings of the space drawn from `rng`.
+  std::vector<int64_t> RandomSettings(std::mt19937_64& rng, int n) const {
+    std::vector<int64_t> at;
+    for (int i = 0; i < n; ++i) at.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(spec_.SpaceSize())));
+    return at;
+  }
+  // The charge as specified (the code's own formula is not reused, so
+  // this checks it): risk_weight x E[(log t - base_log)+] for log t ~
+  // N(mu, sd^2).
+  double SpecifiedCharge(const model_internal::Models::Prediction& p, double base_log) const {
+    const double z = (p.mu - base_log) / p.sd;
+    return options_.risk_weight *
+           ((p.mu - base_log) * model_internal::NormalCdf(z) + p.sd * model_internal::NormalPdf(z));
+  }
+  const SessionSpec spec_ = SimSpec();
+  SearchContext ctx_;
+  const Planner planner_ = PlannerFor(spec_);
+  const Observation base_ = SimulatedObservation(spec_, spec_.baseline);
+  const ModelOptimizer::Options options_;
+};
+
 // A setting's score is its expected improvement less risk_weight times its
 // expected slowdown against the baseline's measured step time; without a
 // measured baseline or a textbook step-time estimate nothing is charged.
-TEST(ModelOptimizerTest, TheScoreChargesTheExpectedSlowdownAgainstTheMeasuredBaseline) {
-  const SessionSpec spec = SimSpec();
-  SearchContext ctx;
-  ctx.spec = &spec;
-  const Planner planner = PlannerFor(spec);
-  const Observation base = SimulatedObservation(spec, spec.baseline);
-  ASSERT_EQ(base.status, "ok");
+TEST_F(SlowdownChargeTest, TheScoreChargesTheExpectedSlowdownAgainstTheMeasuredBaseline) {
+  const SessionSpec& spec = spec_;
+  const SearchContext& ctx = ctx_;
+  const Planner& planner = planner_;
+  const Observation& base = base_;
+  const ModelOptimizer::Options& o = options_;
   std::mt19937_64 rng(11);
-  std::vector<int64_t> at;
-  for (int i = 0; i < 40; ++i) at.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(spec.SpaceSize())));
-  ModelOptimizer::Options o;
-  ASSERT_GT(o.risk_weight, 0.0);
+  const std::vector<int64_t> at = RandomSettings(rng, 40);
   const model_internal::Models m(ctx, planner, {base}, o, nullptr);
   const double b = std::log(base.step_time_s);
   int charged = 0;
   for (const auto& p : m.PredictAll(at)) {
-    const double z = (p.mu - b) / p.sd;
-    const double slowdown = (p.mu - b) * model_internal::NormalCdf(z) + p.sd * model_internal::NormalPdf(z);
-    EXPECT_NEAR(p.risk, o.risk_weight * slowdown, 1e-12);
+    EXPECT_NEAR(p.risk, SpecifiedCharge(p, b), 1e-12);
     EXPECT_NEAR(p.Score(), std::max(0.0, p.ei - p.risk) * p.p_fit * p.p_launch / p.cost, 1e-12);
     charged += p.risk > 0 && p.Score() < p.ei * p.p_fit * p.p_launch / p.cost;
   }
@@ -978,16 +1002,14 @@ TEST(ModelOptimizerTest, TheScoreChargesTheExpectedSlowdownAgainstTheMeasuredBas
   for (const auto& p : unestimated.PredictAll(at)) EXPECT_EQ(p.risk, 0.0);
 }
 
-TEST(ModelOptimizerTest, TheBaselinesRepeatsAreOneMeasurementWhateverOrderTheyFinishedIn) {
+TEST_F(SlowdownChargeTest, TheBaselinesRepeatsAreOneMeasurementWhateverOrderTheyFinishedIn) {
   // The doctor runs the baseline several times; the models, the slowdown
   // charge and the baseline floor read one step time from those runs (their
   // geometric mean), not whichever repeat happened to finish last.
-  const SessionSpec spec = SimSpec();
-  SearchContext ctx;
-  ctx.spec = &spec;
-  const Planner planner = PlannerFor(spec);
-  const Observation base = SimulatedObservation(spec, spec.baseline);
-  ASSERT_EQ(base.status, "ok");
+  const SessionSpec& spec = spec_;
+  const SearchContext& ctx = ctx_;
+  const Planner& planner = planner_;
+  const Observation& base = base_;
   std::vector<Observation> trials;
   std::mt19937_64 rng(5);
   while (trials.size() < 4) {
@@ -1007,8 +1029,7 @@ TEST(ModelOptimizerTest, TheBaselinesRepeatsAreOneMeasurementWhateverOrderTheyFi
     h.insert(h.end(), trials.begin(), trials.end());
     return h;
   };
-  const ModelOptimizer::Options o;
-  ASSERT_GT(o.risk_weight, 0.0);
+  const ModelOptimizer::Options& o = options_;
   const model_internal::Models a(ctx, planner, history({0, 1, 2}), o, nullptr);
   const model_internal::Models b(ctx, planner, history({2, 0, 1}), o, nullptr);
   double mean_log = 0;
@@ -1016,18 +1037,14 @@ TEST(ModelOptimizerTest, TheBaselinesRepeatsAreOneMeasurementWhateverOrderTheyFi
   ASSERT_TRUE(a.baseline_log_time().has_value());
   EXPECT_NEAR(*a.baseline_log_time(), mean_log, 1e-12);
   EXPECT_NEAR(*b.baseline_log_time(), mean_log, 1e-12);
-  std::vector<int64_t> at;
-  for (int i = 0; i < 40; ++i) at.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(spec.SpaceSize())));
+  const std::vector<int64_t> at = RandomSettings(rng, 40);
   const std::vector<model_internal::Models::Prediction> pa = a.PredictAll(at), pb = b.PredictAll(at);
   for (size_t i = 0; i < at.size(); ++i) {
     EXPECT_NEAR(pa[i].mu, pb[i].mu, 1e-9) << i;
     EXPECT_NEAR(pa[i].risk, pb[i].risk, 1e-9) << i;
     EXPECT_NEAR(pa[i].p_fit, pb[i].p_fit, 1e-9) << i;
     // The charge is against the mean, not the last repeat (1.06x).
-    const double z = (pa[i].mu - mean_log) / pa[i].sd;
-    const double slowdown =
-        (pa[i].mu - mean_log) * model_internal::NormalCdf(z) + pa[i].sd * model_internal::NormalPdf(z);
-    EXPECT_NEAR(pa[i].risk, o.risk_weight * slowdown, 1e-9) << i;
+    EXPECT_NEAR(pa[i].risk, SpecifiedCharge(pa[i], mean_log), 1e-9) << i;
   }
   // And so the proposals: the same picks, the same expected gain.
   for (uint64_t seed : {1u, 2u, 3u}) {
