@@ -39,7 +39,12 @@ std::vector<KnobEffectEstimate> ExplainKnobs(const SearchContext& ctx,
                                              double* memory_sigma, MemoryFit* memory_fit) {
   const SessionSpec& spec = *ctx.spec;
   const Planner planner = PlannerFor(spec);
-  const Models cold(ctx, planner, history, options, nullptr);
+  // "From the runs alone": without the built-in priors for what the
+  // textbook estimate leaves out either.
+  ModelOptimizer::Options runs_only = options;
+  runs_only.flash_off_prior = 0;
+  runs_only.fused_off_prior = 0;
+  const Models cold(ctx, planner, history, runs_only, nullptr);
   std::optional<Models> revised;
   if (ctx.priors != nullptr) revised.emplace(ctx, planner, history, options, ctx.priors);
   const Models& post = revised ? *revised : cold;

@@ -373,6 +373,19 @@ class Models {
                : estimate          ? base_estimate_
                : planner_.capacity_gib > 0 ? std::log(planner_.capacity_gib) - 0.7
                                    : 0.0;
+    // What the textbook estimate leaves out but is known: flash attention
+    // and fused kernels make a step faster (the session's priors, below,
+    // override this).
+    if (time_estimate) {
+      for (const Knob& k : spec_.knobs) {
+        const double off = k.name == "flash_attn" ? o.flash_off_prior : k.name == "fused_kernels" ? o.fused_off_prior : 0.0;
+        if (off == 0.0) continue;
+        for (const std::string& v : k.values) {
+          const int i = f_.MainIndex(k.name, v);
+          if (i >= 0 && (v == "false" || v == "true")) mean[i] = v == "false" ? off : -off;
+        }
+      }
+    }
     if (priors != nullptr) {
       for (const Knob& k : spec_.knobs) {
         for (const std::string& v : k.values) {

@@ -933,8 +933,9 @@ TEST(ModelOptimizerTest, AKnobsUntriedValueIsDoubtedAtTheScaleItsTriedValuesShow
 }
 
 // The simulated workload, its planner and its baseline's run, for the
-// tests of the slowdown charge below.
-class SlowdownChargeTest : public ::testing::Test {
+// tests of the models below (the slowdown charge, the baseline's repeats,
+// the textbook's omissions).
+class SimWorkloadModelsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ctx_.spec = &spec_;
@@ -965,7 +966,7 @@ class SlowdownChargeTest : public ::testing::Test {
 // A setting's score is its expected improvement less risk_weight times its
 // expected slowdown against the baseline's measured step time; without a
 // measured baseline or a textbook step-time estimate nothing is charged.
-TEST_F(SlowdownChargeTest, TheScoreChargesTheExpectedSlowdownAgainstTheMeasuredBaseline) {
+TEST_F(SimWorkloadModelsTest, TheScoreChargesTheExpectedSlowdownAgainstTheMeasuredBaseline) {
   const SessionSpec& spec = spec_;
   const SearchContext& ctx = ctx_;
   const Planner& planner = planner_;
@@ -1002,7 +1003,7 @@ TEST_F(SlowdownChargeTest, TheScoreChargesTheExpectedSlowdownAgainstTheMeasuredB
   for (const auto& p : unestimated.PredictAll(at)) EXPECT_EQ(p.risk, 0.0);
 }
 
-TEST_F(SlowdownChargeTest, TheBaselinesRepeatsAreOneMeasurementWhateverOrderTheyFinishedIn) {
+TEST_F(SimWorkloadModelsTest, TheBaselinesRepeatsAreOneMeasurementWhateverOrderTheyFinishedIn) {
   // The doctor runs the baseline several times; the models, the slowdown
   // charge and the baseline floor read one step time from those runs (their
   // geometric mean), not whichever repeat happened to finish last.
@@ -1053,6 +1054,52 @@ TEST_F(SlowdownChargeTest, TheBaselinesRepeatsAreOneMeasurementWhateverOrderThey
     EXPECT_EQ(x.configs, y.configs) << seed;
     EXPECT_NEAR(x.expected_gain, y.expected_gain, 1e-9) << seed;
   }
+}
+
+// What the textbook step-time estimate leaves out but is known: before any
+// run changed them, a step with flash attention or fused kernels turned off
+// is predicted slower by the option's prior (turned on: faster), where the
+// workload has an estimate; without one, and with the option at 0, not.
+TEST_F(SimWorkloadModelsTest, FlashAttentionAndFusedKernelsOffArePredictedSlowerBeforeAnyRun) {
+  ASSERT_NE(spec_.FindKnob("flash_attn"), nullptr);
+  ASSERT_NE(spec_.FindKnob("fused_kernels"), nullptr);
+  auto toggled = [&](const std::string& knob) {
+    Config c = spec_.baseline;
+    c[knob] = c.at(knob) == "true" ? "false" : "true";
+    return c;
+  };
+  // The step-time model's mean at `c` less its mean at the baseline, minus
+  // the textbook estimate's own difference there (it models neither knob,
+  // so that is 0, checked).
+  auto shift = [&](const SearchContext& ctx, const Planner& planner, const ModelOptimizer::Options& o,
+                   const std::string& knob) {
+    const model_internal::Models m(ctx, planner, {base_}, o, nullptr);
+    const auto p = m.PredictAll({IndexOf(spec_, toggled(knob)), IndexOf(spec_, spec_.baseline)});
+    return p[0].mu - p[1].mu;
+  };
+  ASSERT_DOUBLE_EQ(planner_.time_estimate_s(toggled("flash_attn")), planner_.time_estimate_s(spec_.baseline));
+  ASSERT_DOUBLE_EQ(planner_.time_estimate_s(toggled("fused_kernels")), planner_.time_estimate_s(spec_.baseline));
+  ASSERT_GT(options_.flash_off_prior, 0.0);
+  ASSERT_GT(options_.fused_off_prior, 0.0);
+  for (const auto& [knob, prior] : {std::pair<std::string, double>{"flash_attn", options_.flash_off_prior},
+                                    {"fused_kernels", options_.fused_off_prior}}) {
+    const double sign = spec_.baseline.at(knob) == "true" ? 1.0 : -1.0;  // off: slower
+    // One run (the baseline's) says nothing of the knob: the prior stands.
+    EXPECT_NEAR(shift(ctx_, planner_, options_, knob), sign * prior, 0.01) << knob;
+    ModelOptimizer::Options none = options_;
+    none.flash_off_prior = 0;
+    none.fused_off_prior = 0;
+    EXPECT_NEAR(shift(ctx_, planner_, none, knob), 0.0, 1e-9) << knob;
+  }
+  // No textbook estimate (a real process): the one-hot model's priors only.
+  SessionSpec process = spec_;
+  process.executor_kind = SessionSpec::ExecutorKind::kProcess;
+  process.gpu = spec_.sim.cluster.gpu.name;
+  const Planner process_planner = PlannerFor(process);
+  ASSERT_FALSE(static_cast<bool>(process_planner.time_estimate_s));
+  SearchContext process_ctx;
+  process_ctx.spec = &process;
+  EXPECT_NEAR(shift(process_ctx, process_planner, options_, "flash_attn"), 0.0, 1e-9);
 }
 
 TEST(ModelOptimizerTest, ABankStartThatWouldNotFitLeadsToAFittingNeighbourOnce) {
