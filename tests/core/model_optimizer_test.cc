@@ -961,6 +961,19 @@ class SimWorkloadModelsTest : public ::testing::Test {
   const Planner planner_ = PlannerFor(spec_);
   const Observation base_ = SimulatedObservation(spec_, spec_.baseline);
   const ModelOptimizer::Options options_;
+  // The same workload run as a real process: no textbook estimates.
+  struct Unestimated {
+    explicit Unestimated(const SessionSpec& sim) : spec(sim) {
+      spec.executor_kind = SessionSpec::ExecutorKind::kProcess;
+      spec.gpu = sim.sim.cluster.gpu.name;
+      planner = PlannerFor(spec);
+      ctx.spec = &spec;
+    }
+    Unestimated(const Unestimated&) = delete;  // ctx points into it
+    SessionSpec spec;
+    Planner planner;
+    SearchContext ctx;
+  };
 };
 
 // A setting's score is its expected improvement less risk_weight times its
@@ -992,14 +1005,9 @@ TEST_F(SimWorkloadModelsTest, TheScoreChargesTheExpectedSlowdownAgainstTheMeasur
   for (const auto& p : none.PredictAll(at)) EXPECT_EQ(p.risk, 0.0);
   // No textbook step-time estimate (a real process): every setting's doubt
   // is the wide prior's, and no charge.
-  SessionSpec process = spec;
-  process.executor_kind = SessionSpec::ExecutorKind::kProcess;
-  process.gpu = spec.sim.cluster.gpu.name;
-  const Planner process_planner = PlannerFor(process);
-  ASSERT_FALSE(static_cast<bool>(process_planner.time_estimate_s));
-  SearchContext process_ctx;
-  process_ctx.spec = &process;
-  const model_internal::Models unestimated(process_ctx, process_planner, {base}, o, nullptr);
+  const Unestimated process(spec);
+  ASSERT_FALSE(static_cast<bool>(process.planner.time_estimate_s));
+  const model_internal::Models unestimated(process.ctx, process.planner, {base}, o, nullptr);
   for (const auto& p : unestimated.PredictAll(at)) EXPECT_EQ(p.risk, 0.0);
 }
 
@@ -1092,14 +1100,9 @@ TEST_F(SimWorkloadModelsTest, FlashAttentionAndFusedKernelsOffArePredictedSlower
     EXPECT_NEAR(shift(ctx_, planner_, none, knob), 0.0, 1e-9) << knob;
   }
   // No textbook estimate (a real process): the one-hot model's priors only.
-  SessionSpec process = spec_;
-  process.executor_kind = SessionSpec::ExecutorKind::kProcess;
-  process.gpu = spec_.sim.cluster.gpu.name;
-  const Planner process_planner = PlannerFor(process);
-  ASSERT_FALSE(static_cast<bool>(process_planner.time_estimate_s));
-  SearchContext process_ctx;
-  process_ctx.spec = &process;
-  EXPECT_NEAR(shift(process_ctx, process_planner, options_, "flash_attn"), 0.0, 1e-9);
+  const Unestimated process(spec_);
+  ASSERT_FALSE(static_cast<bool>(process.planner.time_estimate_s));
+  EXPECT_NEAR(shift(process.ctx, process.planner, options_, "flash_attn"), 0.0, 1e-9);
 }
 
 TEST(ModelOptimizerTest, ABankStartThatWouldNotFitLeadsToAFittingNeighbourOnce) {
