@@ -375,14 +375,14 @@ class Models {
                                    : 0.0;
     // What the textbook estimate leaves out but is known: flash attention
     // and fused kernels make a step faster (the session's priors, below,
-    // override this).
+    // override this). Only simulator specs have an estimate, and the
+    // simulator spells these switches true / false (ParseSpec checks).
     if (time_estimate) {
       for (const Knob& k : spec_.knobs) {
         const double off = k.name == "flash_attn" ? o.flash_off_prior : k.name == "fused_kernels" ? o.fused_off_prior : 0.0;
-        if (off == 0.0) continue;
         for (const std::string& v : k.values) {
-          const int i = f_.MainIndex(k.name, v);
-          if (i >= 0 && (v == "false" || v == "true")) mean[i] = v == "false" ? off : -off;
+          const int i = off != 0.0 ? f_.MainIndex(k.name, v) : -1;
+          if (i >= 0) mean[i] = v == "false" ? off : -off;
         }
       }
     }

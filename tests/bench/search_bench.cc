@@ -90,6 +90,8 @@ infrarsi::ModelOptimizer::Options ExperimentOptions() {
   num("X_EMAIN", &o.estimated_main_effect_var);
   num("X_STALL", &o.stall_trials);
   num("X_RISK", &o.risk_weight);
+  num("X_FLASH", &o.flash_off_prior);
+  num("X_FUSED", &o.fused_off_prior);
   num("X_C0", &o.oom_caution_start);
   num("X_SOFT", &o.soft_caution);
   num("X_STOPOOM", &o.stop_after_ooms);

@@ -532,6 +532,22 @@ TEST(ModelOptimizerTest, BatchesAreDistinctUntriedAndSpreadOut) {
 namespace infrarsi {
 namespace {
 
+// The search's built-in priors for the switches the textbook estimate leaves
+// out are the shipped file's, written twice (an Options default reads no
+// file): this keeps them in step.
+TEST(PriorsTest, TheBuiltInSwitchPriorsAreTheShippedFilesMeans) {
+  std::ifstream in(std::string(INFRARSI_SOURCE_DIR) + "/deploy/priors.yaml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto p = ParsePriors(ss.str());
+  ASSERT_TRUE(p.ok()) << p.status();
+  SessionSpec spec;
+  spec.baseline = {{"flash_attn", "true"}, {"fused_kernels", "true"}};
+  const ModelOptimizer::Options o;
+  EXPECT_NEAR(o.flash_off_prior, p->EffectOf(spec, "flash_attn", "false").time, 1e-12);
+  EXPECT_NEAR(o.fused_off_prior, p->EffectOf(spec, "fused_kernels", "false").time, 1e-12);
+}
+
 TEST(PriorsTest, ParsesTheShippedFileAndIsRelativeToTheBaseline) {
   std::ifstream in(std::string(INFRARSI_SOURCE_DIR) + "/deploy/priors.yaml");
   std::stringstream ss;
