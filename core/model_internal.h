@@ -441,7 +441,7 @@ class Models {
       if (o.learned_knob_scale_floor > 0) {
         Eigen::VectorXd scaled = var;
         if (ScaleByKnob(time_, o.learned_knob_scale_floor, &scaled)) {
-          time_.Fit(xt, yt, mean, scaled, o.time_noise_var);
+          time_.Refit(mean, scaled);
         }
       }
     };
@@ -530,8 +530,7 @@ class Models {
       if (o.learn_memory_sigma) {
         const double sigma = LearnedMemorySigma(*memory_, xm, pattern, my, mc, mw, o);
         if (std::fabs(std::log(sigma / o.memory_sigma)) > 0.1) {  // refit where it moved
-          const Eigen::VectorXd first = memory_->weights();
-          memory_->Fit(xm, my, mc, mmean, mvar, sigma, &mw, 30, &first, &pattern);
+          memory_->Refit(xm, sigma, 30, &pattern);
         }
         memory_sigma_ = sigma;
       }

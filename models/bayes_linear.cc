@@ -165,12 +165,18 @@ void BayesLinear::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
                       const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_var,
                       double noise_var) {
   noise_var_ = noise_var;
+  gram_ = RowPattern(x).Gram(nullptr, Eigen::VectorXd::Zero(x.cols()));
+  xty_ = x.transpose() * y;
+  Refit(prior_mean, prior_var);
+}
+
+void BayesLinear::Refit(const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_var) {
   const Eigen::VectorXd prior_prec = prior_var.cwiseInverse();
-  // (X'X / s2 + P) w = X'y / s2 + P m, scaled by s2.
-  Eigen::MatrixXd a = RowPattern(x).Gram(nullptr, prior_prec * noise_var);
-  precision_llt_.compute(a / noise_var);
-  const Eigen::VectorXd b = x.transpose() * y / noise_var + prior_prec.cwiseProduct(prior_mean);
-  mean_ = precision_llt_.solve(b);
+  // (X'X / s2 + P) w = X'y / s2 + P m.
+  Eigen::MatrixXd a = gram_ / noise_var_;
+  a.diagonal() += prior_prec;
+  precision_llt_.compute(a);
+  mean_ = precision_llt_.solve(xty_ / noise_var_ + prior_prec.cwiseProduct(prior_mean));
   covariance_ = InverseFromCholesky(precision_llt_);
 }
 

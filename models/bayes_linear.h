@@ -124,6 +124,11 @@ class BayesLinear {
   // Rows of `x` are observations. prior_var has one entry per column.
   void Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y, const Eigen::VectorXd& prior_mean,
            const Eigen::VectorXd& prior_var, double noise_var);
+  // Fit again on the last Fit's rows and targets with another prior: X'X
+  // and X'y are kept from that fit, so a refit costs the factorization
+  // alone (the search refits with each knob's own prior scale).
+  // Precondition: Fit was called; sizes agree with it.
+  void Refit(const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_var);
   double Mean(const Eigen::VectorXd& x) const { return x.dot(mean_); }
   // Predictive variance of a new observation at x.
   double Variance(const Eigen::VectorXd& x) const;
@@ -142,6 +147,8 @@ class BayesLinear {
   Eigen::LLT<Eigen::MatrixXd> precision_llt_;
   Eigen::MatrixXd covariance_;  // posterior covariance of the weights
   double noise_var_ = 1.0;
+  Eigen::MatrixXd gram_;  // X'X of the last Fit, for Refit
+  Eigen::VectorXd xty_;   // X'y of the last Fit
 };
 
 // P(label = 1 | x) = sigmoid(x'w), w ~ N(prior_mean, diag(prior_var)),

@@ -28,17 +28,43 @@ void CensoredLinear::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
                          const Eigen::VectorXd* weights, int iterations,
                          const Eigen::VectorXd* start, const RowPattern* given_pattern) {
   sigma_ = sigma;
-  const Eigen::VectorXd prior_prec = prior_var.cwiseInverse();
   const Eigen::Index n = x.rows();
+  y_ = y;
+  rw_ = weights != nullptr ? *weights : Eigen::VectorXd::Ones(n);
+  prior_mean_ = prior_mean;
+  prior_prec_ = prior_var.cwiseInverse();
   w_ = start != nullptr ? *start : prior_mean;
-  const double s2 = sigma * sigma;
-  const Eigen::VectorXd ones = Eigen::VectorXd::Ones(n);
-  const Eigen::VectorXd& rw = weights != nullptr ? *weights : ones;
+  observed_.clear();
+  censored_.clear();
+  for (Eigen::Index i = 0; i < n; ++i) (censored[i] > 0.5 ? censored_ : observed_).push_back(i);
+  std::optional<RowPattern> own_pattern;
+  const RowPattern& pattern = given_pattern != nullptr ? *given_pattern : own_pattern.emplace(x);
+  // An observed row's curvature is its weight / sigma^2 wherever w is, so
+  // those rows' part of the negative Hessian is summed once (and only
+  // rescaled by a Refit); each step adds only the censored rows' (about
+  // half the rows the search fits, so half of each step's Gram product).
+  observed_gram_ = pattern.Gram(&rw_, Eigen::VectorXd::Zero(x.cols()), &observed_);
+  Solve(x, pattern, iterations);
+}
+
+void CensoredLinear::Refit(const Eigen::MatrixXd& x, double sigma, int iterations,
+                           const RowPattern* given_pattern) {
+  sigma_ = sigma;
+  std::optional<RowPattern> own_pattern;
+  const RowPattern& pattern = given_pattern != nullptr ? *given_pattern : own_pattern.emplace(x);
+  Solve(x, pattern, iterations);
+}
+
+void CensoredLinear::Solve(const Eigen::MatrixXd& x, const RowPattern& pattern, int iterations) {
+  const double sigma = sigma_, s2 = sigma * sigma;
+  const Eigen::Index n = x.rows();
   Eigen::VectorXd grad_r(n), curv(n);  // d loglik / d mu, -d2 loglik / d mu2
+  std::vector<bool> is_censored(static_cast<size_t>(n), false);
+  for (Eigen::Index i : censored_) is_censored[static_cast<size_t>(i)] = true;
   auto derivatives = [&](const Eigen::VectorXd& mu) {
     for (Eigen::Index i = 0; i < n; ++i) {
-      const double z = (y[i] - mu[i]) / sigma;
-      if (censored[i] > 0.5) {
+      const double z = (y_[i] - mu[i]) / sigma;
+      if (is_censored[static_cast<size_t>(i)]) {
         // log(1 - Phi(z)), z = (c - mu)/sigma: gradient lambda/sigma,
         // curvature lambda (lambda - z) / sigma^2, in (0, 1/sigma^2).
         const double lam = InverseMills(z);
@@ -50,37 +76,41 @@ void CensoredLinear::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
       }
     }
   };
-  std::optional<RowPattern> own_pattern;
-  const RowPattern& pattern = given_pattern != nullptr ? *given_pattern : own_pattern.emplace(x);
-  // An observed row's curvature is its weight / sigma^2 wherever w is, so
-  // those rows' part of the negative Hessian (with the prior's) is summed
-  // once; each step adds only the censored rows' (about half the rows
-  // the search fits, so half of each step's Gram product).
-  std::vector<Eigen::Index> observed, cens;
-  for (Eigen::Index i = 0; i < n; ++i) (censored[i] > 0.5 ? cens : observed).push_back(i);
-  const Eigen::VectorXd observed_curv = rw / s2;
-  const Eigen::MatrixXd fixed = pattern.Gram(&observed_curv, prior_prec, &observed);
+  Eigen::MatrixXd fixed = observed_gram_ / s2;
+  fixed.diagonal() += prior_prec_;
   const Eigen::VectorXd no_diag = Eigen::VectorXd::Zero(x.cols());
   auto hessian = [&]() -> Eigen::MatrixXd {
-    if (cens.empty()) return fixed;
-    const Eigen::VectorXd wc = rw.cwiseProduct(curv);
-    Eigen::MatrixXd h = pattern.Gram(&wc, no_diag, &cens);
+    if (censored_.empty()) return fixed;
+    const Eigen::VectorXd wc = rw_.cwiseProduct(curv);
+    Eigen::MatrixXd h = pattern.Gram(&wc, no_diag, &censored_);
     h += fixed;
     return h;
   };
-  bool converged = false;
+  // Newton's method; while the steps shrink fourfold or more, the last
+  // curvature still serves (the point moved too little to change it), so
+  // a step costs two products with X instead of a Gram product and a
+  // factorization. Steps are lengths in log memory: 1e-3, 0.1% of memory,
+  // is below its noise.
+  constexpr double kTolerance = 1e-3;
+  bool converged = false, refresh = true, at_start = false;
+  double last = 0;
   for (int it = 0; it < iterations && !converged; ++it) {
     derivatives(x * w_);
     const Eigen::VectorXd g =
-        x.transpose() * rw.cwiseProduct(grad_r) - prior_prec.cwiseProduct(w_ - prior_mean);
-    hessian_llt_.compute(hessian());
+        x.transpose() * rw_.cwiseProduct(grad_r) - prior_prec_.cwiseProduct(w_ - prior_mean_);
+    if (refresh) hessian_llt_.compute(hessian());
+    at_start = refresh;  // whether the factor is this step's starting point's
     const Eigen::VectorXd step = hessian_llt_.solve(g);
     w_ += step;
-    converged = step.lpNorm<Eigen::Infinity>() < 1e-3;  // 0.1% of memory: below its noise
+    const double norm = step.lpNorm<Eigen::Infinity>();
+    converged = norm < kTolerance;
+    refresh = it == 0 || !(norm < 0.25 * last);
+    last = norm;
   }
-  if (!converged) {
+  if (!converged || !at_start) {
     // The curvature at the mode, for the uncertainties (after a converged
-    // step, the last iteration's: its point is within 1e-3 of the mode).
+    // step from a fresh factor, that factor's: its point is within the
+    // tolerance of the mode).
     derivatives(x * w_);
     hessian_llt_.compute(hessian());
   }

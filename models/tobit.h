@@ -15,6 +15,7 @@
 #define INFRARSI_MODELS_TOBIT_H_
 
 #include <Eigen/Dense>
+#include <vector>
 
 #include "models/bayes_linear.h"
 
@@ -34,6 +35,13 @@ class CensoredLinear {
            const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_var, double sigma,
            const Eigen::VectorXd* weights = nullptr, int iterations = 30,
            const Eigen::VectorXd* start = nullptr, const RowPattern* pattern = nullptr);
+  // Fit again with another residual sd, from the last fit's weights, on
+  // its rows: the observed rows' curvature is 1/sigma^2 whatever the
+  // weights, so their Gram product is kept from that fit and rescaled.
+  // Precondition: Fit was called with this `x` (and `pattern`, if given:
+  // RowPattern(x)), unchanged since.
+  void Refit(const Eigen::MatrixXd& x, double sigma, int iterations = 30,
+             const RowPattern* pattern = nullptr);
   // Posterior mode's prediction and its predictive sd (Laplace approximation
   // around the mode, plus the residual sd).
   double Mean(const Eigen::VectorXd& x) const { return x.dot(w_); }
@@ -54,6 +62,9 @@ class CensoredLinear {
   double WeightSd(int j) const;
 
  private:
+  // Newton's method from w_ on the stored problem; sets w_, the Hessian's
+  // factor at the mode and the covariance.
+  void Solve(const Eigen::MatrixXd& x, const RowPattern& pattern, int iterations);
   // From each row's mean and MeanVariance.
   Eigen::VectorXd ProbabilityBelow(const Eigen::VectorXd& mu, const Eigen::VectorXd& q,
                                    double threshold) const;
@@ -62,6 +73,10 @@ class CensoredLinear {
   Eigen::LLT<Eigen::MatrixXd> hessian_llt_;  // negative Hessian at the mode
   Eigen::MatrixXd covariance_;               // its inverse
   double sigma_ = 1.0;
+  // The last Fit's problem, for Refit.
+  Eigen::VectorXd y_, rw_, prior_mean_, prior_prec_;
+  std::vector<Eigen::Index> observed_, censored_;
+  Eigen::MatrixXd observed_gram_;  // X_o' diag(rw_o) X_o
 };
 
 }  // namespace infrarsi::models

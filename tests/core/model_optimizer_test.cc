@@ -46,6 +46,38 @@ TEST(BayesLinearTest, RecoversWeightsAndNarrowsWithData) {
   EXPECT_GT(many.Variance(x), 0.05 * 0.05);  // never below the noise
 }
 
+// A refit with another prior (the search's per-knob prior scale) keeps
+// X'X and X'y from the fit: it must give what a fit from scratch with that
+// prior gives, on one-hot rows (the sparse path) and dense ones.
+TEST(BayesLinearTest, ARefitWithAnotherPriorIsAFitWithIt) {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> noise(0, 0.1);
+  std::bernoulli_distribution on(0.3);
+  for (const bool sparse : {true, false}) {
+    const int n = 80, d = 12;
+    Eigen::MatrixXd x(n, d);
+    Eigen::VectorXd y(n);
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < d; ++j) x(i, j) = j == 0 ? 1.0 : (sparse ? (on(rng) ? 1.0 : 0.0) : noise(rng) * 10);
+      y[i] = 0.5 * x(i, 1) - 0.3 * x(i, 2) + noise(rng);
+    }
+    Eigen::VectorXd m1 = Eigen::VectorXd::Zero(d), v1 = Eigen::VectorXd::Constant(d, 1.0);
+    Eigen::VectorXd m2 = Eigen::VectorXd::LinSpaced(d, -0.2, 0.2), v2 = Eigen::VectorXd::LinSpaced(d, 0.01, 2.0);
+    models::BayesLinear refit, fresh;
+    refit.Fit(x, y, m1, v1, 0.01);
+    refit.Refit(m2, v2);
+    fresh.Fit(x, y, m2, v2, 0.01);
+    const Eigen::VectorXd probe = Eigen::VectorXd::LinSpaced(d, 1.0, 0.0);
+    EXPECT_LT((refit.weights() - fresh.weights()).lpNorm<Eigen::Infinity>(), 1e-10) << sparse;
+    EXPECT_NEAR(refit.Variance(probe), fresh.Variance(probe), 1e-12) << sparse;
+    for (int j = 0; j < d; ++j) EXPECT_NEAR(refit.WeightSd(j), fresh.WeightSd(j), 1e-12) << sparse << j;
+    // And the refit moved: the second prior is not the first.
+    models::BayesLinear first;
+    first.Fit(x, y, m1, v1, 0.01);
+    EXPECT_GT((first.weights() - refit.weights()).lpNorm<Eigen::Infinity>(), 1e-3) << sparse;
+  }
+}
+
 TEST(BayesLogisticTest, LearnsWhichFeatureFails) {
   // Feature 1 set: always fails; otherwise runs (20 observations of each).
   Eigen::MatrixXd x(40, 2);
@@ -690,6 +722,46 @@ TEST(CensoredLinearTest, UncertaintiesAreTheCurvatureAtTheMode) {
     const double want = e.dot(cov * e);
     EXPECT_NEAR(m.MeanVariance(e) / want, 1.0, 5e-3) << j;
     EXPECT_NEAR(m.MeanVarianceBatch(e.transpose())[0] / want, 1.0, 5e-3) << j;
+  }
+}
+
+// A refit at another residual sd (the search learns it from the first
+// fit's residuals) keeps the observed rows' Gram product and starts from
+// the first fit's weights: it must land where a fit from scratch at that
+// sd lands (within the fit's tolerance, 1e-3 in log memory), with the
+// same uncertainties (the curvature at that mode).
+TEST(CensoredLinearTest, ARefitAtAnotherSigmaIsAFitAtIt) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> noise(0, 0.08);
+  std::bernoulli_distribution on(0.35);
+  const int n = 300, d = 16;
+  Eigen::MatrixXd x = Eigen::MatrixXd::Zero(n, d);
+  Eigen::VectorXd y(n), cens(n), w(n);
+  const double cap = 4.0;
+  for (int i = 0; i < n; ++i) {
+    x(i, 0) = 1.0;
+    for (int j = 1; j < d; ++j) x(i, j) = on(rng) ? 1.0 : 0.0;
+    const double peak = 3.6 + 0.3 * x(i, 1) + 0.4 * x(i, 2) - 0.25 * x(i, 3) + 0.1 * x(i, 1) * x(i, 4) + noise(rng);
+    cens[i] = peak > cap ? 1.0 : 0.0;
+    y[i] = std::min(peak, cap);
+    w[i] = 0.5 + (i % 3);
+  }
+  ASSERT_GT(cens.sum(), 30);
+  ASSERT_LT(cens.sum(), n - 30);
+  const Eigen::VectorXd mean = Eigen::VectorXd::Zero(d), var = Eigen::VectorXd::Constant(d, 0.5);
+  for (const double sigma : {0.03, 0.08, 0.25}) {
+    models::CensoredLinear refit, fresh;
+    refit.Fit(x, y, cens, mean, var, 0.1, &w);
+    refit.Refit(x, sigma);
+    fresh.Fit(x, y, cens, mean, var, sigma, &w);
+    EXPECT_LT((refit.weights() - fresh.weights()).lpNorm<Eigen::Infinity>(), 1e-3) << sigma;
+    for (int j = 0; j < d; ++j) {
+      Eigen::VectorXd e = Eigen::VectorXd::Zero(d);
+      e[0] = 1.0;
+      e[j] = 1.0;
+      EXPECT_NEAR(refit.MeanVariance(e) / fresh.MeanVariance(e), 1.0, 1e-2) << sigma << " " << j;
+      EXPECT_NEAR(refit.ProbabilityBelow(e, cap), fresh.ProbabilityBelow(e, cap), 1e-2) << sigma << " " << j;
+    }
   }
 }
 
