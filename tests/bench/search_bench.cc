@@ -22,7 +22,9 @@
 //                                 development suite drawn with another generator seed;
 //                                 SEARCH_NOISE=1: the step times the search sees carry
 //                                 the cluster's run-to-run noise, seeded per session;
-//                                 SEARCH_BASELINE_RUNS=k: the doctor's k baseline runs)
+//                                 SEARCH_BASELINE_RUNS=k: the doctor's k baseline runs;
+//                                 SEARCH_NO_GAIN_STOP=1: no expected-gain stop, the
+//                                 optimizer's own stops kept, to read what it costs)
 //   search_bench --latency [history=2000] proposal latency with a long history
 //                (LATENCY_EARLY=1: an early session with two contract violations instead)
 //   search_bench --promote [seeds=30]     whole noisy sessions: what is promoted after re-verification
@@ -151,10 +153,13 @@ struct Bench {
 // as the search sees it the cluster's run-to-run noise, drawn from the
 // session's seed (the figures still read the noise-free times: what a
 // setting is, not what one run of it showed); SEARCH_BASELINE_RUNS=k runs
-// the baseline k times first, as the doctor's repeats do (default 1).
+// the baseline k times first, as the doctor's repeats do (default 1);
+// SEARCH_NO_GAIN_STOP=1 leaves the server's expected-gain stop out (the
+// optimizer's own stops kept), to read what that stop costs the targets.
 struct Measuring {
   bool noise = false;
   int baseline_runs = 1;
+  bool no_gain_stop = false;
 };
 const Measuring& SessionMeasuring() {
   static const Measuring m = [] {
@@ -165,6 +170,13 @@ const Measuring& SessionMeasuring() {
         std::exit(2);
       }
       out.noise = s[0] == '1';
+    }
+    if (const char* s = std::getenv("SEARCH_NO_GAIN_STOP"); s != nullptr) {
+      if (std::strcmp(s, "0") != 0 && std::strcmp(s, "1") != 0) {
+        std::fprintf(stderr, "SEARCH_NO_GAIN_STOP must be 0 or 1, got '%s'\n", s);
+        std::exit(2);
+      }
+      out.no_gain_stop = s[0] == '1';
     }
     if (const char* s = std::getenv("SEARCH_BASELINE_RUNS"); s != nullptr) {
       if (!absl::SimpleAtoi(s, &out.baseline_runs) || out.baseline_runs < 1 || out.baseline_runs > 20) {
@@ -455,7 +467,7 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
     }
     // The server's stop rule (infrarsi::SearchStopReason; the spec's
     // defaults: min_trials 10, stop_gain 0).
-    if (server_stop_rule) {
+    if (server_stop_rule && (!measuring.no_gain_stop || !proposal.stop.empty())) {
       if (const std::string why = infrarsi::SearchStopReason(b.spec, n - 1, proposal, b.noise_floor); !why.empty()) {
         r.ended_by = !proposal.stop.empty() ? SessionResult::kOomStop : SessionResult::kGainStop;
         if (std::getenv("SEARCH_TRACE") != nullptr) {
