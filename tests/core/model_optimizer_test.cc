@@ -678,25 +678,40 @@ TEST(CensoredLinearTest, OutOfMemoryTrialsAreCensoredNotDropped) {
   EXPECT_NEAR(pb[1], m.ProbabilityBelow(Eigen::Vector2d(1, 1), cap), 1e-12);
 }
 
+// Trials for the censored fits' tests: an intercept and d - 1 random 0/1
+// columns (each set with probability p_on); each row's log peak is
+// `peak(row)` plus noise, censored at `cap`.
+struct CensoredRows {
+  Eigen::MatrixXd x;
+  Eigen::VectorXd y, cens;
+};
+template <typename Peak>
+CensoredRows RandomCensoredRows(uint64_t seed, int n, int d, double p_on, double noise_sd, double cap,
+                                Peak peak) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> noise(0, noise_sd);
+  std::bernoulli_distribution on(p_on);
+  CensoredRows r{Eigen::MatrixXd::Zero(n, d), Eigen::VectorXd(n), Eigen::VectorXd(n)};
+  for (int i = 0; i < n; ++i) {
+    r.x(i, 0) = 1.0;
+    for (int j = 1; j < d; ++j) r.x(i, j) = on(rng) ? 1.0 : 0.0;
+    const double log_peak = peak(r.x.row(i)) + noise(rng);
+    r.cens[i] = log_peak > cap ? 1.0 : 0.0;
+    r.y[i] = std::min(log_peak, cap);
+  }
+  return r;
+}
+
 // The uncertainties are the Laplace approximation at the mode: the
 // variance of a contrast is x' H^-1 x with H the negative Hessian of the
 // log posterior at the weights the fit returns (here recomputed from
 // scratch), to well under a percent, censored rows and all.
 TEST(CensoredLinearTest, UncertaintiesAreTheCurvatureAtTheMode) {
-  std::mt19937_64 rng(7);
-  std::normal_distribution<double> noise(0, 0.1);
-  std::bernoulli_distribution on(0.4);
   const int n = 120, d = 6;
-  Eigen::MatrixXd x = Eigen::MatrixXd::Zero(n, d);
-  Eigen::VectorXd y(n), cens(n);
   const double sigma = 0.1, cap = 4.2;
-  for (int i = 0; i < n; ++i) {
-    x(i, 0) = 1.0;
-    for (int j = 1; j < d; ++j) x(i, j) = on(rng) ? 1.0 : 0.0;
-    const double peak = 3.5 + 0.3 * x(i, 1) + 0.5 * x(i, 2) - 0.2 * x(i, 3) + noise(rng);
-    cens[i] = peak > cap ? 1.0 : 0.0;
-    y[i] = std::min(peak, cap);
-  }
+  const auto [x, y, cens] = RandomCensoredRows(7, n, d, 0.4, 0.1, cap, [](const auto& row) {
+    return 3.5 + 0.3 * row[1] + 0.5 * row[2] - 0.2 * row[3];
+  });
   ASSERT_GT(cens.sum(), 5);
   const Eigen::VectorXd prior_mean = Eigen::VectorXd::Zero(d);
   const Eigen::VectorXd prior_var = Eigen::VectorXd::Constant(d, 4.0);
@@ -731,21 +746,13 @@ TEST(CensoredLinearTest, UncertaintiesAreTheCurvatureAtTheMode) {
 // sd lands (within the fit's tolerance, 1e-3 in log memory), with the
 // same uncertainties (the curvature at that mode).
 TEST(CensoredLinearTest, ARefitAtAnotherSigmaIsAFitAtIt) {
-  std::mt19937_64 rng(11);
-  std::normal_distribution<double> noise(0, 0.08);
-  std::bernoulli_distribution on(0.35);
   const int n = 300, d = 16;
-  Eigen::MatrixXd x = Eigen::MatrixXd::Zero(n, d);
-  Eigen::VectorXd y(n), cens(n), w(n);
   const double cap = 4.0;
-  for (int i = 0; i < n; ++i) {
-    x(i, 0) = 1.0;
-    for (int j = 1; j < d; ++j) x(i, j) = on(rng) ? 1.0 : 0.0;
-    const double peak = 3.6 + 0.3 * x(i, 1) + 0.4 * x(i, 2) - 0.25 * x(i, 3) + 0.1 * x(i, 1) * x(i, 4) + noise(rng);
-    cens[i] = peak > cap ? 1.0 : 0.0;
-    y[i] = std::min(peak, cap);
-    w[i] = 0.5 + (i % 3);
-  }
+  const auto [x, y, cens] = RandomCensoredRows(11, n, d, 0.35, 0.08, cap, [](const auto& row) {
+    return 3.6 + 0.3 * row[1] + 0.4 * row[2] - 0.25 * row[3] + 0.1 * row[1] * row[4];
+  });
+  Eigen::VectorXd w(n);
+  for (int i = 0; i < n; ++i) w[i] = 0.5 + (i % 3);
   ASSERT_GT(cens.sum(), 30);
   ASSERT_LT(cens.sum(), n - 30);
   const Eigen::VectorXd mean = Eigen::VectorXd::Zero(d), var = Eigen::VectorXd::Constant(d, 0.5);
