@@ -380,9 +380,9 @@ class Models {
     if (time_estimate) {
       for (const Knob& k : spec_.knobs) {
         const double off = k.name == "flash_attn" ? o.flash_off_prior : k.name == "fused_kernels" ? o.fused_off_prior : 0.0;
+        if (off == 0.0) continue;
         for (const std::string& v : k.values) {
-          const int i = off != 0.0 ? f_.MainIndex(k.name, v) : -1;
-          if (i >= 0) mean[i] = v == "false" ? off : -off;
+          if (const int i = f_.MainIndex(k.name, v); i >= 0) mean[i] = v == "false" ? off : -off;
         }
       }
     }
@@ -525,7 +525,7 @@ class Models {
       }
       memory_.emplace();
       const models::RowPattern pattern(xm);  // found once for both fits
-      memory_->Fit(xm, my, mc, mmean, mvar, o.memory_sigma, &mw, 30, nullptr, &pattern);
+      memory_->Fit(xm, my, mc, mmean, mvar, o.memory_sigma, &mw, 30, &pattern);
       memory_sigma_ = o.memory_sigma;
       if (o.learn_memory_sigma) {
         const double sigma = LearnedMemorySigma(*memory_, xm, pattern, my, mc, mw, o);

@@ -58,19 +58,22 @@ class SparseRows {
 // Precondition: `llt` succeeded. Returns the whole symmetric matrix.
 Eigen::MatrixXd InverseFromCholesky(const Eigen::LLT<Eigen::MatrixXd>& llt);
 
-// When Newton's method refactors its Hessian (the launch model's fit; the
-// memory model's censored rows move its curvature too far between steps
-// for a kept one to pay, measured). A factorization is kept while
-// the steps it gives shrink at least fourfold each (the curvature has
-// settled near the mode): a step then costs a few matrix-vector products
-// instead of a Gram product and a Cholesky factorization. The first two
-// steps are always fresh. A kept factorization converges linearly, not
-// quadratically, so its steps must be smaller before the fit stops:
-// Converged() asks the same accuracy of both kinds (a fresh step below
-// `tolerance` leaves an error near its square). Thread-compatible.
+// When Newton's method refactors its Hessian (the launch and memory
+// models' fits). A factorization is kept while the steps it gives shrink
+// at least fourfold each (the curvature has settled near the mode): a step
+// then costs a few matrix-vector products instead of a Gram product and a
+// Cholesky factorization. The first two steps are always fresh. A kept
+// factorization converges linearly, not quadratically: by default its
+// steps must be below `tolerance` squared to stop the fit, the accuracy a
+// fresh step below `tolerance` leaves (the launch model's mode, to its
+// gradient); `kept_tolerance` sets another (the memory model stops at a
+// point within 1e-3 of its mode either way and reads its uncertainties
+// from a fresh factorization there). Thread-compatible.
 class NewtonSteps {
  public:
-  explicit NewtonSteps(double tolerance) : tolerance_(tolerance) {}
+  explicit NewtonSteps(double tolerance) : NewtonSteps(tolerance, tolerance * tolerance) {}
+  NewtonSteps(double tolerance, double kept_tolerance)
+      : tolerance_(tolerance), kept_tolerance_(kept_tolerance) {}
   // Whether this iteration computes a fresh Hessian.
   bool Refresh() const { return refresh_; }
   // Records the step this iteration took (its infinity norm); `full`: no
@@ -81,13 +84,13 @@ class NewtonSteps {
     last_ = norm;
     ++steps_;
     last_fresh_ = fresh;
-    return norm < (fresh ? tolerance_ : tolerance_ * tolerance_);
+    return norm < (fresh ? tolerance_ : kept_tolerance_);
   }
   // Whether the last step used a Hessian computed for it.
   bool LastFresh() const { return last_fresh_; }
 
  private:
-  double tolerance_;
+  double tolerance_, kept_tolerance_;
   double last_ = 0;
   int steps_ = 0;
   bool refresh_ = true;

@@ -26,17 +26,21 @@ void CensoredLinear::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
                          const Eigen::VectorXd& censored, const Eigen::VectorXd& prior_mean,
                          const Eigen::VectorXd& prior_var, double sigma,
                          const Eigen::VectorXd* weights, int iterations,
-                         const Eigen::VectorXd* start, const RowPattern* given_pattern) {
+                         const RowPattern* given_pattern) {
   sigma_ = sigma;
   const Eigen::Index n = x.rows();
   y_ = y;
   rw_ = weights != nullptr ? *weights : Eigen::VectorXd::Ones(n);
   prior_mean_ = prior_mean;
   prior_prec_ = prior_var.cwiseInverse();
-  w_ = start != nullptr ? *start : prior_mean;
+  w_ = prior_mean;
   observed_.clear();
   censored_.clear();
-  for (Eigen::Index i = 0; i < n; ++i) (censored[i] > 0.5 ? censored_ : observed_).push_back(i);
+  is_censored_.assign(static_cast<size_t>(n), false);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    is_censored_[static_cast<size_t>(i)] = censored[i] > 0.5;
+    (censored[i] > 0.5 ? censored_ : observed_).push_back(i);
+  }
   std::optional<RowPattern> own_pattern;
   const RowPattern& pattern = given_pattern != nullptr ? *given_pattern : own_pattern.emplace(x);
   // An observed row's curvature is its weight / sigma^2 wherever w is, so
@@ -59,12 +63,10 @@ void CensoredLinear::Solve(const Eigen::MatrixXd& x, const RowPattern& pattern, 
   const double sigma = sigma_, s2 = sigma * sigma;
   const Eigen::Index n = x.rows();
   Eigen::VectorXd grad_r(n), curv(n);  // d loglik / d mu, -d2 loglik / d mu2
-  std::vector<bool> is_censored(static_cast<size_t>(n), false);
-  for (Eigen::Index i : censored_) is_censored[static_cast<size_t>(i)] = true;
   auto derivatives = [&](const Eigen::VectorXd& mu) {
     for (Eigen::Index i = 0; i < n; ++i) {
       const double z = (y_[i] - mu[i]) / sigma;
-      if (is_censored[static_cast<size_t>(i)]) {
+      if (is_censored_[static_cast<size_t>(i)]) {
         // log(1 - Phi(z)), z = (c - mu)/sigma: gradient lambda/sigma,
         // curvature lambda (lambda - z) / sigma^2, in (0, 1/sigma^2).
         const double lam = InverseMills(z);
@@ -86,28 +88,23 @@ void CensoredLinear::Solve(const Eigen::MatrixXd& x, const RowPattern& pattern, 
     h += fixed;
     return h;
   };
-  // Newton's method; while the steps shrink fourfold or more, the last
-  // curvature still serves (the point moved too little to change it), so
-  // a step costs two products with X instead of a Gram product and a
-  // factorization. Steps are lengths in log memory: 1e-3, 0.1% of memory,
-  // is below its noise.
+  // Newton's method, keeping the curvature while the steps shrink
+  // fourfold (NewtonSteps). Steps are lengths in log memory: below 1e-3,
+  // 0.1% of memory and under its noise, the fit stops, on a kept curvature
+  // too (the uncertainties are read from a fresh one below).
   constexpr double kTolerance = 1e-3;
-  bool converged = false, refresh = true, at_start = false;
-  double last = 0;
+  NewtonSteps steps(kTolerance, kTolerance);
+  bool converged = false;
   for (int it = 0; it < iterations && !converged; ++it) {
     derivatives(x * w_);
     const Eigen::VectorXd g =
         x.transpose() * rw_.cwiseProduct(grad_r) - prior_prec_.cwiseProduct(w_ - prior_mean_);
-    if (refresh) hessian_llt_.compute(hessian());
-    at_start = refresh;  // whether the factor is this step's starting point's
+    if (steps.Refresh()) hessian_llt_.compute(hessian());
     const Eigen::VectorXd step = hessian_llt_.solve(g);
     w_ += step;
-    const double norm = step.lpNorm<Eigen::Infinity>();
-    converged = norm < kTolerance;
-    refresh = it == 0 || !(norm < 0.25 * last);
-    last = norm;
+    converged = steps.Step(step.lpNorm<Eigen::Infinity>());
   }
-  if (!converged || !at_start) {
+  if (!converged || !steps.LastFresh()) {
     // The curvature at the mode, for the uncertainties (after a converged
     // step from a fresh factor, that factor's: its point is within the
     // tolerance of the mode).

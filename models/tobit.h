@@ -26,15 +26,14 @@ class CensoredLinear {
   // Rows of `x` are trials. `y` holds the observed value where
   // censored[i] == 0 and the censoring threshold (the value exceeded) where
   // censored[i] == 1. `sigma` is the residual sd. `weights` (optional):
-  // each row counts that many times. `start` (optional): where Newton's
-  // method starts (a previous fit's weights), else the prior mean.
-  // `pattern` (optional): RowPattern(x), where the caller has it (a refit
+  // each row counts that many times. Newton's method starts at the prior
+  // mean (Refit: from a fit's weights). `pattern` (optional): RowPattern(x), where the caller has it (a refit
   // of the same rows), else found here.
   // Precondition: sizes agree.
   void Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y, const Eigen::VectorXd& censored,
            const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_var, double sigma,
            const Eigen::VectorXd* weights = nullptr, int iterations = 30,
-           const Eigen::VectorXd* start = nullptr, const RowPattern* pattern = nullptr);
+           const RowPattern* pattern = nullptr);
   // Fit again with another residual sd, from the last fit's weights, on
   // its rows: the observed rows' curvature is 1/sigma^2 whatever the
   // weights, so their Gram product is kept from that fit and rescaled.
@@ -75,7 +74,8 @@ class CensoredLinear {
   double sigma_ = 1.0;
   // The last Fit's problem, for Refit.
   Eigen::VectorXd y_, rw_, prior_mean_, prior_prec_;
-  std::vector<Eigen::Index> observed_, censored_;
+  std::vector<Eigen::Index> observed_, censored_;  // rows of each kind
+  std::vector<bool> is_censored_;                  // by row
   Eigen::MatrixXd observed_gram_;  // X_o' diag(rw_o) X_o
 };
 

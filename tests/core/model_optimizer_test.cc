@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include "absl/strings/numbers.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
 #include "core/llm_priors.h"
 #include "core/model_internal.h"
 #include "core/planner.h"
@@ -145,6 +147,13 @@ TEST(NewtonStepsTest, KeepsAFactorizationOnlyWhileStepsShrinkFast) {
   k.Step(0.1);
   EXPECT_FALSE(k.Step(0.0005));  // kept: 5e-4 is not below 1e-6
   EXPECT_TRUE(k.Step(5e-7));
+  // With a tolerance of its own for kept steps (the memory model's).
+  models::NewtonSteps m(1e-3, 1e-3);
+  m.Step(0.5);
+  m.Step(0.1);
+  EXPECT_FALSE(m.Step(0.002));  // kept, above 1e-3
+  EXPECT_TRUE(m.Step(0.0005));  // kept, below it
+  EXPECT_FALSE(m.LastFresh());
 }
 
 // The launch model's fit stops at its posterior mode as closely as full
@@ -564,14 +573,18 @@ TEST(ModelOptimizerTest, BatchesAreDistinctUntriedAndSpreadOut) {
 namespace infrarsi {
 namespace {
 
+// deploy/priors.yaml, parsed.
+absl::StatusOr<Priors> ShippedPriors() {
+  ASSIGN_OR_RETURN(const std::string text,
+                   ReadRegularFile(std::string(INFRARSI_SOURCE_DIR) + "/deploy/priors.yaml", 1 << 20, "priors"));
+  return ParsePriors(text);
+}
+
 // The search's built-in priors for the switches the textbook estimate leaves
 // out are the shipped file's, written twice (an Options default reads no
 // file): this keeps them in step.
 TEST(PriorsTest, TheBuiltInSwitchPriorsAreTheShippedFilesMeans) {
-  std::ifstream in(std::string(INFRARSI_SOURCE_DIR) + "/deploy/priors.yaml");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto p = ParsePriors(ss.str());
+  auto p = ShippedPriors();
   ASSERT_TRUE(p.ok()) << p.status();
   SessionSpec spec;
   spec.baseline = {{"flash_attn", "true"}, {"fused_kernels", "true"}};
@@ -581,10 +594,7 @@ TEST(PriorsTest, TheBuiltInSwitchPriorsAreTheShippedFilesMeans) {
 }
 
 TEST(PriorsTest, ParsesTheShippedFileAndIsRelativeToTheBaseline) {
-  std::ifstream in(std::string(INFRARSI_SOURCE_DIR) + "/deploy/priors.yaml");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto p = ParsePriors(ss.str());
+  auto p = ShippedPriors();
   ASSERT_TRUE(p.ok()) << p.status();
   SessionSpec spec;
   spec.baseline = {{"precision", "tf32"}, {"micro_batch", "2"}, {"ckpt", "false"}};
