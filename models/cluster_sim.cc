@@ -717,6 +717,7 @@ double TextbookStepTimeS(const ModelShape& m, const ClusterShape& c, const Launc
     const double rows = static_cast<double>(mb) * m.seq_len / cp * topk * ep / m.experts;
     time += 6.0 * active_expert * tokens / world / peak * bubble * kExpertGemmHalfRows / rows;
   }
+  const double compute = time;
   // Per micro-batch and layer of a stage: b * s / cp tokens of h values.
   const double layer_bytes = static_cast<double>(mb) * m.seq_len / cp * m.hidden * 2.0;
   const double layer_steps = micro * static_cast<double>(m.layers) / pp;
@@ -733,8 +734,15 @@ double TextbookStepTimeS(const ModelShape& m, const ClusterShape& c, const Launc
     time += (micro + static_cast<double>(pp - 1) / vpp) * 2.0 * vpp * layer_bytes / bw(world);
   }
   if (m.experts > 0 && ep > 1) {
-    time += layer_steps * 4.0 * (ep - 1) / ep * layer_bytes * std::max(m.topk, 1) / tp /
-            bw(static_cast<int64_t>(tp) * cp * ep);
+    double a2a = layer_steps * 4.0 * (ep - 1) / ep * layer_bytes * std::max(m.topk, 1) / tp /
+                 bw(static_cast<int64_t>(tp) * cp * ep);
+    // Overlapped with another micro-batch's compute (Megatron-Core's
+    // overlap_moe_expert_parallel_comm, DualPipe), as the gradient
+    // all-reduce below: only what the compute cannot cover is exposed.
+    if ((k.overlap_moe_comm || k.dualpipe) && micro >= 2) {
+      a2a = std::max(0.05 * a2a, a2a - 0.8 * compute);
+    }
+    time += a2a;
   }
   if (dp * cp > 1 && !k.overlap_grad_reduce) {
     const double params = (p.embedding / 2 + m.layers * (p.per_layer_dense + p.per_layer_expert / ep)) /

@@ -338,7 +338,9 @@ TextbookMemoryParts TextbookMemory(const ModelShape& m, const ClusterShape& c, c
 // stretched by the 1F1B bubble (1 + (p-1)/(m v)); plus TP's four ring
 // all-reduces per layer and micro-batch, EP's four all-to-alls, the
 // pipeline's point-to-point sends (2v per micro-batch and bubble slot), and the
-// data-parallel gradient all-reduce unless it is overlapped; a MoE's expert
+// data-parallel gradient all-reduce unless it is overlapped (EP's, when
+// overlapped with another micro-batch's compute, only what 0.8 of that
+// compute cannot cover, at least a twentieth); a MoE's expert
 // GEMMs at the efficiency their rows allow (rows / (rows + 128), the rows an
 // expert gets growing with EP). Deliberately simpler than Simulate (no
 // other kernel efficiencies by shape, no flash or fused

@@ -503,6 +503,43 @@ TEST(TextbookStepTimeTest, ExpertParallelismFillsTheExpertGemms) {
   EXPECT_NEAR(TextbookStepTimeS(dense, c, k) / TextbookStepTimeS(dense, c, one), 1.0, 1e-12);
 }
 
+// Overlapped expert-parallel communication (Megatron-Core's
+// overlap_moe_expert_parallel_comm, DualPipe) runs one micro-batch's
+// dispatch and combine under another's compute, as the estimate already
+// counts an overlapped gradient all-reduce: what compute cannot cover (at
+// least a twentieth) stays exposed, and a single micro-batch has nothing
+// to hide it under.
+TEST(TextbookStepTimeTest, OverlappedExpertCommunicationHidesUnderCompute) {
+  ModelShape m = Gpt(16, 2048, 16, 64);
+  m.experts = 128;
+  m.topk = 8;
+  m.expert_ffn = 1024;
+  m.swiglu = true;
+  const ClusterShape c = H100Node(8);
+  LaunchKnobs k;
+  k.overlap_grad_reduce = true;  // nothing else exposed
+  k.ep = 8;
+  // Four all-to-alls of a micro-batch's routed tokens per layer (8 micro-
+  // batches of 2048 tokens on each of the 8 data-parallel ranks), 7/8 of
+  // them to other ranks, over NVLink.
+  const double a2a = 8 * 16 * 4.0 * 7 / 8 * (2048.0 * 2048 * 2) * 8 / (c.nvlink_gbps * 1e9);
+  const double plain = TextbookStepTimeS(m, c, k);
+  const double compute = plain - a2a;
+  ASSERT_GT(compute, 0);
+  k.overlap_moe_comm = true;
+  const double hidden = TextbookStepTimeS(m, c, k);
+  EXPECT_LT(hidden, plain);
+  EXPECT_NEAR(hidden, compute + std::max(0.05 * a2a, a2a - 0.8 * compute), 1e-9 * plain);
+  k.overlap_moe_comm = false;
+  k.dualpipe = true;
+  EXPECT_NEAR(TextbookStepTimeS(m, c, k), hidden, 1e-12 * plain);
+  // One micro-batch a step: nothing to overlap with.
+  m.global_batch = 8;
+  const double one = TextbookStepTimeS(m, c, k);
+  k.dualpipe = false;
+  EXPECT_NEAR(TextbookStepTimeS(m, c, k), one, 1e-12 * one);
+}
+
 TEST(TextbookStepTimeTest, RanksTheReferenceLandscapeRoughlyNotExactly) {
   const SessionSpec spec = LoadWorkload("dense-8b-1x8-h100.yaml");
   std::vector<double> est, truth;
