@@ -740,6 +740,80 @@ class Models {
   std::optional<models::CensoredLinear> memory_;
 };
 
+// A knob value no finished trial held is known to the models only from
+// priors and the textbook estimates; a stop that rests on them may leave
+// the optimum untried (ModelOptimizer::Options::probe_untried_values).
+// What a probe must meet:
+struct ProbeRule {
+  // Some setting holding the value is expected to gain at least this were
+  // it to fit: expected improvement less the slowdown charge, times the
+  // chances to launch and to keep the contract (P(fits) left out).
+  double min_promise = 0;
+  // The probe itself fits with at least this probability, keeps the
+  // contract more likely than not, and, where the baseline was measured
+  // (base_log, its log step time), beats it with at least min_p_beat.
+  double min_fit = 0.75;
+  double min_p_beat = 0.8;
+  std::optional<double> base_log;
+};
+struct Probe {
+  size_t at = 0;       // into the pool
+  double promise = 0;  // the value's best setting's, as in ProbeRule
+};
+
+// Of the values no finished trial in `history` held (in flight does not
+// count; an OOM does: its peak is evidence), the one whose settings in
+// `pool` promise most, at least rule.min_promise, probed at its setting
+// likeliest to fit among those that meet the rule (ties: the faster
+// predicted); none where no value has such a setting. `pred[i]` is
+// pool[i]'s prediction, `history_index[i]` history[i]'s index (-1 outside
+// the space), `clean(index)` a setting's chance to keep the contract.
+template <typename Clean>
+std::optional<Probe> ProbeUntriedValue(const Space& space, const std::vector<Observation>& history,
+                                       const std::vector<int64_t>& history_index,
+                                       const std::vector<int64_t>& pool,
+                                       const std::vector<Models::Prediction>& pred, Clean&& clean,
+                                       const ProbeRule& rule) {
+  std::vector<std::vector<char>> held(space.knobs());
+  for (size_t k = 0; k < space.knobs(); ++k) held[k].assign(static_cast<size_t>(space.radix(k)), 0);
+  for (size_t i = 0; i < history.size(); ++i) {
+    if (InFlight(history[i].status) || history_index[i] < 0) continue;
+    for (size_t k = 0; k < space.knobs(); ++k) held[k][static_cast<size_t>(space.Digit(history_index[i], k))] = 1;
+  }
+  struct Best {
+    double promise = 0;
+    std::optional<size_t> probe;
+  };
+  std::vector<std::vector<Best>> best(space.knobs());
+  for (size_t k = 0; k < space.knobs(); ++k) best[k].resize(static_cast<size_t>(space.radix(k)));
+  for (size_t i = 0; i < pool.size(); ++i) {
+    const Models::Prediction& p = pred[i];
+    const double keeps = clean(pool[i]);
+    const double gain = std::max(0.0, p.ei - p.risk) * p.p_launch * keeps;
+    const bool eligible = p.p_fit >= rule.min_fit && keeps > 0.5 &&
+                          (!rule.base_log || NormalCdf((*rule.base_log - p.mu) / p.sd) >= rule.min_p_beat);
+    for (size_t k = 0; k < space.knobs(); ++k) {
+      const size_t v = static_cast<size_t>(space.Digit(pool[i], k));
+      if (held[k][v]) continue;
+      Best& b = best[k][v];
+      b.promise = std::max(b.promise, gain);
+      if (eligible && (!b.probe || p.p_fit > pred[*b.probe].p_fit ||
+                       (p.p_fit == pred[*b.probe].p_fit && p.mu < pred[*b.probe].mu))) {
+        b.probe = i;
+      }
+    }
+  }
+  std::optional<Probe> out;
+  for (const std::vector<Best>& values : best) {
+    for (const Best& b : values) {
+      if (b.probe && b.promise >= rule.min_promise && (!out || b.promise > out->promise)) {
+        out = Probe{*b.probe, b.promise};
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace infrarsi::model_internal
 
 #endif  // INFRARSI_CORE_MODEL_INTERNAL_H_

@@ -393,6 +393,22 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     for (size_t i = 0; i < pred.size(); ++i) {
       out.expected_gain = std::max(out.expected_gain, score[i] * pred[i].cost);
     }
+    // Where the stop rule would end the session, a knob value no finished
+    // trial held whose settings would gain more than the stop's threshold
+    // were they to fit is probed first (the stop would rest on priors and
+    // the textbook estimate for it): Options::probe_untried_values.
+    if (options_.probe_untried_values && ctx.stop_below > 0 && out.expected_gain < ctx.stop_below) {
+      ProbeRule rule;
+      rule.min_promise = ctx.stop_below;
+      rule.min_fit = 1.0 - (1.0 - options_.probe_min_fit) * std::pow(0.5, oom_trials);
+      rule.min_p_beat = options_.probe_min_p_beat_baseline;
+      rule.base_log = measured_base;
+      if (const std::optional<Probe> p = ProbeUntriedValue(space, history, history_index, pool, pred, clean, rule)) {
+        out.expected_gain = p->promise;
+        take(pool[p->at], "model (probe)");
+        return out;
+      }
+    }
     // A trust region around the incumbent: picks change at most
     // trust_radius knobs of it, one more for every two trials that have
     // not beaten it (a decent baseline keeps what it has right; a stalled

@@ -225,6 +225,25 @@ class ModelOptimizer : public Optimizer {
     // 4699; held-out at 0.02, judged once: 212 -> 206, median <= 15 on 17
     // -> 18, OOMs 9.7 -> 7.8, trials run 4856 -> 4306.)
     double learned_knob_scale_floor = 0.02;
+    // Where the expected gain falls below SearchContext::stop_below (the
+    // session would stop), a knob value no finished trial held whose
+    // settings would gain at least that much were they to fit is probed
+    // first (model_internal::ProbeUntriedValue): at its setting likeliest
+    // to fit among those that fit with probability >= 1 - (1 -
+    // probe_min_fit) x 2^-k after k OOMs and beat the measured baseline
+    // with probability >= probe_min_p_beat_baseline. The stop otherwise
+    // rests on priors and the textbook estimates for that value: in the
+    // 128-expert top-8 MoE workloads of the development suites the
+    // estimate charges expert parallelism more than it costs, and every
+    // session of two of them stopped 5-8% short without running ep 8.
+    // (Three development suites, 10 seeds: summed means of trials to
+    // within 2% 1615.6 -> 1578.6, hand-tuned shares slower 7.16 -> 7.16,
+    // OOMs 47.8 -> 47.2; at 0.5 / 0.5: 1577.9, 8.24, 51.9; at 0.75 / 0.5:
+    // 1577.1, 7.63, 46.3; at 0.75 / 0.7: 1578.6, 7.13, 48.2.
+    // docs/benchmarks.md.)
+    bool probe_untried_values = true;
+    double probe_min_fit = 0.75;
+    double probe_min_p_beat_baseline = 0.8;
     // Where even the last level leaves nothing, scores are multiplied by
     // P(fits)^(soft_caution x (k + oom_caution_start)) instead of dropping
     // the caution; 0: dropped.

@@ -8,12 +8,16 @@
 
 namespace infrarsi {
 
+double SearchStopBelow(const SessionSpec& spec, double noise_floor) {
+  return std::max(spec.stop_gain, noise_floor);
+}
+
 std::string SearchStopReason(const SessionSpec& spec, int search_done, const Proposal& p,
                              double noise_floor) {
   // (Or runs at the step time of one tried: core/planner.h.)
   if (p.configs.empty()) return "every setting of the space was tried";
   if (!p.stop.empty()) return p.stop;
-  const double stop_below = std::max(spec.stop_gain, noise_floor);
+  const double stop_below = SearchStopBelow(spec, noise_floor);
   if (search_done >= spec.min_trials && p.expected_gain >= 0 && p.expected_gain < stop_below) {
     return absl::StrFormat(
         "no setting is expected to beat the best by more than %.2f%% (expected gain %.3f%%) "

@@ -43,6 +43,11 @@ struct SearchContext {
   // The server passes at most this many (the newest), which bounds a
   // proposal's cost however large the bank grows.
   static constexpr size_t kMaxRelated = 400;
+  // The expected gain below which the caller's stop rule ends the session
+  // (SearchStopReason's max(spec.stop_gain, noise floor)); 0: not known.
+  // ModelOptimizer probes untried knob values before it (Options::
+  // probe_untried_values).
+  double stop_below = 0;
 };
 
 struct Proposal {
@@ -70,6 +75,9 @@ struct Proposal {
 // call rather than copy.
 std::string SearchStopReason(const SessionSpec& spec, int search_done, const Proposal& p,
                              double noise_floor);
+// The expected gain below which SearchStopReason stops a search past
+// min_trials: max(spec.stop_gain, noise_floor) (SearchContext::stop_below).
+double SearchStopBelow(const SessionSpec& spec, double noise_floor);
 
 class Optimizer {
  public:

@@ -41,6 +41,9 @@ class SessionWriter {
     State state = State::kSettled;
     int room = 0;
     std::shared_ptr<const SearchInputs> inputs;
+    // The expected gain below which Settle's stop rule ends the search
+    // (SearchStopBelow; SearchContext::stop_below).
+    double stop_below = 0;
   };
   // Under the session's lock (waited for when `wait`, else only tried): the
   // room in its window. Before settling it, and on any result but kOpen

@@ -609,6 +609,7 @@ absl::StatusOr<SessionWriter::Window> SessionManager::OpenWindow(const std::stri
   }
   w.state = Window::State::kOpen;
   w.inputs = s->search;
+  w.stop_below = SearchStopBelow(s->spec, s->doctor.noise_floor());
   return w;
 }
 

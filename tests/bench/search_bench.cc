@@ -97,6 +97,9 @@ infrarsi::ModelOptimizer::Options ExperimentOptions() {
   num("X_C0", &o.oom_caution_start);
   num("X_SOFT", &o.soft_caution);
   num("X_STOPOOM", &o.stop_after_ooms);
+  num("X_PROBE", &o.probe_untried_values);
+  num("X_PROBE_FIT", &o.probe_min_fit);
+  num("X_PROBE_BEAT", &o.probe_min_p_beat_baseline);
   num("X_IVMAX", &o.max_interaction_var);
   num("X_LOCAL", &o.local_every);
   num("X_INIT", &o.initial_designs);
@@ -458,6 +461,9 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
   ctx.priors = priors;
   ctx.warm_starts = warm;
   ctx.related = &related;
+  // What the server's stop rule reads (SessionManager::OpenWindow), where
+  // it applies.
+  if (server_stop_rule && !measuring.no_gain_stop) ctx.stop_below = infrarsi::SearchStopBelow(b.spec, b.noise_floor);
   for (int n = 1; n <= budget; ++n) {
     const infrarsi::Proposal proposal = opt.Propose(ctx, history, 1, seed * 1000 + static_cast<uint64_t>(n));
     const std::vector<Config>& next = proposal.configs;

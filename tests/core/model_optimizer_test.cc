@@ -1300,6 +1300,80 @@ TEST(ValueBlameTest, ABadTrialsOnlyUnclearedValueIsPoisonAndAnOomClearsNothing) 
   EXPECT_FALSE(ValueBlame(spec, {obs("0", "0", "0", "ok")}).any());
 }
 
+// The probe before a stop: the value no finished trial held whose settings
+// promise most, at its setting likeliest to fit among those the rule lets
+// run; every condition of the rule can withhold it.
+TEST(ProbeUntriedValueTest, TheUntriedValueThatWouldGainIsProbedWhereItIsLikeliestToFit) {
+  using model_internal::Models;
+  using model_internal::Probe;
+  using model_internal::ProbeRule;
+  using model_internal::ProbeUntriedValue;
+  SessionSpec spec;
+  spec.knobs = {{"mb", {"1", "2", "4"}}, {"ckpt", {"on", "off"}}};
+  const Space space(spec);
+  auto at = [&](const std::string& mb, const std::string& ckpt) { return IndexOf(spec, {{"mb", mb}, {"ckpt", ckpt}}); };
+  auto obs = [](const std::string& mb, const std::string& ckpt, const std::string& status) {
+    Observation o;
+    o.config = {{"mb", mb}, {"ckpt", ckpt}};
+    o.status = status;
+    return o;
+  };
+  // mb 4 never finished (one is still running); ckpt on and off both ran.
+  std::vector<Observation> history = {obs("1", "on", "ok"), obs("2", "off", "ok"), obs("4", "off", "running")};
+  auto indices = [&] {
+    std::vector<int64_t> i;
+    for (const Observation& o : history) i.push_back(IndexOf(spec, o.config));
+    return i;
+  };
+  const std::vector<int64_t> pool = {at("4", "off"), at("4", "on"), at("2", "on"), at("1", "off")};
+  auto prediction = [](double mu, double ei, double p_fit) {
+    Models::Prediction p;
+    p.mu = mu;
+    p.sd = 0.1;
+    p.ei = ei;
+    p.p_fit = p_fit;
+    return p;
+  };
+  // mb 4 with ckpt off would gain 30% but likely runs out of memory; with
+  // ckpt on it fits and is predicted a little faster than the baseline.
+  std::vector<Models::Prediction> pred = {prediction(-0.3, 0.30, 0.2), prediction(-0.1, 0.01, 0.9),
+                                          prediction(-0.05, 0.005, 0.99), prediction(-0.02, 0.002, 0.99)};
+  auto keeps = [](int64_t) { return 1.0; };
+  ProbeRule rule;
+  rule.min_promise = 0.015;
+  rule.base_log = 0.0;
+  std::optional<Probe> p = ProbeUntriedValue(space, history, indices(), pool, pred, keeps, rule);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(pool[p->at], at("4", "on"));
+  EXPECT_DOUBLE_EQ(p->promise, 0.30);
+  // The likeliest to fit of two that may run, whichever is faster.
+  pred[0].p_fit = 0.95;
+  p = ProbeUntriedValue(space, history, indices(), pool, pred, keeps, rule);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(pool[p->at], at("4", "off"));
+  pred[0].p_fit = 0.2;
+  // Each condition withholds it: a promise under the threshold; no setting
+  // of the value likely enough to fit, to beat the baseline, or to keep
+  // the contract.
+  rule.min_promise = 0.31;
+  EXPECT_FALSE(ProbeUntriedValue(space, history, indices(), pool, pred, keeps, rule).has_value());
+  rule.min_promise = 0.015;
+  rule.min_fit = 0.95;
+  EXPECT_FALSE(ProbeUntriedValue(space, history, indices(), pool, pred, keeps, rule).has_value());
+  rule.min_fit = 0.75;
+  rule.base_log = -0.1;  // the probe's mean is the baseline's: P(beat) 0.5
+  EXPECT_FALSE(ProbeUntriedValue(space, history, indices(), pool, pred, keeps, rule).has_value());
+  rule.base_log = std::nullopt;  // no measured baseline: no such condition
+  EXPECT_TRUE(ProbeUntriedValue(space, history, indices(), pool, pred, keeps, rule).has_value());
+  rule.base_log = 0.0;
+  const int64_t blamed = at("4", "on");
+  auto blame = [&](int64_t i) { return i == blamed ? 0.5 : 1.0; };
+  EXPECT_FALSE(ProbeUntriedValue(space, history, indices(), pool, pred, blame, rule).has_value());
+  // A value an OOM held is not untried: its peak is evidence.
+  history.push_back(obs("4", "on", "oom"));
+  EXPECT_FALSE(ProbeUntriedValue(space, history, indices(), pool, pred, keeps, rule).has_value());
+}
+
 // RiskAt and CertainAt (what a proposal scores its thousands of candidates
 // by) answer as Risk and Certain do for every setting of the space, over
 // histories with values outside the space and bad trials a certain value
@@ -1503,6 +1577,9 @@ TEST(SearchStopTest, ASmallGainStopsOnlyPastMinTrials) {
   EXPECT_NE(SearchStopReason(spec, 10, p, 0.0005), "");  // but under the spec's stop_gain
   p.expected_gain = -1;
   EXPECT_EQ(SearchStopReason(spec, 25, p, 0.01), "");
+  // What the optimizer is told the stop reads: the larger of the two.
+  EXPECT_DOUBLE_EQ(SearchStopBelow(spec, 0.0005), 0.002);
+  EXPECT_DOUBLE_EQ(SearchStopBelow(spec, 0.01), 0.01);
   p.configs.clear();
   EXPECT_NE(SearchStopReason(spec, 0, p, 0.01).find("every setting"), std::string::npos);
   // The optimizer's own advice (nothing left likely to fit) stops at once,

@@ -44,10 +44,12 @@ class CountingOptimizer : public Optimizer {
  public:
   int calls = 0;
   int last_n = 0;
-  Proposal Propose(const SearchContext&, const std::vector<Observation>&, int n,
+  double last_stop_below = -1;
+  Proposal Propose(const SearchContext& ctx, const std::vector<Observation>&, int n,
                    uint64_t) override {
     ++calls;
     last_n = n;
+    last_stop_below = ctx.stop_below;
     Proposal p;
     p.configs.resize(static_cast<size_t>(n));
     p.reasons.resize(static_cast<size_t>(n), "random");
@@ -132,6 +134,17 @@ TEST_F(SearchDriverTest, ASpentGpuHourBudgetStopsTheSearch) {
   EXPECT_EQ(optimizer_.calls, 0);
   EXPECT_EQ(writer_.stopped["a"], 1);
   EXPECT_EQ(writer_.stop_reason["a"], "GPU-hour budget spent (1.11 of 1.00 GPU-hours)");
+}
+
+// The optimizer is told the gain under which the window's stop rule ends
+// the search (it probes untried values before it).
+TEST_F(SearchDriverTest, TheProposalIsToldTheGainTheStopReads) {
+  writer_.windows["a"] = Open(1);
+  writer_.windows["a"].stop_below = 0.02;
+  driver_.MarkPending("a");
+  ASSERT_TRUE(driver_.ProposePending("", true).ok());
+  EXPECT_EQ(optimizer_.calls, 1);
+  EXPECT_DOUBLE_EQ(optimizer_.last_stop_below, 0.02);
 }
 
 TEST_F(SearchDriverTest, ASettledWindowProposesNothing) {

@@ -770,6 +770,37 @@ TEST_F(SessionManagerTest, SearchStopsWhenNothingIsExpectedToBeatTheBest) {
   EXPECT_EQ(rep->verification().search_stop(), rep->search().stop_reason());
 }
 
+// The optimizer is told the gain under which the stop rule ends the search
+// (it probes knob values no trial held before it): the spec's stop_gain,
+// or the doctor's noise floor where that is larger.
+TEST_F(SessionManagerTest, ProposalsAreToldTheGainTheStopRuleReads) {
+  class Recording : public Optimizer {
+   public:
+    Proposal Propose(const SearchContext& ctx, const std::vector<Observation>& history, int n,
+                     uint64_t seed) override {
+      absl::MutexLock lock(&mu);
+      stop_below.push_back(ctx.stop_below);
+      return random.Propose(ctx, history, n, seed);
+    }
+    std::string Name() const override { return "recording"; }
+    absl::Mutex mu;
+    std::vector<double> stop_below;
+    RandomOptimizer random;
+  } recording;
+  optimizer_ = &recording;
+  Restart();
+  const std::string agent = Agent();
+  const std::string id = NewSession(WithBudget("budget: {max_trials: 4, min_trials: 3, stop_gain: 0.5}"));
+  DoctorAndRun(id, agent);
+  Drain(agent);
+  {
+    absl::MutexLock lock(&recording.mu);
+    ASSERT_FALSE(recording.stop_below.empty());
+    for (double s : recording.stop_below) EXPECT_DOUBLE_EQ(s, 0.5);
+  }
+  m_.reset();  // before `recording` goes
+}
+
 TEST_F(SessionManagerTest, SearchStopsAtTheTrialAndGpuHourBudgets) {
   const std::string agent = Agent();
   const std::string a = NewSession();  // max_trials 6, min_trials 10: the budget ends it
