@@ -232,10 +232,11 @@ class ModelOptimizer : public Optimizer {
     // to fit among those that fit with probability >= 1 - (1 -
     // probe_min_fit) x 2^-k after k OOMs and beat the measured baseline
     // with probability >= probe_min_p_beat_baseline. The stop otherwise
-    // rests on priors and the textbook estimates for that value: in the
-    // 128-expert top-8 MoE workloads of the development suites the
-    // estimate charges expert parallelism more than it costs, and every
-    // session of two of them stopped 5-8% short without running ep 8.
+    // rests on priors and the textbook estimates for that value: in two
+    // 128-expert top-8 MoE workloads of development suite 2 every session
+    // stopped 5-9% short (in one, the estimate charges expert parallelism
+    // more than it costs and no trial ran ep 8); with the probes (ep 8 in
+    // that one, pp 2 with micro-batch 4 in the other) all reach 2%.
     // (Three development suites, 10 seeds: summed means of trials to
     // within 2% 1615.6 -> 1578.6, hand-tuned shares slower 7.16 -> 7.16,
     // OOMs 47.8 -> 47.2; at 0.5 / 0.5: 1577.9, 8.24, 51.9; at 0.75 / 0.5:
