@@ -478,12 +478,18 @@ TEST(TextbookStepTimeTest, BubbleAndCommunicationTerms) {
 // 128 rows and runs far below peak. The estimate had only EP's all-to-all,
 // so it always preferred EP 1 (a 128-expert search's first pick was EP 1
 // at twice the optimum's step time); over NVLink, EP 8 is now cheaper.
-TEST(TextbookStepTimeTest, ExpertParallelismFillsTheExpertGemms) {
+// A fine-grained MoE: 128 experts of width 1024, top 8, 16 layers.
+ModelShape FineGrainedMoe() {
   ModelShape m = Gpt(16, 2048, 16, 64);
   m.experts = 128;
   m.topk = 8;
   m.expert_ffn = 1024;
   m.swiglu = true;
+  return m;
+}
+
+TEST(TextbookStepTimeTest, ExpertParallelismFillsTheExpertGemms) {
+  const ModelShape m = FineGrainedMoe();
   const ClusterShape c = H100Node(8);
   LaunchKnobs k;
   k.overlap_grad_reduce = true;
@@ -510,11 +516,7 @@ TEST(TextbookStepTimeTest, ExpertParallelismFillsTheExpertGemms) {
 // least a twentieth) stays exposed, and a single micro-batch has nothing
 // to hide it under.
 TEST(TextbookStepTimeTest, OverlappedExpertCommunicationHidesUnderCompute) {
-  ModelShape m = Gpt(16, 2048, 16, 64);
-  m.experts = 128;
-  m.topk = 8;
-  m.expert_ffn = 1024;
-  m.swiglu = true;
+  ModelShape m = FineGrainedMoe();
   const ClusterShape c = H100Node(8);
   LaunchKnobs k;
   k.overlap_grad_reduce = true;  // nothing else exposed
