@@ -58,8 +58,10 @@ struct Proposal {
   std::vector<std::string> reasons;
   // The largest expected improvement of log step time over the best so far
   // (weighted by the chance the setting runs) among the settings scored:
-  // about the relative speed-up still expected. -1: not known (no model
-  // yet); the stop rule then does not apply.
+  // about the relative speed-up still expected; for a probe of a knob value
+  // no trial held (ModelOptimizer), what that value's best setting would
+  // gain were it to fit. -1: not known (no model yet); the stop rule then
+  // does not apply.
   double expected_gain = -1;
   // Why the optimizer advises stopping now, before min_trials too, or ""
   // (ModelOptimizer: after OOMs, no untried setting is more likely to fit
