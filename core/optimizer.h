@@ -54,7 +54,7 @@ struct Proposal {
   std::vector<Config> configs;
   // Why each setting was picked, parallel to `configs`: "bank",
   // "bank+memory-saver", "space-filling", "model", "model (local)",
-  // "model+memory-saver", "random".
+  // "model (probe)", "model+memory-saver", "random".
   std::vector<std::string> reasons;
   // The largest expected improvement of log step time over the best so far
   // (weighted by the chance the setting runs) among the settings scored:
