@@ -37,7 +37,9 @@
 // (learn_memory_sigma, 0 or 1), X_SIGW (memory_sigma_weight), X_EQUIV
 // (skip_equivalent, 0 or 1), X_GRADED (graded_fallback, 0 or 1), X_KEEP_FIT
 // (fallback_keeps_fit, 0 or 1), X_KNOB_SCALE (learned_knob_scale_floor),
-// and the rest ExperimentOptions reads.
+// X_PROBE (probe_untried_values, 0 or 1), X_PROBE_FIT, X_PROBE_BEAT
+// (probe_min_fit, probe_min_p_beat_baseline), and the rest
+// ExperimentOptions reads.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
