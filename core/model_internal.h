@@ -740,7 +740,7 @@ class Models {
   std::optional<models::CensoredLinear> memory_;
 };
 
-// A knob value no finished trial held is known to the models only from
+// A knob value no trial held is known to the models only from
 // priors and the textbook estimates; a stop that rests on them may leave
 // the optimum untried (ModelOptimizer::Options::probe_untried_values).
 // What a probe must meet:
@@ -761,8 +761,10 @@ struct Probe {
   double promise = 0;  // the value's best setting's, as in ProbeRule
 };
 
-// Of the values no finished trial in `history` held (in flight does not
-// count; an OOM does: its peak is evidence), the one whose settings in
+// Of the values no trial in `history` held (an OOM holds its values: its
+// peak is evidence; so does one in flight: its answer is coming, and a
+// window of several would otherwise probe the value twice), the one whose
+// settings in
 // `pool` promise most, at least rule.min_promise, probed at its setting
 // likeliest to fit among those that meet the rule (ties: the faster
 // predicted); none where no value has such a setting. `pred[i]` is
@@ -777,7 +779,7 @@ std::optional<Probe> ProbeUntriedValue(const Space& space, const std::vector<Obs
   std::vector<std::vector<char>> held(space.knobs());
   for (size_t k = 0; k < space.knobs(); ++k) held[k].assign(static_cast<size_t>(space.radix(k)), 0);
   for (size_t i = 0; i < history.size(); ++i) {
-    if (InFlight(history[i].status) || history_index[i] < 0) continue;
+    if (history_index[i] < 0) continue;
     for (size_t k = 0; k < space.knobs(); ++k) held[k][static_cast<size_t>(space.Digit(history_index[i], k))] = 1;
   }
   struct Best {

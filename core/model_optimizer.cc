@@ -393,8 +393,8 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     for (size_t i = 0; i < pred.size(); ++i) {
       out.expected_gain = std::max(out.expected_gain, score[i] * pred[i].cost);
     }
-    // Where the stop rule would end the session, a knob value no finished
-    // trial held whose settings would gain more than the stop's threshold
+    // Where the stop rule would end the session, a knob value no trial
+    // held (finished or in flight) whose settings would gain more than the stop's threshold
     // were they to fit is probed first (the stop would rest on priors and
     // the textbook estimate for it): Options::probe_untried_values.
     if (options_.probe_untried_values && ctx.stop_below > 0 && out.expected_gain < ctx.stop_below) {

@@ -226,8 +226,8 @@ class ModelOptimizer : public Optimizer {
     // -> 18, OOMs 9.7 -> 7.8, trials run 4856 -> 4306.)
     double learned_knob_scale_floor = 0.02;
     // Where the expected gain falls below SearchContext::stop_below (the
-    // session would stop), a knob value no finished trial held whose
-    // settings would gain at least that much were they to fit is probed
+    // session would stop), a knob value no trial held (finished or in
+    // flight) whose settings would gain at least that much were they to fit is probed
     // first (model_internal::ProbeUntriedValue): at its setting likeliest
     // to fit among those that fit with probability >= 1 - (1 -
     // probe_min_fit) x 2^-k after k OOMs and beat the measured baseline

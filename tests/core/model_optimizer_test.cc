@@ -1318,8 +1318,8 @@ TEST(ProbeUntriedValueTest, TheUntriedValueThatWouldGainIsProbedWhereItIsLikelie
     o.status = status;
     return o;
   };
-  // mb 4 never finished (one is still running); ckpt on and off both ran.
-  std::vector<Observation> history = {obs("1", "on", "ok"), obs("2", "off", "ok"), obs("4", "off", "running")};
+  // No trial held mb 4; ckpt on and off both ran.
+  std::vector<Observation> history = {obs("1", "on", "ok"), obs("2", "off", "ok")};
   auto indices = [&] {
     std::vector<int64_t> i;
     for (const Observation& o : history) i.push_back(IndexOf(spec, o.config));
@@ -1369,9 +1369,17 @@ TEST(ProbeUntriedValueTest, TheUntriedValueThatWouldGainIsProbedWhereItIsLikelie
   const int64_t blamed = at("4", "on");
   auto blame = [&](int64_t i) { return i == blamed ? 0.5 : 1.0; };
   EXPECT_FALSE(ProbeUntriedValue(space, history, indices(), pool, pred, blame, rule).has_value());
-  // A value an OOM held is not untried: its peak is evidence.
-  history.push_back(obs("4", "on", "oom"));
-  EXPECT_FALSE(ProbeUntriedValue(space, history, indices(), pool, pred, keeps, rule).has_value());
+  // A value a trial in flight holds is not probed again (a window of
+  // several trials would), nor one an OOM held: its peak is evidence.
+  for (const char* status : {"queued", "running", "oom"}) {
+    SCOPED_TRACE(status);
+    std::vector<Observation> with = history;
+    with.push_back(obs("4", "off", status));
+    std::vector<int64_t> with_index = indices();
+    with_index.push_back(at("4", "off"));
+    EXPECT_FALSE(ProbeUntriedValue(space, with, with_index, pool, pred, keeps, rule).has_value());
+  }
+  EXPECT_TRUE(ProbeUntriedValue(space, history, indices(), pool, pred, keeps, rule).has_value());
 }
 
 // RiskAt and CertainAt (what a proposal scores its thousands of candidates
