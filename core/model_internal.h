@@ -551,7 +551,12 @@ class Models {
     // already runs costs (0 without a measured baseline, a textbook
     // step-time estimate or the option).
     double risk = 0;
-    double Score() const { return std::max(0.0, ei - risk) * p_fit * p_launch / cost; }
+    double Score() const { return GainIfItFits() * p_fit / cost; }
+    // The score's gain before P(fits) and the cost: expected improvement
+    // less the charge, times the chance to launch.
+    double GainIfItFits() const { return std::max(0.0, ei - risk) * p_launch; }
+    // P(log step time < `log_time`): of beating the baseline, say.
+    double ProbabilityBelow(double log_time) const { return NormalCdf((log_time - mu) / sd); }
   };
   // Predictions for the settings at `indices` of the space.
   std::vector<Prediction> PredictAll(const std::vector<int64_t>& indices) const {
@@ -740,14 +745,14 @@ class Models {
   std::optional<models::CensoredLinear> memory_;
 };
 
-// A knob value no trial held is known to the models only from
-// priors and the textbook estimates; a stop that rests on them may leave
+// A knob value no trial held is known to the models only from priors and
+// the textbook estimates; a stop that rests on them may leave
 // the optimum untried (ModelOptimizer::Options::probe_untried_values).
 // What a probe must meet:
 struct ProbeRule {
   // Some setting holding the value is expected to gain at least this were
-  // it to fit: expected improvement less the slowdown charge, times the
-  // chances to launch and to keep the contract (P(fits) left out).
+  // it to fit (Prediction::GainIfItFits, times the chance to keep the
+  // contract).
   double min_promise = 0;
   // The probe itself fits with at least this probability, keeps the
   // contract more likely than not, and, where the baseline was measured
@@ -764,10 +769,10 @@ struct Probe {
 // Of the values no trial in `history` held (an OOM holds its values: its
 // peak is evidence; so does one in flight: its answer is coming, and a
 // window of several would otherwise probe the value twice), the one whose
-// settings in
-// `pool` promise most, at least rule.min_promise, probed at its setting
-// likeliest to fit among those that meet the rule (ties: the faster
-// predicted); none where no value has such a setting. `pred[i]` is
+// settings in `pool` promise most (Prediction::GainIfItFits times the
+// chance to keep the contract), at least rule.min_promise, probed at its
+// setting likeliest to fit among those that meet the rule (ties: the
+// faster predicted); none where no value has such a setting. `pred[i]` is
 // pool[i]'s prediction, `history_index[i]` history[i]'s index (-1 outside
 // the space), `clean(index)` a setting's chance to keep the contract.
 template <typename Clean>
@@ -791,9 +796,9 @@ std::optional<Probe> ProbeUntriedValue(const Space& space, const std::vector<Obs
   for (size_t i = 0; i < pool.size(); ++i) {
     const Models::Prediction& p = pred[i];
     const double keeps = clean(pool[i]);
-    const double gain = std::max(0.0, p.ei - p.risk) * p.p_launch * keeps;
+    const double gain = p.GainIfItFits() * keeps;
     const bool eligible = p.p_fit >= rule.min_fit && keeps > 0.5 &&
-                          (!rule.base_log || NormalCdf((*rule.base_log - p.mu) / p.sd) >= rule.min_p_beat);
+                          (!rule.base_log || p.ProbabilityBelow(*rule.base_log) >= rule.min_p_beat);
     for (size_t k = 0; k < space.knobs(); ++k) {
       const size_t v = static_cast<size_t>(space.Digit(pool[i], k));
       if (held[k][v]) continue;

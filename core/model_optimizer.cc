@@ -362,7 +362,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     auto baseline_floor = [&](std::vector<double>& s) {
       if (options_.min_p_beat_baseline <= 0 || !have_base) return;
       for (size_t i = 0; i < pool.size(); ++i) {
-        if (NormalCdf((base_log - pred[i].mu) / pred[i].sd) < options_.min_p_beat_baseline) s[i] = 0;
+        if (pred[i].ProbabilityBelow(base_log) < options_.min_p_beat_baseline) s[i] = 0;
       }
     };
     baseline_floor(score);
@@ -375,7 +375,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     // (The history is counted only where no setting has a fair chance.)
     if (options_.stop_p_beat_baseline > 0 && have_base && out.stop.empty() &&
         !any_likely_fit([&](size_t i) {
-          return NormalCdf((base_log - pred[i].mu) / pred[i].sd) >= options_.stop_p_beat_baseline;
+          return pred[i].ProbabilityBelow(base_log) >= options_.stop_p_beat_baseline;
         })) {
       int search_ran = 0;
       for (size_t i = 0; i < history.size(); ++i) {
@@ -394,9 +394,10 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       out.expected_gain = std::max(out.expected_gain, score[i] * pred[i].cost);
     }
     // Where the stop rule would end the session, a knob value no trial
-    // held (finished or in flight) whose settings would gain more than the stop's threshold
-    // were they to fit is probed first (the stop would rest on priors and
-    // the textbook estimate for it): Options::probe_untried_values.
+    // held (finished or in flight) whose settings would gain more than the
+    // stop's threshold were they to fit is probed first (the stop would
+    // rest on priors and the textbook estimate for it): Options::
+    // probe_untried_values.
     if (options_.probe_untried_values && ctx.stop_below > 0 && out.expected_gain < ctx.stop_below) {
       ProbeRule rule;
       rule.min_promise = ctx.stop_below;

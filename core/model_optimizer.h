@@ -227,10 +227,10 @@ class ModelOptimizer : public Optimizer {
     double learned_knob_scale_floor = 0.02;
     // Where the expected gain falls below SearchContext::stop_below (the
     // session would stop), a knob value no trial held (finished or in
-    // flight) whose settings would gain at least that much were they to fit is probed
-    // first (model_internal::ProbeUntriedValue): at its setting likeliest
-    // to fit among those that fit with probability >= 1 - (1 -
-    // probe_min_fit) x 2^-k after k OOMs and beat the measured baseline
+    // flight) whose settings would gain at least that much were they to
+    // fit is probed first (model_internal::ProbeUntriedValue): at its
+    // setting likeliest to fit among those that fit with probability >= 1
+    // - (1 - probe_min_fit) x 2^-k after k OOMs and beat the measured baseline
     // with probability >= probe_min_p_beat_baseline. The stop otherwise
     // rests on priors and the textbook estimates for that value: in two
     // 128-expert top-8 MoE workloads of development suite 2 every session

@@ -27,8 +27,9 @@ class CensoredLinear {
   // censored[i] == 0 and the censoring threshold (the value exceeded) where
   // censored[i] == 1. `sigma` is the residual sd. `weights` (optional):
   // each row counts that many times. Newton's method starts at the prior
-  // mean (Refit: from a fit's weights). `pattern` (optional): RowPattern(x), where the caller has it (a refit
-  // of the same rows), else found here.
+  // mean (Refit: from a fit's weights). `pattern` (optional):
+  // RowPattern(x), where the caller has it (a refit of the same rows), else
+  // found here.
   // Precondition: sizes agree.
   void Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y, const Eigen::VectorXd& censored,
            const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_var, double sigma,
