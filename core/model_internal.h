@@ -43,6 +43,34 @@ std::future<void> RunAside(F f) {
   }
 }
 
+// What a model's weights mean, for a ProposalMemo: the space's knobs and
+// values (which give the features) and the model's column count (which the
+// textbook estimates' columns add to). FNV-1a.
+inline uint64_t MemoLayout(const SessionSpec& spec, int columns) {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](const std::string& s) {
+    for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+    h = (h ^ 0xffu) * 1099511628211ULL;  // ends each string
+  };
+  for (const Knob& k : spec.knobs) {
+    mix(k.name);
+    for (const std::string& v : k.values) mix(v);
+    mix("");
+  }
+  mix(std::to_string(columns));
+  return h;
+}
+// The memo's vector under `key` for `layout`, or an empty one.
+inline Eigen::VectorXd MemoStart(const ProposalMemo* memo, const std::string& key, uint64_t layout) {
+  if (memo == nullptr) return {};
+  const std::vector<double> v = memo->Get(key, layout);
+  return Eigen::Map<const Eigen::VectorXd>(v.data(), static_cast<Eigen::Index>(v.size()));
+}
+inline void MemoPut(ProposalMemo* memo, const std::string& key, uint64_t layout,
+                    const Eigen::VectorXd& w) {
+  if (memo != nullptr) memo->Put(key, layout, std::vector<double>(w.data(), w.data() + w.size()));
+}
+
 // The residual sd of log peak memory the runs' peaks show for a model
 // fitted to them, pooled with options.memory_sigma as memory_sigma_weight
 // pseudo-trials, within [min, max]_memory_sigma. Each peak's residual is
@@ -472,7 +500,11 @@ class Models {
       for (size_t i = 0; i < sub.rows.size(); ++i) {
         encode(launch_rows[sub.rows[i]], xl.row(static_cast<Eigen::Index>(i)));
       }
-      launch_.Fit(xl, Vec(Pick(launched, sub.rows)), lmean, lvar, &sub.weights);
+      // Started where the session's last proposal left the mode.
+      const uint64_t layout = MemoLayout(spec_, d);
+      const Eigen::VectorXd start = MemoStart(ctx.memo, "launch", layout);
+      launch_.Fit(xl, Vec(Pick(launched, sub.rows)), lmean, lvar, &sub.weights, 30, &start);
+      MemoPut(ctx.memo, "launch", layout, launch_.weights());
     };
     // The fits are independent: the step-time and launch models (their
     // rows encoded there too) run on another core while the memory model
@@ -525,12 +557,27 @@ class Models {
       }
       memory_.emplace();
       const models::RowPattern pattern(xm);  // found once for both fits
-      memory_->Fit(xm, my, mc, mmean, mvar, o.memory_sigma, &mw, 30, &pattern);
+      // Each fit starts where the session's last proposal left its mode
+      // (a trial or two ago: half the factorizations), else afresh.
+      const uint64_t layout = MemoLayout(spec_, mem_dim_);
+      const Eigen::VectorXd start = MemoStart(ctx.memo, "memory", layout);
+      memory_->Fit(xm, my, mc, mmean, mvar, o.memory_sigma, &mw, 30, &pattern, &start);
+      MemoPut(ctx.memo, "memory", layout, memory_->weights());
       memory_sigma_ = o.memory_sigma;
       if (o.learn_memory_sigma) {
         const double sigma = LearnedMemorySigma(*memory_, xm, pattern, my, mc, mw, o);
         if (std::fabs(std::log(sigma / o.memory_sigma)) > 0.1) {  // refit where it moved
-          memory_->Refit(xm, sigma, 30, &pattern);
+          // Its start: the last refit's mode, where it was at about this
+          // sigma (the memo's last entry), else this fit's.
+          const Eigen::VectorXd last = MemoStart(ctx.memo, "memory-refit", layout);
+          Eigen::VectorXd refit_start;
+          if (last.size() == mem_dim_ + 1 && std::fabs(std::log(sigma / last[mem_dim_])) <= 0.1) {
+            refit_start = last.head(mem_dim_);
+          }
+          memory_->Refit(xm, sigma, 30, &pattern, &refit_start);
+          Eigen::VectorXd put(mem_dim_ + 1);
+          put << memory_->weights(), sigma;
+          MemoPut(ctx.memo, "memory-refit", layout, put);
         }
         memory_sigma_ = sigma;
       }

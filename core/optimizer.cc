@@ -8,6 +8,23 @@
 
 namespace infrarsi {
 
+std::vector<double> ProposalMemo::Get(const std::string& key, uint64_t layout) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end() || it->second.first != layout) return {};
+  return it->second.second;
+}
+
+void ProposalMemo::Put(const std::string& key, uint64_t layout, std::vector<double> values) {
+  absl::MutexLock lock(&mu_);
+  entries_[key] = {layout, std::move(values)};
+}
+
+size_t ProposalMemo::size() const {
+  absl::MutexLock lock(&mu_);
+  return entries_.size();
+}
+
 double SearchStopBelow(const SessionSpec& spec, double noise_floor) {
   return std::max(spec.stop_gain, noise_floor);
 }

@@ -5,13 +5,40 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "core/priors.h"
 #include "core/spec.h"
 
 namespace infrarsi {
+
+// What an optimizer keeps from one of a session's proposals to the next
+// (ModelOptimizer: its fits' modes, where the next proposal's Newton
+// iterations start, a trial or two later: half the memory model's
+// factorizations). A hint only: a proposal made with an empty, stale or
+// mismatched memo is the same proposal to within the fits' tolerance, so
+// nothing a proposal returns depends on what a memo held beyond that.
+// Owned by the caller, one per session (the session manager's lives with
+// the running session, and goes when its search does). Thread-safe.
+class ProposalMemo {
+ public:
+  // What was last put under `key` with this `layout` (the caller's
+  // fingerprint of what the numbers mean: a space of other knobs gives
+  // another); empty when nothing was, or with another layout.
+  std::vector<double> Get(const std::string& key, uint64_t layout) const;
+  void Put(const std::string& key, uint64_t layout, std::vector<double> values);
+  // Keys held.
+  size_t size() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::pair<uint64_t, std::vector<double>>> entries_ ABSL_GUARDED_BY(mu_);
+};
 
 // One trial the optimizer may learn from. `status` is a trial status
 // ("ok", "oom", ...; "queued"/"leased"/"running" for trials in flight).
@@ -48,6 +75,10 @@ struct SearchContext {
   // ModelOptimizer probes untried knob values before it (Options::
   // probe_untried_values).
   double stop_below = 0;
+  // The session's memo from its earlier proposals, which this one may read
+  // and update; null: none (each proposal starts its fits afresh). Not
+  // owned.
+  ProposalMemo* memo = nullptr;
 };
 
 struct Proposal {

@@ -44,6 +44,9 @@ class SessionWriter {
     // The expected gain below which Settle's stop rule ends the search
     // (SearchStopBelow; SearchContext::stop_below).
     double stop_below = 0;
+    // The session's memo of its proposals (SearchContext::memo), held
+    // here while the proposal runs outside the session's lock.
+    std::shared_ptr<ProposalMemo> memo;
   };
   // Under the session's lock (waited for when `wait`, else only tried): the
   // room in its window. Before settling it, and on any result but kOpen

@@ -286,6 +286,7 @@ absl::Status SessionManager::SaveSessionLocked(SessionState& s, v1::Stage stage)
       (!s.search->related.empty() || !s.search->warm_starts.empty())) {
     s.search = LightSearch(*s.search);
   }
+  if (stage != v1::STAGE_RUNNING) s.proposal_memo.reset();  // and its proposals' memo
   if (old != s.rec.stage) EmitLocked(s, "stage_changed", nullptr);
   return absl::OkStatus();
 }
@@ -610,6 +611,8 @@ absl::StatusOr<SessionWriter::Window> SessionManager::OpenWindow(const std::stri
   w.state = Window::State::kOpen;
   w.inputs = s->search;
   w.stop_below = SearchStopBelow(s->spec, s->doctor.noise_floor());
+  if (!s->proposal_memo) s->proposal_memo = std::make_shared<ProposalMemo>();
+  w.memo = s->proposal_memo;
   return w;
 }
 

@@ -82,6 +82,10 @@ struct SessionState {
   std::vector<v1::SessionEvent> events;  // bounded backlog, oldest first
   int64_t dropped_through_seq = 0;       // newest seq dropped from it
   std::shared_ptr<const SearchInputs> search = std::make_shared<const SearchInputs>();
+  // What its search's proposals keep between them (SearchContext::memo),
+  // made by the first proposal of a run and let go when the run ends; not
+  // stored (a restarted server's first proposal starts its fits afresh).
+  std::shared_ptr<ProposalMemo> proposal_memo;
   std::string stop_reason;  // set when the search stops early
   // The LLM's patch proposals, asked once when the run starts (stored in
   // rec.search; its admitted patches are in `spec`).

@@ -207,10 +207,15 @@ double BayesLinear::WeightSd(int j) const {
 
 void BayesLogistic::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& labels,
                         const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_var,
-                        const Eigen::VectorXd* weights, int iterations) {
+                        const Eigen::VectorXd* weights, int iterations,
+                        const Eigen::VectorXd* start) {
   const Eigen::VectorXd prior_prec = prior_var.cwiseInverse();
-  w_ = prior_mean;
-  if (x.rows() == 0) return;
+  w_ = start != nullptr && start->size() == x.cols() ? *start : prior_mean;
+  factorizations_ = 0;
+  if (x.rows() == 0) {
+    w_ = prior_mean;
+    return;
+  }
   const Eigen::VectorXd ones = Eigen::VectorXd::Ones(x.rows());
   const Eigen::VectorXd& rw = weights != nullptr ? *weights : ones;
   // Log posterior at w, given eta = x w (log(1 + e^eta) computed stably).
@@ -241,6 +246,7 @@ void BayesLogistic::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& labels,
       const Eigen::VectorXd c =
           rw.cwiseProduct(p.cwiseProduct((1.0 - p.array()).matrix()).cwiseMax(1e-6));
       llt.compute(pattern.Gram(&c, prior_prec));
+      ++factorizations_;
     }
     const Eigen::VectorXd step = llt.solve(g);
     const Eigen::VectorXd x_step = x * step;

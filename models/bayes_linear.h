@@ -159,15 +159,23 @@ class BayesLinear {
 class BayesLogistic {
  public:
   // `weights` (optional): each row counts that many times (a subsample
-  // standing for a larger history).
+  // standing for a larger history). Newton's method starts at the prior
+  // mean, or at `start` where given with x.cols() entries (a guess near
+  // the mode, such as the last fit's: the posterior is concave and the
+  // steps damped, so the mode is the same to the fit's tolerance, found
+  // with fewer factorizations).
   void Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& labels,
            const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_var,
-           const Eigen::VectorXd* weights = nullptr, int iterations = 30);
+           const Eigen::VectorXd* weights = nullptr, int iterations = 30,
+           const Eigen::VectorXd* start = nullptr);
   double Probability(const Eigen::VectorXd& x) const;
   const Eigen::VectorXd& weights() const { return w_; }
+  // Hessian factorizations the last Fit made.
+  int factorizations() const { return factorizations_; }
 
  private:
   Eigen::VectorXd w_;
+  int factorizations_ = 0;
 };
 
 }  // namespace infrarsi::models

@@ -26,7 +26,7 @@ void CensoredLinear::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
                          const Eigen::VectorXd& censored, const Eigen::VectorXd& prior_mean,
                          const Eigen::VectorXd& prior_var, double sigma,
                          const Eigen::VectorXd* weights, int iterations,
-                         const RowPattern* given_pattern) {
+                         const RowPattern* given_pattern, const Eigen::VectorXd* start) {
   sigma_ = sigma;
   const Eigen::Index n = x.rows();
   y_ = y;
@@ -48,18 +48,31 @@ void CensoredLinear::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
   // rescaled by a Refit); each step adds only the censored rows' (about
   // half the rows the search fits, so half of each step's Gram product).
   observed_gram_ = pattern.Gram(&rw_, Eigen::VectorXd::Zero(x.cols()), &observed_);
+  factorizations_ = 0;
+  if (start != nullptr && start->size() == x.cols()) {
+    w_ = *start;
+    if (Solve(x, pattern, iterations)) return;
+    w_ = prior_mean;
+  }
   Solve(x, pattern, iterations);
 }
 
 void CensoredLinear::Refit(const Eigen::MatrixXd& x, double sigma, int iterations,
-                           const RowPattern* given_pattern) {
+                           const RowPattern* given_pattern, const Eigen::VectorXd* start) {
   sigma_ = sigma;
   std::optional<RowPattern> own_pattern;
   const RowPattern& pattern = given_pattern != nullptr ? *given_pattern : own_pattern.emplace(x);
+  factorizations_ = 0;
+  if (start != nullptr && start->size() == x.cols()) {
+    const Eigen::VectorXd from = w_;
+    w_ = *start;
+    if (Solve(x, pattern, iterations)) return;
+    w_ = from;
+  }
   Solve(x, pattern, iterations);
 }
 
-void CensoredLinear::Solve(const Eigen::MatrixXd& x, const RowPattern& pattern, int iterations) {
+bool CensoredLinear::Solve(const Eigen::MatrixXd& x, const RowPattern& pattern, int iterations) {
   const double sigma = sigma_, s2 = sigma * sigma;
   const Eigen::Index n = x.rows();
   Eigen::VectorXd grad_r(n), curv(n);  // d loglik / d mu, -d2 loglik / d mu2
@@ -99,7 +112,10 @@ void CensoredLinear::Solve(const Eigen::MatrixXd& x, const RowPattern& pattern, 
     derivatives(x * w_);
     const Eigen::VectorXd g =
         x.transpose() * rw_.cwiseProduct(grad_r) - prior_prec_.cwiseProduct(w_ - prior_mean_);
-    if (steps.Refresh()) hessian_llt_.compute(hessian());
+    if (steps.Refresh()) {
+      hessian_llt_.compute(hessian());
+      ++factorizations_;
+    }
     const Eigen::VectorXd step = hessian_llt_.solve(g);
     w_ += step;
     converged = steps.Step(step.lpNorm<Eigen::Infinity>());
@@ -110,8 +126,10 @@ void CensoredLinear::Solve(const Eigen::MatrixXd& x, const RowPattern& pattern, 
     // tolerance of the mode).
     derivatives(x * w_);
     hessian_llt_.compute(hessian());
+    ++factorizations_;
   }
   covariance_ = InverseFromCholesky(hessian_llt_);
+  return converged;
 }
 
 double CensoredLinear::Sd(const Eigen::VectorXd& x) const {

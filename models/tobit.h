@@ -27,21 +27,29 @@ class CensoredLinear {
   // censored[i] == 0 and the censoring threshold (the value exceeded) where
   // censored[i] == 1. `sigma` is the residual sd. `weights` (optional):
   // each row counts that many times. Newton's method starts at the prior
-  // mean (Refit: from a fit's weights). `pattern` (optional):
-  // RowPattern(x), where the caller has it (a refit of the same rows), else
-  // found here.
-  // Precondition: sizes agree.
+  // mean (Refit: from a fit's weights), or at `start` where given (a
+  // caller's guess near the mode, such as the mode of the same problem
+  // with a row fewer: the posterior is concave, so the mode is the same,
+  // to the fit's tolerance, and fewer factorizations find it; a start that
+  // does not converge within `iterations` is dropped for the default one).
+  // `pattern` (optional): RowPattern(x), where the caller has it (a refit
+  // of the same rows), else found here.
+  // Precondition: sizes agree (`start`: x.cols()).
   void Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y, const Eigen::VectorXd& censored,
            const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_var, double sigma,
            const Eigen::VectorXd* weights = nullptr, int iterations = 30,
-           const RowPattern* pattern = nullptr);
-  // Fit again with another residual sd, from the last fit's weights, on
-  // its rows: the observed rows' curvature is 1/sigma^2 whatever the
-  // weights, so their Gram product is kept from that fit and rescaled.
+           const RowPattern* pattern = nullptr, const Eigen::VectorXd* start = nullptr);
+  // Fit again with another residual sd, from the last fit's weights (or
+  // `start`, as in Fit), on its rows: the observed rows' curvature is
+  // 1/sigma^2 whatever the weights, so their Gram product is kept from
+  // that fit and rescaled.
   // Precondition: Fit was called with this `x` (and `pattern`, if given:
   // RowPattern(x)), unchanged since.
   void Refit(const Eigen::MatrixXd& x, double sigma, int iterations = 30,
-             const RowPattern* pattern = nullptr);
+             const RowPattern* pattern = nullptr, const Eigen::VectorXd* start = nullptr);
+  // Hessian factorizations the last Fit or Refit made (what a good start
+  // saves; the search's proposals pay about a millisecond for each).
+  int factorizations() const { return factorizations_; }
   // Posterior mode's prediction and its predictive sd (Laplace approximation
   // around the mode, plus the residual sd).
   double Mean(const Eigen::VectorXd& x) const { return x.dot(w_); }
@@ -63,8 +71,8 @@ class CensoredLinear {
 
  private:
   // Newton's method from w_ on the stored problem; sets w_, the Hessian's
-  // factor at the mode and the covariance.
-  void Solve(const Eigen::MatrixXd& x, const RowPattern& pattern, int iterations);
+  // factor at the mode and the covariance. Returns whether it converged.
+  bool Solve(const Eigen::MatrixXd& x, const RowPattern& pattern, int iterations);
   // From each row's mean and MeanVariance.
   Eigen::VectorXd ProbabilityBelow(const Eigen::VectorXd& mu, const Eigen::VectorXd& q,
                                    double threshold) const;
@@ -73,6 +81,7 @@ class CensoredLinear {
   Eigen::LLT<Eigen::MatrixXd> hessian_llt_;  // negative Hessian at the mode
   Eigen::MatrixXd covariance_;               // its inverse
   double sigma_ = 1.0;
+  int factorizations_ = 0;
   // The last Fit's problem, for Refit.
   Eigen::VectorXd y_, rw_, prior_mean_, prior_prec_;
   std::vector<Eigen::Index> observed_, censored_;  // rows of each kind

@@ -39,7 +39,8 @@
 // (fallback_keeps_fit, 0 or 1), X_KNOB_SCALE (learned_knob_scale_floor),
 // X_PROBE (probe_untried_values, 0 or 1), X_PROBE_FIT, X_PROBE_BEAT
 // (probe_min_fit, probe_min_p_beat_baseline), and the rest
-// ExperimentOptions reads.
+// ExperimentOptions reads. X_NO_MEMO: sessions keep no ProposalMemo (each
+// proposal's fits start afresh; the server keeps one per session).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -466,6 +467,9 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
   // What the server's stop rule reads (SessionManager::OpenWindow), where
   // it applies.
   if (server_stop_rule && !measuring.no_gain_stop) ctx.stop_below = infrarsi::SearchStopBelow(b.spec, b.noise_floor);
+  // The session's memo, as the server keeps one (X_NO_MEMO: none).
+  infrarsi::ProposalMemo memo;
+  if (std::getenv("X_NO_MEMO") == nullptr) ctx.memo = &memo;
   for (int n = 1; n <= budget; ++n) {
     const infrarsi::Proposal proposal = opt.Propose(ctx, history, 1, seed * 1000 + static_cast<uint64_t>(n));
     const std::vector<Config>& next = proposal.configs;
@@ -820,14 +824,18 @@ int Promote(int seeds) {
 int Latency(int history_size) {
   std::printf(
       "Proposal latency with %d trials of history (random settings, 1 in 20 a contract\n"
-      "violation), 1 proposal of 1 setting each; then the same with the server's most of\n"
-      "%zu bank trials of the workload from another GPU (SearchContext::related); cpu: the\n"
-      "median CPU time of a proposal over all threads (the step-time and launch models are\n"
-      "fitted on a second thread while the memory model is fitted on the first, and the\n"
-      "step-time predictions are made there too). The allocator is set up as\n"
-      "infrarsi-server sets it (base/allocator.h, one malloc arena)\n\n",
+      "violation), 1 proposal of 1 setting each, as a session makes them: each after the\n"
+      "last one's pick ran and joined the history, with the session's ProposalMemo (the\n"
+      "fits start at the last proposal's modes; LATENCY_NO_MEMO=1: without; cold: the\n"
+      "first proposal, untimed in the rest, with an empty memo, as after a restart); then\n"
+      "the same with the server's most of %zu bank trials of the workload from another GPU\n"
+      "(SearchContext::related); cpu: the median CPU time of a proposal over all threads\n"
+      "(the step-time and launch models are fitted on a second thread while the memory\n"
+      "model is fitted on the first, and the step-time predictions are made there too).\n"
+      "The allocator is set up as infrarsi-server sets it (base/allocator.h, one malloc\n"
+      "arena)\n\n",
       history_size, infrarsi::SearchContext::kMaxRelated);
-  std::printf("%-28s %10s %10s %10s   %10s %10s   %10s %10s\n", "landscape", "p50 ms", "p99 ms",
+  std::printf("%-28s %8s %8s %8s %8s   %9s %9s   %8s %9s\n", "landscape", "cold ms", "p50 ms", "p99 ms",
               "max ms", "+bank p50", "+bank p99", "cpu p50", "+bank cpu");
   const int n = std::getenv("LATENCY_N") ? std::atoi(std::getenv("LATENCY_N")) : 100;
   for (const char* f : kReferences) {
@@ -882,25 +890,39 @@ int Latency(int history_size) {
       clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
       return 1e3 * static_cast<double>(ts.tv_sec) + 1e-6 * static_cast<double>(ts.tv_nsec);
     };
-    auto time = [&](const infrarsi::SearchContext& c, std::vector<double>* cpu) {
+    // As a session's proposals come: each after the last one's pick ran
+    // (its outcome joins the history), with the session's memo, as the
+    // server keeps one (LATENCY_NO_MEMO: without).
+    const bool use_memo = std::getenv("LATENCY_NO_MEMO") == nullptr;
+    auto time = [&](infrarsi::SearchContext c, std::vector<double>* cpu, double* cold_ms) {
       std::vector<double> ms;
-      for (int i = 0; i < n; ++i) {
+      std::vector<Observation> h = hist;
+      infrarsi::ProposalMemo memo;
+      if (use_memo) c.memo = &memo;
+      for (int i = -1; i < n; ++i) {
         const double c0 = thread_ms();
         const auto t0 = std::chrono::steady_clock::now();
-        auto p = model.Propose(c, hist, 1, static_cast<uint64_t>(i));
+        auto p = model.Propose(c, h, 1, static_cast<uint64_t>(i));
         const auto t1 = std::chrono::steady_clock::now();
-        cpu->push_back(thread_ms() - c0);
-        ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        const double wall = std::chrono::duration<double, std::milli>(t1 - t0).count();
+        if (i < 0) {
+          *cold_ms = wall;
+        } else {
+          cpu->push_back(thread_ms() - c0);
+          ms.push_back(wall);
+        }
         if (p.configs.empty()) break;
+        h.push_back(Observe(b, p.configs[0]));
       }
       return ms;
     };
     std::vector<double> plain_cpu, bank_cpu;
-    const std::vector<double> plain = time(ctx, &plain_cpu);
+    double cold = 0, bank_cold = 0;
+    const std::vector<double> plain = time(ctx, &plain_cpu, &cold);
     infrarsi::SearchContext with_bank = ctx;
     with_bank.related = &related;
-    const std::vector<double> bank = time(with_bank, &bank_cpu);
-    std::printf("%-28s %10.1f %10.1f %10.1f   %10.1f %10.1f   %10.1f %10.1f\n", b.name.c_str(),
+    const std::vector<double> bank = time(with_bank, &bank_cpu, &bank_cold);
+    std::printf("%-28s %8.1f %8.1f %8.1f %8.1f   %9.1f %9.1f   %8.1f %9.1f\n", b.name.c_str(), cold,
                 Percentile(plain, 0.5), Percentile(plain, 0.99), Percentile(plain, 1.0),
                 Percentile(bank, 0.5), Percentile(bank, 0.99), Percentile(plain_cpu, 0.5),
                 Percentile(bank_cpu, 0.5));

@@ -782,6 +782,74 @@ TEST(CensoredLinearTest, ARefitAtAnotherSigmaIsAFitAtIt) {
   }
 }
 
+// A session's next proposal fits the memory model to one trial more: started
+// at the last fit's mode, Newton's method finds the same mode (and the same
+// uncertainties) with fewer factorizations; a start far off, or of the wrong
+// size, still ends at the mode.
+TEST(CensoredLinearTest, AFitStartedAtTheLastModeIsTheSameFitWithFewerFactorizations) {
+  const int n = 300, d = 16;
+  const double cap = 4.0;
+  const auto [x, y, cens] = RandomCensoredRows(13, n, d, 0.35, 0.08, cap, [](const auto& row) {
+    return 3.6 + 0.3 * row[1] + 0.4 * row[2] - 0.25 * row[3] + 0.1 * row[1] * row[4];
+  });
+  ASSERT_GT(cens.sum(), 30);
+  const Eigen::VectorXd mean = Eigen::VectorXd::Zero(d), var = Eigen::VectorXd::Constant(d, 0.5);
+  models::CensoredLinear last;
+  last.Fit(x.topRows(n - 1), y.head(n - 1), cens.head(n - 1), mean, var, 0.1);
+  const Eigen::VectorXd last_mode = last.weights();
+  const Eigen::VectorXd far = Eigen::VectorXd::Constant(d, 3.0), wrong_size = Eigen::VectorXd::Zero(d + 1);
+  models::CensoredLinear cold;
+  cold.Fit(x, y, cens, mean, var, 0.1);
+  for (const Eigen::VectorXd* start : std::vector<const Eigen::VectorXd*>{&last_mode, &far, &wrong_size}) {
+    models::CensoredLinear warm;
+    warm.Fit(x, y, cens, mean, var, 0.1, nullptr, 30, nullptr, start);
+    EXPECT_LT((warm.weights() - cold.weights()).lpNorm<Eigen::Infinity>(), 2e-3);
+    for (int j = 0; j < d; ++j) {
+      Eigen::VectorXd e = Eigen::VectorXd::Zero(d);
+      e[0] = 1.0;
+      e[j] = 1.0;
+      EXPECT_NEAR(warm.MeanVariance(e) / cold.MeanVariance(e), 1.0, 1e-2) << j;
+      EXPECT_NEAR(warm.ProbabilityBelow(e, cap), cold.ProbabilityBelow(e, cap), 1e-2) << j;
+    }
+    if (start == &last_mode) {
+      // 4 from the prior mean; 2 from the last mode (a step to the new
+      // mode and one under the tolerance, at a fresh curvature).
+      EXPECT_LT(warm.factorizations(), cold.factorizations());
+    }
+  }
+  // A refit at another sigma started at that sigma's mode of a row fewer.
+  last.Refit(x.topRows(n - 1), 0.03);
+  const Eigen::VectorXd last_refit = last.weights();
+  models::CensoredLinear refit_cold = cold, refit_warm = cold;
+  refit_cold.Refit(x, 0.03);
+  refit_warm.Refit(x, 0.03, 30, nullptr, &last_refit);
+  EXPECT_LT((refit_warm.weights() - refit_cold.weights()).lpNorm<Eigen::Infinity>(), 2e-3);
+  EXPECT_LT(refit_warm.factorizations(), refit_cold.factorizations());
+}
+
+// The launch model's next fit, started at the last one's mode: the same
+// mode, fewer factorizations.
+TEST(BayesLogisticTest, AFitStartedAtTheLastModeIsTheSameFitWithFewerFactorizations) {
+  std::mt19937_64 rng(9);
+  std::bernoulli_distribution on(0.2);
+  const int n = 400, d = 60;
+  Eigen::MatrixXd x = Eigen::MatrixXd::Zero(n, d);
+  Eigen::VectorXd y(n);
+  for (int i = 0; i < n; ++i) {
+    x(i, 0) = 1.0;
+    for (int j = 1; j < d; ++j) x(i, j) = on(rng) ? 1.0 : 0.0;
+    y[i] = (x(i, 1) > 0 || (x(i, 3) > 0 && x(i, 4) > 0)) ? 0.0 : 1.0;
+  }
+  Eigen::VectorXd mean = Eigen::VectorXd::Zero(d), var = Eigen::VectorXd::Constant(d, 4.0);
+  mean[0] = 3.0;
+  models::BayesLogistic last, cold, warm;
+  last.Fit(x.topRows(n - 1), y.head(n - 1), mean, var);
+  cold.Fit(x, y, mean, var);
+  warm.Fit(x, y, mean, var, nullptr, 30, &last.weights());
+  EXPECT_LT((warm.weights() - cold.weights()).lpNorm<Eigen::Infinity>(), 1e-2);
+  EXPECT_LT(warm.factorizations(), cold.factorizations());
+}
+
 // The toy landscape on an H200 (capacity 139.8 GiB): 40 GiB per micro-batch,
 // checkpointing keeps 30% of it.
 Observation MeasureMem(const Config& c) {
@@ -797,6 +865,45 @@ Observation MeasureMem(const Config& c) {
   o = Measure(c);
   o.peak_mem_gib = peak;
   return o;
+}
+
+// A session's proposals made with its memo (each proposal's memory and
+// launch fits started where the last one's ended) are the proposals made
+// without one: the memo saves factorizations, not answers.
+TEST(ModelOptimizerTest, ASessionsMemoChangesNoProposal) {
+  SessionSpec spec = ToySpec();
+  spec.gpu = "H200";
+  // OOMs (mbs 8 and 4 without checkpointing) and a failure no launcher
+  // rule explains, so all three models are fitted.
+  auto measure = [](const Config& c) {
+    Observation o = MeasureMem(c);
+    if (c.at("bucket") == "160" && c.at("fused") == "true") {
+      o.status = "failed";
+      o.step_time_s = 0;
+      o.peak_mem_gib = 0;
+    }
+    return o;
+  };
+  ModelOptimizer opt;
+  ProposalMemo memo;
+  SearchContext cold;
+  cold.spec = &spec;
+  SearchContext warm = cold;
+  warm.memo = &memo;
+  std::vector<Observation> h = {measure(spec.baseline)};
+  int failed = 0, ooms = 0;
+  for (uint64_t i = 0; i < 24; ++i) {
+    const Proposal a = opt.Propose(cold, h, 1, i), b = opt.Propose(warm, h, 1, i);
+    ASSERT_EQ(a.configs, b.configs) << i;
+    EXPECT_NEAR(a.expected_gain, b.expected_gain, 1e-3 + 1e-2 * std::fabs(a.expected_gain)) << i;
+    if (a.configs.empty()) break;
+    h.push_back(measure(a.configs[0]));
+    failed += h.back().status == "failed";
+    ooms += h.back().status == "oom";
+  }
+  EXPECT_GT(failed, 0);
+  EXPECT_GT(ooms, 0);
+  EXPECT_GE(memo.size(), 2u);  // the memory and launch models' modes (and a refit's)
 }
 
 TEST(ModelOptimizerTest, MemoryPricesAndMemorySaverPairing) {

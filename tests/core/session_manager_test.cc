@@ -801,6 +801,48 @@ TEST_F(SessionManagerTest, ProposalsAreToldTheGainTheStopRuleReads) {
   m_.reset();  // before `recording` goes
 }
 
+// Each session's proposals share one memo (SearchContext::memo), which the
+// next proposal of that session reads and no other session's does.
+TEST_F(SessionManagerTest, ASessionsProposalsShareAMemoOfTheirOwn) {
+  class Counting : public Optimizer {
+   public:
+    Proposal Propose(const SearchContext& ctx, const std::vector<Observation>& history, int n,
+                     uint64_t seed) override {
+      absl::MutexLock lock(&mu);
+      if (ctx.memo == nullptr) {
+        seen.push_back(-1);
+      } else {
+        const std::vector<double> last = ctx.memo->Get("proposals", 7);
+        seen.push_back(last.empty() ? 0 : static_cast<int>(last[0]));
+        ctx.memo->Put("proposals", 7, {static_cast<double>(seen.back() + 1)});
+      }
+      return random.Propose(ctx, history, n, seed);
+    }
+    std::string Name() const override { return "counting"; }
+    absl::Mutex mu;
+    std::vector<int> seen;  // proposals the memo counted before each
+    RandomOptimizer random;
+  } counting;
+  optimizer_ = &counting;
+  Restart();
+  const std::string agent = Agent();
+  for (const char* budget : {"budget: {max_trials: 4, min_trials: 3}", "budget: {max_trials: 3, min_trials: 3}"}) {
+    {
+      absl::MutexLock lock(&counting.mu);
+      counting.seen.clear();
+    }
+    const std::string id = NewSession(WithBudget(budget));
+    DoctorAndRun(id, agent);
+    Drain(agent);
+    EXPECT_EQ(Get(id).stage(), v1::STAGE_SEARCHED);
+    absl::MutexLock lock(&counting.mu);
+    ASSERT_GE(counting.seen.size(), 2u) << budget;
+    // The second session's first proposal starts at 0: its memo is its own.
+    for (size_t i = 0; i < counting.seen.size(); ++i) EXPECT_EQ(counting.seen[i], static_cast<int>(i)) << budget;
+  }
+  m_.reset();  // before `counting` goes
+}
+
 TEST_F(SessionManagerTest, SearchStopsAtTheTrialAndGpuHourBudgets) {
   const std::string agent = Agent();
   const std::string a = NewSession();  // max_trials 6, min_trials 10: the budget ends it
