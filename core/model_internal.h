@@ -465,11 +465,15 @@ class Models {
         xt.row(r) *= rw;
         yt[r] = rw * std::log(h.step_time_s);
       }
-      time_.Fit(xt, yt, mean, var, o.time_noise_var);
+      // The covariance is inverted once, for the fit kept (ScaleByKnob
+      // reads a few weights' sds from the factor).
+      time_.Fit(xt, yt, mean, var, o.time_noise_var, /*covariance=*/o.learned_knob_scale_floor <= 0);
       if (o.learned_knob_scale_floor > 0) {
         Eigen::VectorXd scaled = var;
         if (ScaleByKnob(time_, o.learned_knob_scale_floor, &scaled)) {
           time_.Refit(mean, scaled);
+        } else {
+          time_.ComputeCovariance();
         }
       }
     };

@@ -163,21 +163,27 @@ Eigen::VectorXd RowPattern::QuadraticForms(const Eigen::MatrixXd& cov) const {
 
 void BayesLinear::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
                       const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_var,
-                      double noise_var) {
+                      double noise_var, bool covariance) {
   noise_var_ = noise_var;
   gram_ = RowPattern(x).Gram(nullptr, Eigen::VectorXd::Zero(x.cols()));
   xty_ = x.transpose() * y;
-  Refit(prior_mean, prior_var);
+  Refit(prior_mean, prior_var, covariance);
 }
 
-void BayesLinear::Refit(const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_var) {
+void BayesLinear::Refit(const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_var,
+                        bool covariance) {
   const Eigen::VectorXd prior_prec = prior_var.cwiseInverse();
   // (X'X / s2 + P) w = X'y / s2 + P m.
   Eigen::MatrixXd a = gram_ / noise_var_;
   a.diagonal() += prior_prec;
   precision_llt_.compute(a);
   mean_ = precision_llt_.solve(xty_ / noise_var_ + prior_prec.cwiseProduct(prior_mean));
-  covariance_ = InverseFromCholesky(precision_llt_);
+  covariance_.resize(0, 0);
+  if (covariance) ComputeCovariance();
+}
+
+void BayesLinear::ComputeCovariance() {
+  if (covariance_.size() == 0) covariance_ = InverseFromCholesky(precision_llt_);
 }
 
 double BayesLinear::Variance(const Eigen::VectorXd& x) const {
@@ -193,16 +199,22 @@ double BayesLinear::MeanVariance(const Eigen::VectorXd& x) const {
 void BayesLinear::PredictBatch(const Eigen::MatrixXd& x, Eigen::VectorXd* mean,
                                Eigen::VectorXd* var) const {
   *mean = x * mean_;
-  *var = RowPattern(x).QuadraticForms(covariance_).array() + noise_var_;
+  Eigen::MatrixXd own;
+  const Eigen::MatrixXd& cov = covariance_.size() > 0 ? covariance_ : (own = InverseFromCholesky(precision_llt_));
+  *var = RowPattern(x).QuadraticForms(cov).array() + noise_var_;
 }
 
 void BayesLinear::PredictBatch(const SparseRows& x, Eigen::VectorXd* mean, Eigen::VectorXd* var) const {
   *mean = x.Times(mean_);
-  *var = x.QuadraticForms(covariance_).array() + noise_var_;
+  Eigen::MatrixXd own;
+  const Eigen::MatrixXd& cov = covariance_.size() > 0 ? covariance_ : (own = InverseFromCholesky(precision_llt_));
+  *var = x.QuadraticForms(cov).array() + noise_var_;
 }
 
 double BayesLinear::WeightSd(int j) const {
-  return std::sqrt(covariance_(j, j));
+  if (covariance_.size() > 0) return std::sqrt(covariance_(j, j));
+  // e_j' A^-1 e_j = |L^-1 e_j|^2 with A = L L'.
+  return std::sqrt(MeanVariance(Eigen::VectorXd::Unit(precision_llt_.rows(), j)));
 }
 
 void BayesLogistic::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& labels,
@@ -232,8 +244,12 @@ void BayesLogistic::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& labels,
   Eigen::VectorXd eta = x * w_;
   double f = objective(w_, eta);
   Eigen::LLT<Eigen::MatrixXd> llt;
-  // 1e-3 on the logit scale is far below what the data can tell apart.
-  NewtonSteps steps(1e-3);
+  // 1e-3 on the logit scale is far below what the data can tell apart. A
+  // start near the mode keeps its first curvature after a step under 0.05
+  // (a few percent of a logit's curvature at most; each kept step that does
+  // not shrink fourfold refreshes it).
+  const bool warm = start != nullptr && start->size() == x.cols();
+  NewtonSteps steps(1e-3, 1e-6, warm ? 0.05 : 0.0);
   for (int it = 0; it < iterations; ++it) {
     const Eigen::VectorXd p = eta.unaryExpr([](double e) { return 1.0 / (1.0 + std::exp(-e)); });
     const Eigen::VectorXd g =

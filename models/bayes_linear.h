@@ -62,25 +62,28 @@ Eigen::MatrixXd InverseFromCholesky(const Eigen::LLT<Eigen::MatrixXd>& llt);
 // models' fits). A factorization is kept while the steps it gives shrink
 // at least fourfold each (the curvature has settled near the mode): a step
 // then costs a few matrix-vector products instead of a Gram product and a
-// Cholesky factorization. The first two steps are always fresh. A kept
+// Cholesky factorization. The first two steps are fresh (but see warm_keep). A kept
 // factorization converges linearly, not quadratically: by default its
 // steps must be below `tolerance` squared to stop the fit, the accuracy a
 // fresh step below `tolerance` leaves (the launch model's mode, to its
 // gradient); `kept_tolerance` sets another (the memory model stops at a
 // point within 1e-3 of its mode either way and reads its uncertainties
-// from a fresh factorization there). Thread-compatible.
+// from a fresh factorization there). A fit started near its mode (the last
+// proposal's) may keep the first factorization too: `warm_keep` > 0 keeps
+// it after a first step shorter than that. Thread-compatible.
 class NewtonSteps {
  public:
   explicit NewtonSteps(double tolerance) : NewtonSteps(tolerance, tolerance * tolerance) {}
-  NewtonSteps(double tolerance, double kept_tolerance)
-      : tolerance_(tolerance), kept_tolerance_(kept_tolerance) {}
+  NewtonSteps(double tolerance, double kept_tolerance, double warm_keep = 0)
+      : tolerance_(tolerance), kept_tolerance_(kept_tolerance), warm_keep_(warm_keep) {}
   // Whether this iteration computes a fresh Hessian.
   bool Refresh() const { return refresh_; }
   // Records the step this iteration took (its infinity norm); `full`: no
   // line search shortened it. Returns whether the fit has converged.
   bool Step(double norm, bool full = true) {
     const bool fresh = refresh_;
-    refresh_ = steps_ < 1 || !full || !(norm < 0.25 * last_);
+    const bool settled = steps_ < 1 ? norm < warm_keep_ : norm < 0.25 * last_;
+    refresh_ = !full || !settled;
     last_ = norm;
     ++steps_;
     last_fresh_ = fresh;
@@ -90,7 +93,7 @@ class NewtonSteps {
   bool LastFresh() const { return last_fresh_; }
 
  private:
-  double tolerance_, kept_tolerance_;
+  double tolerance_, kept_tolerance_, warm_keep_;
   double last_ = 0;
   int steps_ = 0;
   bool refresh_ = true;
@@ -125,13 +128,19 @@ class RowPattern {
 class BayesLinear {
  public:
   // Rows of `x` are observations. prior_var has one entry per column.
+  // `covariance`: whether to invert the posterior precision now (about a
+  // third of a fit's cost at the search's sizes); without it, WeightSd
+  // solves with the factor, and the batch predictions invert it on each
+  // call until ComputeCovariance (for a fit that is refitted first).
   void Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y, const Eigen::VectorXd& prior_mean,
-           const Eigen::VectorXd& prior_var, double noise_var);
+           const Eigen::VectorXd& prior_var, double noise_var, bool covariance = true);
   // Fit again on the last Fit's rows and targets with another prior: X'X
   // and X'y are kept from that fit, so a refit costs the factorization
   // alone (the search refits with each knob's own prior scale).
   // Precondition: Fit was called; sizes agree with it.
-  void Refit(const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_var);
+  void Refit(const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_var, bool covariance = true);
+  // Inverts the posterior precision, where a fit left it (no-op otherwise).
+  void ComputeCovariance();
   double Mean(const Eigen::VectorXd& x) const { return x.dot(mean_); }
   // Predictive variance of a new observation at x.
   double Variance(const Eigen::VectorXd& x) const;
@@ -148,7 +157,7 @@ class BayesLinear {
  private:
   Eigen::VectorXd mean_;
   Eigen::LLT<Eigen::MatrixXd> precision_llt_;
-  Eigen::MatrixXd covariance_;  // posterior covariance of the weights
+  Eigen::MatrixXd covariance_;  // posterior covariance of the weights; empty: not computed
   double noise_var_ = 1.0;
   Eigen::MatrixXd gram_;  // X'X of the last Fit, for Refit
   Eigen::VectorXd xty_;   // X'y of the last Fit

@@ -80,6 +80,37 @@ TEST(BayesLinearTest, ARefitWithAnotherPriorIsAFitWithIt) {
   }
 }
 
+// A fit that leaves its covariance uninverted (the search's first step-time
+// fit, refitted before it predicts) answers the same: weight sds from the
+// factor, batch predictions inverting it themselves, and the same again
+// once ComputeCovariance ran.
+TEST(BayesLinearTest, AFitWithoutItsCovarianceAnswersTheSame) {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> noise(0, 0.1);
+  std::bernoulli_distribution on(0.3);
+  const int n = 60, d = 10;
+  Eigen::MatrixXd x(n, d);
+  Eigen::VectorXd y(n);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < d; ++j) x(i, j) = j == 0 ? 1.0 : (on(rng) ? 1.0 : 0.0);
+    y[i] = 0.4 * x(i, 1) - 0.2 * x(i, 3) + noise(rng);
+  }
+  const Eigen::VectorXd m = Eigen::VectorXd::Zero(d), v = Eigen::VectorXd::LinSpaced(d, 0.05, 1.0);
+  models::BayesLinear full, lazy;
+  full.Fit(x, y, m, v, 0.01);
+  lazy.Fit(x, y, m, v, 0.01, /*covariance=*/false);
+  const Eigen::MatrixXd rows = x.topRows(7);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int j = 0; j < d; ++j) EXPECT_NEAR(lazy.WeightSd(j), full.WeightSd(j), 1e-12) << pass << " " << j;
+    Eigen::VectorXd mu_f, var_f, mu_l, var_l;
+    full.PredictBatch(rows, &mu_f, &var_f);
+    lazy.PredictBatch(rows, &mu_l, &var_l);
+    EXPECT_LT((mu_f - mu_l).lpNorm<Eigen::Infinity>(), 1e-12) << pass;
+    EXPECT_LT((var_f - var_l).lpNorm<Eigen::Infinity>(), 1e-12) << pass;
+    lazy.ComputeCovariance();
+  }
+}
+
 TEST(BayesLogisticTest, LearnsWhichFeatureFails) {
   // Feature 1 set: always fails; otherwise runs (20 observations of each).
   Eigen::MatrixXd x(40, 2);
@@ -154,6 +185,16 @@ TEST(NewtonStepsTest, KeepsAFactorizationOnlyWhileStepsShrinkFast) {
   EXPECT_FALSE(m.Step(0.002));  // kept, above 1e-3
   EXPECT_TRUE(m.Step(0.0005));  // kept, below it
   EXPECT_FALSE(m.LastFresh());
+  // Started near the mode: a first step under warm_keep keeps its
+  // factorization; a longer one does not.
+  models::NewtonSteps w(1e-3, 1e-6, 0.05);
+  EXPECT_FALSE(w.Step(0.01));
+  EXPECT_FALSE(w.Refresh());
+  EXPECT_FALSE(w.Step(0.002));  // kept, shrunk fourfold
+  EXPECT_FALSE(w.Refresh());
+  models::NewtonSteps far(1e-3, 1e-6, 0.05);
+  EXPECT_FALSE(far.Step(0.2));
+  EXPECT_TRUE(far.Refresh());
 }
 
 // The launch model's fit stops at its posterior mode as closely as full
@@ -846,8 +887,9 @@ TEST(BayesLogisticTest, AFitStartedAtTheLastModeIsTheSameFitWithFewerFactorizati
   last.Fit(x.topRows(n - 1), y.head(n - 1), mean, var);
   cold.Fit(x, y, mean, var);
   warm.Fit(x, y, mean, var, nullptr, 30, &last.weights());
-  EXPECT_LT((warm.weights() - cold.weights()).lpNorm<Eigen::Infinity>(), 1e-2);
+  EXPECT_LT((warm.weights() - cold.weights()).lpNorm<Eigen::Infinity>(), 1e-4);
   EXPECT_LT(warm.factorizations(), cold.factorizations());
+  EXPECT_EQ(warm.factorizations(), 1);  // its first curvature kept (NewtonSteps' warm_keep)
 }
 
 // The toy landscape on an H200 (capacity 139.8 GiB): 40 GiB per micro-batch,
