@@ -770,23 +770,30 @@ TEST_F(SessionManagerTest, SearchStopsWhenNothingIsExpectedToBeatTheBest) {
   EXPECT_EQ(rep->verification().search_stop(), rep->search().stop_reason());
 }
 
+// Random proposals, each after `look` saw its context (under `mu`).
+class LookingOptimizer : public Optimizer {
+ public:
+  explicit LookingOptimizer(std::function<void(const SearchContext&)> look) : look_(std::move(look)) {}
+  Proposal Propose(const SearchContext& ctx, const std::vector<Observation>& history, int n,
+                   uint64_t seed) override {
+    absl::MutexLock lock(&mu);
+    look_(ctx);
+    return random_.Propose(ctx, history, n, seed);
+  }
+  std::string Name() const override { return "looking"; }
+  absl::Mutex mu;
+
+ private:
+  std::function<void(const SearchContext&)> look_;
+  RandomOptimizer random_;
+};
+
 // The optimizer is told the gain under which the stop rule ends the search
 // (it probes knob values no trial held before it): the spec's stop_gain,
 // or the doctor's noise floor where that is larger.
 TEST_F(SessionManagerTest, ProposalsAreToldTheGainTheStopRuleReads) {
-  class Recording : public Optimizer {
-   public:
-    Proposal Propose(const SearchContext& ctx, const std::vector<Observation>& history, int n,
-                     uint64_t seed) override {
-      absl::MutexLock lock(&mu);
-      stop_below.push_back(ctx.stop_below);
-      return random.Propose(ctx, history, n, seed);
-    }
-    std::string Name() const override { return "recording"; }
-    absl::Mutex mu;
-    std::vector<double> stop_below;
-    RandomOptimizer random;
-  } recording;
+  std::vector<double> stop_below;
+  LookingOptimizer recording([&](const SearchContext& ctx) { stop_below.push_back(ctx.stop_below); });
   optimizer_ = &recording;
   Restart();
   const std::string agent = Agent();
@@ -795,8 +802,8 @@ TEST_F(SessionManagerTest, ProposalsAreToldTheGainTheStopRuleReads) {
   Drain(agent);
   {
     absl::MutexLock lock(&recording.mu);
-    ASSERT_FALSE(recording.stop_below.empty());
-    for (double s : recording.stop_below) EXPECT_DOUBLE_EQ(s, 0.5);
+    ASSERT_FALSE(stop_below.empty());
+    for (double s : stop_below) EXPECT_DOUBLE_EQ(s, 0.5);
   }
   m_.reset();  // before `recording` goes
 }
@@ -804,41 +811,32 @@ TEST_F(SessionManagerTest, ProposalsAreToldTheGainTheStopRuleReads) {
 // Each session's proposals share one memo (SearchContext::memo), which the
 // next proposal of that session reads and no other session's does.
 TEST_F(SessionManagerTest, ASessionsProposalsShareAMemoOfTheirOwn) {
-  class Counting : public Optimizer {
-   public:
-    Proposal Propose(const SearchContext& ctx, const std::vector<Observation>& history, int n,
-                     uint64_t seed) override {
-      absl::MutexLock lock(&mu);
-      if (ctx.memo == nullptr) {
-        seen.push_back(-1);
-      } else {
-        const std::vector<double> last = ctx.memo->Get("proposals", 7);
-        seen.push_back(last.empty() ? 0 : static_cast<int>(last[0]));
-        ctx.memo->Put("proposals", 7, {static_cast<double>(seen.back() + 1)});
-      }
-      return random.Propose(ctx, history, n, seed);
+  std::vector<int> seen;  // proposals the memo counted before each
+  LookingOptimizer counting([&](const SearchContext& ctx) {
+    if (ctx.memo == nullptr) {
+      seen.push_back(-1);
+      return;
     }
-    std::string Name() const override { return "counting"; }
-    absl::Mutex mu;
-    std::vector<int> seen;  // proposals the memo counted before each
-    RandomOptimizer random;
-  } counting;
+    const std::vector<double> last = ctx.memo->Get("proposals", 7);
+    seen.push_back(last.empty() ? 0 : static_cast<int>(last[0]));
+    ctx.memo->Put("proposals", 7, {static_cast<double>(seen.back() + 1)});
+  });
   optimizer_ = &counting;
   Restart();
   const std::string agent = Agent();
   for (const char* budget : {"budget: {max_trials: 4, min_trials: 3}", "budget: {max_trials: 3, min_trials: 3}"}) {
     {
       absl::MutexLock lock(&counting.mu);
-      counting.seen.clear();
+      seen.clear();
     }
     const std::string id = NewSession(WithBudget(budget));
     DoctorAndRun(id, agent);
     Drain(agent);
     EXPECT_EQ(Get(id).stage(), v1::STAGE_SEARCHED);
     absl::MutexLock lock(&counting.mu);
-    ASSERT_GE(counting.seen.size(), 2u) << budget;
+    ASSERT_GE(seen.size(), 2u) << budget;
     // The second session's first proposal starts at 0: its memo is its own.
-    for (size_t i = 0; i < counting.seen.size(); ++i) EXPECT_EQ(counting.seen[i], static_cast<int>(i)) << budget;
+    for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], static_cast<int>(i)) << budget;
   }
   m_.reset();  // before `counting` goes
 }
