@@ -25,8 +25,10 @@
 //                                 SEARCH_BASELINE_RUNS=k: the doctor's k baseline runs;
 //                                 SEARCH_NO_GAIN_STOP=1: no expected-gain stop, the
 //                                 optimizer's own stops kept, to read what it costs)
-//   search_bench --latency [history=2000] proposal latency with a long history
-//                (LATENCY_EARLY=1: an early session with two contract violations instead)
+//   search_bench --latency [history=2000] proposal latency with a long history, each
+//                proposal after the last one's pick ran, with the session's memo
+//                (LATENCY_N proposals, default 100; LATENCY_NO_MEMO=1: no memo;
+//                LATENCY_EARLY=1: an early session with two contract violations instead)
 //   search_bench --promote [seeds=30]     whole noisy sessions: what is promoted after re-verification
 //   search_bench --describe               landscapes as JSON lines (for tpe_bench.py)
 //   search_bench --oracle NAME            answers "k=v,..." lines with "ok T MEM" / "oom" / "failed"
