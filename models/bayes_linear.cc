@@ -200,15 +200,19 @@ void BayesLinear::PredictBatch(const Eigen::MatrixXd& x, Eigen::VectorXd* mean,
                                Eigen::VectorXd* var) const {
   *mean = x * mean_;
   Eigen::MatrixXd own;
-  const Eigen::MatrixXd& cov = covariance_.size() > 0 ? covariance_ : (own = InverseFromCholesky(precision_llt_));
-  *var = RowPattern(x).QuadraticForms(cov).array() + noise_var_;
+  *var = RowPattern(x).QuadraticForms(Covariance(&own)).array() + noise_var_;
 }
 
 void BayesLinear::PredictBatch(const SparseRows& x, Eigen::VectorXd* mean, Eigen::VectorXd* var) const {
   *mean = x.Times(mean_);
   Eigen::MatrixXd own;
-  const Eigen::MatrixXd& cov = covariance_.size() > 0 ? covariance_ : (own = InverseFromCholesky(precision_llt_));
-  *var = x.QuadraticForms(cov).array() + noise_var_;
+  *var = x.QuadraticForms(Covariance(&own)).array() + noise_var_;
+}
+
+const Eigen::MatrixXd& BayesLinear::Covariance(Eigen::MatrixXd* own) const {
+  if (covariance_.size() > 0) return covariance_;
+  *own = InverseFromCholesky(precision_llt_);
+  return *own;
 }
 
 double BayesLinear::WeightSd(int j) const {
@@ -222,12 +226,10 @@ void BayesLogistic::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& labels,
                         const Eigen::VectorXd* weights, int iterations,
                         const Eigen::VectorXd* start) {
   const Eigen::VectorXd prior_prec = prior_var.cwiseInverse();
-  w_ = start != nullptr && start->size() == x.cols() ? *start : prior_mean;
+  const bool warm = start != nullptr && start->size() == x.cols() && x.rows() > 0;
+  w_ = warm ? *start : prior_mean;
   factorizations_ = 0;
-  if (x.rows() == 0) {
-    w_ = prior_mean;
-    return;
-  }
+  if (x.rows() == 0) return;
   const Eigen::VectorXd ones = Eigen::VectorXd::Ones(x.rows());
   const Eigen::VectorXd& rw = weights != nullptr ? *weights : ones;
   // Log posterior at w, given eta = x w (log(1 + e^eta) computed stably).
@@ -248,7 +250,6 @@ void BayesLogistic::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& labels,
   // start near the mode keeps its first curvature after a step under 0.05
   // (a few percent of a logit's curvature at most; each kept step that does
   // not shrink fourfold refreshes it).
-  const bool warm = start != nullptr && start->size() == x.cols();
   NewtonSteps steps(1e-3, 1e-6, warm ? 0.05 : 0.0);
   for (int it = 0; it < iterations; ++it) {
     const Eigen::VectorXd p = eta.unaryExpr([](double e) { return 1.0 / (1.0 + std::exp(-e)); });

@@ -157,6 +157,10 @@ class BayesLinear {
  private:
   Eigen::VectorXd mean_;
   Eigen::LLT<Eigen::MatrixXd> precision_llt_;
+  // covariance_, or where it was not computed, the factor's inverse made
+  // into `own`.
+  const Eigen::MatrixXd& Covariance(Eigen::MatrixXd* own) const;
+
   Eigen::MatrixXd covariance_;  // posterior covariance of the weights; empty: not computed
   double noise_var_ = 1.0;
   Eigen::MatrixXd gram_;  // X'X of the last Fit, for Refit

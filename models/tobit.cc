@@ -48,13 +48,7 @@ void CensoredLinear::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
   // rescaled by a Refit); each step adds only the censored rows' (about
   // half the rows the search fits, so half of each step's Gram product).
   observed_gram_ = pattern.Gram(&rw_, Eigen::VectorXd::Zero(x.cols()), &observed_);
-  factorizations_ = 0;
-  if (start != nullptr && start->size() == x.cols()) {
-    w_ = *start;
-    if (Solve(x, pattern, iterations)) return;
-    w_ = prior_mean;
-  }
-  Solve(x, pattern, iterations);
+  Solve(x, pattern, iterations, start);
 }
 
 void CensoredLinear::Refit(const Eigen::MatrixXd& x, double sigma, int iterations,
@@ -62,17 +56,11 @@ void CensoredLinear::Refit(const Eigen::MatrixXd& x, double sigma, int iteration
   sigma_ = sigma;
   std::optional<RowPattern> own_pattern;
   const RowPattern& pattern = given_pattern != nullptr ? *given_pattern : own_pattern.emplace(x);
-  factorizations_ = 0;
-  if (start != nullptr && start->size() == x.cols()) {
-    const Eigen::VectorXd from = w_;
-    w_ = *start;
-    if (Solve(x, pattern, iterations)) return;
-    w_ = from;
-  }
-  Solve(x, pattern, iterations);
+  Solve(x, pattern, iterations, start);
 }
 
-bool CensoredLinear::Solve(const Eigen::MatrixXd& x, const RowPattern& pattern, int iterations) {
+void CensoredLinear::Solve(const Eigen::MatrixXd& x, const RowPattern& pattern, int iterations,
+                           const Eigen::VectorXd* start) {
   const double sigma = sigma_, s2 = sigma * sigma;
   const Eigen::Index n = x.rows();
   Eigen::VectorXd grad_r(n), curv(n);  // d loglik / d mu, -d2 loglik / d mu2
@@ -106,21 +94,31 @@ bool CensoredLinear::Solve(const Eigen::MatrixXd& x, const RowPattern& pattern, 
   // 0.1% of memory and under its noise, the fit stops, on a kept curvature
   // too (the uncertainties are read from a fresh one below).
   constexpr double kTolerance = 1e-3;
-  NewtonSteps steps(kTolerance, kTolerance);
-  bool converged = false;
-  for (int it = 0; it < iterations && !converged; ++it) {
-    derivatives(x * w_);
-    const Eigen::VectorXd g =
-        x.transpose() * rw_.cwiseProduct(grad_r) - prior_prec_.cwiseProduct(w_ - prior_mean_);
-    if (steps.Refresh()) {
-      hessian_llt_.compute(hessian());
-      ++factorizations_;
+  factorizations_ = 0;
+  // From `start` where given; a start that does not converge is dropped
+  // for w_ as the caller left it (Newton's method has no line search here).
+  const bool warm = start != nullptr && start->size() == x.cols();
+  const Eigen::VectorXd fallback = warm ? w_ : Eigen::VectorXd();
+  if (warm) w_ = *start;
+  bool converged = false, last_fresh = true;
+  for (int attempt = warm ? 0 : 1; attempt < 2 && !converged; ++attempt) {
+    if (attempt == 1 && warm) w_ = fallback;
+    NewtonSteps steps(kTolerance, kTolerance);
+    for (int it = 0; it < iterations && !converged; ++it) {
+      derivatives(x * w_);
+      const Eigen::VectorXd g =
+          x.transpose() * rw_.cwiseProduct(grad_r) - prior_prec_.cwiseProduct(w_ - prior_mean_);
+      if (steps.Refresh()) {
+        hessian_llt_.compute(hessian());
+        ++factorizations_;
+      }
+      const Eigen::VectorXd step = hessian_llt_.solve(g);
+      w_ += step;
+      converged = steps.Step(step.lpNorm<Eigen::Infinity>());
     }
-    const Eigen::VectorXd step = hessian_llt_.solve(g);
-    w_ += step;
-    converged = steps.Step(step.lpNorm<Eigen::Infinity>());
+    last_fresh = steps.LastFresh();
   }
-  if (!converged || !steps.LastFresh()) {
+  if (!converged || !last_fresh) {
     // The curvature at the mode, for the uncertainties (after a converged
     // step from a fresh factor, that factor's: its point is within the
     // tolerance of the mode).
@@ -129,7 +127,6 @@ bool CensoredLinear::Solve(const Eigen::MatrixXd& x, const RowPattern& pattern, 
     ++factorizations_;
   }
   covariance_ = InverseFromCholesky(hessian_llt_);
-  return converged;
 }
 
 double CensoredLinear::Sd(const Eigen::VectorXd& x) const {

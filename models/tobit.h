@@ -70,9 +70,10 @@ class CensoredLinear {
   double WeightSd(int j) const;
 
  private:
-  // Newton's method from w_ on the stored problem; sets w_, the Hessian's
-  // factor at the mode and the covariance. Returns whether it converged.
-  bool Solve(const Eigen::MatrixXd& x, const RowPattern& pattern, int iterations);
+  // Newton's method from `start` (if given, else w_) on the stored
+  // problem; sets w_, the Hessian's factor at the mode and the covariance.
+  void Solve(const Eigen::MatrixXd& x, const RowPattern& pattern, int iterations,
+             const Eigen::VectorXd* start);
   // From each row's mean and MeanVariance.
   Eigen::VectorXd ProbabilityBelow(const Eigen::VectorXd& mu, const Eigen::VectorXd& q,
                                    double threshold) const;

@@ -858,6 +858,12 @@ TEST(CensoredLinearTest, AFitStartedAtTheLastModeIsTheSameFitWithFewerFactorizat
       EXPECT_LT(warm.factorizations(), cold.factorizations());
     }
   }
+  // A start that does not converge within the iterations is dropped: the
+  // fit is then the one from the prior mean.
+  models::CensoredLinear one_step, dropped;
+  one_step.Fit(x, y, cens, mean, var, 0.1, nullptr, 1);
+  dropped.Fit(x, y, cens, mean, var, 0.1, nullptr, 1, nullptr, &far);
+  EXPECT_LT((dropped.weights() - one_step.weights()).lpNorm<Eigen::Infinity>(), 1e-12);
   // A refit at another sigma started at that sigma's mode of a row fewer.
   last.Refit(x.topRows(n - 1), 0.03);
   const Eigen::VectorXd last_refit = last.weights();

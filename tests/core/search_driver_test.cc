@@ -45,11 +45,13 @@ class CountingOptimizer : public Optimizer {
   int calls = 0;
   int last_n = 0;
   double last_stop_below = -1;
+  ProposalMemo* last_memo = nullptr;
   Proposal Propose(const SearchContext& ctx, const std::vector<Observation>&, int n,
                    uint64_t) override {
     ++calls;
     last_n = n;
     last_stop_below = ctx.stop_below;
+    last_memo = ctx.memo;
     Proposal p;
     p.configs.resize(static_cast<size_t>(n));
     p.reasons.resize(static_cast<size_t>(n), "random");
@@ -145,6 +147,17 @@ TEST_F(SearchDriverTest, TheProposalIsToldTheGainTheStopReads) {
   ASSERT_TRUE(driver_.ProposePending("", true).ok());
   EXPECT_EQ(optimizer_.calls, 1);
   EXPECT_DOUBLE_EQ(optimizer_.last_stop_below, 0.02);
+}
+
+// The proposal gets the session's memo the window carries.
+TEST_F(SearchDriverTest, TheProposalGetsTheWindowsMemo) {
+  writer_.windows["a"] = Open(1);
+  auto memo = std::make_shared<ProposalMemo>();
+  writer_.windows["a"].memo = memo;
+  driver_.MarkPending("a");
+  ASSERT_TRUE(driver_.ProposePending("", true).ok());
+  EXPECT_EQ(optimizer_.calls, 1);
+  EXPECT_EQ(optimizer_.last_memo, memo.get());
 }
 
 TEST_F(SearchDriverTest, ASettledWindowProposesNothing) {
