@@ -811,6 +811,9 @@ struct ProbeRule {
   double min_fit = 0.75;
   double min_p_beat = 0.8;
   std::optional<double> base_log;
+  // And the probe's own gain, were it to fit, times P(fits) and the chance
+  // to keep the contract, is at least this.
+  double min_expected = 0;
 };
 struct Probe {
   size_t at = 0;       // into the pool
@@ -848,7 +851,7 @@ std::optional<Probe> ProbeUntriedValue(const Space& space, const std::vector<Obs
     const Models::Prediction& p = pred[i];
     const double keeps = clean(pool[i]);
     const double gain = p.GainIfItFits() * keeps;
-    const bool eligible = p.p_fit >= rule.min_fit && keeps > 0.5 &&
+    const bool eligible = p.p_fit >= rule.min_fit && keeps > 0.5 && gain * p.p_fit >= rule.min_expected &&
                           (!rule.base_log || p.ProbabilityBelow(*rule.base_log) >= rule.min_p_beat);
     for (size_t k = 0; k < space.knobs(); ++k) {
       const size_t v = static_cast<size_t>(space.Digit(pool[i], k));

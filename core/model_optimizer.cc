@@ -372,16 +372,17 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     // expect to be slower than what already runs, or out of memory. Only
     // once half of min_trials search trials ran: a stop the priors reach
     // alone would never let the runs revise a wrong one.
-    // (The history is counted only where no setting has a fair chance.)
+    int search_ran = 0;
+    for (size_t i = 0; i < history.size(); ++i) {
+      search_ran += !InFlight(history[i].status) && history_index[i] != baseline_index;
+    }
+    bool no_fair_chance = false;
     if (options_.stop_p_beat_baseline > 0 && have_base && out.stop.empty() &&
         !any_likely_fit([&](size_t i) {
           return pred[i].ProbabilityBelow(base_log) >= options_.stop_p_beat_baseline;
         })) {
-      int search_ran = 0;
-      for (size_t i = 0; i < history.size(); ++i) {
-        search_ran += !InFlight(history[i].status) && history_index[i] != baseline_index;
-      }
       if (2 * search_ran >= spec.min_trials) {
+        no_fair_chance = true;
         out.stop = absl::StrFormat(
             "no untried setting likely to fit in memory has a %.0f%% chance to beat the baseline's step time",
             100 * options_.stop_p_beat_baseline);
@@ -407,6 +408,28 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       if (const std::optional<Probe> p = ProbeUntriedValue(space, history, history_index, pool, pred, clean, rule)) {
         out.expected_gain = p->promise;
         take(pool[p->at], "model (probe)");
+        return out;
+      }
+    }
+    // Where the session would stop now (no fair chance to beat the
+    // baseline, or past min_trials nothing expected to gain more than the
+    // noise) and no probe above qualifies, the stop may still rest on the
+    // memory model's doubt about an untried value's settings at the memory
+    // edge: its setting likeliest to fit among those that fit with
+    // probability >= 1 - (1 - edge_probe_min_fit) x 2^-k after k OOMs and
+    // are more likely than not to beat the baseline is run first.
+    const bool stopping = no_fair_chance || (out.expected_gain < ctx.stop_below && search_ran >= spec.min_trials);
+    if (options_.probe_untried_values && options_.edge_probe_min_fit > 0 && ctx.stop_below > 0 && stopping) {
+      ProbeRule rule;
+      rule.min_promise = ctx.stop_below;
+      rule.min_fit = 1.0 - (1.0 - options_.edge_probe_min_fit) * std::pow(0.5, oom_trials);
+      rule.min_p_beat = options_.min_p_beat_baseline;
+      rule.base_log = measured_base;
+      rule.min_expected = options_.edge_probe_min_expected * ctx.stop_below;
+      if (const std::optional<Probe> p = ProbeUntriedValue(space, history, history_index, pool, pred, clean, rule)) {
+        if (no_fair_chance) out.stop.clear();
+        out.expected_gain = p->promise;
+        take(pool[p->at], "model (edge probe)");
         return out;
       }
     }

@@ -1521,6 +1521,13 @@ TEST(ProbeUntriedValueTest, TheUntriedValueThatWouldGainIsProbedWhereItIsLikelie
   rule.base_log = std::nullopt;  // no measured baseline: no such condition
   EXPECT_TRUE(ProbeUntriedValue(space, history, indices(), pool, pred, keeps, rule).has_value());
   rule.base_log = 0.0;
+  // Nor where the probe's own expected gain (gain x P(fits): 0.009) falls
+  // below min_expected.
+  rule.min_expected = 0.01;
+  EXPECT_FALSE(ProbeUntriedValue(space, history, indices(), pool, pred, keeps, rule).has_value());
+  rule.min_expected = 0.008;
+  EXPECT_TRUE(ProbeUntriedValue(space, history, indices(), pool, pred, keeps, rule).has_value());
+  rule.min_expected = 0;
   const int64_t blamed = at("4", "on");
   auto blame = [&](int64_t i) { return i == blamed ? 0.5 : 1.0; };
   EXPECT_FALSE(ProbeUntriedValue(space, history, indices(), pool, pred, blame, rule).has_value());
