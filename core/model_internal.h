@@ -20,6 +20,7 @@
 #include <set>
 #include <system_error>
 
+#include "absl/strings/numbers.h"
 #include "core/model_optimizer.h"
 #include "core/planner.h"
 #include "core/trial_status.h"
@@ -289,6 +290,29 @@ class Models {
     }
     const int est_dim = d + (time_estimate ? 1 : 0);
     time_dim_ = est_dim + static_cast<int>(source_col.size());
+    if (o.trend_var > 0) {
+      int64_t stride = 1;
+      for (size_t k = spec_.knobs.size(); k-- > 0;) {
+        const Knob& knob = spec_.knobs[k];
+        const int64_t radix = static_cast<int64_t>(knob.values.size());
+        Trend t;
+        t.stride = stride;
+        t.radix = radix;
+        stride *= radix;
+        if (radix < 3) continue;
+        double base = 0;
+        if (!absl::SimpleAtod(spec_.baseline.at(knob.name), &base) || !(base > 0)) continue;
+        bool numeric = true;
+        for (const std::string& v : knob.values) {
+          double x = 0;
+          numeric = numeric && absl::SimpleAtod(v, &x) && x > 0;
+          if (numeric) t.log_ratio.push_back(std::log2(x / base));
+        }
+        if (!numeric) continue;
+        t.column = time_dim_++;
+        trend_.push_back(std::move(t));
+      }
+    }
     if (time_estimate) base_time_estimate_ = std::log(std::max(planner_.time_estimate_s(spec_.baseline), 1e-9));
 
     // One row per finished trial, encoded once; each model takes its rows.
@@ -383,6 +407,7 @@ class Models {
       var[d] = 0.1;   // ...within about 30%
     }
     for (int i = est_dim; i < time_dim_; ++i) var[i] = 1.0;  // another GPU: within ~e
+    for (const Trend& t : trend_) var[t.column] = o.trend_var;
     // Memory: the same shape of prior, tighter (memory is less noisy and
     // knob effects on it are more nearly additive in log space).
     Eigen::VectorXd mmean = Eigen::VectorXd::Zero(mem_dim_), mvar(mem_dim_);
@@ -450,6 +475,7 @@ class Models {
         const size_t r = ok_rows[i];
         encode(r, xt.row(static_cast<Eigen::Index>(i)));
         if (time_estimate) xt(static_cast<Eigen::Index>(i), d) = TimeFeature(done_index[r], done[r]->config);
+        for (const Trend& t : trend_) xt(static_cast<Eigen::Index>(i), t.column) = TrendAt(t, done_index[r], done[r]->config);
       }
       // A related row counts related_weight of an own one: scaling the row
       // and its target by sqrt(weight) is weighted least squares.
@@ -462,6 +488,7 @@ class Models {
         f_.EncodeAt(related_index[j], xt.row(r), /*zeroed=*/true);
         if (time_estimate) xt(r, d) = LogTime(planner_.time_estimate_s_at(related_index[j]));
         xt(r, est_dim + source_col.at(related[j]->source)) = 1.0;
+        for (const Trend& t : trend_) xt(r, t.column) = TrendAt(t, related_index[j], h.config);
         xt.row(r) *= rw;
         yt[r] = rw * std::log(h.step_time_s);
       }
@@ -627,6 +654,10 @@ class Models {
       for (const int64_t index : indices) {
         f_.ForEachActive(index, [&](int c) { xt.Add(c, 1.0); });
         if (time_estimate_) xt.Add(d, LogTime(planner_.time_estimate_s_at(index)));
+        for (const Trend& t : trend_) {
+          const double v = t.log_ratio[static_cast<size_t>(index / t.stride % t.radix)];
+          if (v != 0) xt.Add(t.column, v);
+        }
         xt.EndRow();
       }
       time_.PredictBatch(xt, &mu, &var);
@@ -686,6 +717,7 @@ class Models {
   Eigen::VectorXd TimeX(const Config& c) const {
     Eigen::VectorXd x = f_.Encode(c, time_dim_ - f_.dim());
     if (time_estimate_) x[f_.dim()] = TimeFeature(c);
+    for (const Trend& t : trend_) x[t.column] = TrendAt(t, -1, c);
     return x;
   }
   Eigen::VectorXd MemX(const Config& c) const {
@@ -777,6 +809,20 @@ class Models {
     }
     return lowered;
   }
+
+  // A numeric knob's trend: log2 of its value against the baseline's, one
+  // step-time column (Options::trend_var).
+  struct Trend {
+    int64_t stride = 1, radix = 1;
+    std::vector<double> log_ratio;  // per value
+    int column = -1;
+  };
+  double TrendAt(const Trend& t, int64_t index, const Config& c) const {
+    if (index >= 0) return t.log_ratio[static_cast<size_t>(index / t.stride % t.radix)];
+    const int64_t at = IndexOf(spec_, c);
+    return at >= 0 ? t.log_ratio[static_cast<size_t>(at / t.stride % t.radix)] : 0.0;
+  }
+  std::vector<Trend> trend_;
 
   const SessionSpec& spec_;
   Features f_;

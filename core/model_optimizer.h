@@ -99,6 +99,22 @@ class ModelOptimizer : public Optimizer {
     // two workloads at 0.01-0.1, hence stall_trials.)
     double main_effect_var = 0.5;
     double estimated_main_effect_var = 0.02;
+    // The prior variance of a trend per numeric knob in the step-time model:
+    // a column of log2(value / the baseline's value) for each knob with
+    // three or more positive numeric values (tp, pp, micro-batch, ...),
+    // beside its one-hot columns. What a tried value showed beyond the
+    // textbook estimate then carries to the values further along, which
+    // one-hot columns leave at the prior (a development suite's MoE: tp 2
+    // ran slower twice, and tp 4, never run, was still picked as if it
+    // might be fast: 1.8x slower than the optimum); 0: none. (Tuning half,
+    // 10 seeds: summed means of trials to within 2% 206.1 -> 186.0, OOMs
+    // per session summed 5.1 -> 5.5; at 0.005 / 0.02: 206.8 / 196.1. Three
+    // development suites: 1563.5 -> 1460.0, OOMs 47.7 -> 60.6, median <=
+    // 15 on 95 -> 96 of 132, <= 1 OOM 125 -> 124; at 0.005 / 0.02 / 0.05:
+    // 1458.0 / 1454.2 / 1500.5 with OOMs 58.6 / 66.2 / 70.5. Held-out,
+    // judged once: 176.0 -> 151.0, median <= 15 on 19 -> 20 of 22, >= 99%
+    // of the gain 18 -> 20, OOMs 7.1 -> 10.5. docs/benchmarks.md.)
+    double trend_var = 0.01;
     // The latter doubles every this many finished trials since the best,
     // up to main_effect_var: a search that stopped improving has learned
     // the estimate's neighbourhood and needs the doubt about elsewhere

@@ -41,7 +41,7 @@
 // (fallback_keeps_fit, 0 or 1), X_KNOB_SCALE (learned_knob_scale_floor),
 // X_PROBE (probe_untried_values, 0 or 1), X_PROBE_FIT, X_PROBE_BEAT
 // (probe_min_fit, probe_min_p_beat_baseline), X_EDGE_FIT, X_EDGE_EXP
-// (edge_probe_min_fit, edge_probe_min_expected), and the rest
+// (edge_probe_min_fit, edge_probe_min_expected), X_TREND (trend_var), and the rest
 // ExperimentOptions reads. X_NO_MEMO: sessions keep no ProposalMemo (each
 // proposal's fits start afresh; the server keeps one per session).
 #include <algorithm>
@@ -108,6 +108,7 @@ infrarsi::ModelOptimizer::Options ExperimentOptions() {
   num("X_PROBE_BEAT", &o.probe_min_p_beat_baseline);
   num("X_EDGE_FIT", &o.edge_probe_min_fit);
   num("X_EDGE_EXP", &o.edge_probe_min_expected);
+  num("X_TREND", &o.trend_var);
   num("X_IVMAX", &o.max_interaction_var);
   num("X_LOCAL", &o.local_every);
   num("X_INIT", &o.initial_designs);
