@@ -122,6 +122,26 @@ Session OverSeeds(const SessionSpec& spec, const ModelOptimizer::Options& o, int
   return sum;
 }
 
+// The fastest step time among the baseline and a session's picks that ran.
+double BestStep(const SessionSpec& spec, const Session& s) {
+  double b = SimulatedObservation(spec, spec.baseline).step_time_s;
+  for (const Config& c : s.picks) {
+    const Observation o = SimulatedObservation(spec, c);
+    if (o.status == "ok") b = std::min(b, o.step_time_s);
+  }
+  return b;
+}
+
+// The fastest step time of any setting of the space that runs.
+double OptimumStep(const SessionSpec& spec) {
+  double best = std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < spec.SpaceSize(); ++i) {
+    const Observation o = SimulatedObservation(spec, ConfigAt(spec, i));
+    if (o.status == "ok") best = std::min(best, o.step_time_s);
+  }
+  return best;
+}
+
 SessionSpec Parsed(const SuiteWorkload& w) {
   auto spec = ParseSpec(w.yaml, SpecParseOptions());
   EXPECT_TRUE(spec.ok()) << spec.status();
@@ -187,15 +207,7 @@ TEST(SearchGuardsTest, WhenNothingLeftIsLikelyToFitTheSearchStopsBeforeMinTrials
     EXPECT_LE(now.ooms, 1);
     EXPECT_LT(now.trials, was.trials);
     // The same best setting found.
-    auto best = [&](const Session& s) {
-      double b = SimulatedObservation(spec, spec.baseline).step_time_s;
-      for (const Config& c : s.picks) {
-        const Observation o = SimulatedObservation(spec, c);
-        if (o.status == "ok") b = std::min(b, o.step_time_s);
-      }
-      return b;
-    };
-    EXPECT_DOUBLE_EQ(best(now), best(was));
+    EXPECT_DOUBLE_EQ(BestStep(spec, now), BestStep(spec, was));
   }
 }
 
@@ -276,15 +288,6 @@ TEST(SearchGuardsTest, WhereNothingLikelyToFitIsLikelyToBeatTheBaselineTheSearch
     const std::optional<SessionSpec> suite_spec = SuiteSpec(index, prefix);
     ASSERT_TRUE(suite_spec.has_value());
     const SessionSpec& spec = *suite_spec;
-    const Observation base = SimulatedObservation(spec, spec.baseline);
-    auto best = [&](const Session& s) {
-      double b = base.step_time_s;
-      for (const Config& c : s.picks) {
-        const Observation o = SimulatedObservation(spec, c);
-        if (o.status == "ok") b = std::min(b, o.step_time_s);
-      }
-      return b;
-    };
     int slower_now = 0, slower_was = 0;
     for (uint64_t seed = 1; seed <= 3; ++seed) {
       SCOPED_TRACE(seed);
@@ -294,7 +297,7 @@ TEST(SearchGuardsTest, WhereNothingLikelyToFitIsLikelyToBeatTheBaselineTheSearch
                   prefix, static_cast<int>(seed), now.slower, now.trials, off.slower, off.trials);
       EXPECT_LT(now.trials, off.trials);
       EXPECT_LE(now.slower, off.slower);
-      EXPECT_DOUBLE_EQ(best(now), best(off)) << "the stop came before the best setting";
+      EXPECT_DOUBLE_EQ(BestStep(spec, now), BestStep(spec, off)) << "the stop came before the best setting";
       slower_now += now.slower;
       slower_was += off.slower;
     }
@@ -315,11 +318,7 @@ TEST(SearchGuardsTest, BeforeTheStopAKnobValueNoTrialHeldThatWouldGainIsProbed) 
   const std::optional<SessionSpec> suite_spec = SuiteSpec(40, "g40-moe-128e-top8", 2);
   ASSERT_TRUE(suite_spec.has_value());
   const SessionSpec& spec = *suite_spec;
-  double best_step = std::numeric_limits<double>::infinity();
-  for (int64_t i = 0; i < spec.SpaceSize(); ++i) {
-    const Observation o = SimulatedObservation(spec, ConfigAt(spec, i));
-    if (o.status == "ok") best_step = std::min(best_step, o.step_time_s);
-  }
+  const double best_step = OptimumStep(spec);
   // (The step-time model's trends over numeric knobs (trend_var) now lead
   // these sessions to ep 8 without the probe: off in both arms, so the
   // probe is measured where it still decides.)
@@ -327,14 +326,7 @@ TEST(SearchGuardsTest, BeforeTheStopAKnobValueNoTrialHeldThatWouldGainIsProbed) 
   with_probe.trend_var = 0;
   ModelOptimizer::Options was = with_probe;
   was.probe_untried_values = false;
-  auto best_of = [&](const Session& s) {
-    double b = SimulatedObservation(spec, spec.baseline).step_time_s;
-    for (const Config& c : s.picks) {
-      const Observation o = SimulatedObservation(spec, c);
-      if (o.status == "ok") b = std::min(b, o.step_time_s);
-    }
-    return b / best_step;
-  };
+  auto best_of = [&](const Session& s) { return BestStep(spec, s) / best_step; };
   for (uint64_t seed = 1; seed <= 3; ++seed) {
     SCOPED_TRACE(seed);
     const Session now = RunSession(spec, with_probe, seed, 30);
@@ -368,19 +360,8 @@ TEST(SearchGuardsTest, AStopThatRestsOnTheMemoryModelsDoubtAboutAnUntriedValuePr
     const std::optional<SessionSpec> suite_spec = SuiteSpec(index, prefix);
     ASSERT_TRUE(suite_spec.has_value());
     const SessionSpec& spec = *suite_spec;
-    double best_step = std::numeric_limits<double>::infinity();
-    for (int64_t i = 0; i < spec.SpaceSize(); ++i) {
-      const Observation o = SimulatedObservation(spec, ConfigAt(spec, i));
-      if (o.status == "ok") best_step = std::min(best_step, o.step_time_s);
-    }
-    auto best_of = [&](const Session& s) {
-      double b = SimulatedObservation(spec, spec.baseline).step_time_s;
-      for (const Config& c : s.picks) {
-        const Observation o = SimulatedObservation(spec, c);
-        if (o.status == "ok") b = std::min(b, o.step_time_s);
-      }
-      return b / best_step;
-    };
+    const double best_step = OptimumStep(spec);
+    auto best_of = [&](const Session& s) { return BestStep(spec, s) / best_step; };
     for (uint64_t seed = 1; seed <= 3; ++seed) {
       SCOPED_TRACE(seed);
       const Session now = RunSession(spec, ModelOptimizer::Options(), seed, 30);
