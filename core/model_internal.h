@@ -298,9 +298,10 @@ class Models {
         Trend t;
         t.stride = stride;
         t.radix = radix;
+        t.knob = &knob.name;
         stride *= radix;
         if (radix < 3) continue;
-        double base = 0;
+        double& base = t.base;
         if (!absl::SimpleAtod(spec_.baseline.at(knob.name), &base) || !(base > 0)) continue;
         bool numeric = true;
         for (const std::string& v : knob.values) {
@@ -813,14 +814,20 @@ class Models {
   // A numeric knob's trend: log2 of its value against the baseline's, one
   // step-time column (Options::trend_var).
   struct Trend {
-    int64_t stride = 1, radix = 1;
+    int64_t stride = 1, radix = 1;  // the knob's digit in a setting's index
+    const std::string* knob = nullptr;
+    double base = 0;                // the baseline's value
     std::vector<double> log_ratio;  // per value
     int column = -1;
   };
+  // The trend's value for the setting at `index` of the space, or, where
+  // index < 0 (a trial outside the space: the bank's, say), for `c`'s
+  // value of the knob, whichever number it is (0 where it is none).
   double TrendAt(const Trend& t, int64_t index, const Config& c) const {
     if (index >= 0) return t.log_ratio[static_cast<size_t>(index / t.stride % t.radix)];
-    const int64_t at = IndexOf(spec_, c);
-    return at >= 0 ? t.log_ratio[static_cast<size_t>(at / t.stride % t.radix)] : 0.0;
+    const auto it = c.find(*t.knob);
+    double x = 0;
+    return it != c.end() && absl::SimpleAtod(it->second, &x) && x > 0 ? std::log2(x / t.base) : 0.0;
   }
   std::vector<Trend> trend_;
 

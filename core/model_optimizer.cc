@@ -416,8 +416,11 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     // noise) and no probe above qualifies, the stop may still rest on the
     // memory model's doubt about an untried value's settings at the memory
     // edge: its setting likeliest to fit among those that fit with
-    // probability >= 1 - (1 - edge_probe_min_fit) x 2^-k after k OOMs and
-    // are more likely than not to beat the baseline is run first.
+    // probability >= 1 - (1 - edge_probe_min_fit) x 2^-k after k OOMs, are
+    // more likely than not to beat the baseline and are themselves expected
+    // to gain edge_probe_min_expected x stop_below is run first (without
+    // that last, the probe often came after the optimum and ran out of
+    // memory).
     const bool stopping = no_fair_chance || (out.expected_gain < ctx.stop_below && search_ran >= spec.min_trials);
     if (options_.probe_untried_values && options_.edge_probe_min_fit > 0 && ctx.stop_below > 0 && stopping) {
       ProbeRule rule;

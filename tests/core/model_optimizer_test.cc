@@ -1318,6 +1318,12 @@ TEST_F(SimWorkloadModelsTest, ANumericKnobsTrendCarriesToItsUntriedValues) {
   // vpp 5 is predicted slower than without the trend, and nearer the truth.
   EXPECT_GT(mu(trend, "5") - mu(flat, "5"), 0.03);
   EXPECT_LT(std::fabs(mu(trend, "5") - truth), std::fabs(mu(flat, "5") - truth));
+  // A trial outside the space (the bank's, say, at vpp 4) gets its trend
+  // from its number: log2(4 / 1) in the trend's column, no one-hot.
+  Config outside = spec_.baseline;
+  outside["vpp"] = "4";
+  const Eigen::VectorXd moved = trend.TimeX(outside) - trend.TimeX(spec_.baseline);
+  EXPECT_EQ((moved.array() == 2.0).count(), 1) << moved.transpose();
   // The index path (PredictAll) and the Config path (TimeX) encode the
   // trend alike.
   std::mt19937_64 rng(3);
