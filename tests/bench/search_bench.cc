@@ -297,15 +297,21 @@ infrarsi::SessionSpec Workload(const std::string& file) {
   return Parse(Read(path), WorkloadDir(), path);
 }
 
-// The same workload on the other GPU model of its pair (H100 <-> H200,
-// A100-40GB <-> A100-80GB): same compute, another memory.
-infrarsi::SessionSpec OnOtherGpu(const infrarsi::SessionSpec& spec) {
+// GPU models in pairs of the same compute and another memory (H100 <->
+// H200, A100-40GB <-> A100-80GB).
+const std::map<std::string, std::string>& GpuPairs() {
   static const std::map<std::string, std::string> kOther = {{"H100", "H200"},
                                                             {"H200", "H100"},
                                                             {"A100-40GB", "A100-80GB"},
                                                             {"A100-80GB", "A100-40GB"}};
+  return kOther;
+}
+
+// The same workload on the other GPU model of its pair. Precondition:
+// GpuPairs() has spec.gpu.
+infrarsi::SessionSpec OnOtherGpu(const infrarsi::SessionSpec& spec) {
   infrarsi::SessionSpec other = spec;
-  other.gpu = kOther.at(spec.gpu);
+  other.gpu = GpuPairs().at(spec.gpu);
   other.sim.cluster.gpu = *infrarsi::models::sim::FindGpu(other.gpu);
   return other;
 }
@@ -651,6 +657,11 @@ int Transfer(int seeds, const std::string& only) {
   for (const std::string& f : SuiteFiles()) {
     if (!only.empty() && f.find(only) == std::string::npos) continue;
     const infrarsi::SessionSpec target = Workload(f);
+    if (!GpuPairs().count(target.gpu)) {  // a GB200, say: no pair in the catalog
+      std::printf("%-28s %s has no GPU of the same compute with another memory: skipped\n", target.name.c_str(),
+                  target.gpu.c_str());
+      continue;
+    }
     const infrarsi::SessionSpec source = OnOtherGpu(target);
     const std::string& other = source.gpu;
     const Bench src = SimBench(source), dst = SimBench(target);
