@@ -290,7 +290,11 @@ class Models {
     }
     const int est_dim = d + (time_estimate ? 1 : 0);
     time_dim_ = est_dim + static_cast<int>(source_col.size());
-    if (o.trend_var > 0) {
+    // Only beside a textbook estimate: the trend's prior is sized against
+    // what the estimate misses (estimated_main_effect_var); without one,
+    // on the measured H200 landscape, it moved no median and skewed the
+    // knob table's averaged effects (KnobTableTest).
+    if (o.trend_var > 0 && time_estimate) {
       int64_t stride = 1;
       for (size_t k = spec_.knobs.size(); k-- > 0;) {
         const Knob& knob = spec_.knobs[k];

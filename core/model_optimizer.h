@@ -102,7 +102,8 @@ class ModelOptimizer : public Optimizer {
     // The prior variance of a trend per numeric knob in the step-time model:
     // a column of log2(value / the baseline's value) for each knob with
     // three or more positive numeric values (tp, pp, micro-batch, ...),
-    // beside its one-hot columns. What a tried value showed beyond the
+    // beside its one-hot columns, where the workload has a textbook
+    // step-time estimate. What a tried value showed beyond the
     // textbook estimate then carries to the values further along, which
     // one-hot columns leave at the prior (a development suite's MoE: tp 2
     // ran slower twice, and tp 4, never run, was still picked as if it
