@@ -304,14 +304,12 @@ class Models {
         t.radix = radix;
         t.knob = &knob.name;
         stride *= radix;
-        if (radix < 3) continue;
-        double& base = t.base;
-        if (!absl::SimpleAtod(spec_.baseline.at(knob.name), &base) || !(base > 0)) continue;
+        if (radix < 3 || !PositiveNumber(spec_.baseline.at(knob.name), &t.base)) continue;
         bool numeric = true;
         for (const std::string& v : knob.values) {
           double x = 0;
-          numeric = numeric && absl::SimpleAtod(v, &x) && x > 0;
-          if (numeric) t.log_ratio.push_back(std::log2(x / base));
+          numeric = numeric && PositiveNumber(v, &x);
+          if (numeric) t.log_ratio.push_back(std::log2(x) - std::log2(t.base));
         }
         if (!numeric) continue;
         t.column = time_dim_++;
@@ -660,7 +658,7 @@ class Models {
         f_.ForEachActive(index, [&](int c) { xt.Add(c, 1.0); });
         if (time_estimate_) xt.Add(d, LogTime(planner_.time_estimate_s_at(index)));
         for (const Trend& t : trend_) {
-          const double v = t.log_ratio[static_cast<size_t>(index / t.stride % t.radix)];
+          const double v = TrendAt(t, index);
           if (v != 0) xt.Add(t.column, v);
         }
         xt.EndRow();
@@ -827,11 +825,19 @@ class Models {
   // The trend's value for the setting at `index` of the space, or, where
   // index < 0 (a trial outside the space: the bank's, say), for `c`'s
   // value of the knob, whichever number it is (0 where it is none).
+  static double TrendAt(const Trend& t, int64_t index) {
+    return t.log_ratio[static_cast<size_t>(index / t.stride % t.radix)];
+  }
   double TrendAt(const Trend& t, int64_t index, const Config& c) const {
-    if (index >= 0) return t.log_ratio[static_cast<size_t>(index / t.stride % t.radix)];
+    if (index >= 0) return TrendAt(t, index);
     const auto it = c.find(*t.knob);
     double x = 0;
-    return it != c.end() && absl::SimpleAtod(it->second, &x) && x > 0 ? std::log2(x / t.base) : 0.0;
+    return it != c.end() && PositiveNumber(it->second, &x) ? std::log2(x) - std::log2(t.base) : 0.0;
+  }
+  // A finite number > 0: a value such as "inf" or "1e999" in a spec or a
+  // bank trial would make the trend's column infinite and the fit NaN.
+  static bool PositiveNumber(const std::string& s, double* x) {
+    return absl::SimpleAtod(s, x) && std::isfinite(*x) && *x > 0;
   }
   std::vector<Trend> trend_;
 

@@ -1312,6 +1312,12 @@ TEST_F(SimWorkloadModelsTest, ANumericKnobsTrendCarriesToItsUntriedValues) {
   outside["vpp"] = "4";
   const Eigen::VectorXd moved = trend.TimeX(outside) - trend.TimeX(spec_.baseline);
   EXPECT_EQ((moved.array() == 2.0).count(), 1) << moved.transpose();
+  // One whose value is no finite number (a trial's "inf" or "1e999") gets
+  // none, not an infinite column.
+  for (const char* bad : {"inf", "1e999", "nan", "-2"}) {
+    outside["vpp"] = bad;
+    EXPECT_TRUE(trend.TimeX(outside).allFinite()) << bad;
+  }
   // The index path (PredictAll) and the Config path (TimeX) encode the
   // trend alike.
   std::mt19937_64 rng(3);
