@@ -938,6 +938,47 @@ std::optional<Probe> ProbeUntriedValue(const Space& space, const std::vector<Obs
   return out;
 }
 
+// An OOM retried with a memory saver, as an engineer would: of the pool's
+// settings one knob away from an OOM'd setting that no later trial came
+// within one knob of (finished or in flight: each OOM is retried once) and
+// that is not itself one knob from an earlier OOM (a retry that ran out of
+// memory is not retried in turn), and that `saves(setting, oom)` says
+// saves memory enough against that OOM, the likeliest to fit among those
+// that meet `rule` (ties: the faster predicted); none where none does.
+// Other arguments as ProbeUntriedValue's; rule.min_promise is not read.
+template <typename Clean, typename Saves>
+std::optional<size_t> OomRetry(const Space& space, const std::vector<Observation>& history,
+                               const std::vector<int64_t>& history_index, const std::vector<int64_t>& pool,
+                               const std::vector<Models::Prediction>& pred, Clean&& clean, Saves&& saves,
+                               const ProbeRule& rule) {
+  std::vector<int64_t> fresh;
+  for (size_t i = 0; i < history.size(); ++i) {
+    if (history[i].status != trial_status::kOom || history_index[i] < 0) continue;
+    bool retried = false;
+    for (size_t j = 0; j < history.size() && !retried; ++j) {
+      retried = j != i && history_index[j] >= 0 && space.Distance(history_index[i], history_index[j]) == 1 &&
+                (j > i || history[j].status == trial_status::kOom);
+    }
+    if (!retried) fresh.push_back(history_index[i]);
+  }
+  std::optional<size_t> out;
+  for (size_t i = 0; i < pool.size() && !fresh.empty(); ++i) {
+    if (std::none_of(fresh.begin(), fresh.end(),
+                     [&](int64_t f) { return space.Distance(pool[i], f) == 1 && saves(pool[i], f); })) {
+      continue;
+    }
+    const Models::Prediction& p = pred[i];
+    const double keeps = clean(pool[i]);
+    const bool eligible = p.p_fit >= rule.min_fit && keeps > 0.5 &&
+                          p.GainIfItFits() * keeps * p.p_fit >= rule.min_expected &&
+                          (!rule.base_log || p.ProbabilityBelow(*rule.base_log) >= rule.min_p_beat);
+    if (eligible && (!out || p.p_fit > pred[*out].p_fit || (p.p_fit == pred[*out].p_fit && p.mu < pred[*out].mu))) {
+      out = i;
+    }
+  }
+  return out;
+}
+
 }  // namespace infrarsi::model_internal
 
 #endif  // INFRARSI_CORE_MODEL_INTERNAL_H_

@@ -19,6 +19,10 @@
 #include "models/tobit.h"
 
 namespace infrarsi {
+namespace {
+// How many of the newest OOMs have their one-knob neighbours pooled.
+constexpr size_t kOomsAround = 5;
+}  // namespace
 
 using namespace model_internal;  // NOLINT: this file is their user
 
@@ -177,8 +181,16 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     const size_t top = std::min<size_t>(ok.size(), 5);
     std::partial_sort(ok.begin(), ok.begin() + static_cast<std::ptrdiff_t>(top), ok.end(),
                       [](const auto* a, const auto* b) { return a->step_time_s < b->step_time_s; });
-    for (size_t i = 0; i < top; ++i) {
-      const int64_t base = IndexOf(spec, ok[i]->config);
+    std::vector<int64_t> around;  // the best settings that ran, the newest OOMs
+    for (size_t i = 0; i < top; ++i) around.push_back(IndexOf(spec, ok[i]->config));
+    // An OOM's one-knob neighbours hold its memory savers (OomRetry).
+    for (size_t i = history.size(), ooms = 0; i-- > 0 && ooms < kOomsAround;) {
+      if (history[i].status == trial_status::kOom && history_index[i] >= 0) {
+        around.push_back(history_index[i]);
+        ++ooms;
+      }
+    }
+    for (const int64_t base : around) {
       if (base < 0) continue;
       for (size_t k = 0; k < space.knobs(); ++k) {
         for (int64_t v = 0; v < space.radix(k); ++v) {
@@ -437,6 +449,36 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
         if (no_fair_chance) out.stop.clear();
         out.expected_gain = p->promise;
         take(pool[p->at], "model (edge probe)");
+        return out;
+      }
+    }
+    // Where the session would stop now (any rule above) and no probe
+    // qualifies, an OOM no trial has retried is retried with a memory
+    // saver, as an engineer would (OomRetry): its one-knob neighbour
+    // likeliest to fit among those that fit with probability >=
+    // oom_retry_min_fit (not raised by the OOMs: the retry answers one)
+    // and meet the edge probe's other conditions.
+    if (options_.oom_retry_min_fit > 0 && ctx.stop_below > 0 && (stopping || !out.stop.empty())) {
+      ProbeRule rule = probe_rule(0, options_.min_p_beat_baseline, options_.edge_probe_min_expected * ctx.stop_below);
+      rule.min_fit = options_.oom_retry_min_fit;
+      // A saver worth the retry saves a residual sd of log peak by the
+      // memory model and, where there is one, by the textbook estimate:
+      // the model alone credited a bucket size with what another knob of
+      // the OOM had cost (a development suite's MoE ran out of memory on
+      // the retry).
+      const Models& m = models();
+      auto saves = [&](int64_t c, int64_t oom) {
+        const double sigma = m.memory_sigma();
+        if (planner.memory_estimate_gib_at &&
+            std::log(planner.memory_estimate_gib_at(c)) > std::log(planner.memory_estimate_gib_at(oom)) - sigma) {
+          return false;
+        }
+        return !m.memory() || std::log(m.PeakGibAt(c)) <= std::log(m.PeakGibAt(oom)) - sigma;
+      };
+      if (const std::optional<size_t> r = OomRetry(space, history, history_index, pool, pred, clean, saves, rule)) {
+        out.stop.clear();
+        out.expected_gain = pred[*r].GainIfItFits() * clean(pool[*r]);
+        take(pool[*r], "model (OOM retry)");
         return out;
       }
     }

@@ -281,6 +281,30 @@ class ModelOptimizer : public Optimizer {
     // 7.1. docs/benchmarks.md.)
     double edge_probe_min_fit = 0.4;
     double edge_probe_min_expected = 2;
+    // Where the session would stop now (any rule: after OOMs, no fair
+    // chance, the expected gain) and no probe above qualifies, an OOM no
+    // trial has retried (none came within one knob of it since, and it is
+    // not itself one knob from an earlier OOM) is retried with a memory
+    // saver: its one-knob neighbour likeliest to fit among those that fit
+    // with probability >= this, beat the baseline with probability >=
+    // min_p_beat_baseline, are themselves expected to gain
+    // edge_probe_min_expected x stop_below, and save a residual sd of log
+    // peak against the OOM by the memory model and by the textbook
+    // estimate where there is one; tagged "model (OOM retry)". 0: none.
+    // The OOM's one-knob neighbours join the candidates either way. A
+    // hand-tuned 405B baseline at 79.1 of 79.2 GiB (tuning half g16):
+    // pp 8 with cp 2 ran out of memory and the session stopped at once, no
+    // faster than the baseline; with bf16 gradient reduction it is the
+    // optimum (76.4 GiB), P(fits) 0.42 by the memory model. (Tuning half,
+    // 10 seeds: summed means of trials to within 2% 186.0 -> 174.8, OOMs
+    // per session summed 5.5 both, hand-tuned shares slower 1.18 -> 0.86;
+    // g16's median never -> 3. Three development suites: 1458.7 ->
+    // 1446.7, OOMs 60.7 -> 61.1, median <= 15 on 96 -> 97 of 132, <= 1 OOM
+    // on 124 -> 123, >= 99% of the gain 106 -> 107; without the
+    // estimate's condition: OOMs 62.9, <= 1 OOM on 122. Retrying only an
+    // OOM among the newest two trials: no change on the development
+    // suites. docs/benchmarks.md.)
+    double oom_retry_min_fit = 0.4;
     // Where even the last level leaves nothing, scores are multiplied by
     // P(fits)^(soft_caution x (k + oom_caution_start)) instead of dropping
     // the caution; 0: dropped.

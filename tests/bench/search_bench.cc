@@ -109,6 +109,7 @@ infrarsi::ModelOptimizer::Options ExperimentOptions() {
   num("X_EDGE_FIT", &o.edge_probe_min_fit);
   num("X_EDGE_EXP", &o.edge_probe_min_expected);
   num("X_TREND", &o.trend_var);
+  num("X_RETRY", &o.oom_retry_min_fit);
   num("X_IVMAX", &o.max_interaction_var);
   num("X_LOCAL", &o.local_every);
   num("X_INIT", &o.initial_designs);

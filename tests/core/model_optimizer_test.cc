@@ -1599,6 +1599,99 @@ TEST(ProbeUntriedValueTest, TheUntriedValueThatWouldGainIsProbedWhereItIsLikelie
   EXPECT_TRUE(ProbeUntriedValue(space, history, indices(), pool, pred, keeps, rule).has_value());
 }
 
+// An OOM retried with a memory saver: its one-knob neighbour likeliest to
+// fit among those that save enough and meet the rule; once per OOM, and
+// not a retry's own OOM.
+TEST(OomRetryTest, AnOomsNeighbourThatSavesMemoryIsRetriedOnce) {
+  using model_internal::Models;
+  using model_internal::OomRetry;
+  using model_internal::ProbeRule;
+  SessionSpec spec;
+  spec.knobs = {{"pp", {"4", "8"}}, {"cp", {"1", "2"}}, {"bf16", {"false", "true"}}};
+  const Space space(spec);
+  auto at = [&](const std::string& pp, const std::string& cp, const std::string& bf16) {
+    return IndexOf(spec, {{"pp", pp}, {"cp", cp}, {"bf16", bf16}});
+  };
+  auto obs = [](const std::string& pp, const std::string& cp, const std::string& bf16, const std::string& status) {
+    Observation o;
+    o.config = {{"pp", pp}, {"cp", cp}, {"bf16", bf16}};
+    o.status = status;
+    return o;
+  };
+  // The baseline ran; pp 4 with cp 2 ran out of memory.
+  std::vector<Observation> history = {obs("8", "1", "false", "ok"), obs("4", "2", "false", "oom")};
+  auto indices = [&] {
+    std::vector<int64_t> i;
+    for (const Observation& o : history) i.push_back(IndexOf(spec, o.config));
+    return i;
+  };
+  // Its neighbours: with bf16 (a saver), with cp 1 (a bigger saver, but
+  // no faster than the baseline), with pp 8 (the baseline's neighbour);
+  // and one two knobs away.
+  const std::vector<int64_t> pool = {at("4", "2", "true"), at("4", "1", "false"), at("8", "2", "false"),
+                                     at("4", "1", "true")};
+  auto prediction = [](double mu, double ei, double p_fit) {
+    Models::Prediction p;
+    p.mu = mu;
+    p.sd = 0.1;
+    p.ei = ei;
+    p.p_fit = p_fit;
+    return p;
+  };
+  std::vector<Models::Prediction> pred = {prediction(-0.15, 0.15, 0.45), prediction(0.1, 0.01, 0.95),
+                                          prediction(-0.05, 0.05, 0.6), prediction(-0.15, 0.15, 0.99)};
+  // What the memory model prices: bf16 and cp 1 save, pp 8 does not.
+  std::map<int64_t, double> peak = {{at("4", "2", "false"), 90}, {at("4", "2", "true"), 78},
+                                    {at("4", "1", "false"), 70}, {at("8", "2", "false"), 88},
+                                    {at("4", "1", "true"), 60}};
+  auto saves = [&](int64_t c, int64_t oom) { return peak.at(c) <= peak.at(oom) * 0.9; };
+  auto keeps = [](int64_t) { return 1.0; };
+  ProbeRule rule;
+  rule.min_fit = 0.4;
+  rule.min_p_beat = 0.5;
+  rule.base_log = 0.0;
+  rule.min_expected = 0.03;
+  std::optional<size_t> r = OomRetry(space, history, indices(), pool, pred, keeps, saves, rule);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(pool[*r], at("4", "2", "true"));
+  // Each condition withholds it: too unlikely to fit, too little expected
+  // gain (0.15 x 0.45), no saving, the contract.
+  rule.min_fit = 0.5;
+  EXPECT_FALSE(OomRetry(space, history, indices(), pool, pred, keeps, saves, rule).has_value());
+  rule.min_fit = 0.4;
+  rule.min_expected = 0.07;
+  EXPECT_FALSE(OomRetry(space, history, indices(), pool, pred, keeps, saves, rule).has_value());
+  rule.min_expected = 0.03;
+  auto saves_nothing = [](int64_t, int64_t) { return false; };
+  EXPECT_FALSE(OomRetry(space, history, indices(), pool, pred, keeps, saves_nothing, rule).has_value());
+  auto blame = [&](int64_t i) { return i == at("4", "2", "true") ? 0.4 : 1.0; };
+  EXPECT_FALSE(OomRetry(space, history, indices(), pool, pred, blame, saves, rule).has_value());
+  // The OOM once retried (a later trial one knob from it, whatever became
+  // of it), it is not again; nor is a retry that ran out of memory.
+  for (const char* status : {"ok", "running", "oom"}) {
+    SCOPED_TRACE(status);
+    std::vector<Observation> with = history;
+    with.push_back(obs("4", "2", "true", status));
+    std::vector<int64_t> with_index = indices();
+    with_index.push_back(at("4", "2", "true"));
+    // The next best neighbour of either would qualify but for that.
+    pred[1] = prediction(-0.15, 0.15, 0.9);
+    EXPECT_FALSE(OomRetry(space, with, with_index, pool, pred, keeps, saves, rule).has_value());
+    pred[1] = prediction(0.1, 0.01, 0.95);
+  }
+  // A trial one knob from the OOM before it (the baseline's neighbour, say)
+  // does not count as its retry.
+  std::vector<Observation> before = {history[0], obs("4", "1", "false", "ok"), history[1]};
+  std::vector<int64_t> before_index;
+  for (const Observation& o : before) before_index.push_back(IndexOf(spec, o.config));
+  r = OomRetry(space, before, before_index, pool, pred, keeps, saves, rule);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(pool[*r], at("4", "2", "true"));
+  // No OOM, no retry.
+  history.pop_back();
+  EXPECT_FALSE(OomRetry(space, history, indices(), pool, pred, keeps, saves, rule).has_value());
+}
+
 // RiskAt and CertainAt (what a proposal scores its thousands of candidates
 // by) answer as Risk and Certain do for every setting of the space, over
 // histories with values outside the space and bad trials a certain value
