@@ -20,6 +20,7 @@
 #include <set>
 #include <system_error>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "core/model_optimizer.h"
 #include "core/planner.h"
@@ -951,20 +952,43 @@ std::optional<size_t> OomRetry(const Space& space, const std::vector<Observation
                                const std::vector<int64_t>& history_index, const std::vector<int64_t>& pool,
                                const std::vector<Models::Prediction>& pred, Clean&& clean, Saves&& saves,
                                const ProbeRule& rule) {
-  std::vector<int64_t> fresh;
+  // Each setting of the history: its last position, and whether it ran out
+  // of memory (by lookup: a long history's OOMs are not compared pairwise).
+  struct Seen {
+    size_t last = 0;
+    bool oom = false;
+  };
+  absl::flat_hash_map<int64_t, Seen> seen;
   for (size_t i = 0; i < history.size(); ++i) {
-    if (history[i].status != trial_status::kOom || history_index[i] < 0) continue;
+    if (history_index[i] < 0) continue;
+    Seen& s = seen[history_index[i]];
+    s.last = i;
+    s.oom = s.oom || history[i].status == trial_status::kOom;
+  }
+  // The fresh OOMs' one-knob neighbours, each with the OOMs it neighbours.
+  absl::flat_hash_map<int64_t, std::vector<int64_t>> next_to;
+  for (size_t i = 0; i < history.size(); ++i) {
+    const int64_t at = history_index[i];
+    if (history[i].status != trial_status::kOom || at < 0 || seen[at].last != i) continue;
     bool retried = false;
-    for (size_t j = 0; j < history.size() && !retried; ++j) {
-      retried = j != i && history_index[j] >= 0 && space.Distance(history_index[i], history_index[j]) == 1 &&
-                (j > i || history[j].status == trial_status::kOom);
+    std::vector<int64_t> near;
+    for (size_t k = 0; k < space.knobs(); ++k) {
+      for (int64_t v = 0; v < space.radix(k); ++v) {
+        const int64_t c = space.With(at, k, v);
+        if (c == at) continue;
+        near.push_back(c);
+        const auto it = seen.find(c);
+        retried = retried || (it != seen.end() && (it->second.last > i || it->second.oom));
+      }
     }
-    if (!retried) fresh.push_back(history_index[i]);
+    if (retried) continue;
+    for (const int64_t c : near) next_to[c].push_back(at);
   }
   std::optional<size_t> out;
-  for (size_t i = 0; i < pool.size() && !fresh.empty(); ++i) {
-    if (std::none_of(fresh.begin(), fresh.end(),
-                     [&](int64_t f) { return space.Distance(pool[i], f) == 1 && saves(pool[i], f); })) {
+  for (size_t i = 0; i < pool.size() && !next_to.empty(); ++i) {
+    const auto it = next_to.find(pool[i]);
+    if (it == next_to.end() ||
+        std::none_of(it->second.begin(), it->second.end(), [&](int64_t oom) { return saves(pool[i], oom); })) {
       continue;
     }
     const Models::Prediction& p = pred[i];

@@ -1510,6 +1510,17 @@ TEST(ValueBlameTest, ABadTrialsOnlyUnclearedValueIsPoisonAndAnOomClearsNothing) 
   EXPECT_FALSE(ValueBlame(spec, {obs("0", "0", "0", "ok")}).any());
 }
 
+// A prediction for the probe and retry rules' tests: log step time `mu`
+// (sd 0.1), expected improvement `ei`, P(fits) `p_fit`.
+model_internal::Models::Prediction TestPrediction(double mu, double ei, double p_fit) {
+  model_internal::Models::Prediction p;
+  p.mu = mu;
+  p.sd = 0.1;
+  p.ei = ei;
+  p.p_fit = p_fit;
+  return p;
+}
+
 // The probe before a stop: the value no finished trial held whose settings
 // promise most, at its setting likeliest to fit among those the rule lets
 // run; every condition of the rule can withhold it.
@@ -1536,18 +1547,10 @@ TEST(ProbeUntriedValueTest, TheUntriedValueThatWouldGainIsProbedWhereItIsLikelie
     return i;
   };
   const std::vector<int64_t> pool = {at("4", "off"), at("4", "on"), at("2", "on"), at("1", "off")};
-  auto prediction = [](double mu, double ei, double p_fit) {
-    Models::Prediction p;
-    p.mu = mu;
-    p.sd = 0.1;
-    p.ei = ei;
-    p.p_fit = p_fit;
-    return p;
-  };
   // mb 4 with ckpt off would gain 30% but likely runs out of memory; with
   // ckpt on it fits and is predicted a little faster than the baseline.
-  std::vector<Models::Prediction> pred = {prediction(-0.3, 0.30, 0.2), prediction(-0.1, 0.01, 0.9),
-                                          prediction(-0.05, 0.005, 0.99), prediction(-0.02, 0.002, 0.99)};
+  std::vector<Models::Prediction> pred = {TestPrediction(-0.3, 0.30, 0.2), TestPrediction(-0.1, 0.01, 0.9),
+                                          TestPrediction(-0.05, 0.005, 0.99), TestPrediction(-0.02, 0.002, 0.99)};
   auto keeps = [](int64_t) { return 1.0; };
   ProbeRule rule;
   rule.min_promise = 0.015;
@@ -1630,16 +1633,8 @@ TEST(OomRetryTest, AnOomsNeighbourThatSavesMemoryIsRetriedOnce) {
   // and one two knobs away.
   const std::vector<int64_t> pool = {at("4", "2", "true"), at("4", "1", "false"), at("8", "2", "false"),
                                      at("4", "1", "true")};
-  auto prediction = [](double mu, double ei, double p_fit) {
-    Models::Prediction p;
-    p.mu = mu;
-    p.sd = 0.1;
-    p.ei = ei;
-    p.p_fit = p_fit;
-    return p;
-  };
-  std::vector<Models::Prediction> pred = {prediction(-0.15, 0.15, 0.45), prediction(0.1, 0.01, 0.95),
-                                          prediction(-0.05, 0.05, 0.6), prediction(-0.15, 0.15, 0.99)};
+  std::vector<Models::Prediction> pred = {TestPrediction(-0.15, 0.15, 0.45), TestPrediction(0.1, 0.01, 0.95),
+                                          TestPrediction(-0.05, 0.05, 0.6), TestPrediction(-0.15, 0.15, 0.99)};
   // What the memory model prices: bf16 and cp 1 save, pp 8 does not.
   std::map<int64_t, double> peak = {{at("4", "2", "false"), 90}, {at("4", "2", "true"), 78},
                                     {at("4", "1", "false"), 70}, {at("8", "2", "false"), 88},
@@ -1675,9 +1670,9 @@ TEST(OomRetryTest, AnOomsNeighbourThatSavesMemoryIsRetriedOnce) {
     std::vector<int64_t> with_index = indices();
     with_index.push_back(at("4", "2", "true"));
     // The next best neighbour of either would qualify but for that.
-    pred[1] = prediction(-0.15, 0.15, 0.9);
+    pred[1] = TestPrediction(-0.15, 0.15, 0.9);
     EXPECT_FALSE(OomRetry(space, with, with_index, pool, pred, keeps, saves, rule).has_value());
-    pred[1] = prediction(0.1, 0.01, 0.95);
+    pred[1] = TestPrediction(0.1, 0.01, 0.95);
   }
   // A trial one knob from the OOM before it (the baseline's neighbour, say)
   // does not count as its retry.
