@@ -969,7 +969,7 @@ std::optional<size_t> OomRetry(const Space& space, const std::vector<Observation
   absl::flat_hash_map<int64_t, std::vector<int64_t>> next_to;
   for (size_t i = 0; i < history.size(); ++i) {
     const int64_t at = history_index[i];
-    if (history[i].status != trial_status::kOom || at < 0 || seen[at].last != i) continue;
+    if (history[i].status != trial_status::kOom || at < 0 || seen.at(at).last != i) continue;
     bool retried = false;
     std::vector<int64_t> near;
     for (size_t k = 0; k < space.knobs(); ++k) {
@@ -987,16 +987,15 @@ std::optional<size_t> OomRetry(const Space& space, const std::vector<Observation
   std::optional<size_t> out;
   for (size_t i = 0; i < pool.size() && !next_to.empty(); ++i) {
     const auto it = next_to.find(pool[i]);
-    if (it == next_to.end() ||
-        std::none_of(it->second.begin(), it->second.end(), [&](int64_t oom) { return saves(pool[i], oom); })) {
-      continue;
-    }
+    if (it == next_to.end()) continue;
     const Models::Prediction& p = pred[i];
+    if (out && (p.p_fit < pred[*out].p_fit || (p.p_fit == pred[*out].p_fit && p.mu >= pred[*out].mu))) continue;
     const double keeps = clean(pool[i]);
     const bool eligible = p.p_fit >= rule.min_fit && keeps > 0.5 &&
                           p.GainIfItFits() * keeps * p.p_fit >= rule.min_expected &&
                           (!rule.base_log || p.ProbabilityBelow(*rule.base_log) >= rule.min_p_beat);
-    if (eligible && (!out || p.p_fit > pred[*out].p_fit || (p.p_fit == pred[*out].p_fit && p.mu < pred[*out].mu))) {
+    // The saving last: it prices memory twice per OOM neighboured.
+    if (eligible && std::any_of(it->second.begin(), it->second.end(), [&](int64_t oom) { return saves(pool[i], oom); })) {
       out = i;
     }
   }

@@ -407,24 +407,25 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       out.expected_gain = std::max(out.expected_gain, score[i] * pred[i].cost);
     }
     // A probe's rule: values promising more than the stop's threshold, at a
-    // setting that fits with probability >= 1 - (1 - min_fit) x 2^-k after
-    // k OOMs (ProbeRule).
+    // setting that fits with probability >= min_fit (ProbeRule).
     auto probe_rule = [&](double min_fit, double min_p_beat, double min_expected) {
       ProbeRule rule;
       rule.min_promise = ctx.stop_below;
-      rule.min_fit = 1.0 - (1.0 - min_fit) * std::pow(0.5, oom_trials);
+      rule.min_fit = min_fit;
       rule.min_p_beat = min_p_beat;
       rule.base_log = measured_base;
       rule.min_expected = min_expected;
       return rule;
     };
+    // The probes' miss chance halves with every OOM paid.
+    auto raised = [&](double min_fit) { return 1.0 - (1.0 - min_fit) * std::pow(0.5, oom_trials); };
     // Where the stop rule would end the session, a knob value no trial
     // held (finished or in flight) whose settings would gain more than the
     // stop's threshold were they to fit is probed first (the stop would
     // rest on priors and the textbook estimate for it): Options::
     // probe_untried_values.
     if (options_.probe_untried_values && ctx.stop_below > 0 && out.expected_gain < ctx.stop_below) {
-      const ProbeRule rule = probe_rule(options_.probe_min_fit, options_.probe_min_p_beat_baseline, 0);
+      const ProbeRule rule = probe_rule(raised(options_.probe_min_fit), options_.probe_min_p_beat_baseline, 0);
       if (const std::optional<Probe> p = ProbeUntriedValue(space, history, history_index, pool, pred, clean, rule)) {
         out.expected_gain = p->promise;
         take(pool[p->at], "model (probe)");
@@ -443,7 +444,7 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     // memory).
     const bool stopping = no_fair_chance || (out.expected_gain < ctx.stop_below && search_ran >= spec.min_trials);
     if (options_.probe_untried_values && options_.edge_probe_min_fit > 0 && ctx.stop_below > 0 && stopping) {
-      const ProbeRule rule = probe_rule(options_.edge_probe_min_fit, options_.min_p_beat_baseline,
+      const ProbeRule rule = probe_rule(raised(options_.edge_probe_min_fit), options_.min_p_beat_baseline,
                                         options_.edge_probe_min_expected * ctx.stop_below);
       if (const std::optional<Probe> p = ProbeUntriedValue(space, history, history_index, pool, pred, clean, rule)) {
         if (no_fair_chance) out.stop.clear();
@@ -459,8 +460,8 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     // oom_retry_min_fit (not raised by the OOMs: the retry answers one)
     // and meet the edge probe's other conditions.
     if (options_.oom_retry_min_fit > 0 && ctx.stop_below > 0 && (stopping || !out.stop.empty())) {
-      ProbeRule rule = probe_rule(0, options_.min_p_beat_baseline, options_.edge_probe_min_expected * ctx.stop_below);
-      rule.min_fit = options_.oom_retry_min_fit;
+      const ProbeRule rule = probe_rule(options_.oom_retry_min_fit, options_.min_p_beat_baseline,
+                                        options_.edge_probe_min_expected * ctx.stop_below);
       // A saver worth the retry saves a residual sd of log peak by the
       // memory model and, where there is one, by the textbook estimate:
       // the model alone credited a bucket size with what another knob of

@@ -303,7 +303,7 @@ class ModelOptimizer : public Optimizer {
     // on 124 -> 123, >= 99% of the gain 106 -> 107; without the
     // estimate's condition: OOMs 62.9, <= 1 OOM on 122. Retrying only an
     // OOM among the newest two trials: no change on the development
-    // suites. docs/benchmarks.md.)
+    // suites. The last two by temporary edits. docs/benchmarks.md.)
     double oom_retry_min_fit = 0.4;
     // Where even the last level leaves nothing, scores are multiplied by
     // P(fits)^(soft_caution x (k + oom_caution_start)) instead of dropping
