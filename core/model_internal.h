@@ -878,6 +878,13 @@ struct ProbeRule {
   // And the probe's own gain, were it to fit, times P(fits) and the chance
   // to keep the contract, is at least this.
   double min_expected = 0;
+  // Whether a setting predicted `p`, keeping the contract with probability
+  // `keeps`, may be run under the rule (all but min_promise, which is the
+  // value's, not the setting's).
+  bool Admits(const Models::Prediction& p, double keeps) const {
+    return p.p_fit >= min_fit && keeps > 0.5 && p.GainIfItFits() * keeps * p.p_fit >= min_expected &&
+           (!base_log || p.ProbabilityBelow(*base_log) >= min_p_beat);
+  }
 };
 struct Probe {
   size_t at = 0;       // into the pool
@@ -915,8 +922,7 @@ std::optional<Probe> ProbeUntriedValue(const Space& space, const std::vector<Obs
     const Models::Prediction& p = pred[i];
     const double keeps = clean(pool[i]);
     const double gain = p.GainIfItFits() * keeps;
-    const bool eligible = p.p_fit >= rule.min_fit && keeps > 0.5 && gain * p.p_fit >= rule.min_expected &&
-                          (!rule.base_log || p.ProbabilityBelow(*rule.base_log) >= rule.min_p_beat);
+    const bool eligible = rule.Admits(p, keeps);
     for (size_t k = 0; k < space.knobs(); ++k) {
       const size_t v = static_cast<size_t>(space.Digit(pool[i], k));
       if (held[k][v]) continue;
@@ -990,12 +996,8 @@ std::optional<size_t> OomRetry(const Space& space, const std::vector<Observation
     if (it == next_to.end()) continue;
     const Models::Prediction& p = pred[i];
     if (out && (p.p_fit < pred[*out].p_fit || (p.p_fit == pred[*out].p_fit && p.mu >= pred[*out].mu))) continue;
-    const double keeps = clean(pool[i]);
-    const bool eligible = p.p_fit >= rule.min_fit && keeps > 0.5 &&
-                          p.GainIfItFits() * keeps * p.p_fit >= rule.min_expected &&
-                          (!rule.base_log || p.ProbabilityBelow(*rule.base_log) >= rule.min_p_beat);
     // The saving last: it prices memory twice per OOM neighboured.
-    if (eligible && std::any_of(it->second.begin(), it->second.end(), [&](int64_t oom) { return saves(pool[i], oom); })) {
+    if (rule.Admits(p, clean(pool[i])) && std::any_of(it->second.begin(), it->second.end(), [&](int64_t oom) { return saves(pool[i], oom); })) {
       out = i;
     }
   }

@@ -468,8 +468,8 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
       // the OOM had cost (a development suite's MoE ran out of memory on
       // the retry).
       const Models& m = models();
+      const double sigma = m.memory_sigma();
       auto saves = [&](int64_t c, int64_t oom) {
-        const double sigma = m.memory_sigma();
         if (planner.memory_estimate_gib_at &&
             std::log(planner.memory_estimate_gib_at(c)) > std::log(planner.memory_estimate_gib_at(oom)) - sigma) {
           return false;
