@@ -2100,5 +2100,50 @@ TEST(ModelOptimizerTest, TheEstimatesActivationsAreLearnedApartFromItsStates) {
   EXPECT_LT(err_learned, 0.7 * err_plain) << "learned " << err_learned << ", plain " << err_plain;
 }
 
+// The bank's trials of the same workload are evidence about a value no
+// trial of this session held: where they show it slower than the
+// baseline, the session stops before min_trials without trying it (the
+// no-fair-chance stop); without them the value sits at even odds and is
+// proposed. (e2e_test's timing corpus ran its step lengths as one
+// workload and, on a busy host, stopped before its last hack this way.)
+TEST(ModelOptimizerTest, TheBanksTrialsOfAValueCanEndTheSearchBeforeItIsTried) {
+  SessionSpec spec;
+  spec.knobs = {{"mode", {"honest", "under", "at_exit", "pace_slow", "warmup", "pace_fast"}}};
+  spec.baseline = {{"mode", "honest"}};
+  spec.min_trials = 5;
+  spec.max_trials = 5;
+  auto obs = [](const std::string& mode, const std::string& status, double step_time_s) {
+    Observation o;
+    o.config = {{"mode", mode}};
+    o.status = status;
+    o.step_time_s = step_time_s;
+    o.peak_mem_gib = 1;
+    return o;
+  };
+  // The 200 ms session after four search trials: three hacks caught, the
+  // warm-up hack's timed steps 5x faster (until verification).
+  const std::vector<Observation> history = {
+      obs("honest", "ok", 0.2),        obs("honest", "ok", 0.21),         obs("under", "violation", 0.1),
+      obs("at_exit", "violation", 0.04), obs("pace_slow", "violation", 0.4), obs("warmup", "ok", 0.04)};
+  SearchContext ctx;
+  ctx.spec = &spec;
+  ctx.stop_below = 0.03;
+  ModelOptimizer opt;
+  const Proposal alone = opt.Propose(ctx, history, 1, 7);
+  ASSERT_EQ(alone.configs.size(), 1u);
+  EXPECT_EQ(alone.configs[0].at("mode"), "pace_fast");
+  EXPECT_EQ(SearchStopReason(spec, 4, alone, ctx.stop_below), "");
+  // The 70 ms session's trials: pace_fast charged for its hidden tail.
+  std::vector<SearchContext::Related> related;
+  for (const auto& [mode, t] : std::vector<std::pair<std::string, double>>{
+           {"honest", 0.07}, {"pace_fast", 0.0798}, {"warmup", 0.016}, {"honest", 0.071}}) {
+    related.push_back({obs(mode, "ok", t), "70ms"});
+  }
+  ctx.related = &related;
+  const Proposal informed = opt.Propose(ctx, history, 1, 7);
+  EXPECT_EQ(SearchStopReason(spec, 4, informed, ctx.stop_below),
+            "no untried setting likely to fit in memory has a 40% chance to beat the baseline's step time");
+}
+
 }  // namespace
 }  // namespace infrarsi

@@ -388,13 +388,13 @@ executor:
       return step_time_s * steps + std::max(0.0, rep->doctor().tail_s()) >=
              0.8 * rep->doctor().median_step_time_s() * steps;
     };
+    // No earlier length's trials reached this session's models.
+    EXPECT_EQ(rep->search().related_trials(), 0);
     std::set<std::string> tried;
     std::string listing;  // every trial, for a failure's message
     for (const auto& t : rep->trials()) {
       absl::StrAppend(&listing, "\n  ", t.purpose(), " ", t.config().at("mode"), " ", t.status(),
                       " ", t.note(), " ", t.error());
-    }
-    for (const auto& t : rep->trials()) {
       if (t.purpose() != "search") continue;
       const std::string mode = t.config().at("mode");
       tried.insert(mode);
