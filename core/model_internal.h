@@ -271,6 +271,7 @@ class Models {
     const bool estimate = static_cast<bool>(planner_.memory_estimate_gib);
     share_ = estimate && planner_.memory_estimate_parts && planner_.memory_estimate_parts_at;
     mem_dim_ = d + (estimate ? 1 : 0) + (share_ ? 1 : 0);
+    if (estimate) memory_doubt_ = o.memory_doubt_scale;
     if (estimate) base_estimate_ = std::log(std::max(planner_.memory_estimate_gib(spec_.baseline), 1e-3));
     if (share_) base_share_ = planner_.memory_estimate_parts(spec_.baseline).activation_share;
     const bool time_estimate = o.use_time_estimate && static_cast<bool>(planner_.time_estimate_s);
@@ -622,7 +623,13 @@ class Models {
 
   struct Prediction {
     double mu = 0, sd = 1;  // log step time
+    // P(fits) as the score bets on it: the memory model's doubt about its
+    // weights scaled by Options::memory_doubt_scale.
     double p_fit = 1, p_launch = 1;
+    // P(fits) with that doubt whole: what the probes and the OOM retry
+    // read (ProbeRule), which ask whether a setting could fit were the
+    // model wrong where no trial has been.
+    double p_fit_doubt = 1;
     double ei = 0;          // expected improvement of log time over the best
     // Predicted cost of running it against the best's (exp(mu) / t_best,
     // at least 1), raised to Options::cost_weight: a setting predicted
@@ -688,8 +695,14 @@ class Models {
         if (fit_launch_) launch[i] = logit;
       }
     }
-    Eigen::VectorXd fit;
-    if (memory_) fit = memory_->ProbabilityBelowBatch(xm, std::log(planner_.capacity_gib));
+    Eigen::VectorXd fit, fit_doubt;
+    if (memory_) {
+      const Eigen::VectorXd mean = xm.Times(memory_->weights());
+      const Eigen::VectorXd doubt = memory_->MeanVarianceBatch(xm);
+      const double cap = std::log(planner_.capacity_gib);
+      fit = memory_->ProbabilityBelow(mean, doubt, cap, memory_doubt_);
+      fit_doubt = memory_doubt_ == 1.0 ? fit : memory_->ProbabilityBelow(mean, doubt, cap, 1.0);
+    }
     time_pred.get();
     for (Eigen::Index i = 0; i < n; ++i) {
       Prediction& p = out[static_cast<size_t>(i)];
@@ -701,7 +714,10 @@ class Models {
         p.cost = std::pow(std::max(1.0, std::exp(std::min(20.0, p.mu - best_))), cost_weight_);
       }
       if (fit_launch_) p.p_launch = 1.0 / (1.0 + std::exp(-launch[i]));
-      if (memory_) p.p_fit = fit[i];
+      if (memory_) {
+        p.p_fit = fit[i];
+        p.p_fit_doubt = fit_doubt[i];
+      }
     }
     return out;
   }
@@ -715,6 +731,15 @@ class Models {
     f_.EncodeAt(index, x, /*zeroed=*/true);
     if (mem_dim_ > f_.dim()) SetEstimateColumns(index, nullptr, x);
     return std::exp(memory_->Mean(x));
+  }
+  // P(fits) of the setting at `index` (PredictAll's p_fit, from a dense
+  // row: equal to the last bits or so); 1 without a memory model.
+  double PFitAt(int64_t index) const {
+    if (!memory_) return 1;
+    Eigen::VectorXd x = Eigen::VectorXd::Zero(mem_dim_);
+    f_.EncodeAt(index, x, /*zeroed=*/true);
+    if (mem_dim_ > f_.dim()) SetEstimateColumns(index, nullptr, x);
+    return memory_->ProbabilityBelow(x, std::log(planner_.capacity_gib), memory_doubt_);
   }
   // The rows the step-time and memory models see for `c` (the bank
   // sources' offset columns stay 0: contrasts within this session).
@@ -853,6 +878,9 @@ class Models {
   double best_ = 0;
   bool have_base_ = false;
   double base_log_ = 0, risk_weight_ = 0;
+  // The share of the weights' posterior variance P(fits) counts
+  // (Options::memory_doubt_scale where the textbook estimate is a column).
+  double memory_doubt_ = 1.0;
   double memory_sigma_ = 0;
   models::BayesLinear time_;
   bool fit_launch_ = false;
@@ -882,7 +910,7 @@ struct ProbeRule {
   // `keeps`, may be run under the rule (all but min_promise, which is the
   // value's, not the setting's).
   bool Admits(const Models::Prediction& p, double keeps) const {
-    return p.p_fit >= min_fit && keeps > 0.5 && p.GainIfItFits() * keeps * p.p_fit >= min_expected &&
+    return p.p_fit_doubt >= min_fit && keeps > 0.5 && p.GainIfItFits() * keeps * p.p_fit_doubt >= min_expected &&
            (!base_log || p.ProbabilityBelow(*base_log) >= min_p_beat);
   }
 };
@@ -928,8 +956,8 @@ std::optional<Probe> ProbeUntriedValue(const Space& space, const std::vector<Obs
       if (held[k][v]) continue;
       Best& b = best[k][v];
       b.promise = std::max(b.promise, gain);
-      if (eligible && (!b.probe || p.p_fit > pred[*b.probe].p_fit ||
-                       (p.p_fit == pred[*b.probe].p_fit && p.mu < pred[*b.probe].mu))) {
+      if (eligible && (!b.probe || p.p_fit_doubt > pred[*b.probe].p_fit_doubt ||
+                       (p.p_fit_doubt == pred[*b.probe].p_fit_doubt && p.mu < pred[*b.probe].mu))) {
         b.probe = i;
       }
     }
@@ -995,7 +1023,10 @@ std::optional<size_t> OomRetry(const Space& space, const std::vector<Observation
     const auto it = next_to.find(pool[i]);
     if (it == next_to.end()) continue;
     const Models::Prediction& p = pred[i];
-    if (out && (p.p_fit < pred[*out].p_fit || (p.p_fit == pred[*out].p_fit && p.mu >= pred[*out].mu))) continue;
+    if (out && (p.p_fit_doubt < pred[*out].p_fit_doubt ||
+                (p.p_fit_doubt == pred[*out].p_fit_doubt && p.mu >= pred[*out].mu))) {
+      continue;
+    }
     // The saving last: it prices memory twice per OOM neighboured.
     if (rule.Admits(p, clean(pool[i])) && std::any_of(it->second.begin(), it->second.end(), [&](int64_t oom) { return saves(pool[i], oom); })) {
       out = i;

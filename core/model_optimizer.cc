@@ -71,12 +71,14 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
            (!same_time || !timed.count(planner.step_time_representative_at(i)));
   };
   std::vector<int64_t> picked;
+  std::optional<Models> fitted;  // the models, fitted once per proposal when first needed
   auto take = [&](int64_t i, const std::string& why) {
     if (std::find(picked.begin(), picked.end(), i) != picked.end()) return;
     picked.push_back(i);
     if (same_time) timed.insert(planner.step_time_representative_at(i));
     out.configs.push_back(ConfigAt(spec, i));
     out.reasons.push_back(why);
+    out.p_fit.push_back(fitted ? fitted->PFitAt(i) : -1.0);
     seen.insert(i);
   };
   auto near_picked = [&](int64_t i) {
@@ -86,8 +88,6 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     return false;
   };
 
-  // The models, fitted once per proposal when first needed.
-  std::optional<Models> fitted;
   auto models = [&]() -> const Models& {
     if (!fitted) fitted.emplace(ctx, planner, history, options_, ctx.priors, &history_index);
     return *fitted;

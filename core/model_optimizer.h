@@ -149,6 +149,25 @@ class ModelOptimizer : public Optimizer {
     double memory_sigma_weight = 1.0;
     double min_memory_sigma = 0.02;
     double max_memory_sigma = 0.3;
+    // The share of the memory model's doubt about its weights (their
+    // posterior variance along a setting's row) that P(fits) counts, where
+    // the workload has a textbook memory estimate; the residual sd counts
+    // whole. The weights' wide priors let one OOM move the model's mean
+    // far (kept: the fit is unchanged), but as a doubt about where a
+    // setting's peak lies they were about 9x too wide in sd: on three
+    // development suites (132 workloads, 10 seeds), the picks' log peaks
+    // sat 0.10 from the model's mean (sd) at trials 1-3 where it claimed
+    // 0.89, 0.04 at trials 21-30 against 0.15, and picks it gave P(fits)
+    // 0.5-0.7 ran out of memory 6.5% of the time, not 40%. With P(fits)
+    // that flat, the score (expected gain x P(fits)) barely told a
+    // setting at the edge from one well inside it. The probes and the OOM
+    // retry read the whole doubt (Prediction::p_fit_doubt): they ask what
+    // a value could do were the model wrong where no trial has been. 1:
+    // the posterior's own doubt everywhere. (Development suites 1-3,
+    // summed means of trials to within 2% / OOMs per session summed:
+    // 1 -> 1446.7 / 61.1; 0.1 -> 1353.4 / 57.3; 0.03 -> 1290.6 / 60.8,
+    // fewer targets met. docs/benchmarks.md.)
+    double memory_doubt_scale = 0.1;
     // Past this many finished trials, the run and memory models fit a
     // weighted subsample (the newest of each class), bounding a proposal's
     // cost; the step-time model always sees every trial.

@@ -87,6 +87,11 @@ struct Proposal {
   // "bank+memory-saver", "space-filling", "model", "model (local)",
   // "model (probe)", "model+memory-saver", "random".
   std::vector<std::string> reasons;
+  // The memory model's P(fits) of each setting as the pick saw it, parallel
+  // to `configs` (ModelOptimizer; -1 for a pick made before its models were
+  // fitted, 1 without a memory model), or empty (other optimizers): what a
+  // reliability table of the memory model reads against the outcomes.
+  std::vector<double> p_fit;
   // The largest expected improvement of log step time over the best so far
   // (weighted by the chance the setting runs) among the settings scored:
   // about the relative speed-up still expected; for a probe of a knob value

@@ -138,8 +138,9 @@ double CensoredLinear::MeanVariance(const Eigen::VectorXd& x) const {
   return hessian_llt_.matrixL().solve(x).squaredNorm();
 }
 
-double CensoredLinear::ProbabilityBelow(const Eigen::VectorXd& x, double threshold) const {
-  return 1.0 - UpperTail((threshold - Mean(x)) / Sd(x));
+double CensoredLinear::ProbabilityBelow(const Eigen::VectorXd& x, double threshold, double doubt_scale) const {
+  const double sd = std::sqrt(sigma_ * sigma_ + doubt_scale * MeanVariance(x));
+  return 1.0 - UpperTail((threshold - Mean(x)) / sd);
 }
 
 Eigen::VectorXd CensoredLinear::MeanVarianceBatch(const Eigen::MatrixXd& x) const {
@@ -151,15 +152,16 @@ Eigen::VectorXd CensoredLinear::ProbabilityBelowBatch(const Eigen::MatrixXd& x,
   return ProbabilityBelow(x * w_, RowPattern(x).QuadraticForms(covariance_), threshold);
 }
 
-Eigen::VectorXd CensoredLinear::ProbabilityBelowBatch(const SparseRows& x, double threshold) const {
-  return ProbabilityBelow(x.Times(w_), x.QuadraticForms(covariance_), threshold);
+Eigen::VectorXd CensoredLinear::ProbabilityBelowBatch(const SparseRows& x, double threshold,
+                                                      double doubt_scale) const {
+  return ProbabilityBelow(x.Times(w_), x.QuadraticForms(covariance_), threshold, doubt_scale);
 }
 
 Eigen::VectorXd CensoredLinear::ProbabilityBelow(const Eigen::VectorXd& mu, const Eigen::VectorXd& q,
-                                                 double threshold) const {
+                                                 double threshold, double doubt_scale) const {
   Eigen::VectorXd p(mu.size());
   for (Eigen::Index i = 0; i < mu.size(); ++i) {
-    const double sd = std::sqrt(sigma_ * sigma_ + q[i]);
+    const double sd = std::sqrt(sigma_ * sigma_ + doubt_scale * q[i]);
     p[i] = 1.0 - UpperTail((threshold - mu[i]) / sd);
   }
   return p;

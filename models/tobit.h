@@ -60,11 +60,19 @@ class CensoredLinear {
   // MeanVariance of every row of `x`, or of the rows a pattern was found in.
   Eigen::VectorXd MeanVarianceBatch(const Eigen::MatrixXd& x) const;
   Eigen::VectorXd MeanVarianceBatch(const RowPattern& x) const { return x.QuadraticForms(covariance_); }
+  Eigen::VectorXd MeanVarianceBatch(const SparseRows& x) const { return x.QuadraticForms(covariance_); }
   // P(y <= threshold) for a new trial at x: the probability that it fits.
-  double ProbabilityBelow(const Eigen::VectorXd& x, double threshold) const;
+  // `doubt_scale` scales the weights' posterior variance in it (MeanVariance;
+  // the residual's stays whole): a caller's recalibration of a doubt its
+  // wide priors overstate, with the fit (its mode) unchanged.
+  double ProbabilityBelow(const Eigen::VectorXd& x, double threshold, double doubt_scale = 1.0) const;
   // ProbabilityBelow for every row of `x`.
   Eigen::VectorXd ProbabilityBelowBatch(const Eigen::MatrixXd& x, double threshold) const;
-  Eigen::VectorXd ProbabilityBelowBatch(const SparseRows& x, double threshold) const;
+  Eigen::VectorXd ProbabilityBelowBatch(const SparseRows& x, double threshold, double doubt_scale = 1.0) const;
+  // The same from each row's Mean and MeanVariance (`q`), found once for
+  // several thresholds or scales.
+  Eigen::VectorXd ProbabilityBelow(const Eigen::VectorXd& mu, const Eigen::VectorXd& q, double threshold,
+                                   double doubt_scale = 1.0) const;
   const Eigen::VectorXd& weights() const { return w_; }
   // Posterior sd of weight j (Laplace).
   double WeightSd(int j) const;
@@ -74,9 +82,6 @@ class CensoredLinear {
   // problem; sets w_, the Hessian's factor at the mode and the covariance.
   void Solve(const Eigen::MatrixXd& x, const RowPattern& pattern, int iterations,
              const Eigen::VectorXd* start);
-  // From each row's mean and MeanVariance.
-  Eigen::VectorXd ProbabilityBelow(const Eigen::VectorXd& mu, const Eigen::VectorXd& q,
-                                   double threshold) const;
 
   Eigen::VectorXd w_;
   Eigen::LLT<Eigen::MatrixXd> hessian_llt_;  // negative Hessian at the mode

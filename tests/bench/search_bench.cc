@@ -114,6 +114,7 @@ infrarsi::ModelOptimizer::Options ExperimentOptions() {
   num("X_LOCAL", &o.local_every);
   num("X_INIT", &o.initial_designs);
   num("X_MSIG", &o.memory_sigma);
+  num("X_MDOUBT", &o.memory_doubt_scale);
   num("X_SIGW", &o.memory_sigma_weight);
   num("X_COST", &o.cost_weight);
   num("X_TRUST", &o.trust_radius);
@@ -447,6 +448,9 @@ struct SessionResult {
   // win; and how many trials pruning stops before that.
   double gpu_s_to_2pct = 0, gpu_s_to_2pct_pruned = 0;
   int pruned = 0;
+  // The memory model's P(fits) of each pick that ran or ran out of memory,
+  // as the proposal gave it (Proposal::p_fit), and whether it ran out.
+  std::vector<std::pair<double, bool>> fits;
   // Why the session ended.
   enum EndedBy { kBudget, kGainStop, kOomStop, kExhausted, kEndings };
   EndedBy ended_by = kBudget;
@@ -522,6 +526,7 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
     }
     ++r.trials;
     r.ooms_total += o.oom;
+    if (!proposal.p_fit.empty() && proposal.p_fit[0] >= 0 && (o.ok || o.oom)) r.fits.push_back({proposal.p_fit[0], o.oom});
     r.worse_than_baseline += !o.ok || o.step_time_s > b.baseline;
     r.remeasures += o.ok && r.best_found > 0 && std::abs(o.step_time_s / r.best_found - 1) < 0.01;
     // Pruning, as the server's JudgePrune: past three timed steps, a trial
@@ -1276,6 +1281,11 @@ int Generalize(int seeds, int budget, const std::string& which) {
     // and its standard error say how far a comparison can be read.
     double sum_mean = 0, sum_mean_var = 0;
     int sum_remeasures = 0, sum_trials = 0;
+    // The memory model's reliability: picks by P(fits) at the pick, their
+    // predicted and their observed OOMs.
+    const std::vector<double> fit_bins = {0, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0000001};
+    std::vector<int> bin_picks(fit_bins.size() - 1, 0), bin_ooms(fit_bins.size() - 1, 0);
+    std::vector<double> bin_expected(fit_bins.size() - 1, 0.0);
     int ended[SessionResult::kEndings] = {}, ended_short[SessionResult::kEndings] = {};  // by ended_by
     for (const auto& w : *suite) {
       if (w.held_out != held_out) continue;
@@ -1332,6 +1342,13 @@ int Generalize(int seeds, int budget, const std::string& which) {
         oom.push_back(r.ooms_total);
         worse.push_back(static_cast<double>(r.worse_than_baseline) / std::max(1, r.trials));
         sum_remeasures += r.remeasures;
+        for (const auto& [p, oomed] : r.fits) {
+          const size_t k = static_cast<size_t>(std::upper_bound(fit_bins.begin(), fit_bins.end(), p) - fit_bins.begin()) - 1;
+          if (k >= bin_picks.size()) continue;
+          ++bin_picks[k];
+          bin_ooms[k] += oomed;
+          bin_expected[k] += 1 - p;
+        }
         sum_trials += r.trials;
         ++ended[r.ended_by];
         ended_short[r.ended_by] += r.trials_to_2pct > budget;
@@ -1403,6 +1420,14 @@ int Generalize(int seeds, int budget, const std::string& which) {
                 "the optimizer's stop (after OOMs, or nothing likely to fit and beat the baseline) %d (%d), "
                 "nothing left to propose %d (%d).\n",
                 ended[0], ended_short[0], ended[1], ended_short[1], ended[2], ended_short[2], ended[3], ended_short[3]);
+    std::printf("The memory model's P(fits) at the pick against the outcome (picks that ran or ran out of memory; "
+                "P range: picks, out of memory predicted / observed):");
+    for (size_t k = 0; k < bin_picks.size(); ++k) {
+      if (bin_picks[k] == 0) continue;
+      std::printf(" [%.2f, %.2f): %d, %.1f%% / %.1f%%;", fit_bins[k], std::min(1.0, fit_bins[k + 1]), bin_picks[k],
+                  100 * bin_expected[k] / bin_picks[k], 100.0 * bin_ooms[k] / bin_picks[k]);
+    }
+    std::printf("\n");
   }
   return 0;
 }

@@ -729,6 +729,38 @@ TEST(CensoredLinearTest, OutOfMemoryTrialsAreCensoredNotDropped) {
   EXPECT_NEAR(pb[1], m.ProbabilityBelow(Eigen::Vector2d(1, 1), cap), 1e-12);
 }
 
+TEST(CensoredLinearTest, TheDoubtScaleCountsAShareOfTheWeightsVarianceNotOfTheResidual) {
+  // Few rows and wide priors: the weights' variance dominates at a row
+  // three times as far out as any trial's.
+  Eigen::MatrixXd x(3, 2);
+  x << 1, 0, 1, 0, 1, 1;
+  const Eigen::Vector3d y(3.0, 3.02, 3.5), cens = Eigen::Vector3d::Zero();
+  models::CensoredLinear m;
+  m.Fit(x, y, cens, Eigen::Vector2d::Zero(), Eigen::Vector2d(10.0, 1.0), 0.05);
+  const Eigen::Vector2d at(1, 3);
+  const double mean = m.Mean(at), q = m.MeanVariance(at), sigma2 = m.Sd(at) * m.Sd(at) - q;
+  ASSERT_GT(q, sigma2);  // the doubt is mostly the weights'
+  const double threshold = mean + 0.1;
+  for (const double scale : {1.0, 0.1, 0.0}) {
+    SCOPED_TRACE(scale);
+    const double expected = 0.5 * std::erfc(-(threshold - mean) / std::sqrt(sigma2 + scale * q) / std::sqrt(2.0));
+    EXPECT_NEAR(m.ProbabilityBelow(at, threshold, scale), expected, 1e-9);
+    // The batch over sparse rows answers alike, and its mean and doubt too.
+    models::SparseRows rows(2);
+    rows.Add(0, 1.0);
+    rows.Add(1, 3.0);
+    rows.EndRow();
+    EXPECT_NEAR(m.ProbabilityBelowBatch(rows, threshold, scale)[0], expected, 1e-9);
+    EXPECT_NEAR(m.ProbabilityBelow(rows.Times(m.weights()), m.MeanVarianceBatch(rows), threshold, scale)[0],
+                expected, 1e-9);
+  }
+  // The default is the posterior's whole doubt, and a smaller share is surer
+  // either way of the mean.
+  EXPECT_DOUBLE_EQ(m.ProbabilityBelow(at, threshold), m.ProbabilityBelow(at, threshold, 1.0));
+  EXPECT_GT(m.ProbabilityBelow(at, threshold, 0.1), m.ProbabilityBelow(at, threshold));
+  EXPECT_LT(m.ProbabilityBelow(at, mean - 0.1, 0.1), m.ProbabilityBelow(at, mean - 0.1));
+}
+
 // Trials for the censored fits' tests: an intercept and d - 1 random 0/1
 // columns (each set with probability p_on); each row's log peak is
 // `peak(row)` plus noise, censored at `cap`.
@@ -1512,12 +1544,16 @@ TEST(ValueBlameTest, ABadTrialsOnlyUnclearedValueIsPoisonAndAnOomClearsNothing) 
 
 // A prediction for the probe and retry rules' tests: log step time `mu`
 // (sd 0.1), expected improvement `ei`, P(fits) `p_fit`.
+// `p_fit` is the memory model's whole doubt (Prediction::p_fit_doubt, what
+// the probes read); the score's P(fits), surer either way of the mean, is
+// set to 1 or 0 so that a rule reading it instead would answer otherwise.
 model_internal::Models::Prediction TestPrediction(double mu, double ei, double p_fit) {
   model_internal::Models::Prediction p;
   p.mu = mu;
   p.sd = 0.1;
   p.ei = ei;
-  p.p_fit = p_fit;
+  p.p_fit_doubt = p_fit;
+  p.p_fit = p_fit >= 0.5 ? 1.0 : 0.0;
   return p;
 }
 
@@ -1560,11 +1596,11 @@ TEST(ProbeUntriedValueTest, TheUntriedValueThatWouldGainIsProbedWhereItIsLikelie
   EXPECT_EQ(pool[p->at], at("4", "on"));
   EXPECT_DOUBLE_EQ(p->promise, 0.30);
   // The likeliest to fit of two that may run, whichever is faster.
-  pred[0].p_fit = 0.95;
+  pred[0].p_fit_doubt = 0.95;
   p = ProbeUntriedValue(space, history, indices(), pool, pred, keeps, rule);
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(pool[p->at], at("4", "off"));
-  pred[0].p_fit = 0.2;
+  pred[0].p_fit_doubt = 0.2;
   // Each condition withholds it: a promise under the threshold; no setting
   // of the value likely enough to fit, to beat the baseline, or to keep
   // the contract.
