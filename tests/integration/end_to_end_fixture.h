@@ -180,7 +180,7 @@ executor:
   }
 
   // A spec whose trials run the fake trainer: `ms` is the step time knob.
-  std::string ProcessSpec(int max_trials, int steps, int doctor_repeats) {
+  std::string ProcessSpec(int max_trials, int steps, int doctor_repeats, int verify_runs = 2) {
     return WriteFile("specs/proc.yaml",
                      absl::StrCat(R"(
 name: fake-job
@@ -193,7 +193,8 @@ budget: {max_trials: )",
                                   max_trials, R"(}
 doctor: {repeats: )",
                                   doctor_repeats, R"(}
-verify: {candidates: 1, runs: 2}
+verify: {candidates: 1, runs: )",
+                                  verify_runs, R"(}
 executor:
   process:
     command: ")",
