@@ -637,13 +637,35 @@ TextbookMemoryParts TextbookMemory(const ModelShape& m, const ClusterShape& c, c
   const double step_copy =
       k.grad_reduce_bf16 ? 4.0 * (zero >= 1 ? dense / d + experts / de : dense + experts) : 0.0;
   const double s = static_cast<double>(m.seq_len) / cp, b = k.micro_batch, h = m.hidden;
+  // Table 2 counts dropout: two sbh masks (attention output, MLP output)
+  // among the 10sbh TP does not split, and the scores' mask (as^2b) and
+  // output (2as^2b) beside the softmax's 2as^2b. Without dropout (the
+  // model's config says) neither is stored: 8sbh and 2as^2b.
+  const double drop = m.dropout ? 1.0 : 0.0;
+  const double unsplit = 8.0 + 2.0 * drop, scores = (2.0 + 3.0 * drop) * m.heads * s * s * b / tp;
+  // Table 2's 24sbh that TP splits, at the model's widths (Megatron's
+  // theoretical memory reads ffn_hidden_size the same way; the weights
+  // above already use them): Q, K and V (K and V at the KV heads' width)
+  // and the output projection's input, 2 bytes an element; an MLP's
+  // first GEMM outputs and the second's input (GeLU: 4 bytes per element
+  // of its width, 16h at 4h; SwiGLU: gate, up and their product, 6); a
+  // MoE's routed tokens, top-k of each, with their dispatched input (no
+  // imbalance: a planner's even split), and its shared experts.
+  const AttnDims ad = Attention(m);
+  const double per_width = m.swiglu ? 6.0 : 4.0;
+  const double mlp_split = m.experts > 0 ? m.topk * (2.0 * h + per_width * m.expert_ffn) +
+                                               per_width * m.shared_expert_ffn
+                                         : per_width * m.ffn;
+  const double split = 2.0 * (ad.q + ad.k + ad.v) + 2.0 * ad.o + mlp_split;  // bytes a token
   // A whole layer's activations (Table 2): what full recompute holds again
   // for the one layer it recomputes.
-  const double whole = k.seq_par ? 34.0 * s * b * h / tp : s * b * h * (10.0 + 24.0 / tp);
+  const double whole = k.seq_par ? s * b * (unsplit * h + split) / tp : s * b * (unsplit * h + split / tp);
   double act;
-  // Without flash attention the layer being computed materializes its
-  // scores, softmax and dropout (5as^2b/t), whatever is kept across layers.
-  double working = k.flash_attn ? 0.0 : 5.0 * m.heads * s * s * b / tp;
+  // Without flash attention the layer being computed materializes what
+  // it keeps of its scores and, transiently, their fp32 copy for the
+  // softmax (Megatron-Core's attention_softmax_in_fp32, on by default):
+  // 4as^2b/t more, whatever is kept across layers.
+  double working = k.flash_attn ? 0.0 : scores + 4.0 * m.heads * s * s * b / tp;
   if (k.recompute == Recompute::kFull) {
     // The checkpointed layer inputs, sharded by sequence parallelism (Section
     // 5: 2sbh/t with it), and one layer recomputed at a time.
@@ -659,7 +681,7 @@ TextbookMemoryParts TextbookMemory(const ModelShape& m, const ClusterShape& c, c
     // those too.
     act = whole;
     if (!k.flash_attn && (k.recompute == Recompute::kNone || k.recompute == Recompute::kModules)) {
-      act += 5.0 * m.heads * s * s * b / tp;
+      act += scores;
     }
   }
   // The first stage holds PP micro-batches in flight under 1F1B, each over

@@ -310,20 +310,25 @@ std::string LaunchCheck(const ModelShape& m, const ClusterShape& c, const Launch
 // with sequence parallelism, sbh(10 + 24/t) without, plus 5as^2b/t; 2sbh
 // with full recompute, 2sbh/t with sequence parallelism, and one whole
 // layer recomputed; no s^2 term kept with flash attention or selective
-// recompute, though the layer being computed has it without flash) for the
+// recompute, though the layer being computed has it without flash, with
+// the scores' fp32 copy for the softmax, 4as^2b/t), read at the model's
+// config: without dropout no masks (8sbh of the 10 left, 2as^2b of the 5);
+// the 24sbh TP splits at the model's widths (Q, and K and V at the KV
+// heads'; the MLP's 4 bytes per element of its width, SwiGLU's 6; a MoE's
+// top-k routed copies of each token with their dispatched input), for the
 // first stage's PP in-flight micro-batches, or the last stage's one with
 // the logits (4sbv/t), whichever is more, the first stage's activations
 // scaled by Megatron's interleaving penalty 1 + (PP - 1) / (PP x VPP) (its
 // theoretical memory formula has it). With bf16 gradients the optimizer's
 // fp32 copy of its gradients is a peak of its own at the step, never beside
 // the activations. Deliberately simpler than Simulate (no buffers, fp8,
-// MoE routing, GQA or gated-MLP widths): the search's memory model learns
-// how far off it is.
+// MoE routing imbalance, MLA latents or the unfused loss's logit copies):
+// the search's memory model learns how far off it is.
 double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k);
 
 // The same estimate and the part of it that is activations (0 where the
 // optimizer step's copy is the peak): the search learns how far off each
-// part is (the activation terms assume MHA, a 4h MLP and dropout).
+// part is.
 struct TextbookMemoryParts {
   double total_gib = 0;
   double activation_gib = 0;
