@@ -395,7 +395,8 @@ TEST(TextbookMemoryTest, LogitsScoresAndOptimizerShardsOverContextParallelism) {
 // (The estimate charged them to every model: recompute none without flash
 // attention looked 40-45% hungrier than it runs, so the search never tried
 // the optimum behind it: 37.3 GiB of 39.4 estimated at 53.0 in a 34B
-// workload of development suite 1, 75 of 79.2 at 109 in a 13B one.)
+// workload of development suite 1, 75 of 79.2 at 109 in a 13B one of
+// suite 3.)
 TEST(TextbookMemoryTest, WithoutDropoutNoMasksAndOnlyTheSoftmaxScores) {
   ModelShape m = Gpt(24, 2048, 16, 64);
   const ClusterShape c = H100Node(8);
