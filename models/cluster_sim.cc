@@ -622,12 +622,19 @@ TextbookMemoryParts TextbookMemory(const ModelShape& m, const ClusterShape& c, c
   // parallel group with CP: they hold the same weights), experts over
   // those ranks less expert parallelism's.
   const int zero = std::max(static_cast<int>(k.sharding), k.dist_opt ? 1 : 0);
+  // Low precision (Transformer Engine's fp8 recipes, MXFP8, NVFP4) keeps a
+  // low-precision copy of each weight beside the bf16 one (NVFP4: 4 bits
+  // and an fp8 scale per 16 values) and saves GEMM inputs in it for the
+  // backward pass.
+  const bool low = k.precision != Precision::kBf16;
+  const double low_bytes = k.precision == Precision::kNvfp4 ? 0.5625 : 1.0;
+  const double weight = 2.0 + (low ? low_bytes : 0.0), gemm_in = low ? low_bytes : 2.0;
   const int dpc = dp * cp;
   const double d = k.shard_group > 0 ? std::min(k.shard_group, dpc) : dpc;
   const double de = std::max(1.0, std::min(d, static_cast<double>(dpc / ep)));
   const double grad = k.grad_reduce_bf16 ? 2.0 : 4.0, opt = 12.0;
   auto bytes = [&](double g) {
-    return (zero >= 3 ? 2.0 / g : 2.0) + (zero >= 2 ? grad / g : grad) + (zero >= 1 ? opt / g : opt);
+    return (zero >= 3 ? weight / g : weight) + (zero >= 2 ? grad / g : grad) + (zero >= 1 ? opt / g : opt);
   };
   const double state = dense * bytes(d) + experts * bytes(de);
   // With bf16 gradients the optimizer casts the ones it owns to fp32 at the
@@ -640,9 +647,10 @@ TextbookMemoryParts TextbookMemory(const ModelShape& m, const ClusterShape& c, c
   // Table 2 counts dropout: two sbh masks (attention output, MLP output)
   // among the 10sbh TP does not split, and the scores' mask (as^2b) and
   // output (2as^2b) beside the softmax's 2as^2b. Without dropout (the
-  // model's config says) neither is stored: 8sbh and 2as^2b.
+  // model's config says) neither is stored: 8sbh and 2as^2b. Of the 8, the
+  // QKV and MLP inputs (2sbh each) are GEMM inputs, the layer norms' 4 not.
   const double drop = m.dropout ? 1.0 : 0.0;
-  const double unsplit = 8.0 + 2.0 * drop, scores = (2.0 + 3.0 * drop) * m.heads * s * s * b / tp;
+  const double unsplit = 4.0 + 2.0 * gemm_in + 2.0 * drop, scores = (2.0 + 3.0 * drop) * m.heads * s * s * b / tp;
   // Table 2's 24sbh that TP splits, at the model's widths (Megatron's
   // theoretical memory reads ffn_hidden_size the same way; the weights
   // above already use them): Q, K and V (K and V at the KV heads' width)
@@ -650,13 +658,16 @@ TextbookMemoryParts TextbookMemory(const ModelShape& m, const ClusterShape& c, c
   // first GEMM outputs and the second's input (GeLU: 4 bytes per element
   // of its width, 16h at 4h; SwiGLU: gate, up and their product, 6); a
   // MoE's routed tokens, top-k of each, with their dispatched input (no
-  // imbalance: a planner's even split), and its shared experts.
+  // imbalance: a planner's even split), and its shared experts. GEMM
+  // inputs (the output projection's, the dispatched tokens, the second
+  // GEMM's) at the precision's bytes; the activation's input (GeLU's, or
+  // SwiGLU's gate and up) in fp8 where `act_fp8_store` says.
   const AttnDims ad = Attention(m);
-  const double per_width = m.swiglu ? 6.0 : 4.0;
-  const double mlp_split = m.experts > 0 ? m.topk * (2.0 * h + per_width * m.expert_ffn) +
+  const double per_width = (m.swiglu ? 4.0 : 2.0) * (k.act_fp8_store ? 0.5 : 1.0) + gemm_in;
+  const double mlp_split = m.experts > 0 ? m.topk * (gemm_in * h + per_width * m.expert_ffn) +
                                                per_width * m.shared_expert_ffn
                                          : per_width * m.ffn;
-  const double split = 2.0 * (ad.q + ad.k + ad.v) + 2.0 * ad.o + mlp_split;  // bytes a token
+  const double split = 2.0 * (ad.q + ad.k + ad.v) + gemm_in * ad.o + mlp_split;  // bytes a token
   // A whole layer's activations (Table 2): what full recompute holds again
   // for the one layer it recomputes.
   const double whole = k.seq_par ? s * b * (unsplit * h + split) / tp : s * b * (unsplit * h + split / tp);

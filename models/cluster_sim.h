@@ -321,9 +321,13 @@ std::string LaunchCheck(const ModelShape& m, const ClusterShape& c, const Launch
 // scaled by Megatron's interleaving penalty 1 + (PP - 1) / (PP x VPP) (its
 // theoretical memory formula has it). With bf16 gradients the optimizer's
 // fp32 copy of its gradients is a peak of its own at the step, never beside
-// the activations. Deliberately simpler than Simulate (no buffers, fp8,
-// MoE routing imbalance, MLA latents or the unfused loss's logit copies):
-// the search's memory model learns how far off it is.
+// the activations. Under low precision (fp8, MXFP8, NVFP4: Transformer
+// Engine's recipes) GEMM inputs are kept in it (1 byte an element, NVFP4
+// 0.5625) and each weight has a low-precision copy beside its bf16 one;
+// `act_fp8_store` keeps the MLP activation's input in fp8 too.
+// Deliberately simpler than Simulate (no buffers, MoE routing imbalance,
+// MLA latents or the unfused loss's logit copies): the search's memory
+// model learns how far off it is.
 double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k);
 
 // The same estimate and the part of it that is activations (0 where the
