@@ -437,6 +437,21 @@ TEST(TextbookMemoryTest, WithoutDropoutNoMasksAndOnlyTheSoftmaxScores) {
   }
 }
 
+// One whole layer's activations per token, in bytes x TP, from what
+// selective recompute keeps over full recompute's checkpoints under
+// sequence parallelism (the weights and logits are the same in both; full
+// recompute keeps 2sbh/t a layer and one whole layer). Micro-batch 1.
+double WholeLayerPerToken(const ModelShape& m, const ClusterShape& c, LaunchKnobs k) {
+  const double s = m.seq_len, h = m.hidden, layers = m.layers, tp = k.tp;
+  constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
+  k.micro_batch = 1;
+  k.recompute = Recompute::kFull;
+  const double full = TextbookMemoryGib(m, c, k);
+  k.recompute = Recompute::kSelective;
+  const double diff = (TextbookMemoryGib(m, c, k) - full) * kGib;
+  return (diff + layers * 2.0 * s * h / tp) / (layers - 1) / s * tp;
+}
+
 // Table 2's 24sbh assumes multi-head attention and a 4h GeLU MLP; the
 // model's config says more, and the weights were already counted at its
 // widths: K and V at the KV heads' width under grouped-query attention,
@@ -453,17 +468,8 @@ TEST(TextbookMemoryTest, ActivationsAtTheModelsWidths) {
   k.tp = 8;
   k.seq_par = true;
   k.flash_attn = true;
-  const double s = 2048, h = 2048, gib = 1024.0 * 1024.0 * 1024.0, layers = 24;
-  // One whole layer's activations per token, in bytes x TP, from what
-  // selective recompute keeps over full recompute's checkpoints (the
-  // weights and logits are the same in both).
-  auto whole_per_token = [&](const ModelShape& m) {
-    k.recompute = Recompute::kFull;
-    const double full = TextbookMemoryGib(m, c, k);
-    k.recompute = Recompute::kSelective;
-    const double diff = (TextbookMemoryGib(m, c, k) - full) * gib;
-    return (diff + layers * 2.0 * s * h / 8) / (layers - 1) / s * 8;
-  };
+  const double h = 2048;
+  auto whole_per_token = [&](const ModelShape& m) { return WholeLayerPerToken(m, c, k); };
   ModelShape m = Gpt(24, 2048, 16, 64);
   m.dropout = false;
   EXPECT_NEAR(whole_per_token(m), (8.0 + 24.0) * h, 1e-6);
@@ -496,14 +502,8 @@ TEST(TextbookMemoryTest, LowPrecisionKeepsGemmInputsInItAndAWeightCopy) {
   k.tp = 8;
   k.seq_par = true;
   k.flash_attn = true;
-  const double s = 2048, h = 2048, gib = 1024.0 * 1024.0 * 1024.0, layers = 24;
-  auto whole_per_token = [&] {
-    k.recompute = Recompute::kFull;
-    const double full = TextbookMemoryGib(m, c, k);
-    k.recompute = Recompute::kSelective;
-    const double diff = (TextbookMemoryGib(m, c, k) - full) * gib;
-    return (diff + layers * 2.0 * s * h / 8) / (layers - 1) / s * 8;
-  };
+  const double h = 2048, gib = 1024.0 * 1024.0 * 1024.0, layers = 24;
+  auto whole_per_token = [&] { return WholeLayerPerToken(m, c, k); };
   // The state: what does not grow with the micro-batch.
   auto state_gib = [&] {
     k.recompute = Recompute::kSelective;
