@@ -551,6 +551,14 @@ double KeysPerQuery(const ModelShape& m, bool global) {
   return 2.0 * w - w * w / s;
 }
 
+// Bytes an element of a GEMM input, or of a weight's low-precision copy,
+// takes at the launch's precision: bf16 2; fp8 and MXFP8 1 (Transformer
+// Engine keeps both in it); NVFP4 4 bits plus an fp8 scale per 16 values.
+// The simulator and the planner's estimate read the same figures.
+double PrecisionBytes(Precision p) {
+  return p == Precision::kBf16 ? 2.0 : p == Precision::kNvfp4 ? 0.5625 : 1.0;
+}
+
 }  // namespace
 
 bool IsMoeLayer(const ModelShape& m, int layer) {
@@ -626,9 +634,8 @@ TextbookMemoryParts TextbookMemory(const ModelShape& m, const ClusterShape& c, c
   // low-precision copy of each weight beside the bf16 one (NVFP4: 4 bits
   // and an fp8 scale per 16 values) and saves GEMM inputs in it for the
   // backward pass.
-  const bool low = k.precision != Precision::kBf16;
-  const double low_bytes = k.precision == Precision::kNvfp4 ? 0.5625 : 1.0;
-  const double weight = 2.0 + (low ? low_bytes : 0.0), gemm_in = low ? low_bytes : 2.0;
+  const double gemm_in = PrecisionBytes(k.precision);
+  const double weight = 2.0 + (k.precision != Precision::kBf16 ? gemm_in : 0.0);
   const int dpc = dp * cp;
   const double d = k.shard_group > 0 ? std::min(k.shard_group, dpc) : dpc;
   const double de = std::max(1.0, std::min(d, static_cast<double>(dpc / ep)));
@@ -813,10 +820,9 @@ double ActivationBytesPerLayer(const ModelShape& m, const LaunchKnobs& k, bool m
   const double rep = (k.seq_par && k.tp > 1) ? tp : 1.0;
   const double drop = m.dropout ? 1.0 : 0.0;
   const double s_keys = m.seq_len;  // materialised scores span the whole sequence
-  const bool fp8 = k.precision != Precision::kBf16;  // fp8, mxfp8 or nvfp4
   // Low precision keeps GEMM inputs in it (Transformer Engine stores fp8
-  // copies; NVFP4 4 bits plus an fp8 scale per 16 values).
-  const double gemm_in = !fp8 ? 2.0 : k.precision == Precision::kNvfp4 ? 0.5625 : 1.0;
+  // copies).
+  const double gemm_in = PrecisionBytes(k.precision);
 
   if (k.recompute == Recompute::kFull) return 2.0 * t * h / rep;  // the layer input
   if (k.recompute == Recompute::kOp) {
@@ -910,7 +916,7 @@ SimResult Simulate(const ModelShape& m, const ClusterShape& c, const LaunchKnobs
   const double mats = m.swiglu ? 3.0 : 2.0;
   // fp8, mxfp8 or nvfp4: GEMMs at a low-precision peak, casts, fp8 dispatch.
   const bool fp8 = k.precision != Precision::kBf16;
-  const double low_copy = k.precision == Precision::kNvfp4 ? 0.5625 : 1.0;  // weight copy, bytes
+  const double low_copy = PrecisionBytes(k.precision);  // weight copy, bytes (under fp8 only)
   const double hbm = g.hbm_tbps * 1e12 * 0.75;  // achievable streaming bandwidth
   const ParamCounts pc = CountParams(m);
   const int zero = std::max(static_cast<int>(k.sharding), k.dist_opt ? 1 : 0);
