@@ -400,6 +400,17 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
             100 * options_.stop_p_beat_baseline);
       }
     }
+    // Where no untried setting worth a trial is more likely to fit than not,
+    // the fallback below would run one the memory model expects to run out
+    // of memory, and after that OOM stop_after_ooms's stop would end the
+    // session anyway: it stops now (Options::stop_unlikely_fits_after).
+    if (options_.stop_unlikely_fits_after > 0 && m.memory() && have_base && out.stop.empty() &&
+        search_ran >= options_.stop_unlikely_fits_after && !any_likely_fit([](size_t) { return true; })) {
+      no_fair_chance = true;
+      out.stop = absl::StrFormat(
+          "after %d search trials no untried setting worth a trial is more likely to fit in memory than not",
+          search_ran);
+    }
     // What the stop rule reads: the most any setting is expected to gain
     // (its cost aside).
     out.expected_gain = 0;

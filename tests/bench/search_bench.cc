@@ -98,6 +98,7 @@ infrarsi::ModelOptimizer::Options ExperimentOptions() {
   num("X_EMAIN", &o.estimated_main_effect_var);
   num("X_STALL", &o.stall_trials);
   num("X_RISK", &o.risk_weight);
+  num("X_FITSTOP", &o.stop_unlikely_fits_after);
   num("X_FLASH", &o.flash_off_prior);
   num("X_FUSED", &o.fused_off_prior);
   num("X_C0", &o.oom_caution_start);
@@ -513,9 +514,12 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
       for (const auto& k : b.spec.knobs) {
         if (next[0].at(k.name) != b.spec.baseline.at(k.name)) diff += k.name + "=" + next[0].at(k.name) + " ";
       }
-      std::fprintf(stderr, "seed %llu trial %3d %-6s %8.3f (%5.3f of best) %5.1f GiB [%s] %s\n",
+      // P(fits) as the pick saw it (-1: before the models; 1: no memory
+      // model) and the expected gain the stop rule read.
+      std::fprintf(stderr, "seed %llu trial %3d %-6s %8.3f (%5.3f of best) %5.1f GiB P(fits) %5.2f gain %6.3f [%s] %s\n",
                    static_cast<unsigned long long>(seed), n, history.back().status.c_str(),
                    o.step_time_s, o.ok ? o.step_time_s / b.best : 0.0, o.peak_mem_gib,
+                   proposal.p_fit.empty() ? 1.0 : proposal.p_fit[0], proposal.expected_gain,
                    proposal.reasons.empty() ? "" : proposal.reasons[0].c_str(), diff.c_str());
     }
     // Failures count until the session gets within 2% (what it paid to

@@ -24,7 +24,7 @@ for path in sys.argv[1:]:
         if m:
             base = float(m.group(1))
             continue
-        m = re.match(r'seed \d+ trial +(\d+) (\S+) +([0-9.]+) \(([0-9.]+) of best\).*GiB \[([^\]]*)\]', line)
+        m = re.match(r'seed \d+ trial +(\d+) (\S+) +([0-9.]+) \(([0-9.]+) of best\).*GiB[^\[]*\[([^\]]*)\]', line)
         if not m or base is None:
             continue
         trial, status, step, of_best, tag = m.groups()
