@@ -559,7 +559,8 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
     // Every `local_every`-th finished trial, the first pick is the best
     // scored setting near the incumbent: a global model over a large space
     // keeps enough doubt about far regions that expected improvement alone
-    // would keep leaving the basin it has found.
+    // would keep leaving the basin it has found. Unless it is worth little
+    // next to the best pick anywhere (Options::local_min_share).
     const int done = static_cast<int>(std::count_if(
         history.begin(), history.end(), [](const Observation& o) { return !InFlight(o.status); }));
     if (options_.local_every > 0 && incumbent >= 0 && done % options_.local_every == 0) {
@@ -570,7 +571,11 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
           best_local = i;
         }
       }
-      if (best_local < pool.size() && score[best_local] > 0) take(pool[best_local], why[best_local] + " (local)");
+      const double best_any = pool.empty() ? 0.0 : *std::max_element(score.begin(), score.end());
+      if (best_local < pool.size() && score[best_local] > 0 &&
+          score[best_local] >= options_.local_min_share * best_any) {
+        take(pool[best_local], why[best_local] + " (local)");
+      }
     }
   }
   // Take the best, keeping a batch's picks at least two knobs apart.

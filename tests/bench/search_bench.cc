@@ -99,6 +99,7 @@ infrarsi::ModelOptimizer::Options ExperimentOptions() {
   num("X_STALL", &o.stall_trials);
   num("X_RISK", &o.risk_weight);
   num("X_FITSTOP", &o.stop_unlikely_fits_after);
+  num("X_LOCALMIN", &o.local_min_share);
   num("X_FLASH", &o.flash_off_prior);
   num("X_FUSED", &o.fused_off_prior);
   num("X_C0", &o.oom_caution_start);

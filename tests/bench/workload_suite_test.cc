@@ -255,6 +255,9 @@ TEST(SearchGuardsTest, AtTheMemoryEdgeThePicksLeanToSettingsLikelyToFit) {
   soft_opts.stop_after_ooms = 0;
   soft_opts.stop_p_beat_baseline = 0;  // likewise: it would end them sooner
   soft_opts.stop_unlikely_fits_after = 0;  // and this, before the first OOM
+  // Every local pick taken, as measured (with three quarters of the best
+  // score asked of one, 12 of 44 OOMs without the soft caution, 5 with).
+  soft_opts.local_min_share = 0;
   // The caution's effect alone: with the priors on flash attention and
   // fused kernels (both on in this baseline) the picks keep them on, and
   // both arms pick elsewhere (25 against 27 of 45).
@@ -540,8 +543,13 @@ TEST(SearchGuardsTest, TheRiskChargeKeepsAHandTunedSessionsTrialsFasterThanItsBa
   // of its trials slower than the baseline, suite 1's g22 (3B on four
   // A100-40GB nodes) 17% (over three seeds here: 9 of 30, 6 of 36). At
   // 0.6, 3 of 21 and 0 of 30, and three development suites' summed means
-  // of trials to within 2% fell too (958.9 -> 912.9).
-  ModelOptimizer::Options was;
+  // of trials to within 2% fell too (958.9 -> 912.9). (A local pick now
+  // needs three quarters of the best score, ALocalPickWorthLittleNextTo-
+  // TheBestGivesWayToIt, which leaves g27 3 of 30 at 0.3: off in both arms,
+  // as measured, so the charge is measured alone.)
+  ModelOptimizer::Options on;
+  on.local_min_share = 0;
+  ModelOptimizer::Options was = on;
   was.risk_weight = 0.3;
   const std::tuple<int, const char*, uint64_t> workloads[] = {{27, "g27-moe-8x22b", 2}, {22, "g22-dense-3b", 1}};
   for (const auto& [index, prefix, suite_seed] : workloads) {
@@ -552,7 +560,7 @@ TEST(SearchGuardsTest, TheRiskChargeKeepsAHandTunedSessionsTrialsFasterThanItsBa
     const double best_step = OptimumStep(spec);
     int slower_now = 0, trials_now = 0, slower_was = 0, trials_was = 0;
     for (uint64_t seed = 1; seed <= 3; ++seed) {
-      const Session now = RunSession(spec, ModelOptimizer::Options(), seed, 30);
+      const Session now = RunSession(spec, on, seed, 30);
       const Session old = RunSession(spec, was, seed, 30);
       EXPECT_LE(BestStep(spec, now) / best_step, 1.02) << "seed " << seed;
       slower_now += now.slower;
@@ -596,6 +604,33 @@ TEST(SearchGuardsTest, PFitsTellsASettingAtTheMemoryEdgeFromOneWellInside) {
                 static_cast<int>(seed), best_of(now), now.trials, now.ooms, best_of(old), old.trials, old.ooms);
     EXPECT_GT(best_of(old), 1.02) << "the defect no longer shows";
     EXPECT_LE(best_of(now), 1.02);
+    EXPECT_LE(now.ooms, 1);
+  }
+}
+
+TEST(SearchGuardsTest, ALocalPickWorthLittleNextToTheBestGivesWayToIt) {
+  // Every second finished trial the first pick was the best-scored setting
+  // within two knobs of the incumbent, however little it was worth next to
+  // the best-scored setting anywhere. Development suite 2's g04 (a 70B on
+  // 16 nodes of A100-40GB, naive baseline): no session of the bench's ten
+  // got within 2% of the optimum in 30 trials; these sessions end at 1.218
+  // of it. A local pick now needs three quarters of the best score, and
+  // they reach the optimum in 19 trials.
+  ModelOptimizer::Options was;
+  was.local_min_share = 0;
+  const std::optional<SessionSpec> suite_spec = SuiteSpec(4, "g04-dense-70b", 2);
+  ASSERT_TRUE(suite_spec.has_value());
+  const SessionSpec& spec = *suite_spec;
+  const double best_step = OptimumStep(spec);
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    SCOPED_TRACE(seed);
+    const Session now = RunSession(spec, ModelOptimizer::Options(), seed, 30);
+    const Session old = RunSession(spec, was, seed, 30);
+    std::printf("seed %d: best %.3f of the optimum in %d trials; %.3f in %d taking every local pick\n",
+                static_cast<int>(seed), BestStep(spec, now) / best_step, now.trials, BestStep(spec, old) / best_step,
+                old.trials);
+    EXPECT_GT(BestStep(spec, old) / best_step, 1.02) << "the defect no longer shows";
+    EXPECT_LE(BestStep(spec, now) / best_step, 1.02);
     EXPECT_LE(now.ooms, 1);
   }
 }
