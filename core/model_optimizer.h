@@ -72,16 +72,16 @@ class ModelOptimizer : public Optimizer {
     // of the fastest setting so far; 0: never.
     int local_every = 2;
     // ... where the best-scored setting there scores at least this share of
-    // the best score anywhere; else the pick is the best anywhere. A local
-    // pick worth a sliver of the best spent half a session's trials in a
-    // basin the models already doubted (development suite 2's g04, a 70B:
-    // no session within 2% in 30 trials). (Three development suites, 10
+    // the best score anywhere; else the pick is the best anywhere. Local
+    // picks scored a sliver of the best took half a session's trials
+    // (development suite 2's g04, a 70B: no session within 2% in 30
+    // trials). (Three development suites, 10
     // seeds, shares 0 / 0.25 / 0.5 / 0.75 / 1: summed means of trials to
     // within 2% 912.9 / 912.6 / 901.5 / 880.5 / 907.4; at 0.75 hand-tuned
     // shares slower 3.87 -> 3.80, OOMs 24.3 -> 24.0, targets met 119 / 131
     // / 127 / 63 -> 120 / 132 / 128 / 64. Tuning half 121.8 -> 122.6 (SE
-    // 2.0). docs/benchmarks.md, "A local pick worth little next to the
-    // best".)
+    // 2.0); held-out, judged once, 104.6 -> 101.9. docs/benchmarks.md, "A
+    // local pick worth little next to the best".)
     double local_min_share = 0.75;
     // Prior variance of the step-time model's pairwise interactions: this
     // total, for up to 10 knob pairs (5 knobs), spread evenly over the
@@ -383,12 +383,11 @@ class ModelOptimizer : public Optimizer {
     // session anyway. 0: wait for the OOM. (Development suite 3's g37, a
     // hand-tuned 405B whose optimum sits at 97% of memory: every seed's
     // third trial ran out of memory at P(fits) 0.24 with nothing expected
-    // to gain. Three development
-    // suites, 10 seeds: OOMs per session summed 26.3 -> 24.3, hand-tuned
-    // shares of trials slower than the baseline 4.20 -> 3.87, summed means
-    // of trials to within 2% 912.9 both; tuning half OOMs 4.2 -> 2.2, the
-    // held-out half unchanged. docs/benchmarks.md, "A stop before an OOM
-    // the models expect".)
+    // to gain. Three development suites, 10 seeds: OOMs per session summed
+    // 26.3 -> 24.3, hand-tuned shares of trials slower than the baseline
+    // 4.20 -> 3.87, summed means of trials to within 2% 912.9 both; tuning
+    // half OOMs 4.2 -> 2.2, the held-out half unchanged. docs/benchmarks.md,
+    // "A stop before an OOM the models expect".)
     int stop_unlikely_fits_after = 1;
   };
   ModelOptimizer() : ModelOptimizer(Options()) {}
