@@ -571,9 +571,8 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
           best_local = i;
         }
       }
-      const double best_any = pool.empty() ? 0.0 : *std::max_element(score.begin(), score.end());
       if (best_local < pool.size() && score[best_local] > 0 &&
-          score[best_local] >= options_.local_min_share * best_any) {
+          score[best_local] >= options_.local_min_share * *std::max_element(score.begin(), score.end())) {
         take(pool[best_local], why[best_local] + " (local)");
       }
     }
