@@ -166,10 +166,15 @@ std::optional<SessionSpec> SuiteSpec(int index, const std::string& prefix, uint6
   return Parsed(*w);
 }
 
-// Sessions seeded 1..3 under the defaults and under `was` (a guard off,
-// named by `what` in the printout): the defaults' best within 2% of the
-// optimum with at most one OOM, where `was`'s is not (the defect shows).
-void ExpectTheOptimumNowNotBefore(const SessionSpec& spec, const ModelOptimizer::Options& was, const char* what) {
+// On the suite's workload `index` (SuiteSpec's arguments), sessions seeded
+// 1..3 under the defaults and under `was` (a guard off, named by `what` in
+// the printout): the defaults' best within 2% of the optimum with at most
+// one OOM, where `was`'s is not (the defect shows).
+void ExpectTheOptimumNowNotBefore(int index, const std::string& prefix, uint64_t suite_seed,
+                                  const ModelOptimizer::Options& was, const char* what) {
+  const std::optional<SessionSpec> suite_spec = SuiteSpec(index, prefix, suite_seed);
+  ASSERT_TRUE(suite_spec.has_value());
+  const SessionSpec& spec = *suite_spec;
   const double best_step = OptimumStep(spec);
   for (uint64_t seed = 1; seed <= 3; ++seed) {
     SCOPED_TRACE(seed);
@@ -607,11 +612,9 @@ TEST(SearchGuardsTest, PFitsTellsASettingAtTheMemoryEdgeFromOneWellInside) {
   // trial 5. (Where this test anchored before, suite 2's g04, a 70B at
   // the edge, the planner's estimate at the model's widths now finds the
   // optimum either way.)
-  const std::optional<SessionSpec> suite_spec = SuiteSpec(21, "g21-moe-8x22b", 2);
-  ASSERT_TRUE(suite_spec.has_value());
   ModelOptimizer::Options was;
   was.memory_doubt_scale = 1;
-  ExpectTheOptimumNowNotBefore(*suite_spec, was, "with the whole doubt");
+  ExpectTheOptimumNowNotBefore(21, "g21-moe-8x22b", 2, was, "with the whole doubt");
 }
 
 TEST(SearchGuardsTest, ALocalPickWorthLittleNextToTheBestGivesWayToIt) {
@@ -622,11 +625,9 @@ TEST(SearchGuardsTest, ALocalPickWorthLittleNextToTheBestGivesWayToIt) {
   // got within 2% of the optimum in 30 trials; these sessions end at 1.218
   // of it. A local pick now needs three quarters of the best score, and
   // they reach the optimum in 19 trials.
-  const std::optional<SessionSpec> suite_spec = SuiteSpec(4, "g04-dense-70b", 2);
-  ASSERT_TRUE(suite_spec.has_value());
   ModelOptimizer::Options was;
   was.local_min_share = 0;
-  ExpectTheOptimumNowNotBefore(*suite_spec, was, "taking every local pick");
+  ExpectTheOptimumNowNotBefore(4, "g04-dense-70b", 2, was, "taking every local pick");
 }
 
 }  // namespace
