@@ -12,7 +12,11 @@ charge measured again" in docs/benchmarks.md:
 
 Where the trace carries the pick's P(fits) and the expected gain (since
 b7510b6), it also counts the picks by both, with how many ran out of
-memory (the section "A stop before an OOM the models expect").
+memory and how many were slower than the baseline or failed, and names
+the workloads and trials behind the slower ones at no expected gain (the
+sections "A stop before an OOM the models expect" and "Where a
+hand-tuned session's slower trials go now"; the totals before and after
+a session held a setting within 2% of the optimum are the latter's).
 """
 import collections
 import re
@@ -22,10 +26,16 @@ slow = collections.Counter()
 total = collections.Counter()
 by_pick = collections.Counter()  # (gain bucket, P(fits) < 0.5) -> picks
 by_pick_oom = collections.Counter()
+by_pick_slow = collections.Counter()
+slow_at_no_gain = collections.Counter()  # (workload, trial) -> sessions
 for path in sys.argv[1:]:
     base = None
     found = False
+    workload = None
     for line in open(path):
+        m = re.match(r'(g\d+-\S+): top', line)
+        if m:
+            workload = m.group(1)
         m = re.match(r'baseline ([0-9.]+)', line)
         if m:
             base = float(m.group(1))
@@ -38,7 +48,8 @@ for path in sys.argv[1:]:
             found = False
         key = ('after' if found else 'before', tag)
         total[key] += 1
-        slow[key] += status != 'ok' or float(step) > base
+        slower = status != 'ok' or float(step) > base
+        slow[key] += slower
         if status == 'ok' and float(of_best) <= 1.02:
             found = True
         p = re.search(r'P\(fits\) +(-?[0-9.]+) gain +(-?[0-9.]+)', line)
@@ -48,9 +59,17 @@ for path in sys.argv[1:]:
                       0 <= p_fit < 0.5)
             by_pick[bucket] += 1
             by_pick_oom[bucket] += status == 'oom'
+            by_pick_slow[bucket] += slower
+            if slower and gain <= 0.0005:
+                slow_at_no_gain[(workload, int(trial))] += 1
 for key in sorted(total):
     print(f'{key[0]:6s} {key[1]:24s} {slow[key]:6d} of {total[key]:6d} slower than the baseline or failed')
 print(f'all: {sum(slow.values())} of {sum(total.values())}')
+for when in ('before', 'after'):
+    keys = [k for k in total if k[0] == when]
+    print(f'{when}: {sum(slow[k] for k in keys)} of {sum(total[k] for k in keys)}')
 for (gain, unlikely) in sorted(by_pick):
     print(f'{gain:15s} P(fits) {"< 0.5 " if unlikely else ">= 0.5"} {by_pick[(gain, unlikely)]:6d} picks, '
-          f'{by_pick_oom[(gain, unlikely)]:6d} out of memory')
+          f'{by_pick_oom[(gain, unlikely)]:6d} out of memory, {by_pick_slow[(gain, unlikely)]:6d} slower or failed')
+for (workload, trial), n in sorted(slow_at_no_gain.items()):
+    print(f'slower at gain <= 0.0005: {workload} trial {trial} in {n} sessions')
