@@ -163,9 +163,13 @@ class SpaceIndexer {
   // IndexOf of each observation's config, in order. A history's configs
   // lie all over the heap, so walking one map at a time waits on a cache
   // miss per node; these walk eight maps in step, whose misses overlap.
+  // A long history's halves are indexed on two threads.
   std::vector<int64_t> operator()(const std::vector<Observation>& history) const;
 
  private:
+  // Writes (*out)[i] for i in [begin, end); touches nothing else of it.
+  void IndexRange(const std::vector<Observation>& history, size_t begin, size_t end,
+                  std::vector<int64_t>* out) const;
   const SessionSpec& spec_;
   std::vector<size_t> by_name_;  // knob positions in name order
   std::vector<int64_t> stride_;  // per knob position

@@ -59,7 +59,7 @@ Planner PlannerFor(const SessionSpec& spec) {
     return k;
   };
   p.launches_at = [s, knobs_at](int64_t index) {
-    return ms::LaunchCheck(s->sim.model, s->sim.cluster, knobs_at(index)).empty();
+    return ms::Launches(s->sim.model, s->sim.cluster, knobs_at(index));
   };
   p.memory_estimate_gib_at = [s, knobs_at](int64_t index) {
     return ms::TextbookMemoryGib(s->sim.model, s->sim.cluster, knobs_at(index));

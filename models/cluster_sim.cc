@@ -111,15 +111,18 @@ Link GroupLink(const ClusterShape& c, int64_t stride, int64_t span) {
   return {std::min(c.nvlink_gbps, members * c.net_gbps) * 0.8, c.net_latency_us};
 }
 
+// `explain`: format the messages that name the values (the search asks
+// whether thousands of settings launch and reads none of them; then a
+// failure's message is only "fails").
 std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k,
-                          int64_t gb) {
-  char buf[512];
+                          int64_t gb, bool explain = true) {
+  char buf[512] = "fails";
   const int world = c.world();
   if (k.tp < 1 || k.pp < 1 || k.cp < 1 || k.ep < 1 || k.micro_batch < 1 || k.vpp < 1) {
     return "AssertionError: parallel sizes and micro_batch must be >= 1";
   }
   if (world % (k.tp * k.pp * k.cp) != 0) {
-    std::snprintf(buf, sizeof(buf),
+    if (explain) std::snprintf(buf, sizeof(buf),
                   "AssertionError: world size (%d) is not divisible by tensor_model_parallel_size "
                   "(%d) x pipeline_model_parallel_size (%d) x context_parallel_size (%d)",
                   world, k.tp, k.pp, k.cp);
@@ -127,14 +130,14 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
   }
   const int kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
   if (m.heads % k.tp != 0) {
-    std::snprintf(buf, sizeof(buf),
+    if (explain) std::snprintf(buf, sizeof(buf),
                   "AssertionError: num_attention_heads (%d) must be a multiple of "
                   "tensor_model_parallel_size (%d)",
                   m.heads, k.tp);
     return buf;
   }
   if (kv % k.tp != 0) {
-    std::snprintf(buf, sizeof(buf),
+    if (explain) std::snprintf(buf, sizeof(buf),
                   "AssertionError: num_query_groups (%d) must be a multiple of "
                   "tensor_model_parallel_size (%d)",
                   kv, k.tp);
@@ -149,14 +152,14 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
     const int middle = k.pp - (k.pp_first_layers > 0) - (k.pp_last_layers > 0);
     const int rest = m.layers - k.pp_first_layers - k.pp_last_layers;
     if (rest < 0 || (middle == 0 && rest != 0) || (middle > 0 && (rest < middle || rest % middle != 0))) {
-      std::snprintf(buf, sizeof(buf),
+      if (explain) std::snprintf(buf, sizeof(buf),
                     "AssertionError: num_layers (%d) minus the first (%d) and last (%d) stage's "
                     "layers must split evenly over the other %d pipeline stages",
                     m.layers, k.pp_first_layers, k.pp_last_layers, middle);
       return buf;
     }
   } else if (m.layers % k.pp != 0) {
-    std::snprintf(buf, sizeof(buf),
+    if (explain) std::snprintf(buf, sizeof(buf),
                   "AssertionError: num_layers (%d) must be divisible by "
                   "pipeline_model_parallel_size (%d)",
                   m.layers, k.pp);
@@ -170,7 +173,7 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
     // With uneven stages the virtual stages follow a pipeline layout
     // (Megatron's --pipeline-model-parallel-layout), which need not divide.
     if (!uneven && (m.layers / k.pp) % k.vpp != 0) {
-      std::snprintf(buf, sizeof(buf),
+      if (explain) std::snprintf(buf, sizeof(buf),
                     "AssertionError: number of layers per pipeline stage (%d) must be divisible "
                     "by virtual_pipeline_model_parallel_size (%d)",
                     m.layers / k.pp, k.vpp);
@@ -179,7 +182,7 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
   }
   const int dp = world / (k.tp * k.pp * k.cp);
   if (gb % (static_cast<int64_t>(k.micro_batch) * dp) != 0) {
-    std::snprintf(buf, sizeof(buf),
+    if (explain) std::snprintf(buf, sizeof(buf),
                   "AssertionError: global batch size (%lld) is not divisible by micro batch size "
                   "(%d) times data parallel size (%d)",
                   static_cast<long long>(gb), k.micro_batch, dp);
@@ -187,7 +190,7 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
   }
   const int64_t micro = gb / (static_cast<int64_t>(k.micro_batch) * dp);
   if (k.vpp > 1 && micro % k.pp != 0) {
-    std::snprintf(buf, sizeof(buf),
+    if (explain) std::snprintf(buf, sizeof(buf),
                   "RuntimeError: number of microbatches (%lld) is not divisible by "
                   "pipeline-model-parallel-size (%d) when using interleaved schedule",
                   static_cast<long long>(micro), k.pp);
@@ -197,7 +200,7 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
     // DualPipe's own checks (deepseek-ai/DualPipe): ranks pair up from both
     // ends, and each direction needs a full pipeline of micro-batches.
     if (k.pp < 2 || k.pp % 2 != 0) {
-      std::snprintf(buf, sizeof(buf),
+      if (explain) std::snprintf(buf, sizeof(buf),
                     "AssertionError: DualPipe needs an even pipeline_model_parallel_size >= 2 "
                     "(got %d)",
                     k.pp);
@@ -208,7 +211,7 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
              "virtual_pipeline_model_parallel_size must be 1";
     }
     if (micro < 2 * k.pp) {
-      std::snprintf(buf, sizeof(buf),
+      if (explain) std::snprintf(buf, sizeof(buf),
                     "AssertionError: DualPipe needs at least 2 x pipeline_model_parallel_size "
                     "(%d) micro-batches, got %lld",
                     2 * k.pp, static_cast<long long>(micro));
@@ -219,21 +222,21 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
     return "AssertionError: expert_model_parallel_size > 1 requires num_experts (a MoE model)";
   }
   if (m.experts > 0 && m.experts % k.ep != 0) {
-    std::snprintf(buf, sizeof(buf),
+    if (explain) std::snprintf(buf, sizeof(buf),
                   "AssertionError: num_experts (%d) must be divisible by "
                   "expert_model_parallel_size (%d)",
                   m.experts, k.ep);
     return buf;
   }
   if (k.ep > 1 && (dp * k.cp) % k.ep != 0) {
-    std::snprintf(buf, sizeof(buf),
+    if (explain) std::snprintf(buf, sizeof(buf),
                   "AssertionError: data_parallel_size x context_parallel_size (%d) must be "
                   "divisible by expert_model_parallel_size (%d)",
                   dp * k.cp, k.ep);
     return buf;
   }
   if (k.cp > 1 && m.seq_len % (2 * k.cp) != 0) {
-    std::snprintf(buf, sizeof(buf),
+    if (explain) std::snprintf(buf, sizeof(buf),
                   "AssertionError: seq_length (%d) must be divisible by 2 x "
                   "context_parallel_size (%d)",
                   m.seq_len, k.cp);
@@ -269,7 +272,7 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
              "dist_opt)";
     }
     if ((dp * k.cp) % k.shard_group != 0) {
-      std::snprintf(buf, sizeof(buf),
+      if (explain) std::snprintf(buf, sizeof(buf),
                     "AssertionError: data_parallel_size x context_parallel_size (%d) must be "
                     "divisible by the shard group size (%d)",
                     dp * k.cp, k.shard_group);
@@ -280,7 +283,7 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
   // Megatron-Core's TransformerConfig checks on activation offloading.
   if (k.offload_layers > 0) {
     if (k.offload_layers >= m.layers) {
-      std::snprintf(buf, sizeof(buf),
+      if (explain) std::snprintf(buf, sizeof(buf),
                     "ValueError: CPU offloading can be done only for layers less than %d",
                     m.layers);
       return buf;
@@ -609,6 +612,12 @@ ParamCounts CountParams(const ModelShape& m) {
 std::string LaunchCheck(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k) {
   return LauncherCheck(m, c, k, k.global_batch_override > 0 ? k.global_batch_override
                                                             : m.global_batch);
+}
+
+bool Launches(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k) {
+  return LauncherCheck(m, c, k, k.global_batch_override > 0 ? k.global_batch_override : m.global_batch,
+                       /*explain=*/false)
+      .empty();
 }
 
 double TextbookMemoryGib(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k) {

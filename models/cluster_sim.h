@@ -302,6 +302,9 @@ double ActivationBytesPerLayer(const ModelShape& m, const LaunchKnobs& k, bool m
 // rules are public and known before any run, so a tuner may skip settings
 // that cannot launch instead of paying for them.
 std::string LaunchCheck(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k);
+// LaunchCheck(m, c, k).empty(), without formatting a message (what a search
+// asks of thousands of settings a proposal).
+bool Launches(const ModelShape& m, const ClusterShape& c, const LaunchKnobs& k);
 
 // A textbook estimate of peak memory per GPU in GiB, what a planner computes
 // before any run: Megatron's 18 (or 6 + 12/d) bytes per parameter over TP x

@@ -581,6 +581,66 @@ TEST(ModelOptimizerTest, IndexOfInvertsConfigAt) {
   }
   EXPECT_GE(odd_seen, 4);
   EXPECT_TRUE(index_of(std::vector<Observation>{}).empty());
+  // A long history is indexed in two halves on two threads: the same
+  // answers, odd settings in either half and at the seam.
+  std::vector<Observation> long_history;
+  for (int64_t i = 0; i < 1301; ++i) {
+    Observation o;
+    o.config = i % 97 == 0 || i == 650 || i == 651 ? odd_ones[static_cast<size_t>(i) % odd_ones.size()]
+                                                   : ConfigAt(spec, (i * 11) % spec.SpaceSize());
+    long_history.push_back(o);
+  }
+  const std::vector<int64_t> long_all = index_of(long_history);
+  ASSERT_EQ(long_all.size(), long_history.size());
+  int long_odd = 0;
+  for (size_t i = 0; i < long_history.size(); ++i) {
+    EXPECT_EQ(long_all[i], IndexOf(spec, long_history[i].config)) << i;
+    long_odd += long_all[i] < 0;
+  }
+  EXPECT_GE(long_odd, 10);
+}
+
+// Names and values are compared a word at a time: one that differs from
+// the spec's in any single byte, or only in length, is not the spec's.
+TEST(ModelOptimizerTest, IndexOfTellsNamesAndValuesApartByEveryByte) {
+  SessionSpec spec;
+  spec.knobs = {{"overlap_grad_reduce_long", {"alpha_beta_gamma_1", "alpha_beta_gamma_2", "a"}},
+                {"tp", {"1", "2", "4"}}};
+  spec.baseline = {{"overlap_grad_reduce_long", "alpha_beta_gamma_1"}, {"tp", "1"}};
+  const SpaceIndexer index_of(spec);
+  std::vector<Observation> history;
+  std::vector<int64_t> want;
+  for (int64_t i = 0; i < spec.SpaceSize(); ++i) {
+    history.push_back({ConfigAt(spec, i), "ok", 1.0, 1.0});
+    want.push_back(i);
+  }
+  const std::string name = "overlap_grad_reduce_long", value = "alpha_beta_gamma_2";
+  for (size_t b = 0; b < value.size(); ++b) {
+    Config c = spec.baseline;
+    c[name] = value;
+    c[name][b] = static_cast<char>(c[name][b] ^ 0x20);
+    history.push_back({c, "ok", 1.0, 1.0});
+    want.push_back(-1);
+  }
+  for (size_t b = 0; b < name.size(); ++b) {
+    std::string other = name;
+    other[b] = static_cast<char>(other[b] ^ 0x20);
+    Config c = {{other, "a"}, {"tp", "2"}};
+    history.push_back({c, "ok", 1.0, 1.0});
+    want.push_back(-1);
+  }
+  for (const std::string& v : {std::string("alpha_beta_gamma_"), std::string("alpha_beta_gamma_22"),
+                               std::string(""), std::string("b")}) {
+    Config c = spec.baseline;
+    c[name] = v;
+    history.push_back({c, "ok", 1.0, 1.0});
+    want.push_back(-1);
+  }
+  EXPECT_EQ(index_of(history), want);
+  for (size_t i = 0; i < history.size(); ++i) {
+    EXPECT_EQ(index_of(history[i].config), want[i]) << i;
+    EXPECT_EQ(IndexOf(spec, history[i].config), want[i]) << i;
+  }
 }
 
 TEST(ModelOptimizerTest, BatchesAreDistinctUntriedAndSpreadOut) {

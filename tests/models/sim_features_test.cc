@@ -5,6 +5,8 @@
 // checkpointing, FlashAttention-2 kernels, activation offloading; and the
 // spec fields that carry them.
 #include <cmath>
+#include <random>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -686,6 +688,52 @@ TEST(NetworkTest, DataParallelSyncAcrossRacksUsesEveryNicInTheRack) {
   ASSERT_EQ(r.status, Status::kOk) << r.message;
   EXPECT_LT(r.phases.at("dp_comm"), 0.5 * t.phases.at("dp_comm"));
   EXPECT_LT(r.step_time_s, t.step_time_s);
+}
+
+// The search asks Launches of thousands of settings a proposal, without
+// the messages: it must say what LaunchCheck says of every one.
+TEST(LaunchTest, LaunchesIsLaunchCheckWithoutTheMessage) {
+  ModelShape moe = Small();
+  moe.experts = 8;
+  moe.topk = 2;
+  const std::vector<ModelShape> models = {Small(), moe};
+  std::mt19937_64 rng(7);
+  auto pick = [&](std::initializer_list<int> v) {
+    return *(v.begin() + static_cast<std::ptrdiff_t>(rng() % v.size()));
+  };
+  int fails = 0, runs = 0;
+  std::set<std::string> rules;  // the failures' messages, by their start
+  for (int i = 0; i < 4000; ++i) {
+    const ModelShape& m = models[static_cast<size_t>(i) % models.size()];
+    const ClusterShape c = Nodes(pick({1, 2}), 50, pick({0, 1}) ? "H100" : "A100");
+    LaunchKnobs k;
+    k.tp = pick({1, 1, 2, 4, 8, 3, 0});
+    k.pp = pick({1, 1, 1, 2, 4, 3});
+    k.cp = pick({1, 1, 1, 2, 4});
+    k.ep = pick({1, 1, 1, 2, 16});
+    k.micro_batch = pick({1, 2, 3, 4});
+    k.vpp = pick({1, 1, 1, 2, 3});
+    k.dualpipe = pick({0, 0, 0, 0, 1});
+    k.flash_attn = pick({1, 1, 1, 0});
+    k.dist_opt = pick({1, 1, 0});
+    k.overlap_param_gather = pick({0, 0, 0, 1});
+    k.overlap_moe_comm = pick({0, 0, 0, 0, 1});
+    k.shard_group = pick({0, 0, 0, 0, 3, 8});
+    k.offload_layers = pick({0, 0, 0, 0, 2, 64});
+    k.pp_first_layers = pick({0, 0, 0, 0, 3});
+    k.bucket_mb = pick({40, 40, 40, 40, 0});
+    k.capacity_factor = pick({0, 0, 0, 0, 1});
+    k.precision = pick({0, 0, 0, 1}) ? Precision::kFp8 : Precision::kBf16;
+    k.recompute = pick({0, 1}) ? Recompute::kNone : Recompute::kFull;
+    const std::string message = LaunchCheck(m, c, k);
+    ASSERT_EQ(Launches(m, c, k), message.empty()) << i << ": " << message;
+    (message.empty() ? runs : fails) += 1;
+    if (!message.empty()) rules.insert(message.substr(0, 40));
+  }
+  // Both sides seen, and most of the rules among the failures.
+  EXPECT_GT(runs, 50);
+  EXPECT_GT(fails, 1000);
+  EXPECT_GE(rules.size(), 18u);
 }
 
 }  // namespace
