@@ -28,7 +28,9 @@
 //   search_bench --latency [history=2000] proposal latency with a long history, each
 //                proposal after the last one's pick ran, with the session's memo
 //                (LATENCY_N proposals, default 100; LATENCY_NO_MEMO=1: no memo;
-//                LATENCY_EARLY=1: an early session with two contract violations instead)
+//                LATENCY_EARLY=1: an early session with two contract violations instead);
+//                then Optuna's TPE on the same landscapes (tpe_bench.py --latency), with
+//                the target's verdict: our p99 under a tenth of its median, per landscape
 //   search_bench --promote [seeds=30]     whole noisy sessions: what is promoted after re-verification
 //   search_bench --describe               landscapes as JSON lines (for tpe_bench.py)
 //   search_bench --oracle NAME            answers "k=v,..." lines with "ok T MEM" / "oom" / "failed"
@@ -70,6 +72,7 @@
 
 #include "absl/strings/numbers.h"
 #include "base/allocator.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/agent/executors/landscape.h"
 #include "core/doctor.h"
@@ -866,6 +869,7 @@ int Latency(int history_size) {
   std::printf("%-28s %8s %8s %8s %8s   %9s %9s   %8s %9s\n", "landscape", "cold ms", "p50 ms", "p99 ms",
               "max ms", "+bank p50", "+bank p99", "cpu p50", "+bank cpu");
   const int n = std::getenv("LATENCY_N") ? std::atoi(std::getenv("LATENCY_N")) : 100;
+  std::string ours_p99;  // JSON members, landscape -> our p99 (ms), for tpe_bench.py's verdict
   for (const char* f : kReferences) {
     const infrarsi::SessionSpec spec = Workload(f);
     const Bench b = SimBench(spec);
@@ -947,6 +951,7 @@ int Latency(int history_size) {
     std::vector<double> plain_cpu, bank_cpu;
     double cold = 0, bank_cold = 0;
     const std::vector<double> plain = time(ctx, &plain_cpu, &cold);
+    ours_p99 += absl::StrFormat("%s\"%s\": %.3f", ours_p99.empty() ? "" : ", ", b.name, Percentile(plain, 0.99));
     infrarsi::SearchContext with_bank = ctx;
     with_bank.related = &related;
     const std::vector<double> bank = time(with_bank, &bank_cpu, &bank_cold);
@@ -962,8 +967,9 @@ int Latency(int history_size) {
       std::system("/usr/bin/python3 -c 'import optuna' >/dev/null 2>&1") == 0) {
     std::printf("\n");
     std::fflush(stdout);
-    const std::string cmd = "SEARCH_BENCH=/proc/" + std::to_string(getpid()) + "/exe /usr/bin/python3 " +
-                            std::string(INFRARSI_SOURCE_DIR) + "/tests/bench/tpe_bench.py --latency " +
+    const std::string cmd = "OURS_P99='{" + ours_p99 + "}' SEARCH_BENCH=/proc/" + std::to_string(getpid()) +
+                            "/exe /usr/bin/python3 " + std::string(INFRARSI_SOURCE_DIR) +
+                            "/tests/bench/tpe_bench.py --latency " +
                             std::to_string(history_size);
     if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "tpe_bench.py --latency failed\n");
   } else {
