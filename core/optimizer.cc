@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <cstring>
 #include <future>
-#include <system_error>
 #include <random>
 #include <set>
+#include <system_error>
 
 #include "absl/strings/str_format.h"
 

@@ -123,24 +123,24 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
   }
   if (world % (k.tp * k.pp * k.cp) != 0) {
     if (explain) std::snprintf(buf, sizeof(buf),
-                  "AssertionError: world size (%d) is not divisible by tensor_model_parallel_size "
-                  "(%d) x pipeline_model_parallel_size (%d) x context_parallel_size (%d)",
-                  world, k.tp, k.pp, k.cp);
+                               "AssertionError: world size (%d) is not divisible by tensor_model_parallel_size "
+                               "(%d) x pipeline_model_parallel_size (%d) x context_parallel_size (%d)",
+                               world, k.tp, k.pp, k.cp);
     return buf;
   }
   const int kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
   if (m.heads % k.tp != 0) {
     if (explain) std::snprintf(buf, sizeof(buf),
-                  "AssertionError: num_attention_heads (%d) must be a multiple of "
-                  "tensor_model_parallel_size (%d)",
-                  m.heads, k.tp);
+                               "AssertionError: num_attention_heads (%d) must be a multiple of "
+                               "tensor_model_parallel_size (%d)",
+                               m.heads, k.tp);
     return buf;
   }
   if (kv % k.tp != 0) {
     if (explain) std::snprintf(buf, sizeof(buf),
-                  "AssertionError: num_query_groups (%d) must be a multiple of "
-                  "tensor_model_parallel_size (%d)",
-                  kv, k.tp);
+                               "AssertionError: num_query_groups (%d) must be a multiple of "
+                               "tensor_model_parallel_size (%d)",
+                               kv, k.tp);
     return buf;
   }
   const bool uneven = k.pp_first_layers > 0 || k.pp_last_layers > 0;
@@ -153,16 +153,16 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
     const int rest = m.layers - k.pp_first_layers - k.pp_last_layers;
     if (rest < 0 || (middle == 0 && rest != 0) || (middle > 0 && (rest < middle || rest % middle != 0))) {
       if (explain) std::snprintf(buf, sizeof(buf),
-                    "AssertionError: num_layers (%d) minus the first (%d) and last (%d) stage's "
-                    "layers must split evenly over the other %d pipeline stages",
-                    m.layers, k.pp_first_layers, k.pp_last_layers, middle);
+                                 "AssertionError: num_layers (%d) minus the first (%d) and last (%d) stage's "
+                                 "layers must split evenly over the other %d pipeline stages",
+                                 m.layers, k.pp_first_layers, k.pp_last_layers, middle);
       return buf;
     }
   } else if (m.layers % k.pp != 0) {
     if (explain) std::snprintf(buf, sizeof(buf),
-                  "AssertionError: num_layers (%d) must be divisible by "
-                  "pipeline_model_parallel_size (%d)",
-                  m.layers, k.pp);
+                               "AssertionError: num_layers (%d) must be divisible by "
+                               "pipeline_model_parallel_size (%d)",
+                               m.layers, k.pp);
     return buf;
   }
   if (k.vpp > 1) {
@@ -174,26 +174,26 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
     // (Megatron's --pipeline-model-parallel-layout), which need not divide.
     if (!uneven && (m.layers / k.pp) % k.vpp != 0) {
       if (explain) std::snprintf(buf, sizeof(buf),
-                    "AssertionError: number of layers per pipeline stage (%d) must be divisible "
-                    "by virtual_pipeline_model_parallel_size (%d)",
-                    m.layers / k.pp, k.vpp);
+                                 "AssertionError: number of layers per pipeline stage (%d) must be divisible "
+                                 "by virtual_pipeline_model_parallel_size (%d)",
+                                 m.layers / k.pp, k.vpp);
       return buf;
     }
   }
   const int dp = world / (k.tp * k.pp * k.cp);
   if (gb % (static_cast<int64_t>(k.micro_batch) * dp) != 0) {
     if (explain) std::snprintf(buf, sizeof(buf),
-                  "AssertionError: global batch size (%lld) is not divisible by micro batch size "
-                  "(%d) times data parallel size (%d)",
-                  static_cast<long long>(gb), k.micro_batch, dp);
+                               "AssertionError: global batch size (%lld) is not divisible by micro batch size "
+                               "(%d) times data parallel size (%d)",
+                               static_cast<long long>(gb), k.micro_batch, dp);
     return buf;
   }
   const int64_t micro = gb / (static_cast<int64_t>(k.micro_batch) * dp);
   if (k.vpp > 1 && micro % k.pp != 0) {
     if (explain) std::snprintf(buf, sizeof(buf),
-                  "RuntimeError: number of microbatches (%lld) is not divisible by "
-                  "pipeline-model-parallel-size (%d) when using interleaved schedule",
-                  static_cast<long long>(micro), k.pp);
+                               "RuntimeError: number of microbatches (%lld) is not divisible by "
+                               "pipeline-model-parallel-size (%d) when using interleaved schedule",
+                               static_cast<long long>(micro), k.pp);
     return buf;
   }
   if (k.dualpipe) {
@@ -201,9 +201,9 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
     // ends, and each direction needs a full pipeline of micro-batches.
     if (k.pp < 2 || k.pp % 2 != 0) {
       if (explain) std::snprintf(buf, sizeof(buf),
-                    "AssertionError: DualPipe needs an even pipeline_model_parallel_size >= 2 "
-                    "(got %d)",
-                    k.pp);
+                                 "AssertionError: DualPipe needs an even pipeline_model_parallel_size >= 2 "
+                                 "(got %d)",
+                                 k.pp);
       return buf;
     }
     if (k.vpp > 1) {
@@ -212,9 +212,9 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
     }
     if (micro < 2 * k.pp) {
       if (explain) std::snprintf(buf, sizeof(buf),
-                    "AssertionError: DualPipe needs at least 2 x pipeline_model_parallel_size "
-                    "(%d) micro-batches, got %lld",
-                    2 * k.pp, static_cast<long long>(micro));
+                                 "AssertionError: DualPipe needs at least 2 x pipeline_model_parallel_size "
+                                 "(%d) micro-batches, got %lld",
+                                 2 * k.pp, static_cast<long long>(micro));
       return buf;
     }
   }
@@ -223,23 +223,23 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
   }
   if (m.experts > 0 && m.experts % k.ep != 0) {
     if (explain) std::snprintf(buf, sizeof(buf),
-                  "AssertionError: num_experts (%d) must be divisible by "
-                  "expert_model_parallel_size (%d)",
-                  m.experts, k.ep);
+                               "AssertionError: num_experts (%d) must be divisible by "
+                               "expert_model_parallel_size (%d)",
+                               m.experts, k.ep);
     return buf;
   }
   if (k.ep > 1 && (dp * k.cp) % k.ep != 0) {
     if (explain) std::snprintf(buf, sizeof(buf),
-                  "AssertionError: data_parallel_size x context_parallel_size (%d) must be "
-                  "divisible by expert_model_parallel_size (%d)",
-                  dp * k.cp, k.ep);
+                               "AssertionError: data_parallel_size x context_parallel_size (%d) must be "
+                               "divisible by expert_model_parallel_size (%d)",
+                               dp * k.cp, k.ep);
     return buf;
   }
   if (k.cp > 1 && m.seq_len % (2 * k.cp) != 0) {
     if (explain) std::snprintf(buf, sizeof(buf),
-                  "AssertionError: seq_length (%d) must be divisible by 2 x "
-                  "context_parallel_size (%d)",
-                  m.seq_len, k.cp);
+                               "AssertionError: seq_length (%d) must be divisible by 2 x "
+                               "context_parallel_size (%d)",
+                               m.seq_len, k.cp);
     return buf;
   }
   if (k.cp > 1 && !k.flash_attn) {
@@ -273,9 +273,9 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
     }
     if ((dp * k.cp) % k.shard_group != 0) {
       if (explain) std::snprintf(buf, sizeof(buf),
-                    "AssertionError: data_parallel_size x context_parallel_size (%d) must be "
-                    "divisible by the shard group size (%d)",
-                    dp * k.cp, k.shard_group);
+                                 "AssertionError: data_parallel_size x context_parallel_size (%d) must be "
+                                 "divisible by the shard group size (%d)",
+                                 dp * k.cp, k.shard_group);
       return buf;
     }
   }
@@ -284,8 +284,8 @@ std::string LauncherCheck(const ModelShape& m, const ClusterShape& c, const Laun
   if (k.offload_layers > 0) {
     if (k.offload_layers >= m.layers) {
       if (explain) std::snprintf(buf, sizeof(buf),
-                    "ValueError: CPU offloading can be done only for layers less than %d",
-                    m.layers);
+                                 "ValueError: CPU offloading can be done only for layers less than %d",
+                                 m.layers);
       return buf;
     }
     if (k.pp > 1) {
