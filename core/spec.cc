@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "core/patch_scope.h"
+#include "base/json.h"
 #include "base/status_macros.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -1483,6 +1484,10 @@ std::string EncodeConfigJson(const Config& config) {
 }
 
 absl::StatusOr<Config> DecodeConfigJson(const std::string& json) {
+  // What EncodeConfigJson writes of an ASCII setting is read directly
+  // (protobuf's JSON parser took 40 ms for a 2,000-trial history, six
+  // proposals' worth); anything else goes to it.
+  if (std::optional<Config> fast = ParseFlatStringObject(json)) return *std::move(fast);
   google::protobuf::Struct st;
   if (!google::protobuf::util::JsonStringToMessage(json, &st).ok()) {
     return absl::DataLossError(absl::StrCat("config: not a JSON object: ", json));

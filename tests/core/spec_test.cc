@@ -696,6 +696,18 @@ TEST(SpecTest, ConfigEncodingRoundTrips) {
   EXPECT_EQ(*back, c);
   EXPECT_EQ(ConfigKey(Config{{"b", "2"}, {"a", "1"}}), "a=1,b=2");
   EXPECT_FALSE(DecodeConfigJson("not json").ok());
+  // Read directly or by protobuf's parser (UTF-8, control characters, a
+  // \u escape): the same settings either way.
+  const Config wide{{"caf\xc3\xa9", "\x01\x7f"}, {"tab", "a\tb"}, {"", "/"}};
+  back = DecodeConfigJson(EncodeConfigJson(wide));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, wide);
+  back = DecodeConfigJson(" {\"tp\" : \"\\u0032\", \"pp\":\"4\"} ");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, (Config{{"tp", "2"}, {"pp", "4"}}));
+  // What neither reads is refused, naming the field or the text.
+  EXPECT_FALSE(DecodeConfigJson("{\"tp\": 2}").ok());
+  EXPECT_FALSE(DecodeConfigJson("{\"tp\": \"2\"").ok());
 }
 
 TEST(SpecTest, StableHashIsStableAndSensitive) {
