@@ -863,6 +863,15 @@ std::pair<double, double> ServerReadBack(const infrarsi::SessionSpec& spec, cons
                                          int reads) {
   const std::filesystem::path db =
       std::filesystem::temp_directory_path() / ("search_bench_latency_" + std::to_string(getpid()) + ".db");
+  // The file and SQLite's beside it go however this returns (after the
+  // store, declared below, has closed them).
+  struct Remove {
+    std::string path;
+    ~Remove() {
+      std::error_code ignored;
+      for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix, ignored);
+    }
+  } cleanup{db.string()};
   auto fail = [&](const absl::Status& s) {
     std::fprintf(stderr, "the server's read-back not timed: %s\n", std::string(s.message()).c_str());
     return std::pair<double, double>{-1, -1};
@@ -896,8 +905,6 @@ std::pair<double, double> ServerReadBack(const infrarsi::SessionSpec& spec, cons
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
   }
-  std::error_code ignored;
-  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db.string() + suffix, ignored);
   return {Percentile(ms, 0.5), Percentile(ms, 0.99)};
 }
 
@@ -1001,7 +1008,6 @@ int Latency(int history_size) {
     std::vector<double> plain_cpu, bank_cpu;
     double cold = 0, bank_cold = 0;
     const std::vector<double> plain = time(ctx, &plain_cpu, &cold);
-    read_back.push_back({b.name, ServerReadBack(b.spec, hist, 20)});
     ours_p99 += absl::StrFormat("%s\"%s\": %.3f", ours_p99.empty() ? "" : ", ", b.name, Percentile(plain, 0.99));
     infrarsi::SearchContext with_bank = ctx;
     with_bank.related = &related;
@@ -1011,6 +1017,7 @@ int Latency(int history_size) {
                 Percentile(bank, 0.5), Percentile(bank, 0.99), Percentile(plain_cpu, 0.5),
                 Percentile(bank_cpu, 0.5));
     std::fflush(stdout);
+    read_back.push_back({b.name, ServerReadBack(b.spec, hist, 20)});
   }
   std::printf(
       "\nWhat the server does before each proposal besides: read the session's %d trials from\n"
