@@ -82,6 +82,8 @@
 #include "core/report.h"
 #include "core/sim_landscape.h"
 #include "core/spec.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "models/cluster_sim.h"
 #include "models/stats.h"
 #include "storage/sqlite_storage.h"
@@ -857,10 +859,14 @@ int Promote(int seeds) {
 // What the server does before each proposal (core/search_driver.cc): read
 // the session's trials from its SQLite store and turn them into the
 // search's history (SearchHistoryOf decodes each stored setting). p50 and
-// p99 over `reads` reads of `history` stored as a session's trials; {-1,
-// -1} with a note on stderr where the store could not be set up.
-std::pair<double, double> ServerReadBack(const infrarsi::SessionSpec& spec, const std::vector<Observation>& history,
-                                         int reads) {
+// p99 over `reads` reads of `history` stored as a session's trials, and
+// the median time protobuf's JSON parser alone takes over the same stored
+// settings (what DecodeConfigJson used before its direct reader); all -1,
+// with a note on stderr, where the store could not be set up.
+struct ReadBack {
+  double p50 = -1, p99 = -1, general_parser = -1;
+};
+ReadBack ServerReadBack(const infrarsi::SessionSpec& spec, const std::vector<Observation>& history, int reads) {
   const std::filesystem::path db =
       std::filesystem::temp_directory_path() / ("search_bench_latency_" + std::to_string(getpid()) + ".db");
   // The file and SQLite's beside it go however this returns (after the
@@ -874,38 +880,49 @@ std::pair<double, double> ServerReadBack(const infrarsi::SessionSpec& spec, cons
   } cleanup{db.string()};
   auto fail = [&](const absl::Status& s) {
     std::fprintf(stderr, "the server's read-back not timed: %s\n", std::string(s.message()).c_str());
-    return std::pair<double, double>{-1, -1};
+    return ReadBack{};
   };
-  std::vector<double> ms;
-  {
-    auto store = infrarsi::storage::SqliteStorage::Create({.path = db.string()});
-    if (!store.ok()) return fail(store.status());
-    infrarsi::storage::SessionRecord rec;
-    rec.id = "latency";
-    rec.stage = "running";
-    if (absl::Status s = (*store)->InsertSession(rec); !s.ok()) return fail(s);
-    for (const Observation& o : history) {
-      infrarsi::storage::TrialRecord t;
-      t.session_id = rec.id;
-      t.purpose = "search";
-      t.config = infrarsi::EncodeConfigJson(o.config);
-      t.status = o.status;
-      t.step_time_s = o.step_time_s;
-      t.peak_mem_gib = o.peak_mem_gib;
-      t.cost_s = 60;
-      if (absl::StatusOr<int64_t> id = (*store)->InsertTrial(t); !id.ok()) return fail(id.status());
-    }
-    for (int i = 0; i < reads; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      auto trials = (*store)->ListTrials(rec.id);
-      if (!trials.ok()) return fail(trials.status());
-      double gpu_s = 0;
-      auto read = infrarsi::SearchHistoryOf(spec, *trials, &gpu_s);
-      if (!read.ok()) return fail(read.status());
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    }
+  auto store = infrarsi::storage::SqliteStorage::Create({.path = db.string()});
+  if (!store.ok()) return fail(store.status());
+  infrarsi::storage::SessionRecord rec;
+  rec.id = "latency";
+  rec.stage = "running";
+  if (absl::Status s = (*store)->InsertSession(rec); !s.ok()) return fail(s);
+  std::vector<std::string> stored;
+  for (const Observation& o : history) {
+    infrarsi::storage::TrialRecord t;
+    t.session_id = rec.id;
+    t.purpose = "search";
+    t.config = infrarsi::EncodeConfigJson(o.config);
+    t.status = o.status;
+    t.step_time_s = o.step_time_s;
+    t.peak_mem_gib = o.peak_mem_gib;
+    t.cost_s = 60;
+    stored.push_back(t.config);
+    if (absl::StatusOr<int64_t> id = (*store)->InsertTrial(t); !id.ok()) return fail(id.status());
   }
-  return {Percentile(ms, 0.5), Percentile(ms, 0.99)};
+  auto since = [](std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<double> ms, general;
+  for (int i = 0; i < reads; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto trials = (*store)->ListTrials(rec.id);
+    if (!trials.ok()) return fail(trials.status());
+    double gpu_s = 0;
+    auto read = infrarsi::SearchHistoryOf(spec, *trials, &gpu_s);
+    if (!read.ok()) return fail(read.status());
+    ms.push_back(since(t0));
+  }
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const std::string& json : stored) {
+      google::protobuf::Struct st;
+      if (!google::protobuf::util::JsonStringToMessage(json, &st).ok()) return fail(absl::DataLossError(json));
+    }
+    general.push_back(since(t0));
+  }
+  return {Percentile(ms, 0.5), Percentile(ms, 0.99), Percentile(general, 0.5)};
 }
 
 int Latency(int history_size) {
@@ -926,7 +943,7 @@ int Latency(int history_size) {
               "max ms", "+bank p50", "+bank p99", "cpu p50", "+bank cpu");
   const int n = std::getenv("LATENCY_N") ? std::atoi(std::getenv("LATENCY_N")) : 100;
   std::string ours_p99;  // JSON members, landscape -> our p99 (ms), for tpe_bench.py's verdict
-  std::vector<std::pair<std::string, std::pair<double, double>>> read_back;  // landscape -> p50, p99 ms
+  std::vector<std::pair<std::string, ReadBack>> read_back;  // by landscape
   for (const char* f : kReferences) {
     const infrarsi::SessionSpec spec = Workload(f);
     const Bench b = SimBench(spec);
@@ -1022,10 +1039,13 @@ int Latency(int history_size) {
   std::printf(
       "\nWhat the server does before each proposal besides: read the session's %d trials from\n"
       "its SQLite store and decode each stored setting (core/search_driver.cc: ListTrials,\n"
-      "SearchHistoryOf), 20 reads of a file in %s\n",
+      "SearchHistoryOf), 20 reads of a file in %s; and protobuf's JSON parser alone over the\n"
+      "same stored settings (what the decoding took before its direct reader), median of 3\n",
       history_size, std::filesystem::temp_directory_path().string().c_str());
-  std::printf("%-28s %8s %8s\n", "landscape", "p50 ms", "p99 ms");
-  for (const auto& [name, ms] : read_back) std::printf("%-28s %8.1f %8.1f\n", name.c_str(), ms.first, ms.second);
+  std::printf("%-28s %8s %8s   %14s\n", "landscape", "p50 ms", "p99 ms", "protobuf ms");
+  for (const auto& [name, r] : read_back) {
+    std::printf("%-28s %8.1f %8.1f   %14.1f\n", name.c_str(), r.p50, r.p99, r.general_parser);
+  }
   // Optuna's TPE with the same history, in the same run (issue 33's target:
   // our p99 under a tenth of its median), where Debian's python3-optuna is.
   if (std::getenv("SEARCH_NO_TPE") == nullptr &&
