@@ -70,26 +70,34 @@ v1::TrialView TrialViewOf(const storage::TrialRecord& t) {
   return v;
 }
 
+double TrialGpuSeconds(const SessionSpec& spec, const storage::TrialRecord& t) {
+  return (t.cost_s + t.lost_s) * std::max(1, spec.gpu_count);
+}
+
+absl::StatusOr<Observation> SearchObservationOf(const SessionSpec& spec, const storage::TrialRecord& t) {
+  Observation o;
+  ASSIGN_OR_RETURN(o.config, DecodeConfigJson(t.config));
+  FillKnobDefaults(spec, &o.config);
+  // A pruned trial ran: the models learn the step time its steps showed,
+  // or, where its memory went past the device's, that it does not fit.
+  o.status = t.status;
+  if (t.status == trial_status::kPruned) {
+    const double capacity = DeclaredCapacityGib(spec);
+    o.status = capacity > 0 && t.peak_mem_gib > capacity ? trial_status::kOom : trial_status::kOk;
+  }
+  o.step_time_s = t.step_time_s;
+  o.peak_mem_gib = t.peak_mem_gib;
+  return o;
+}
+
 absl::StatusOr<std::vector<Observation>> SearchHistoryOf(
     const SessionSpec& spec, const std::vector<storage::TrialRecord>& trials, double* gpu_seconds) {
-  const int gpu_count = spec.gpu_count;
   std::vector<Observation> history;
   *gpu_seconds = 0;
   for (const auto& t : trials) {
-    *gpu_seconds += (t.cost_s + t.lost_s) * std::max(1, gpu_count);
+    *gpu_seconds += TrialGpuSeconds(spec, t);
     if (t.purpose == trial_purpose::kVerify) continue;
-    Observation o;
-    ASSIGN_OR_RETURN(o.config, DecodeConfigJson(t.config));
-    FillKnobDefaults(spec, &o.config);
-    // A pruned trial ran: the models learn the step time its steps showed,
-    // or, where its memory went past the device's, that it does not fit.
-    o.status = t.status;
-    if (t.status == trial_status::kPruned) {
-      const double capacity = DeclaredCapacityGib(spec);
-      o.status = capacity > 0 && t.peak_mem_gib > capacity ? trial_status::kOom : trial_status::kOk;
-    }
-    o.step_time_s = t.step_time_s;
-    o.peak_mem_gib = t.peak_mem_gib;
+    ASSIGN_OR_RETURN(Observation o, SearchObservationOf(spec, t));
     history.push_back(std::move(o));
   }
   return history;

@@ -60,8 +60,13 @@ v1::TrialView TrialViewOf(const storage::TrialRecord& t);
 // search has their first measurement), and the GPU-seconds all of them cost
 // on the spec's GPUs. Settings recorded before a knob existed read as its
 // baseline value (FillKnobDefaults).
+// SearchHistory (core/search_history.h) keeps it between proposals.
 absl::StatusOr<std::vector<Observation>> SearchHistoryOf(
     const SessionSpec& spec, const std::vector<storage::TrialRecord>& trials, double* gpu_seconds);
+// What SearchHistoryOf makes of one trial that is not a verification
+// re-run, and what each trial adds to its GPU-seconds.
+absl::StatusOr<Observation> SearchObservationOf(const SessionSpec& spec, const storage::TrialRecord& t);
+double TrialGpuSeconds(const SessionSpec& spec, const storage::TrialRecord& t);
 
 }  // namespace infrarsi
 

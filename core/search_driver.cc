@@ -2,7 +2,6 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "core/report.h"
 
 namespace infrarsi {
 
@@ -67,13 +66,21 @@ absl::Status SearchDriver::ProposePending(const std::string& only, bool wait_for
       pending_.insert(id);
       return why;
     };
-    // The session's own trials (a trial finishing meanwhile shows as in
-    // flight, which the search treats as taken).
-    auto trials = options_.writer->ReadTrials(id);
-    if (!trials.ok()) return give_up(trials.status());
-    double gpu_s = 0;
-    auto history = SearchHistoryOf(in.spec, *trials, &gpu_s);
-    if (!history.ok()) return give_up(history.status());
+    // The session's own trials, those written since its last proposal
+    // read (a trial finishing meanwhile shows as in flight, which the
+    // search treats as taken).
+    std::shared_ptr<SearchHistory> kept = window->history;
+    if (!kept) kept = std::make_shared<SearchHistory>();
+    // The spec as a pointer into the inputs it lives in, held with them.
+    std::shared_ptr<const SessionSpec> spec(window->inputs, &in.spec);
+    if (absl::Status st = kept->Update(std::move(spec), [&](int64_t after_rev) {
+          return options_.writer->ReadTrials(id, after_rev);
+        });
+        !st.ok()) {
+      return give_up(st);
+    }
+    const std::vector<Observation>* history = &kept->observations();
+    const double gpu_s = kept->GpuSeconds();
     if (in.spec.max_gpu_hours > 0 && gpu_s >= in.spec.max_gpu_hours * 3600) {
       const std::string stop = absl::StrFormat("GPU-hour budget spent (%.2f of %.2f GPU-hours)",
                                                gpu_s / 3600, in.spec.max_gpu_hours);

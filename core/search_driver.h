@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/metrics.h"
 #include "core/optimizer.h"
+#include "core/search_history.h"
 #include "core/session_state.h"
 #include "storage/storage.h"
 
@@ -47,15 +48,20 @@ class SessionWriter {
     // The session's memo of its proposals (SearchContext::memo), held
     // here while the proposal runs outside the session's lock.
     std::shared_ptr<ProposalMemo> memo;
+    // The session's trials as its search last read them (SessionState::
+    // search_history), brought up to date here outside the session's
+    // lock; null: read them all.
+    std::shared_ptr<SearchHistory> history;
   };
   // Under the session's lock (waited for when `wait`, else only tried): the
   // room in its window. Before settling it, and on any result but kOpen
   // and kBusy, the writer ends the driver's proposal mark under that lock
   // (SearchDriver::EndProposal).
   virtual absl::StatusOr<Window> OpenWindow(const std::string& session_id, bool wait) = 0;
-  // The session's trials, read with no lock held.
+  // The session's trials written after `after_rev` (0: all of them), by
+  // id (Storage::ListTrialsChangedSince), read with no lock held.
   virtual absl::StatusOr<std::vector<storage::TrialRecord>> ReadTrials(
-      const std::string& session_id) = 0;
+      const std::string& session_id, int64_t after_rev) = 0;
   // Under the session's lock: ends the proposal mark, then queues what the
   // window still has room for of `proposal` (non-null), or stops the
   // search for `stop` (non-empty).

@@ -286,7 +286,10 @@ absl::Status SessionManager::SaveSessionLocked(SessionState& s, v1::Stage stage)
       (!s.search->related.empty() || !s.search->warm_starts.empty())) {
     s.search = LightSearch(*s.search);
   }
-  if (stage != v1::STAGE_RUNNING) s.proposal_memo.reset();  // and its proposals' memo
+  if (stage != v1::STAGE_RUNNING) {  // and its proposals' memo and history
+    s.proposal_memo.reset();
+    s.search_history.reset();
+  }
   if (old != s.rec.stage) EmitLocked(s, "stage_changed", nullptr);
   return absl::OkStatus();
 }
@@ -613,13 +616,15 @@ absl::StatusOr<SessionWriter::Window> SessionManager::OpenWindow(const std::stri
   w.stop_below = SearchStopBelow(s->spec, s->doctor.noise_floor());
   if (!s->proposal_memo) s->proposal_memo = std::make_shared<ProposalMemo>();
   w.memo = s->proposal_memo;
+  if (!s->search_history) s->search_history = std::make_shared<SearchHistory>();
+  w.history = s->search_history;
   return w;
 }
 
 absl::StatusOr<std::vector<storage::TrialRecord>> SessionManager::ReadTrials(
-    const std::string& session_id) {
+    const std::string& session_id, int64_t after_rev) {
   // Committed before the session's lock was let go, on the session reader.
-  return session_reader_->ListTrials(session_id);
+  return session_reader_->ListTrialsChangedSince(session_id, after_rev);
 }
 
 absl::Status SessionManager::Settle(const std::string& session_id, const Proposal* proposal,

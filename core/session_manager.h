@@ -341,7 +341,7 @@ class SessionManager : private SessionWriter {
   // SessionWriter, for the search driver.
   absl::StatusOr<Window> OpenWindow(const std::string& session_id, bool wait) override;
   absl::StatusOr<std::vector<storage::TrialRecord>> ReadTrials(
-      const std::string& session_id) override;
+      const std::string& session_id, int64_t after_rev) override;
   absl::Status Settle(const std::string& session_id, const Proposal* proposal,
                       const std::string& stop) override;
 

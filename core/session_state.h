@@ -25,6 +25,7 @@
 #include "core/bank.h"
 #include "core/llm_patches.h"
 #include "core/optimizer.h"
+#include "core/search_history.h"
 #include "core/priors.h"
 #include "core/spec.h"
 #include "core/trial_queue.h"
@@ -86,6 +87,9 @@ struct SessionState {
   // made by the first proposal of a run and let go when the run ends; not
   // stored (a restarted server's first proposal starts its fits afresh).
   std::shared_ptr<ProposalMemo> proposal_memo;
+  // Its trials as its search last read them (SearchDriver), kept and let
+  // go with the memo; not stored (a restarted server reads them all once).
+  std::shared_ptr<SearchHistory> search_history;
   std::string stop_reason;  // set when the search stops early
   // The LLM's patch proposals, asked once when the run starts (stored in
   // rec.search; its admitted patches are in `spec`).

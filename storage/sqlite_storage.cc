@@ -247,6 +247,14 @@ CREATE TABLE frozen_reports (
   report BLOB NOT NULL
 );
 )sql",
+    // v17: when each trial was last written among its session's (rev), so
+    // that the search reads only the trials changed since its last read.
+    // Existing trials take their ids: ascending within each session.
+    R"sql(
+ALTER TABLE trials ADD COLUMN rev INTEGER NOT NULL DEFAULT 0;
+UPDATE trials SET rev = id;
+CREATE INDEX trials_by_session_rev ON trials(session_id, rev);
+)sql",
 };
 constexpr int kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -532,8 +540,19 @@ TrialRecord ReadTrial(const Stmt& st) {
   t.slurm = st.Text(c++);
   t.lost_s = st.Real(c++);
   t.isolation = st.Text(c++);
+  t.rev = st.Int(c++);
   return t;
 }
+
+// What ReadTrial reads, in its order.
+const std::string& TrialSelect() {
+  static const std::string* const kSql = new std::string(absl::StrCat("SELECT id, ", kTrialCols, ", rev FROM trials"));
+  return *kSql;
+}
+
+// The rev a write of one of `session`'s trials takes: above all its trials'
+// (the write lock held meanwhile, so revs rise in commit order).
+constexpr char kNextRev[] = "(SELECT COALESCE(MAX(rev), 0) + 1 FROM trials WHERE session_id = ?)";
 
 constexpr char kBankCols[] =
     "session_id, trial_id, workload_signature, gpu_model, gpu_count, config, status, "
@@ -875,22 +894,27 @@ absl::StatusOr<std::vector<SessionRecord>> SqliteStorage::ListSessionsPage(
 
 absl::StatusOr<int64_t> SqliteStorage::InsertTrial(const TrialRecord& t) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  Stmt st(db_, InsertSql("INSERT", "trials", kTrialCols).c_str());
+  std::string sql = InsertSql("INSERT", "trials", absl::StrCat(kTrialCols, ", rev"));
+  sql.replace(sql.size() - 2, 1, kNextRev);  // the last mark: "?)"
+  Stmt st(db_, sql.c_str());
   BindTrial(st, t);
+  st.Bind(t.session_id);
   RETURN_IF_ERROR(st.Run());
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
 }
 
 absl::Status SqliteStorage::UpdateTrial(const TrialRecord& t) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  Stmt st(db_,
-          "UPDATE trials SET session_id=?, purpose=?, config=?, status=?, attempts=?, "
-          "lease_agent=?, lease_token=?, lease_deadline_ms=?, step_time_s=?, peak_mem_gib=?, "
-          "cost_s=?, error=?, note=?, agent=?, created_ms=?, finished_ms=?, violation=?, tag=?, "
-          "pin_agent=?, observed_window_s=?, observed_steps=?, clock_slack_s=?, leased_ms=?, "
-          "lease_token_id=?, refused_by=?, executor=?, slurm=?, lost_s=?, isolation=? WHERE id=?");
+  static const std::string* const kSql = new std::string(absl::StrCat(
+      "UPDATE trials SET session_id=?, purpose=?, config=?, status=?, attempts=?, "
+      "lease_agent=?, lease_token=?, lease_deadline_ms=?, step_time_s=?, peak_mem_gib=?, "
+      "cost_s=?, error=?, note=?, agent=?, created_ms=?, finished_ms=?, violation=?, tag=?, "
+      "pin_agent=?, observed_window_s=?, observed_steps=?, clock_slack_s=?, leased_ms=?, "
+      "lease_token_id=?, refused_by=?, executor=?, slurm=?, lost_s=?, isolation=?, rev=",
+      kNextRev, " WHERE id=?"));
+  Stmt st(db_, kSql->c_str());
   BindTrial(st, t);
-  st.Bind(t.id);
+  st.Bind(t.session_id).Bind(t.id);
   RETURN_IF_ERROR(st.Run());
   if (sqlite3_changes(db_) == 0) {
     return absl::NotFoundError(absl::StrCat("trial_id: no trial ", t.id));
@@ -900,7 +924,7 @@ absl::Status SqliteStorage::UpdateTrial(const TrialRecord& t) {
 
 absl::StatusOr<TrialRecord> SqliteStorage::GetTrial(int64_t id) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  Stmt st(db_, absl::StrCat("SELECT id, ", kTrialCols, " FROM trials WHERE id=?").c_str());
+  Stmt st(db_, absl::StrCat(TrialSelect(), " WHERE id=?").c_str());
   st.Bind(id);
   ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return absl::NotFoundError(absl::StrCat("trial_id: no trial ", id));
@@ -910,19 +934,23 @@ absl::StatusOr<TrialRecord> SqliteStorage::GetTrial(int64_t id) {
 absl::StatusOr<std::vector<TrialRecord>> SqliteStorage::ListTrials(
     const std::string& session_id) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  Stmt st(db_, absl::StrCat("SELECT id, ", kTrialCols,
-                            " FROM trials WHERE session_id=? ORDER BY id")
-                   .c_str());
+  Stmt st(db_, absl::StrCat(TrialSelect(), " WHERE session_id=? ORDER BY id").c_str());
   st.Bind(session_id);
+  return CollectRows(st, ReadTrial);
+}
+
+absl::StatusOr<std::vector<TrialRecord>> SqliteStorage::ListTrialsChangedSince(
+    const std::string& session_id, int64_t after_rev) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Stmt st(db_, absl::StrCat(TrialSelect(), " WHERE session_id=? AND rev>? ORDER BY id").c_str());
+  st.Bind(session_id).Bind(after_rev);
   return CollectRows(st, ReadTrial);
 }
 
 absl::StatusOr<std::vector<TrialRecord>> SqliteStorage::ListTrialsByStatus(
     const std::string& status, int32_t limit) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  Stmt st(db_, absl::StrCat("SELECT id, ", kTrialCols,
-                            " FROM trials WHERE status=? ORDER BY id LIMIT ?")
-                   .c_str());
+  Stmt st(db_, absl::StrCat(TrialSelect(), " WHERE status=? ORDER BY id LIMIT ?").c_str());
   st.Bind(status).Bind(static_cast<int64_t>(limit));
   return CollectRows(st, ReadTrial);
 }

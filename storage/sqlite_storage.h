@@ -77,6 +77,8 @@ class SqliteStorage : public Storage {
   absl::Status UpdateTrial(const TrialRecord& t) override;
   absl::StatusOr<TrialRecord> GetTrial(int64_t id) override;
   absl::StatusOr<std::vector<TrialRecord>> ListTrials(const std::string& session_id) override;
+  absl::StatusOr<std::vector<TrialRecord>> ListTrialsChangedSince(const std::string& session_id,
+                                                                 int64_t after_rev) override;
   absl::StatusOr<std::vector<TrialRecord>> ListTrialsByStatus(const std::string& status,
                                                              int32_t limit) override;
   absl::Status PutSteps(const std::vector<StepRecord>& steps) override;

@@ -130,6 +130,12 @@ struct TrialRecord {
   // What it ran under on its agent's host, as the agent stated it (""
   // before schema v14 and for executors that run no tenant code).
   std::string isolation;
+  // When it was last written, among its session's trials: InsertTrial and
+  // UpdateTrial set it (what the record passed holds is ignored) above
+  // every rev its session's trials had, so a reader that has seen the
+  // trials up to rev r reads what changed since with
+  // ListTrialsChangedSince(session, r). Read-only for callers.
+  int64_t rev = 0;
 };
 
 struct StepRecord {
@@ -269,6 +275,13 @@ class Storage {
   // Trials of one session by id.
   virtual absl::StatusOr<std::vector<TrialRecord>> ListTrials(
       const std::string& session_id) = 0;
+  // Trials of one session written after `after_rev` (their rev above it),
+  // by id: with after_rev 0, all of them. A reader that keeps a session's
+  // trials reads only what changed since the highest rev it has seen: a
+  // write committed after that read always gets a higher rev. (A trial
+  // never moves to another session; trials are never deleted.)
+  virtual absl::StatusOr<std::vector<TrialRecord>> ListTrialsChangedSince(
+      const std::string& session_id, int64_t after_rev) = 0;
   // Trials in `status` over all sessions, by id, at most `limit`.
   virtual absl::StatusOr<std::vector<TrialRecord>> ListTrialsByStatus(
       const std::string& status, int32_t limit) = 0;

@@ -24,9 +24,16 @@ class FakeWriter : public SessionWriter {
     if (w.state == Window::State::kSettled) driver->EndProposal(id);
     return w;
   }
-  absl::StatusOr<std::vector<storage::TrialRecord>> ReadTrials(const std::string&) override {
+  std::vector<int64_t> reads_after;  // each read's after_rev
+  absl::StatusOr<std::vector<storage::TrialRecord>> ReadTrials(const std::string&,
+                                                               int64_t after_rev) override {
+    reads_after.push_back(after_rev);
     if (!read_error.ok()) return read_error;
-    return trials;
+    std::vector<storage::TrialRecord> changed;
+    for (const storage::TrialRecord& t : trials) {
+      if (t.rev > after_rev) changed.push_back(t);
+    }
+    return changed;
   }
   absl::Status Settle(const std::string& id, const Proposal* p, const std::string& stop) override {
     proposing_seen_at_settle = driver->IsProposing(id);
@@ -46,9 +53,11 @@ class CountingOptimizer : public Optimizer {
   int last_n = 0;
   double last_stop_below = -1;
   ProposalMemo* last_memo = nullptr;
-  Proposal Propose(const SearchContext& ctx, const std::vector<Observation>&, int n,
+  size_t last_history = 0;
+  Proposal Propose(const SearchContext& ctx, const std::vector<Observation>& history, int n,
                    uint64_t) override {
     ++calls;
+    last_history = history.size();
     last_n = n;
     last_stop_below = ctx.stop_below;
     last_memo = ctx.memo;
@@ -130,6 +139,7 @@ TEST_F(SearchDriverTest, ASpentGpuHourBudgetStopsTheSearch) {
   t.status = "ok";
   t.config = "{}";
   t.cost_s = 500;  // x 8 GPUs = 4000 GPU-seconds > 3600
+  t.rev = 1;
   writer_.trials = {t};
   driver_.MarkPending("a");
   ASSERT_TRUE(driver_.ProposePending("", true).ok());
@@ -158,6 +168,38 @@ TEST_F(SearchDriverTest, TheProposalGetsTheWindowsMemo) {
   ASSERT_TRUE(driver_.ProposePending("", true).ok());
   EXPECT_EQ(optimizer_.calls, 1);
   EXPECT_EQ(optimizer_.last_memo, memo.get());
+}
+
+// The window's history is kept between proposals: the next proposal reads
+// only the trials written since the last one's read; a window without one
+// reads them all.
+TEST_F(SearchDriverTest, TheWindowsHistoryReadsOnlyWhatChanged) {
+  writer_.windows["a"] = Open(1);
+  writer_.windows["a"].history = std::make_shared<SearchHistory>();
+  storage::TrialRecord t;
+  t.purpose = "search";
+  t.status = "ok";
+  t.config = "{}";
+  for (int i = 1; i <= 3; ++i) {
+    t.id = t.rev = i;
+    writer_.trials.push_back(t);
+  }
+  driver_.MarkPending("a");
+  ASSERT_TRUE(driver_.ProposePending("", true).ok());
+  EXPECT_EQ(optimizer_.last_history, 3u);
+  writer_.trials[0].rev = 4;  // rewritten
+  t.id = t.rev = 5;           // and one more
+  writer_.trials.push_back(t);
+  driver_.MarkPending("a");
+  ASSERT_TRUE(driver_.ProposePending("", true).ok());
+  EXPECT_EQ(optimizer_.last_history, 4u);
+  EXPECT_EQ(writer_.reads_after, (std::vector<int64_t>{0, 3}));
+  EXPECT_EQ(writer_.windows["a"].history->last_read(), 2u);
+  writer_.windows["a"].history = nullptr;
+  driver_.MarkPending("a");
+  ASSERT_TRUE(driver_.ProposePending("", true).ok());
+  EXPECT_EQ(optimizer_.last_history, 4u);
+  EXPECT_EQ(writer_.reads_after.back(), 0);
 }
 
 TEST_F(SearchDriverTest, ASettledWindowProposesNothing) {

@@ -203,6 +203,53 @@ TEST_P(StorageConformance, TrialsByIdAndStatus) {
   EXPECT_TRUE(absl::IsNotFound(db_->GetTrial(999).status()));
 }
 
+// What the search's reader of a session's trials relies on: each write of
+// a trial gives it a rev above all its session's, and ListTrialsChangedSince
+// reads exactly the trials written after a rev (by id), one session's only.
+TEST_P(StorageConformance, TrialRevsRiseWithEveryWriteOfTheSession) {
+  ASSERT_TRUE(db_->InsertSession(Session("s")).ok());
+  ASSERT_TRUE(db_->InsertSession(Session("other")).ok());
+  TrialRecord forged = Trial("s", "queued");
+  forged.rev = 1000;  // what a caller passes is not what is stored
+  const int64_t a = *db_->InsertTrial(forged);
+  const int64_t b = *db_->InsertTrial(Trial("s", "queued"));
+  const int64_t elsewhere = *db_->InsertTrial(Trial("other", "queued"));
+  const int64_t rev_a = db_->GetTrial(a)->rev, rev_b = db_->GetTrial(b)->rev;
+  EXPECT_GT(rev_a, 0);
+  EXPECT_LT(rev_a, 1000);
+  EXPECT_GT(rev_b, rev_a);
+
+  auto all = db_->ListTrialsChangedSince("s", 0);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].id, a);
+  EXPECT_EQ((*all)[0].rev, rev_a);
+  EXPECT_EQ((*all)[1].id, b);
+  EXPECT_TRUE(db_->ListTrialsChangedSince("s", rev_b)->empty());
+
+  // Rewriting the older trial moves it past the newer one; the other
+  // session's writes are not this session's changes.
+  TrialRecord t = *db_->GetTrial(a);
+  t.status = "ok";
+  ASSERT_TRUE(db_->UpdateTrial(t).ok());
+  TrialRecord o = *db_->GetTrial(elsewhere);
+  o.status = "ok";
+  ASSERT_TRUE(db_->UpdateTrial(o).ok());
+  auto changed = db_->ListTrialsChangedSince("s", rev_b);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  ASSERT_EQ(changed->size(), 1u);
+  EXPECT_EQ((*changed)[0].id, a);
+  EXPECT_EQ((*changed)[0].status, "ok");
+  EXPECT_GT((*changed)[0].rev, rev_b);
+  EXPECT_EQ(db_->ListTrials("s")->at(0).rev, (*changed)[0].rev);
+  // An unchanged write is a write: the reader sees it again.
+  ASSERT_TRUE(db_->UpdateTrial(*db_->GetTrial(b)).ok());
+  auto again = db_->ListTrialsChangedSince("s", (*changed)[0].rev);
+  ASSERT_EQ(again->size(), 1u);
+  EXPECT_EQ((*again)[0].id, b);
+  EXPECT_TRUE(db_->ListTrialsChangedSince("none", 0)->empty());
+}
+
 TEST_P(StorageConformance, StepsReplaceByStep) {
   ASSERT_TRUE(db_->InsertSession(Session("s")).ok());
   const int64_t id = *db_->InsertTrial(Trial("s", "running"));
@@ -585,6 +632,18 @@ class SqliteSpecific : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = testing::MakeTempDir("sqlite"); }
   void TearDown() override { std::filesystem::remove_all(dir_); }
+  // A database at `path` as a build of schema `version` left it, with
+  // `rows` written by that build (raw SQL: its columns only).
+  void MakeOldDatabase(const std::string& path, int version, const char* rows) {
+    SqliteStorage::Options o;
+    o.path = path;
+    o.target_version = version;
+    ASSERT_TRUE(SqliteStorage::Create(o).ok());
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(raw, rows, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(raw);
+    sqlite3_close(raw);
+  }
   std::string dir_;
 };
 
@@ -635,19 +694,40 @@ TEST_F(SqliteSpecific, OldSchemaMigratesForwardKeepingRows) {
   EXPECT_TRUE((*s)->ListTokens().ok());
 }
 
+// v16 -> v17: trials written before revs existed take their ids as revs,
+// and writes after the upgrade rise above them.
+TEST_F(SqliteSpecific, TrialRevMigrationOrdersOldTrialsByTheirIds) {
+  const std::string path = dir_ + "/v16.db";
+  MakeOldDatabase(path, 16,
+                  "INSERT INTO sessions (id, name, spec_yaml, spec_dir, stage, contract_hash, "
+                  "workload_signature, gpu_model, created_ms, updated_ms) VALUES "
+                  "('s1', 'n', '', '', 'running', '', 'w', 'H200', 1, 1);"
+                  "INSERT INTO trials (session_id, purpose, config, status, created_ms) VALUES "
+                  "('s1', 'search', '{}', 'ok', 1), ('s1', 'search', '{}', 'queued', 2);");
+  if (HasFatalFailure()) return;
+  SqliteStorage::Options o;
+  o.path = path;
+  auto s = SqliteStorage::Create(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto old = (*s)->ListTrialsChangedSince("s1", 0);
+  ASSERT_TRUE(old.ok()) << old.status();
+  ASSERT_EQ(old->size(), 2u);
+  EXPECT_EQ((*old)[0].rev, (*old)[0].id);
+  EXPECT_EQ((*old)[1].rev, (*old)[1].id);
+  TrialRecord t = (*old)[0];
+  t.status = "oom";
+  ASSERT_TRUE((*s)->UpdateTrial(t).ok());
+  auto changed = (*s)->ListTrialsChangedSince("s1", (*old)[1].rev);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  ASSERT_EQ(changed->size(), 1u);
+  EXPECT_EQ((*changed)[0].status, "oom");
+}
+
 // v6 -> v7: bank entries learn who may read them, their trial's purpose and
 // their knobs from the rows already there.
 TEST_F(SqliteSpecific, BankMigrationBackfillsTeamsPurposesAndKnobs) {
   const std::string path = dir_ + "/v6.db";
-  {
-    SqliteStorage::Options o;
-    o.path = path;
-    o.target_version = 6;
-    ASSERT_TRUE(SqliteStorage::Create(o).ok());
-    sqlite3* raw = nullptr;
-    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(
-                  raw,
+  MakeOldDatabase(path, 6,
                   "INSERT INTO sessions (id, name, spec_yaml, spec_dir, stage, contract_hash, "
                   "workload_signature, gpu_model, created_ms, updated_ms, team, share_bank) VALUES "
                   "('s1', 'n', '', '', 'searched', '', 'w', 'H200', 1, 1, 'red', 1);"
@@ -656,12 +736,8 @@ TEST_F(SqliteSpecific, BankMigrationBackfillsTeamsPurposesAndKnobs) {
                   "INSERT INTO bank (session_id, trial_id, workload_signature, gpu_model, "
                   "gpu_count, config, status, step_time_s, peak_mem_gib, cost_s, created_ms) "
                   "VALUES ('s1', 1, 'w', 'H200', 1, '{\"mb\":\"2\",\"tp\":\"1\"}', 'ok', "
-                  "1, 1, 1, 1);",
-                  nullptr, nullptr, nullptr),
-              SQLITE_OK)
-        << sqlite3_errmsg(raw);
-    sqlite3_close(raw);
-  }
+                  "1, 1, 1, 1);");
+  if (HasFatalFailure()) return;
   SqliteStorage::Options o;
   o.path = path;
   auto s = SqliteStorage::Create(o);
@@ -758,7 +834,7 @@ TEST_F(SqliteSpecific, FullDiskFailsCleanlyAndRecovers) {
   }
   SqliteStorage::Options o;
   o.path = path;
-  o.max_page_count = 44;  // a little room above the empty schema
+  o.max_page_count = 45;  // a little room above the empty schema (v17 added an index)
   auto s = SqliteStorage::Create(o);
   ASSERT_TRUE(s.ok()) << s.status();
   SessionRecord rec;

@@ -47,6 +47,10 @@ class ForwardingStorage : public storage::Storage {
       const std::string& session_id) override {
     return inner_->ListTrials(session_id);
   }
+  absl::StatusOr<std::vector<storage::TrialRecord>> ListTrialsChangedSince(
+      const std::string& session_id, int64_t after_rev) override {
+    return inner_->ListTrialsChangedSince(session_id, after_rev);
+  }
   absl::StatusOr<std::vector<storage::TrialRecord>> ListTrialsByStatus(const std::string& status,
                                                                       int32_t limit) override {
     return inner_->ListTrialsByStatus(status, limit);
