@@ -74,7 +74,9 @@ absl::Status SearchDriver::ProposePending(const std::string& only, bool wait_for
     // The spec as a pointer into the inputs it lives in, held with them.
     std::shared_ptr<const SessionSpec> spec(window->inputs, &in.spec);
     if (absl::Status st = kept->Update(std::move(spec), [&](int64_t after_rev) {
-          return options_.writer->ReadTrials(id, after_rev);
+          auto read = options_.writer->ReadTrials(id, after_rev);
+          if (read.ok()) trials_read_.fetch_add(static_cast<int64_t>(read->size()), std::memory_order_relaxed);
+          return read;
         });
         !st.ok()) {
       return give_up(st);

@@ -11,6 +11,7 @@
 #ifndef INFRARSI_CORE_SEARCH_DRIVER_H_
 #define INFRARSI_CORE_SEARCH_DRIVER_H_
 
+#include <atomic>
 #include <memory>
 #include <set>
 #include <string>
@@ -97,10 +98,16 @@ class SearchDriver {
 
   // How long proposals took, since start.
   Histogram::Snapshot Latency() const { return latency_.Take(); }
+  // Trials read from storage for the proposals, since start: each
+  // proposal reads those written since its session's last read (all of
+  // them after a restart), so this grows with the trials' writes, not with
+  // proposals x history.
+  int64_t TrialsRead() const { return trials_read_.load(std::memory_order_relaxed); }
 
  private:
   const Options options_;
   Histogram latency_;
+  std::atomic<int64_t> trials_read_{0};
   mutable absl::Mutex mu_;
   std::set<std::string> pending_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> proposing_ ABSL_GUARDED_BY(mu_);

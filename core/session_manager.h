@@ -236,6 +236,7 @@ class SessionManager : private SessionWriter {
     int64_t leases_expired = 0;  // since start: leases that ran out (requeued or failed)
     std::map<std::string, int> agents_by_state;  // registered, not deregistered
     int agents_live = 0;                        // heard from and taking work
+    int64_t search_trials_read = 0;  // since start: SearchDriver::TrialsRead
   };
   Stats GetStats() const;
   // How long proposals took (fitting the search's models), since start.

@@ -202,6 +202,7 @@ SessionManager::Stats SessionManager::GetStats() const {
   st.leases_expired = sched.leases_expired;
   st.agents_by_state = sched.agents_by_state;
   st.agents_live = sched.agents_live;
+  st.search_trials_read = driver_->TrialsRead();
   return st;
 }
 

@@ -136,6 +136,10 @@ absl::StatusOr<std::string> MetricsEndpoint::Render(const Options& o) {
   out.Family("infrarsi_proposal_duration_seconds", "histogram",
              "Time to propose settings (fitting the search's models).");
   out.Histogram("infrarsi_proposal_duration_seconds", {}, o.manager->ProposalLatency());
+  out.Family("infrarsi_search_trials_read_total", "counter",
+             "Trials the search read from the database for its proposals (those written since "
+             "each session's last read), since start.");
+  out.Sample("infrarsi_search_trials_read_total", {}, static_cast<double>(st.search_trials_read));
   ASSIGN_OR_RETURN(int64_t bank, o.reader->CountBank());
   out.Family("infrarsi_bank_rows", "gauge", "Entries in the experience bank.");
   out.Sample("infrarsi_bank_rows", {}, static_cast<double>(bank));

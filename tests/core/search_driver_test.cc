@@ -195,6 +195,7 @@ TEST_F(SearchDriverTest, TheWindowsHistoryReadsOnlyWhatChanged) {
   EXPECT_EQ(optimizer_.last_history, 4u);
   EXPECT_EQ(writer_.reads_after, (std::vector<int64_t>{0, 3}));
   EXPECT_EQ(writer_.windows["a"].history->last_read(), 2u);
+  EXPECT_EQ(driver_.TrialsRead(), 3 + 2);
   writer_.windows["a"].history = nullptr;
   driver_.MarkPending("a");
   ASSERT_TRUE(driver_.ProposePending("", true).ok());

@@ -20,6 +20,7 @@
 #include "absl/synchronization/notification.h"
 #include "core/optimizer.h"
 #include "core/priors.h"
+#include "core/report.h"
 #include "base/status_macros.h"
 #include "storage/sqlite_storage.h"
 #include "tests/testing/forwarding_storage.h"
@@ -839,6 +840,65 @@ TEST_F(SessionManagerTest, ASessionsProposalsShareAMemoOfTheirOwn) {
     for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], static_cast<int>(i)) << budget;
   }
   m_.reset();  // before `counting` goes
+}
+
+// Random proposals that each check, against a whole read of the session's
+// trials, the history they were given (under `mu`).
+class CheckingOptimizer : public Optimizer {
+ public:
+  CheckingOptimizer(storage::Storage* storage, std::string session) : storage_(storage), session_(std::move(session)) {}
+  Proposal Propose(const SearchContext& ctx, const std::vector<Observation>& history, int n,
+                   uint64_t seed) override {
+    absl::MutexLock lock(&mu);
+    auto all = storage_->ListTrials(session_);
+    double gpu_s = 0;
+    auto whole = all.ok() ? SearchHistoryOf(*ctx.spec, *all, &gpu_s) : all.status();
+    EXPECT_TRUE(whole.ok()) << whole.status();
+    if (whole.ok()) {
+      EXPECT_EQ(history.size(), whole->size());
+      for (size_t i = 0; i < std::min(history.size(), whole->size()); ++i) {
+        EXPECT_EQ(history[i].config, (*whole)[i].config) << i;
+        EXPECT_EQ(history[i].status, (*whole)[i].status) << i;
+        EXPECT_EQ(history[i].step_time_s, (*whole)[i].step_time_s) << i;
+      }
+    }
+    sizes.push_back(history.size());
+    return random_.Propose(ctx, history, n, seed);
+  }
+  std::string Name() const override { return "checking"; }
+  absl::Mutex mu;
+  std::vector<size_t> sizes;  // each proposal's history
+
+ private:
+  storage::Storage* storage_;
+  const std::string session_;
+  RandomOptimizer random_;
+};
+
+// A session's proposals read the trials written since its last one read,
+// not its whole history each time, and are given the whole history all
+// the same (what a whole read gives, checked at each proposal).
+TEST_F(SessionManagerTest, ProposalsReadOnlyTheTrialsWrittenSinceTheLast) {
+  const std::string id = NewSession(WithBudget("budget: {max_trials: 12, min_trials: 12}"));
+  CheckingOptimizer checking(storage_.get(), id);
+  optimizer_ = &checking;
+  Restart();
+  const std::string agent = Agent();
+  const int64_t read_before = m_->GetStats().search_trials_read;
+  DoctorAndRun(id, agent);
+  Drain(agent);
+  EXPECT_EQ(Get(id).trials_done(), 12);
+  const int64_t read = m_->GetStats().search_trials_read - read_before;
+  absl::MutexLock lock(&checking.mu);
+  ASSERT_GE(checking.sizes.size(), 10u);
+  size_t whole = 0;  // what reading every trial before each proposal reads
+  for (size_t s : checking.sizes) whole += s;
+  EXPECT_EQ(checking.sizes.back(), 3u + 11u);  // the doctor's runs and 11 of 12 searched
+  // Each trial is read once after each write a proposal followed (queued,
+  // leased, finished): 3 doctor runs and 12 search trials.
+  EXPECT_LE(read, 3 * (3 + 12)) << "whole reads: " << whole;
+  EXPECT_LT(read, static_cast<int64_t>(whole));
+  m_.reset();  // before `checking` goes
 }
 
 TEST_F(SessionManagerTest, SearchStopsAtTheTrialAndGpuHourBudgets) {

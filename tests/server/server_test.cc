@@ -256,7 +256,8 @@ TEST(InfraRsiServerTest, MetricsEndpointServesPrometheusText) {
         "infrarsi_trials_queued 0\n", "infrarsi_leases_expired_total 0\n",
         "infrarsi_agents{state=\"active\"} 0\n", "infrarsi_agents_live 0\n",
         "# TYPE infrarsi_proposal_duration_seconds histogram\n",
-        "infrarsi_proposal_duration_seconds_count 0\n", "infrarsi_bank_rows 0\n",
+        "infrarsi_proposal_duration_seconds_count 0\n", "infrarsi_search_trials_read_total 0\n",
+        "infrarsi_bank_rows 0\n",
         "infrarsi_rpc_requests_total{method=\"infrarsi.v1.SessionService/GetSession\",code=\"NOT_FOUND\"} 2\n",
         "infrarsi_rpc_duration_seconds_count{method=\"infrarsi.v1.SessionService/GetSession\"} 2\n",
         "infrarsi_rpc_duration_seconds_bucket{method=\"infrarsi.v1.SessionService/GetSession\",le=\"+Inf\"} 2\n"}) {
