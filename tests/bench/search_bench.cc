@@ -869,7 +869,7 @@ int Promote(int seeds) {
 // reader); all -1, with a note on stderr, where the store could not be
 // set up.
 struct ReadBack {
-  double p50 = -1, p99 = -1, kept_p50 = -1, kept_p99 = -1, writes_p50 = -1, general_parser = -1;
+  double p50 = -1, p99 = -1, kept_p50 = -1, kept_p99 = -1, writes_p50 = -1, kept_mib = -1, general_parser = -1;
 };
 ReadBack ServerReadBack(const infrarsi::SessionSpec& spec, const std::vector<Observation>& history, int reads) {
   const std::filesystem::path db =
@@ -925,7 +925,11 @@ ReadBack ServerReadBack(const infrarsi::SessionSpec& spec, const std::vector<Obs
   infrarsi::SearchHistory kept;
   auto kept_spec = std::make_shared<const infrarsi::SessionSpec>(spec);
   auto read_changed = [&](int64_t after_rev) { return (*store)->ListTrialsChangedSince(rec.id, after_rev); };
+  const size_t heap_before = mallinfo2().uordblks;
   if (absl::Status s = kept.Update(kept_spec, read_changed); !s.ok()) return fail(s);
+  // What the session holds between its proposals (the heap the first,
+  // whole read left allocated: the kept settings and their indexes).
+  const double kept_mib = static_cast<double>(mallinfo2().uordblks - heap_before) / (1 << 20);
   infrarsi::storage::TrialRecord queued;
   queued.session_id = rec.id;
   queued.purpose = "search";
@@ -960,7 +964,8 @@ ReadBack ServerReadBack(const infrarsi::SessionSpec& spec, const std::vector<Obs
     general.push_back(since(t0));
   }
   return {Percentile(ms, 0.5),      Percentile(ms, 0.99),        Percentile(kept_ms, 0.5),
-          Percentile(kept_ms, 0.99), Percentile(writes_ms, 0.5), Percentile(general, 0.5)};
+          Percentile(kept_ms, 0.99), Percentile(writes_ms, 0.5), kept_mib,
+          Percentile(general, 0.5)};
 }
 
 int Latency(int history_size) {
@@ -1081,14 +1086,15 @@ int Latency(int history_size) {
       "the session's kept history brought up to date (core/search_history.h: the trials\n"
       "changed since its last read), 20 reads, each after one trial finished and one was\n"
       "queued (writes: those two writes' p50, each a transaction of its own: what a\n"
-      "trial's rev adds to a write shows here); protobuf: its JSON parser alone over the\n"
-      "same stored settings (what the decoding took before its direct reader), median of 3\n",
+      "trial's rev adds to a write shows here; MiB: the heap the kept history holds between\n"
+      "proposals, malloc's count); protobuf: its JSON parser alone over the same stored\n"
+      "settings (what the decoding took before its direct reader), median of 3\n",
       std::filesystem::temp_directory_path().string().c_str(), history_size);
-  std::printf("%-28s %10s %10s   %9s %9s %9s   %11s\n", "landscape", "whole p50", "whole p99", "kept p50",
-              "kept p99", "writes", "protobuf ms");
+  std::printf("%-28s %10s %10s   %9s %9s %9s %6s   %11s\n", "landscape", "whole p50", "whole p99", "kept p50",
+              "kept p99", "writes", "MiB", "protobuf ms");
   for (const auto& [name, r] : read_back) {
-    std::printf("%-28s %10.2f %10.2f   %9.2f %9.2f %9.2f   %11.1f\n", name.c_str(), r.p50, r.p99, r.kept_p50,
-                r.kept_p99, r.writes_p50, r.general_parser);
+    std::printf("%-28s %10.2f %10.2f   %9.2f %9.2f %9.2f %6.1f   %11.1f\n", name.c_str(), r.p50, r.p99,
+                r.kept_p50, r.kept_p99, r.writes_p50, r.kept_mib, r.general_parser);
   }
   // Optuna's TPE with the same history, in the same run (issue 33's target:
   // our p99 under a tenth of its median), where Debian's python3-optuna is.
