@@ -644,6 +644,14 @@ class SqliteSpecific : public ::testing::Test {
     EXPECT_EQ(sqlite3_exec(raw, rows, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(raw);
     sqlite3_close(raw);
   }
+  // The database at `path` opened by this build (migrated to the newest).
+  std::unique_ptr<SqliteStorage> OpenMigrated(const std::string& path) {
+    SqliteStorage::Options o;
+    o.path = path;
+    auto s = SqliteStorage::Create(o);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
   std::string dir_;
 };
 
@@ -705,19 +713,17 @@ TEST_F(SqliteSpecific, TrialRevMigrationOrdersOldTrialsByTheirIds) {
                   "INSERT INTO trials (session_id, purpose, config, status, created_ms) VALUES "
                   "('s1', 'search', '{}', 'ok', 1), ('s1', 'search', '{}', 'queued', 2);");
   if (HasFatalFailure()) return;
-  SqliteStorage::Options o;
-  o.path = path;
-  auto s = SqliteStorage::Create(o);
-  ASSERT_TRUE(s.ok()) << s.status();
-  auto old = (*s)->ListTrialsChangedSince("s1", 0);
+  std::unique_ptr<SqliteStorage> s = OpenMigrated(path);
+  ASSERT_NE(s, nullptr);
+  auto old = s->ListTrialsChangedSince("s1", 0);
   ASSERT_TRUE(old.ok()) << old.status();
   ASSERT_EQ(old->size(), 2u);
   EXPECT_EQ((*old)[0].rev, (*old)[0].id);
   EXPECT_EQ((*old)[1].rev, (*old)[1].id);
   TrialRecord t = (*old)[0];
   t.status = "oom";
-  ASSERT_TRUE((*s)->UpdateTrial(t).ok());
-  auto changed = (*s)->ListTrialsChangedSince("s1", (*old)[1].rev);
+  ASSERT_TRUE(s->UpdateTrial(t).ok());
+  auto changed = s->ListTrialsChangedSince("s1", (*old)[1].rev);
   ASSERT_TRUE(changed.ok()) << changed.status();
   ASSERT_EQ(changed->size(), 1u);
   EXPECT_EQ((*changed)[0].status, "oom");
@@ -738,22 +744,20 @@ TEST_F(SqliteSpecific, BankMigrationBackfillsTeamsPurposesAndKnobs) {
                   "VALUES ('s1', 1, 'w', 'H200', 1, '{\"mb\":\"2\",\"tp\":\"1\"}', 'ok', "
                   "1, 1, 1, 1);");
   if (HasFatalFailure()) return;
-  SqliteStorage::Options o;
-  o.path = path;
-  auto s = SqliteStorage::Create(o);
-  ASSERT_TRUE(s.ok()) << s.status();
+  std::unique_ptr<SqliteStorage> s = OpenMigrated(path);
+  ASSERT_NE(s, nullptr);
   BankFilter f;
   f.knobs = {{"mb", "2"}, {"tp", "1"}};
   f.visible_to_team = "blue";  // shared by red
   f.purpose = "verify";
-  auto rows = (*s)->QueryBank(f);
+  auto rows = s->QueryBank(f);
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_EQ(rows->size(), 1u);
   EXPECT_EQ((*rows)[0].team, "red");
   EXPECT_TRUE((*rows)[0].shared);
   EXPECT_EQ((*rows)[0].purpose, "verify");
   f.knobs = {{"mb", "1"}};
-  EXPECT_EQ((*s)->QueryBank(f)->size(), 0u);
+  EXPECT_EQ(s->QueryBank(f)->size(), 0u);
 }
 
 // Issue 17: `infrarsi-server backup --to FILE`: a consistent copy taken
