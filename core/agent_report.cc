@@ -220,6 +220,14 @@ absl::Status ValidateOutcome(const v1::TrialOutcome& o,
                absl::StrFormat("the process ended at %.6f s but its last line arrived at %.6f s",
                                o.wall_s(), last_arrival));
   }
+  // Never a cheat's lever: a wider resolution only makes the verification
+  // surer of less (core/doctor.h, JudgeCandidate). Bounded all the same.
+  if (!(Finite(o.wall_resolution_s()) && o.wall_resolution_s() >= 0 &&
+        o.wall_resolution_s() <= o.wall_s())) {
+    return Bad("outcome.wall_resolution_s",
+               absl::StrCat("must be in [0, wall_s = ", Num(o.wall_s()), "] s, got ",
+                            Num(o.wall_resolution_s())));
+  }
   return absl::OkStatus();
 }
 

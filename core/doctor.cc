@@ -197,6 +197,9 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
   // timed window. An honest gain keeps this positive.
   std::vector<double> kept, whole_saved;
   double saved_window = 0;
+  // Each whole run reads at most its resolution long (never short), so a
+  // pair's true whole saving lies in [saved - base's, saved + cand's].
+  double base_resolution = 0, cand_resolution = 0;
   for (const VerifyPair& p : pairs) {
     if (p.base.reported > 0 && p.cand.reported > 0) {
       reported.emplace_back(p.base.reported, p.cand.reported);
@@ -208,6 +211,8 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
       saved_window += p.base.window - p.cand.window;
       kept.push_back((p.base.whole - p.cand.whole) - 0.5 * (p.base.window - p.cand.window));
       whole_saved.push_back(p.base.whole - p.cand.whole);
+      base_resolution += std::max(0.0, p.base.whole_resolution);
+      cand_resolution += std::max(0.0, p.cand.whole_resolution);
     }
   }
   v.reported = EstimatePairedSpeedup(reported);
@@ -270,6 +275,14 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
   // warm-up, the start-up, or after the last line), not made.
   if (!rules.agent_clock || e.speedup <= 1.0 + rules.noise_floor || kept.empty()) return v;
   saved_window /= static_cast<double>(kept.size());
+  base_resolution /= static_cast<double>(kept.size());
+  cand_resolution /= static_cast<double>(kept.size());
+  const std::string resolution =
+      base_resolution + cand_resolution > 0
+          ? absl::StrFormat(" (the whole runs read up to %.4f s long on the baseline's side, "
+                            "%.4f s on the candidate's: what the agent could not see of their ends)",
+                            base_resolution, cand_resolution)
+          : "";
   // Kept means both: the estimate keeps at least half of the window's
   // saving, and the whole run's saving is sure (its interval above 0). On
   // the estimate alone, start-up noise as large as the saving let a warm-up
@@ -277,9 +290,9 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
   const MeanInterval whole_run = IntervalOfMean(whole_saved);
   const double saved_whole = whole_run.mean;
   const bool keeps_half = saved_whole >= 0.5 * saved_window;
-  if (keeps_half && whole_run.low > 0) {
-    absl::StrAppendFormat(&v.reason, "; the whole run keeps %.4f of the %.4f s saved per run",
-                          saved_whole, saved_window);
+  if (keeps_half && whole_run.low - base_resolution > 0) {
+    absl::StrAppendFormat(&v.reason, "; the whole run keeps %.4f of the %.4f s saved per run%s",
+                          saved_whole, saved_window, resolution);
     return v;
   }
   v.cleared = false;
@@ -290,22 +303,23 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
     v.reason = absl::StrFormat(
         "the whole run cannot confirm the gain: %.4f s saved per run [%.4f, %.4f] from process "
         "start to exit against %.4f s in the timed window, an interval that does not rule out "
-        "none (work moved outside the timed window saves none there); the runs are too few or "
+        "none (work moved outside the timed window saves none there)%s; the runs are too few or "
         "too noisy (more verify.runs, or a quieter host)",
-        saved_whole, std::max(whole_run.low, -1e9), std::min(whole_run.high, 1e9), saved_window);
+        saved_whole, std::max(whole_run.low, -1e9), std::min(whole_run.high, 1e9), saved_window,
+        resolution);
     v.reason += busier;
     return v;
   }
   // Disqualify its trials only when the runs leave no doubt: even the
   // interval's upper end keeps less than half.
-  v.implausible = IntervalOfMean(kept).high < 0;
+  v.implausible = IntervalOfMean(kept).high + cand_resolution < 0;
   v.unconfirmed = !v.implausible;
   v.reason = absl::StrFormat(
       "the gain vanishes over the whole run: %.3fx [%.3f, %.3f] from process start to exit "
       "against %.3fx in the timed window; of %.4f s saved per run in the window, %.4f s is saved "
-      "over the whole run (work moved outside the timed window, e.g. into the warm-up)%s",
+      "over the whole run (work moved outside the timed window, e.g. into the warm-up)%s%s",
       v.whole.speedup, v.whole.ci_low, std::min(v.whole.ci_high, 1e9), e.speedup, saved_window,
-      saved_whole,
+      saved_whole, resolution,
       v.implausible ? "" : "; the runs are too few to disqualify its trials");
   v.reason += busier;
   return v;

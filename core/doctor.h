@@ -64,6 +64,9 @@ struct ArmTimes {
   double agent = 0;     // the timed window on the agent's clock, per step
   double window = 0;    // the timed window's length on the agent's clock
   double whole = 0;     // the whole run on the agent's clock: start to exit
+  // How much longer than the run `whole` may read (never shorter): what
+  // the agent could not see of its ends (TrialOutcome.wall_resolution_s).
+  double whole_resolution = 0;
 };
 struct VerifyPair {
   ArmTimes base, cand;
@@ -104,7 +107,12 @@ inline constexpr double kNoisierThanCalibrated = 3.0;
 // runs must not agree to the last digit (real timers never do); and, on the
 // agent's clock, at least half of the time it saves per run in the timed
 // window must be saved over the whole run (else the work moved, e.g. into
-// the warm-up). `reason` says which rule decided, with the figures.
+// the warm-up). The whole runs' resolutions widen both ends of that rule:
+// a saving confirms only once the baseline arms' resolution is taken off
+// it, and a candidate is implausible only if it keeps too little even with
+// its own arms' resolution added (late reads of its ends, not moved work,
+// can hide a saving; a batch system's lag judged honest trials cheats).
+// `reason` says which rule decided, with the figures.
 struct CandidateVerdict {
   PairedSpeedup estimate;  // on the verdict's clock
   PairedSpeedup reported, agent, whole;

@@ -607,6 +607,7 @@ absl::StatusOr<v1::CompleteTrialResponse> SessionManager::RecordCompletion(
       t.observed_window_s = timing.valid ? timing.observed_s : 0;
       t.observed_steps = timing.valid ? timing.window_steps : 0;
       t.clock_slack_s = timing.valid ? timing.slack_s : 0;
+      t.wall_resolution_s = o.wall_resolution_s();
     }
     ApplyContractLocked(*s, t, e);
     return FinishTrialLocked(*s, t);

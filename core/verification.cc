@@ -112,6 +112,7 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
         times.window = t.observed_window_s;
         times.agent = t.observed_window_s / t.observed_steps;
         times.whole = t.cost_s;
+        times.whole_resolution = t.wall_resolution_s;
       }
     }
     (is_base ? arms[rank][run].base : arms[rank][run].cand) = times;

@@ -255,6 +255,11 @@ ALTER TABLE trials ADD COLUMN rev INTEGER NOT NULL DEFAULT 0;
 UPDATE trials SET rev = id;
 CREATE INDEX trials_by_session_rev ON trials(session_id, rev);
 )sql",
+    // v18: how much longer than the process ran each trial's whole time may
+    // read (what its agent could not see of the run's ends).
+    R"sql(
+ALTER TABLE trials ADD COLUMN wall_resolution_s REAL NOT NULL DEFAULT 0;
+)sql",
 };
 constexpr int kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -495,7 +500,7 @@ constexpr char kTrialCols[] =
     "session_id, purpose, config, status, attempts, lease_agent, lease_token, "
     "lease_deadline_ms, step_time_s, peak_mem_gib, cost_s, error, note, agent, created_ms, "
     "finished_ms, violation, tag, pin_agent, observed_window_s, observed_steps, clock_slack_s, "
-    "leased_ms, lease_token_id, refused_by, executor, slurm, lost_s, isolation";
+    "leased_ms, lease_token_id, refused_by, executor, slurm, lost_s, isolation, wall_resolution_s";
 
 void BindTrial(Stmt& st, const TrialRecord& t) {
   st.Bind(t.session_id).Bind(t.purpose).Bind(t.config).Bind(t.status).Bind(t.attempts)
@@ -504,7 +509,7 @@ void BindTrial(Stmt& st, const TrialRecord& t) {
       .Bind(t.created_ms).Bind(t.finished_ms).Bind(t.violation).Bind(t.tag).Bind(t.pin_agent)
       .Bind(t.observed_window_s).Bind(t.observed_steps).Bind(t.clock_slack_s).Bind(t.leased_ms)
       .Bind(t.lease_token_id).Bind(t.refused_by).Bind(t.executor).Bind(t.slurm).Bind(t.lost_s)
-      .Bind(t.isolation);
+      .Bind(t.isolation).Bind(t.wall_resolution_s);
 }
 
 TrialRecord ReadTrial(const Stmt& st) {
@@ -540,6 +545,7 @@ TrialRecord ReadTrial(const Stmt& st) {
   t.slurm = st.Text(c++);
   t.lost_s = st.Real(c++);
   t.isolation = st.Text(c++);
+  t.wall_resolution_s = st.Real(c++);
   t.rev = st.Int(c++);
   return t;
 }
@@ -910,7 +916,8 @@ absl::Status SqliteStorage::UpdateTrial(const TrialRecord& t) {
       "lease_agent=?, lease_token=?, lease_deadline_ms=?, step_time_s=?, peak_mem_gib=?, "
       "cost_s=?, error=?, note=?, agent=?, created_ms=?, finished_ms=?, violation=?, tag=?, "
       "pin_agent=?, observed_window_s=?, observed_steps=?, clock_slack_s=?, leased_ms=?, "
-      "lease_token_id=?, refused_by=?, executor=?, slurm=?, lost_s=?, isolation=?, rev=",
+      "lease_token_id=?, refused_by=?, executor=?, slurm=?, lost_s=?, isolation=?, "
+      "wall_resolution_s=?, rev=",
       kNextRev, " WHERE id=?"));
   Stmt st(db_, kSql->c_str());
   BindTrial(st, t);

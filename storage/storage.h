@@ -113,6 +113,9 @@ struct TrialRecord {
   // How far the agent's clock may be off over that window: the read delays
   // of the lines that open and close it.
   double clock_slack_s = 0;
+  // How much longer than the process ran cost_s may read (the agent's
+  // TrialOutcome.wall_resolution_s; 0 before schema v18).
+  double wall_resolution_s = 0;
   int64_t leased_ms = 0;       // when the current lease was handed out
   // The token that took the current lease ("" on an open server): only it
   // may report on the lease or complete it.

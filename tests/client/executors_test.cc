@@ -329,6 +329,8 @@ TEST_F(ProcessExecutorTest, RunsWithKnobsSubstitutedAndCollectsSteps) {
   EXPECT_TRUE(local_sink_.all[0].warmup());
   EXPECT_GE(local_sink_.all[3].step_time_s(), 0.019);  // {ms} became 20
   EXPECT_GE(out->wall_s(), 0.08);
+  // Its exit woke the agent (a pidfd): the whole run is seen to its end.
+  EXPECT_EQ(out->wall_resolution_s(), 0);
   // The scratch folder is cleaned up.
   EXPECT_TRUE(std::filesystem::is_empty(dir_ + "/scratch"));
 }

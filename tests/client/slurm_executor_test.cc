@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -56,6 +57,7 @@ class FakeSlurm : public SlurmClient {
     std::lock_guard<std::mutex> lock(mu_);
     EXPECT_EQ(id, "41");
     ++queries_;
+    cv_.notify_all();
     if (silent) return absl::UnavailableError("scontrol: Unable to contact slurm controller");
     return job_;
   }
@@ -101,6 +103,12 @@ class FakeSlurm : public SlurmClient {
              absl::StrCat(R"({"step": )", s, R"(, "loss": 9.5, "tokens": 4096, "step_time_s": 0.01, )",
                           R"("peak_mem_gib": 3, "warmup": )", s == 0 ? "true" : "false", "}\n"));
     }
+  }
+  // Waits until the executor asked about the job `n` more times.
+  void WaitForQueries(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int until = queries_ + n;
+    cv_.wait(lock, [&] { return queries_ >= until; });
   }
   // Waits until the executor cancelled the job.
   void WaitCancelled() {
@@ -324,6 +332,54 @@ TEST_F(SlurmExecutorTest, PlacementOutsideThePolicyIsRefused) {
     EXPECT_NE(out.error().find(c.why), std::string::npos) << out.error();
   }
   EXPECT_TRUE(slurm_->args().empty()) << "nothing outside the policy is submitted";
+}
+
+// The controller says a job ended only a while after its script did (on a
+// busy host, long enough that CI judged an honest candidate a cheat by its
+// whole runs): the run's time reads long by that lag, and the outcome says
+// how long it may read. Without the script's "ended" line the agent never
+// saw the end: the whole run is all it can say.
+TEST_F(SlurmExecutorTest, TheWholeRunsResolutionCoversTheControllersLag) {
+  using Steady = std::chrono::steady_clock;
+  Steady::time_point started_before, started_after, ended_before, ended_after;
+  slurm_->behaviour = [&](FakeSlurm& s, const std::string& dir) {
+    s.Set("RUNNING");
+    started_before = Steady::now();
+    FakeSlurm::Start(dir);
+    started_after = Steady::now();
+    FakeSlurm::Steps(dir, 3);
+    s.WaitForQueries(10);  // the trainer at work
+    ended_before = Steady::now();
+    FakeSlurm::Append(dir + "/events", "ended 0\n");
+    ended_after = Steady::now();
+    s.WaitForQueries(30);  // the controller's lag
+    s.Set("COMPLETED");
+  };
+  const v1::TrialOutcome out = Run(Trial());
+  ASSERT_EQ(out.status(), "ok") << out.error();
+  auto secs = [](Steady::time_point a, Steady::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  // The run lasted at most from before "started" to after "ended"; the
+  // outcome may say more, never less, and its resolution covers the rest.
+  EXPECT_GE(out.wall_s(), secs(started_after, ended_before));
+  EXPECT_GT(out.wall_s(), secs(started_before, ended_after)) << "the controller's lag is in it";
+  EXPECT_LE(out.wall_s() - out.wall_resolution_s(), secs(started_before, ended_after))
+      << "wall " << out.wall_s() << " s, resolution " << out.wall_resolution_s() << " s";
+  EXPECT_GT(out.wall_resolution_s(), 0);
+  EXPECT_LE(out.wall_resolution_s(), out.wall_s());
+
+  // No "ended" line: never seen to end.
+  slurm_ = std::make_shared<FakeSlurm>();
+  slurm_->behaviour = [](FakeSlurm& s, const std::string& dir) {
+    s.Set("RUNNING");
+    FakeSlurm::Start(dir);
+    FakeSlurm::Steps(dir, 3);
+    s.Set("COMPLETED");
+  };
+  const v1::TrialOutcome unseen = Run(Trial());
+  ASSERT_EQ(unseen.status(), "ok") << unseen.error();
+  EXPECT_EQ(unseen.wall_resolution_s(), unseen.wall_s());
 }
 
 TEST_F(SlurmExecutorTest, PendingRenewsTheLeaseAndIsNotRunTime) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 
 namespace infrarsi {
 namespace {
@@ -177,6 +178,8 @@ TEST(AgentReportTest, TheOutcomeIsCheckedAgainstBothClocks) {
   o.set_wall_s(1.6);
   o.set_peak_mem_gib(10);
   EXPECT_TRUE(ValidateOutcome(o, stored, Limits()).ok());
+  o.set_wall_resolution_s(1.6);  // never seen to end: as coarse as the run
+  EXPECT_TRUE(ValidateOutcome(o, stored, Limits()).ok());
   struct Case {
     std::string field;
     std::function<void(v1::TrialOutcome&)> edit;
@@ -188,6 +191,10 @@ TEST(AgentReportTest, TheOutcomeIsCheckedAgainstBothClocks) {
       {"outcome.wall_s", [](v1::TrialOutcome& x) { x.set_wall_s(std::nan("")); }},
       {"outcome.wall_s", [](v1::TrialOutcome& x) { x.set_wall_s(1.2); }},    // before its last line
       {"outcome.wall_s", [](v1::TrialOutcome& x) { x.set_wall_s(500); }},    // longer than leased
+      {"outcome.wall_resolution_s", [](v1::TrialOutcome& x) { x.set_wall_resolution_s(-0.1); }},
+      {"outcome.wall_resolution_s", [](v1::TrialOutcome& x) { x.set_wall_resolution_s(1.7); }},
+      {"outcome.wall_resolution_s",
+       [](v1::TrialOutcome& x) { x.set_wall_resolution_s(std::numeric_limits<double>::infinity()); }},
       {"outcome.peak_mem_gib", [](v1::TrialOutcome& x) { x.set_peak_mem_gib(std::nan("")); }},
       {"outcome.peak_mem_gib", [](v1::TrialOutcome& x) { x.set_peak_mem_gib(1e9); }},
   };

@@ -631,6 +631,57 @@ TEST(DoctorStatsTest, OnTheAgentsClockAGainMustHoldOverTheWholeRun) {
   EXPECT_NE(v.reason.find("not judged"), std::string::npos) << v.reason;
 }
 
+// A whole run can read long by what the agent could not see of its ends
+// (on Slurm, the controller's lag in saying the job ended: CI judged an
+// honest 1.5x candidate a cheat that way on a busy host). Its resolution
+// widens the whole-run rule both ways: never implausible for what late
+// reads can hide, never confirmed by what late reads of the baseline add.
+TEST(DoctorStatsTest, TheWholeRunsResolutionWidensTheRuleBothWays) {
+  VerifyRules rules;
+  rules.noise_floor = 0.02;
+  rules.agent_clock = true;
+  auto with = [](VerifyPair p, double base_res, double cand_res) {
+    p.base.whole_resolution = base_res;
+    p.cand.whole_resolution = cand_res;
+    return p;
+  };
+  // Honest: 0.15 -> 0.10 s a step saves 0.15 s per run in the window and
+  // over the whole run, but each candidate run's end was read 0.13-0.15 s
+  // late (the baseline's on time): the whole runs show 0.00-0.02 s saved.
+  const std::vector<VerifyPair> late = {Pair(0.15, 0.10, 2.00, 1.85 + 0.14),
+                                        Pair(0.151, 0.101, 2.01, 1.86 + 0.15),
+                                        Pair(0.149, 0.099, 1.99, 1.84 + 0.13)};
+  CandidateVerdict v = JudgeCandidate(late, rules);
+  EXPECT_TRUE(v.implausible) << "without the resolution the late reads read as a cheat: " << v.reason;
+  std::vector<VerifyPair> seen;
+  for (const VerifyPair& p : late) seen.push_back(with(p, 0.02, 0.2));
+  v = JudgeCandidate(seen, rules);
+  EXPECT_FALSE(v.implausible) << v.reason;
+  EXPECT_TRUE(v.unconfirmed) << v.reason;
+  EXPECT_FALSE(v.cleared) << v.reason;
+  EXPECT_NE(v.reason.find("0.2000 s on the candidate's"), std::string::npos) << v.reason;
+  // Work moved into the warm-up stays a cheat where the ends were seen
+  // finely: the whole runs take as long as the baseline's.
+  std::vector<VerifyPair> moved = {with(Pair(0.15, 0.10, 2.00, 2.01), 0.005, 0.005),
+                                   with(Pair(0.151, 0.101, 2.01, 2.00), 0.005, 0.005),
+                                   with(Pair(0.149, 0.099, 1.99, 2.00), 0.005, 0.005)};
+  v = JudgeCandidate(moved, rules);
+  EXPECT_TRUE(v.implausible) << v.reason;
+  // The same moved work where every baseline run's end was read 0.5 s
+  // late: the whole runs seem to save it all, but no more than the late
+  // reads add; unconfirmed, not promoted.
+  for (VerifyPair& p : moved) {
+    p.base.whole += 0.5;
+    p.base.whole_resolution = 0.6;
+  }
+  v = JudgeCandidate(moved, rules);
+  EXPECT_FALSE(v.cleared) << v.reason;
+  EXPECT_TRUE(v.unconfirmed) << v.reason;
+  for (VerifyPair& p : moved) p.base.whole_resolution = 0;
+  EXPECT_TRUE(JudgeCandidate(moved, rules).cleared)
+      << "without the resolution the late baseline reads confirm the moved work";
+}
+
 // The spread a floor implies inverts NoiseFloor (sqrt(2) * cv per pair);
 // only a verdict that does not clear is told the host got busier, and a
 // verdict without a calibrated spread compares nothing.

@@ -235,6 +235,39 @@ TEST(VerificationTest, AWindowOnlyGainTooNoisyToDisqualifyIsUnconfirmedNotOk) {
   }
 }
 
+// Seen in CI on a shared Slurm agent: an honest 1.5x candidate whose runs'
+// ends the controller reported late kept none of its window saving over
+// the whole runs, and its trials were disqualified as a cheat's. Each
+// run's stored resolution is what the verdict may not read into them.
+TEST(VerificationTest, WholeRunsReadLateByTheirOwnResolutionAreNotACheat) {
+  const SessionSpec spec = ProcessSpec();
+  v1::DoctorReport doctor;
+  doctor.set_noise_floor(0.05);
+  for (const double resolution : {0.0, 0.3}) {
+    SCOPED_TRACE(absl::StrCat("resolution ", resolution, " s"));
+    v1::Verification plan;
+    const auto trials = OneCandidateVerified(spec, doctor, 0.1, [&](storage::TrialRecord& t, int run, bool is_base) {
+      t.observed_steps = 3;
+      t.observed_window_s = (is_base ? 0.45 : 0.30) * (1 + 1e-3 * static_cast<double>((t.id + 1) % 5));
+      t.step_time_s = t.observed_window_s / 3;
+      // 0.15 s saved a run over the whole run too, but every candidate
+      // run's end read 0.13-0.15 s late.
+      t.cost_s = is_base ? 2.0 : 1.85 + 0.13 + 0.01 * static_cast<double>(run % 3);
+      t.wall_resolution_s = resolution;
+    }, &plan);
+    VerificationDecision d = DecideVerification(spec, doctor, plan, trials, 1);
+    ASSERT_TRUE(d.done);
+    EXPECT_EQ(d.verification.promoted_rank(), 0) << d.verification.candidates(0).reason();
+    if (resolution == 0) {
+      EXPECT_FALSE(d.implausible.empty()) << "seen finely, this is what moved work looks like: "
+                                          << d.verification.candidates(0).reason();
+    } else {
+      EXPECT_TRUE(d.implausible.empty()) << d.verification.candidates(0).reason();
+      EXPECT_EQ(d.unconfirmed.size(), 4u) << d.verification.candidates(0).reason();
+    }
+  }
+}
+
 // Seen in CI: a warm-up hack (60 steps of 5 ms, work moved out of the
 // timed window) promoted at 2.9x on three pairs whose whole runs, start-up
 // noise included, happened to keep 0.1236 of its 0.2425 s saved per run:

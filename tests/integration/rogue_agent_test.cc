@@ -344,6 +344,55 @@ TEST_F(RogueAgentTest, CandidateRunsThatAgreeToTheLastDigitAreImplausible) {
   }
 }
 
+// An honest 2x candidate whose every run's end its agent read late (as a
+// Slurm agent reads the controller's word): its whole runs keep almost
+// none of the 0.15 s it saves per run in the timed window, less than half. Said with each
+// run's resolution, the server calls it unconfirmed; said without, the
+// same numbers are what moved work looks like, and its trials become
+// violations (what CI saw happen to an honest Slurm candidate).
+TEST_F(RogueAgentTest, WholeRunsReadLateAreJudgedByTheResolutionTheirAgentStates) {
+  for (const double resolution : {0.3, 0.0}) {
+    SCOPED_TRACE(absl::StrCat("resolution ", resolution));
+    const std::string id = Create(Spec(2, 3, 1, 3));
+    int n = 0;
+    auto outcome = [&](const v1::TrialAssignment& t) {
+      const std::string mode = t.config().at("mode");
+      const bool doctor = n < 3;  // the doctor's three baseline runs come first
+      const double jitter = 1.0 + 0.003 * ((n++ % 7) - 3);
+      const double s = (mode == "a" ? 0.05 : mode == "b" ? 0.2 : 0.1) * jitter;
+      v1::TrialOutcome o = Plausible({s, s * 1.002, s * 0.998});
+      // Its end read late (as some of the doctor's were: a long tail is
+      // not charged as work): of the 0.25 s it saves per run (0.15 s in
+      // the window, 0.1 in the warm-up) the whole runs show about 0.03.
+      if (mode == "a" || doctor) {
+        o.set_wall_s(o.wall_s() + 0.22 * jitter);
+        o.set_wall_resolution_s(resolution);
+      }
+      return o;
+    };
+    DoctorAndRun(id, outcome);
+    auto rep = client_->Report(id);
+    ASSERT_TRUE(rep.ok());
+    ASSERT_EQ(rep->verification().candidates_size(), 1);
+    const auto& c = rep->verification().candidates(0);
+    EXPECT_EQ(c.config().at("mode"), "a");
+    EXPECT_FALSE(c.cleared()) << c.reason();
+    EXPECT_NE(c.reason().find("vanishes over the whole run"), std::string::npos) << c.reason();
+    for (const auto& t : rep->trials()) {
+      if (t.config().at("mode") != "a") continue;
+      if (resolution > 0) {
+        EXPECT_EQ(t.status(), "ok") << t.purpose() << " " << t.tag() << ": " << c.reason();
+      } else {
+        EXPECT_EQ(t.violation(), "implausible") << t.purpose() << " " << t.tag();
+      }
+    }
+    if (resolution > 0) {
+      EXPECT_NE(c.reason().find("too few to disqualify"), std::string::npos) << c.reason();
+      EXPECT_NE(c.reason().find("0.3000 s on the candidate's"), std::string::npos) << c.reason();
+    }
+  }
+}
+
 // With the model's size stated, a step faster than the GPU's peak is a
 // violation of physics, whoever reports it.
 TEST_F(RogueAgentTest, StepsFasterThanTheHardwareAreImpossible) {

@@ -178,6 +178,7 @@ TEST_P(StorageConformance, TrialsByIdAndStatus) {
   t.observed_window_s = 0.75;
   t.observed_steps = 3;
   t.clock_slack_s = 0.001;
+  t.wall_resolution_s = 0.25;
   ASSERT_TRUE(db_->UpdateTrial(t).ok());
   auto back = db_->GetTrial(*id1);
   EXPECT_EQ(back->status, "leased");
@@ -187,6 +188,7 @@ TEST_P(StorageConformance, TrialsByIdAndStatus) {
   EXPECT_DOUBLE_EQ(back->observed_window_s, 0.75);
   EXPECT_EQ(back->observed_steps, 3);
   EXPECT_DOUBLE_EQ(back->clock_slack_s, 0.001);
+  EXPECT_DOUBLE_EQ(back->wall_resolution_s, 0.25);
   t.lease_token_id = "tok-agent";
   t.refused_by = "agt-1,agt-2";
   t.slurm = R"({"job_id":"42","state":"RUNNING"})";
@@ -634,14 +636,14 @@ class SqliteSpecific : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
   // A database at `path` as a build of schema `version` left it, with
   // `rows` written by that build (raw SQL: its columns only).
-  void MakeOldDatabase(const std::string& path, int version, const char* rows) {
+  void MakeOldDatabase(const std::string& path, int version, const std::string& rows) {
     SqliteStorage::Options o;
     o.path = path;
     o.target_version = version;
     ASSERT_TRUE(SqliteStorage::Create(o).ok());
     sqlite3* raw = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
-    EXPECT_EQ(sqlite3_exec(raw, rows, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(raw);
+    EXPECT_EQ(sqlite3_exec(raw, rows.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(raw);
     sqlite3_close(raw);
   }
   // The database at `path` opened by this build (migrated to the newest).
@@ -702,14 +704,18 @@ TEST_F(SqliteSpecific, OldSchemaMigratesForwardKeepingRows) {
   EXPECT_TRUE((*s)->ListTokens().ok());
 }
 
+// Session s1, running, in the columns every schema has.
+constexpr char kRunningSession[] =
+    "INSERT INTO sessions (id, name, spec_yaml, spec_dir, stage, contract_hash, "
+    "workload_signature, gpu_model, created_ms, updated_ms) VALUES "
+    "('s1', 'n', '', '', 'running', '', 'w', 'H200', 1, 1);";
+
 // v16 -> v17: trials written before revs existed take their ids as revs,
 // and writes after the upgrade rise above them.
 TEST_F(SqliteSpecific, TrialRevMigrationOrdersOldTrialsByTheirIds) {
   const std::string path = dir_ + "/v16.db";
   MakeOldDatabase(path, 16,
-                  "INSERT INTO sessions (id, name, spec_yaml, spec_dir, stage, contract_hash, "
-                  "workload_signature, gpu_model, created_ms, updated_ms) VALUES "
-                  "('s1', 'n', '', '', 'running', '', 'w', 'H200', 1, 1);"
+                  std::string(kRunningSession) +
                   "INSERT INTO trials (session_id, purpose, config, status, created_ms) VALUES "
                   "('s1', 'search', '{}', 'ok', 1), ('s1', 'search', '{}', 'queued', 2);");
   if (HasFatalFailure()) return;
@@ -727,6 +733,28 @@ TEST_F(SqliteSpecific, TrialRevMigrationOrdersOldTrialsByTheirIds) {
   ASSERT_TRUE(changed.ok()) << changed.status();
   ASSERT_EQ(changed->size(), 1u);
   EXPECT_EQ((*changed)[0].status, "oom");
+}
+
+// v17 -> v18: trials from before the whole run's resolution was kept read
+// as seen at once (what the verification assumed of them then).
+TEST_F(SqliteSpecific, WallResolutionMigrationLeavesOldTrialsAtZero) {
+  const std::string path = dir_ + "/v17.db";
+  MakeOldDatabase(path, 17,
+                  std::string(kRunningSession) +
+                  "INSERT INTO trials (session_id, purpose, config, status, created_ms, cost_s, rev) "
+                  "VALUES ('s1', 'verify', '{}', 'ok', 1, 12.5, 1);");
+  if (HasFatalFailure()) return;
+  std::unique_ptr<SqliteStorage> s = OpenMigrated(path);
+  ASSERT_NE(s, nullptr);
+  auto old = s->ListTrialsChangedSince("s1", 0);
+  ASSERT_TRUE(old.ok()) << old.status();
+  ASSERT_EQ(old->size(), 1u);
+  EXPECT_DOUBLE_EQ((*old)[0].cost_s, 12.5);
+  EXPECT_EQ((*old)[0].wall_resolution_s, 0);
+  TrialRecord t = (*old)[0];
+  t.wall_resolution_s = 0.4;
+  ASSERT_TRUE(s->UpdateTrial(t).ok());
+  EXPECT_DOUBLE_EQ(s->GetTrial(t.id)->wall_resolution_s, 0.4);
 }
 
 // v6 -> v7: bank entries learn who may read them, their trial's purpose and

@@ -528,6 +528,10 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
     }
   };
   SteadyClock::time_point ended;
+  // With the pidfd the exit wakes the agent at once; without it, the exit
+  // came after the previous look: the run may read up to that gap long.
+  SteadyClock::time_point last_look = t0;
+  double wall_resolution_s = 0;
   while (!exited) {
     const pid_t r = waitpid(pid, &wstatus, WNOHANG);
     const SteadyClock::time_point now = SteadyClock::now();
@@ -535,9 +539,11 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
       // Whatever is still unread arrived by now: it was written before exit.
       exited = true;
       ended = now;
+      if (exit_fd.fd < 0) wall_resolution_s = SecondsSince(last_look, now);
       drain(now, true);
       break;
     }
+    last_look = now;
     drain(now, false);
     hung = spec.watchdog_s() > 0 && absl::Now() - last_activity > watchdog;
     const bool log_failed = log_reader != nullptr && !log_reader->error().empty();
@@ -565,6 +571,7 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   }
   outcome.set_clock("agent");
   outcome.set_wall_s(SecondsSince(t0, ended));
+  outcome.set_wall_resolution_s(std::min(wall_resolution_s, outcome.wall_s()));
   outcome.set_poll_interval_s(
       std::max(max_gap_s, absl::ToDoubleSeconds(options_.poll_interval)));
   reporter.Finish();  // every step reaches the sink before the outcome is sent

@@ -500,6 +500,14 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
   bool started = false, oom_event = false;
   SteadyClock::time_point t0 = submitted, last_read = submitted, ended = submitted;
   double max_gap_s = 0;
+  // What the clock cannot see of the run's ends: the gap before the read
+  // that found "started" (t0 is the read before it), and the read before
+  // the one that found the script's "ended" line (the trainer had not
+  // exited then; the run's end is read from Slurm's answer, later by the
+  // controller's lag). A trainer that writes "ended" early only widens it.
+  double start_gap_s = 0;
+  bool ended_line = false;
+  SteadyClock::time_point before_ended_line = submitted;
   std::string bad_line;
   const double timeout_s = spec.timeout_s() > 0 ? spec.timeout_s() : 600;
   const absl::Duration keepalive =
@@ -522,8 +530,13 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
         // never late.
         started = true;
         t0 = last_read;
+        start_gap_s = gap;
         last_activity = now;
         job.set_queued_s(SecondsSince(submitted, t0));
+      }
+      if (started && !ended_line && absl::StartsWith(line, "ended")) {
+        ended_line = true;
+        before_ended_line = last_read;
       }
     }
     last_read = now;
@@ -665,6 +678,12 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
   ended = std::max(ended, last_read);
   if (!started) ended = t0;  // it never ran: no run time
   outcome.set_wall_s(std::max(0.0, SecondsSince(t0, ended)));
+  // Never seen to end: the whole run says nothing finer than itself.
+  outcome.set_wall_resolution_s(
+      !started ? 0.0
+      : ended_line
+          ? std::min(outcome.wall_s(), start_gap_s + std::max(0.0, SecondsSince(before_ended_line, ended)))
+          : outcome.wall_s());
   outcome.set_poll_interval_s(std::clamp(std::max(max_gap_s, absl::ToDoubleSeconds(options_.poll_interval)),
                                          1e-6, 1.0));
   for (const std::string& bad : ChangedProtectedFiles(workdir, spec.protected_hashes())) {
@@ -732,6 +751,7 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
     // when the job completed; else what Slurm said, on no clock.
     outcome.set_clock("simulated");
     outcome.clear_poll_interval_s();
+    outcome.clear_wall_resolution_s();
     if (outcome.status() == "ok") {
       const std::string bytes = ReadFileTail(sim_out, 64 << 20);
       v1::TrialOutcome simulated;
