@@ -200,6 +200,8 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
   // Each whole run reads at most its resolution long (never short), so a
   // pair's true whole saving lies in [saved - base's, saved + cand's].
   double base_resolution = 0, cand_resolution = 0;
+  // And a pair's window saving is off by at most both windows' slack.
+  double window_slack = 0;
   for (const VerifyPair& p : pairs) {
     if (p.base.reported > 0 && p.cand.reported > 0) {
       reported.emplace_back(p.base.reported, p.cand.reported);
@@ -213,6 +215,7 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
       whole_saved.push_back(p.base.whole - p.cand.whole);
       base_resolution += std::max(0.0, p.base.whole_resolution);
       cand_resolution += std::max(0.0, p.cand.whole_resolution);
+      window_slack += std::max(0.0, p.base.window_slack) + std::max(0.0, p.cand.window_slack);
     }
   }
   v.reported = EstimatePairedSpeedup(reported);
@@ -277,6 +280,7 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
   saved_window /= static_cast<double>(kept.size());
   base_resolution /= static_cast<double>(kept.size());
   cand_resolution /= static_cast<double>(kept.size());
+  window_slack /= static_cast<double>(kept.size());
   const std::string resolution =
       base_resolution + cand_resolution > 0
           ? absl::StrFormat(" (the whole runs read up to %.4f s long on the baseline's side, "
@@ -312,14 +316,18 @@ CandidateVerdict JudgeCandidate(const std::vector<VerifyPair>& pairs, const Veri
   }
   // Disqualify its trials only when the runs leave no doubt: even the
   // interval's upper end keeps less than half.
-  v.implausible = IntervalOfMean(kept).high + cand_resolution < 0;
+  v.implausible = IntervalOfMean(kept).high + cand_resolution + 0.5 * window_slack < 0;
   v.unconfirmed = !v.implausible;
   v.reason = absl::StrFormat(
       "the gain vanishes over the whole run: %.3fx [%.3f, %.3f] from process start to exit "
       "against %.3fx in the timed window; of %.4f s saved per run in the window, %.4f s is saved "
       "over the whole run (work moved outside the timed window, e.g. into the warm-up)%s%s",
       v.whole.speedup, v.whole.ci_low, std::min(v.whole.ci_high, 1e9), e.speedup, saved_window,
-      saved_whole, resolution,
+      saved_whole,
+      resolution + (window_slack > 0 ? absl::StrFormat(" (the windows' saving off by up to %.4f s a "
+                                                       "pair: their bounding lines' read delays)",
+                                                       window_slack)
+                                     : ""),
       v.implausible ? "" : "; the runs are too few to disqualify its trials");
   v.reason += busier;
   return v;

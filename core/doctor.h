@@ -67,6 +67,9 @@ struct ArmTimes {
   // How much longer than the run `whole` may read (never shorter): what
   // the agent could not see of its ends (TrialOutcome.wall_resolution_s).
   double whole_resolution = 0;
+  // How far `window` may be off either way: the read delays of the two
+  // lines that bound it (TrialRecord::clock_slack_s).
+  double window_slack = 0;
 };
 struct VerifyPair {
   ArmTimes base, cand;
@@ -111,7 +114,8 @@ inline constexpr double kNoisierThanCalibrated = 3.0;
 // a saving confirms only once the baseline arms' resolution is taken off
 // it, and a candidate is implausible only if it keeps too little even with
 // its own arms' resolution added (late reads of its ends, not moved work,
-// can hide a saving; a batch system's lag judged honest trials cheats).
+// can hide a saving; a batch system's lag judged honest trials cheats), and
+// the windows' slack (their bounding lines' read delays) with it.
 // `reason` says which rule decided, with the figures.
 struct CandidateVerdict {
   PairedSpeedup estimate;  // on the verdict's clock

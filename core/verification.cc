@@ -113,6 +113,7 @@ VerificationDecision DecideVerification(const SessionSpec& spec, const v1::Docto
         times.agent = t.observed_window_s / t.observed_steps;
         times.whole = t.cost_s;
         times.whole_resolution = t.wall_resolution_s;
+        times.window_slack = t.clock_slack_s;
       }
     }
     (is_base ? arms[rank][run].base : arms[rank][run].cand) = times;

@@ -680,6 +680,19 @@ TEST(DoctorStatsTest, TheWholeRunsResolutionWidensTheRuleBothWays) {
   for (VerifyPair& p : moved) p.base.whole_resolution = 0;
   EXPECT_TRUE(JudgeCandidate(moved, rules).cleared)
       << "without the resolution the late baseline reads confirm the moved work";
+  // The windows' own read delays count too: an honest 0.10 s saving whose
+  // baseline windows' last lines were read 0.05 s late shows 0.15 s in the
+  // window; its whole runs keep 0.06 s (noise), under half of 0.15 but
+  // half of the 0.10 really saved. Stated (0.06 s of slack a baseline
+  // window), its trials are not disqualified.
+  std::vector<VerifyPair> slack = {Pair(0.15, 0.10, 2.00, 1.94), Pair(0.151, 0.101, 2.01, 1.951),
+                                   Pair(0.149, 0.099, 1.99, 1.929)};
+  EXPECT_TRUE(JudgeCandidate(slack, rules).implausible) << JudgeCandidate(slack, rules).reason;
+  for (VerifyPair& p : slack) p.base.window_slack = 0.06;
+  v = JudgeCandidate(slack, rules);
+  EXPECT_FALSE(v.implausible) << v.reason;
+  EXPECT_TRUE(v.unconfirmed) << v.reason;
+  EXPECT_NE(v.reason.find("read delays"), std::string::npos) << v.reason;
 }
 
 // The spread a floor implies inverts NoiseFloor (sqrt(2) * cv per pair);
