@@ -500,11 +500,12 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
   bool started = false, oom_event = false;
   SteadyClock::time_point t0 = submitted, last_read = submitted, ended = submitted;
   double max_gap_s = 0;
-  // What the clock cannot see of the run's ends: the gap before the read
-  // that found "started" (t0 is the read before it), and the read before
-  // the one that found the script's "ended" line (the trainer had not
-  // exited then; the run's end is read from Slurm's answer, later by the
-  // controller's lag). A trainer that writes "ended" early only widens it.
+  // What the clock cannot see of the run's ends: from t0 (the read before
+  // the one that found "started") to the end of that read, and from the
+  // read before the one that found the script's "ended" line (the trainer
+  // had not exited then) to the run's end as read from Slurm's answer,
+  // later by the controller's lag. A trainer that writes "ended" early
+  // only widens it.
   double start_gap_s = 0;
   bool ended_line = false;
   SteadyClock::time_point before_ended_line = submitted;
@@ -524,13 +525,17 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
 
   auto drain = [&](SteadyClock::time_point now) {
     const double gap = SecondsSince(last_read, now);
-    for (const std::string& line : events.NewLines()) {
+    const std::vector<std::string> event_lines = events.NewLines();
+    // `now` was taken before the read: a line it found may have been
+    // written after `now`, never after this.
+    const SteadyClock::time_point read_done = SteadyClock::now();
+    for (const std::string& line : event_lines) {
       if (!started && absl::StartsWith(line, "started")) {
         // The job began after the previous read: the clock starts there,
         // never late.
         started = true;
         t0 = last_read;
-        start_gap_s = gap;
+        start_gap_s = SecondsSince(last_read, read_done);
         last_activity = now;
         job.set_queued_s(SecondsSince(submitted, t0));
       }
