@@ -365,7 +365,6 @@ TEST_F(SlurmExecutorTest, TheWholeRunsResolutionCoversTheControllersLag) {
   // outcome may say more, never less, and its resolution covers the rest.
   EXPECT_GE(out.wall_s(), secs(started_after, ended_before));
   EXPECT_GE(out.wall_s(), secs(started_after, lag_done)) << "the controller's lag is in it";
-  EXPECT_GT(secs(ended_after, lag_done), 0);
   EXPECT_LE(out.wall_s() - out.wall_resolution_s(), secs(started_before, ended_after))
       << "wall " << out.wall_s() << " s, resolution " << out.wall_resolution_s() << " s";
   EXPECT_GT(out.wall_resolution_s(), 0);

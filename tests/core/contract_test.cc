@@ -687,7 +687,8 @@ TEST(DoctorStatsTest, TheWholeRunsResolutionWidensTheRuleBothWays) {
   // window), its trials are not disqualified.
   std::vector<VerifyPair> slack = {Pair(0.15, 0.10, 2.00, 1.94), Pair(0.151, 0.101, 2.01, 1.951),
                                    Pair(0.149, 0.099, 1.99, 1.929)};
-  EXPECT_TRUE(JudgeCandidate(slack, rules).implausible) << JudgeCandidate(slack, rules).reason;
+  v = JudgeCandidate(slack, rules);
+  EXPECT_TRUE(v.implausible) << v.reason;
   for (VerifyPair& p : slack) p.base.window_slack = 0.06;
   v = JudgeCandidate(slack, rules);
   EXPECT_FALSE(v.implausible) << v.reason;

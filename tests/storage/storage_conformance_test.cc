@@ -654,6 +654,25 @@ class SqliteSpecific : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(*s) : nullptr;
   }
+  // A schema-`version` database holding session s1 and `trial_rows` (an
+  // INSERT INTO trials), opened by this build into `*s`; s1's trials as
+  // read after the migration (empty on any failure, which it records).
+  std::vector<TrialRecord> MigratedTrials(int version, const std::string& trial_rows,
+                                          std::unique_ptr<SqliteStorage>* s) {
+    const std::string path = dir_ + "/v" + std::to_string(version) + ".db";
+    MakeOldDatabase(path, version, std::string(kRunningSession) + trial_rows);
+    if (HasFatalFailure()) return {};
+    *s = OpenMigrated(path);
+    if (*s == nullptr) return {};
+    auto trials = (*s)->ListTrialsChangedSince("s1", 0);
+    EXPECT_TRUE(trials.ok()) << trials.status();
+    return trials.ok() ? *std::move(trials) : std::vector<TrialRecord>{};
+  }
+  // Session s1, running, in the columns every schema has.
+  static constexpr char kRunningSession[] =
+      "INSERT INTO sessions (id, name, spec_yaml, spec_dir, stage, contract_hash, "
+      "workload_signature, gpu_model, created_ms, updated_ms) VALUES "
+      "('s1', 'n', '', '', 'running', '', 'w', 'H200', 1, 1);";
   std::string dir_;
 };
 
@@ -704,32 +723,22 @@ TEST_F(SqliteSpecific, OldSchemaMigratesForwardKeepingRows) {
   EXPECT_TRUE((*s)->ListTokens().ok());
 }
 
-// Session s1, running, in the columns every schema has.
-constexpr char kRunningSession[] =
-    "INSERT INTO sessions (id, name, spec_yaml, spec_dir, stage, contract_hash, "
-    "workload_signature, gpu_model, created_ms, updated_ms) VALUES "
-    "('s1', 'n', '', '', 'running', '', 'w', 'H200', 1, 1);";
-
 // v16 -> v17: trials written before revs existed take their ids as revs,
 // and writes after the upgrade rise above them.
 TEST_F(SqliteSpecific, TrialRevMigrationOrdersOldTrialsByTheirIds) {
-  const std::string path = dir_ + "/v16.db";
-  MakeOldDatabase(path, 16,
-                  std::string(kRunningSession) +
-                  "INSERT INTO trials (session_id, purpose, config, status, created_ms) VALUES "
-                  "('s1', 'search', '{}', 'ok', 1), ('s1', 'search', '{}', 'queued', 2);");
-  if (HasFatalFailure()) return;
-  std::unique_ptr<SqliteStorage> s = OpenMigrated(path);
-  ASSERT_NE(s, nullptr);
-  auto old = s->ListTrialsChangedSince("s1", 0);
-  ASSERT_TRUE(old.ok()) << old.status();
-  ASSERT_EQ(old->size(), 2u);
-  EXPECT_EQ((*old)[0].rev, (*old)[0].id);
-  EXPECT_EQ((*old)[1].rev, (*old)[1].id);
-  TrialRecord t = (*old)[0];
+  std::unique_ptr<SqliteStorage> s;
+  const std::vector<TrialRecord> old = MigratedTrials(
+      16,
+      "INSERT INTO trials (session_id, purpose, config, status, created_ms) VALUES "
+      "('s1', 'search', '{}', 'ok', 1), ('s1', 'search', '{}', 'queued', 2);",
+      &s);
+  ASSERT_EQ(old.size(), 2u);
+  EXPECT_EQ(old[0].rev, old[0].id);
+  EXPECT_EQ(old[1].rev, old[1].id);
+  TrialRecord t = old[0];
   t.status = "oom";
   ASSERT_TRUE(s->UpdateTrial(t).ok());
-  auto changed = s->ListTrialsChangedSince("s1", (*old)[1].rev);
+  auto changed = s->ListTrialsChangedSince("s1", old[1].rev);
   ASSERT_TRUE(changed.ok()) << changed.status();
   ASSERT_EQ(changed->size(), 1u);
   EXPECT_EQ((*changed)[0].status, "oom");
@@ -738,20 +747,16 @@ TEST_F(SqliteSpecific, TrialRevMigrationOrdersOldTrialsByTheirIds) {
 // v17 -> v18: trials from before the whole run's resolution was kept read
 // as seen at once (what the verification assumed of them then).
 TEST_F(SqliteSpecific, WallResolutionMigrationLeavesOldTrialsAtZero) {
-  const std::string path = dir_ + "/v17.db";
-  MakeOldDatabase(path, 17,
-                  std::string(kRunningSession) +
-                  "INSERT INTO trials (session_id, purpose, config, status, created_ms, cost_s, rev) "
-                  "VALUES ('s1', 'verify', '{}', 'ok', 1, 12.5, 1);");
-  if (HasFatalFailure()) return;
-  std::unique_ptr<SqliteStorage> s = OpenMigrated(path);
-  ASSERT_NE(s, nullptr);
-  auto old = s->ListTrialsChangedSince("s1", 0);
-  ASSERT_TRUE(old.ok()) << old.status();
-  ASSERT_EQ(old->size(), 1u);
-  EXPECT_DOUBLE_EQ((*old)[0].cost_s, 12.5);
-  EXPECT_EQ((*old)[0].wall_resolution_s, 0);
-  TrialRecord t = (*old)[0];
+  std::unique_ptr<SqliteStorage> s;
+  const std::vector<TrialRecord> old = MigratedTrials(
+      17,
+      "INSERT INTO trials (session_id, purpose, config, status, created_ms, cost_s, rev) "
+      "VALUES ('s1', 'verify', '{}', 'ok', 1, 12.5, 1);",
+      &s);
+  ASSERT_EQ(old.size(), 1u);
+  EXPECT_DOUBLE_EQ(old[0].cost_s, 12.5);
+  EXPECT_EQ(old[0].wall_resolution_s, 0);
+  TrialRecord t = old[0];
   t.wall_resolution_s = 0.4;
   ASSERT_TRUE(s->UpdateTrial(t).ok());
   EXPECT_DOUBLE_EQ(s->GetTrial(t.id)->wall_resolution_s, 0.4);

@@ -529,10 +529,12 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
   };
   SteadyClock::time_point ended;
   // With the pidfd the exit wakes the agent at once; without it, the exit
-  // came after the previous look: the run may read up to that gap long.
+  // came after the previous look (the time before its waitpid, which found
+  // the process alive): the run may read up to that long.
   SteadyClock::time_point last_look = t0;
   double wall_resolution_s = 0;
   while (!exited) {
+    const SteadyClock::time_point look = SteadyClock::now();
     const pid_t r = waitpid(pid, &wstatus, WNOHANG);
     const SteadyClock::time_point now = SteadyClock::now();
     if (r == pid) {
@@ -543,7 +545,7 @@ absl::StatusOr<v1::TrialOutcome> ProcessExecutor::Run(const v1::TrialAssignment&
       drain(now, true);
       break;
     }
-    last_look = now;
+    last_look = look;
     drain(now, false);
     hung = spec.watchdog_s() > 0 && absl::Now() - last_activity > watchdog;
     const bool log_failed = log_reader != nullptr && !log_reader->error().empty();

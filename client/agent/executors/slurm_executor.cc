@@ -684,11 +684,9 @@ absl::StatusOr<v1::TrialOutcome> SlurmExecutor::Run(const v1::TrialAssignment& t
   if (!started) ended = t0;  // it never ran: no run time
   outcome.set_wall_s(std::max(0.0, SecondsSince(t0, ended)));
   // Never seen to end: the whole run says nothing finer than itself.
-  outcome.set_wall_resolution_s(
-      !started ? 0.0
-      : ended_line
-          ? std::min(outcome.wall_s(), start_gap_s + std::max(0.0, SecondsSince(before_ended_line, ended)))
-          : outcome.wall_s());
+  double wall_resolution_s = outcome.wall_s();
+  if (ended_line) wall_resolution_s = start_gap_s + std::max(0.0, SecondsSince(before_ended_line, ended));
+  outcome.set_wall_resolution_s(std::min(outcome.wall_s(), wall_resolution_s));
   outcome.set_poll_interval_s(std::clamp(std::max(max_gap_s, absl::ToDoubleSeconds(options_.poll_interval)),
                                          1e-6, 1.0));
   for (const std::string& bad : ChangedProtectedFiles(workdir, spec.protected_hashes())) {
