@@ -193,6 +193,29 @@ class Features {
       for (int b = a + 1; b < n_on; ++b) f(pair_[static_cast<size_t>(on[a] * main_count_ + on[b])]);
     }
   }
+  // Calls `f(feature)` for each main-effect feature the setting at `index`
+  // holds, or where index < 0, the setting `c` (a knob it lacks, or a
+  // value outside the knob's, holds none).
+  template <typename F>
+  void ForEachMain(int64_t index, const Config& c, F&& f) const {
+    if (index >= 0) {
+      for (size_t k = main_.size(); k-- > 0;) {
+        const int64_t radix = static_cast<int64_t>(main_[k].size());
+        const int m = main_[k][static_cast<size_t>(index % radix)];
+        index /= radix;
+        if (m >= 0) f(m);
+      }
+      return;
+    }
+    for (size_t k = 0; k < spec_.knobs.size(); ++k) {
+      const auto it = c.find(spec_.knobs[k].name);
+      if (it == c.end()) continue;
+      const auto& vals = spec_.knobs[k].values;
+      for (size_t j = 0; j < vals.size(); ++j) {
+        if (vals[j] == it->second && main_[k][j] >= 0) f(main_[k][j]);
+      }
+    }
+  }
   Eigen::VectorXd Encode(const Config& c, int extra = 0) const {
     Eigen::VectorXd x(dim_ + extra);
     x.setZero();
@@ -321,12 +344,21 @@ class Models {
     if (time_estimate) base_time_estimate_ = std::log(std::max(planner_.time_estimate_s(spec_.baseline), 1e-9));
 
     // One row per finished trial, encoded once; each model takes its rows.
+    // The main effects some trial held, finished or in flight (what the
+    // probes call tried): a stall's growth reaches only those
+    // (Options::stall_grows_untried).
+    const bool only_held_grow = time_estimate && o.stall_trials > 0 && !o.stall_grows_untried;
+    std::vector<char> held(only_held_grow ? static_cast<size_t>(d) : 0, 0);
     std::vector<const Observation*> done;
     std::vector<int64_t> done_index;
     for (size_t i = 0; i < history.size(); ++i) {
-      if (InFlight(history[i].status)) continue;
+      const bool in_flight = InFlight(history[i].status);
+      if (in_flight && !only_held_grow) continue;
+      const int64_t index = indices != nullptr ? (*indices)[i] : index_of(history[i].config);
+      if (only_held_grow) f_.ForEachMain(index, history[i].config, [&held](int m) { held[static_cast<size_t>(m)] = 1; });
+      if (in_flight) continue;
       done.push_back(&history[i]);
-      done_index.push_back(indices != nullptr ? (*indices)[i] : index_of(history[i].config));
+      done_index.push_back(index);
     }
     const int64_t base_index = IndexOf(spec_, spec_.baseline);
     // Each model encodes only the rows it fits (a few hundred of thousands
@@ -393,6 +425,7 @@ class Models {
     const double budget = total * std::min(1.0, 10.0 / knob_pairs);
     const double pair_var = std::min(o.max_interaction_var, budget / knob_pairs);
     double main_var = time_estimate ? o.estimated_main_effect_var : o.main_effect_var;
+    const double start_main_var = main_var;
     // A search that stopped improving has learned what the estimate's
     // neighbourhood holds: the doubt about what it misses elsewhere doubles
     // with every stall_trials finished trials since the best, up to
@@ -406,7 +439,15 @@ class Models {
       main_var = std::min(std::max(main_var, o.main_effect_var),
                           main_var * std::pow(2.0, since / o.stall_trials));
     }
-    for (int i = 0; i < d; ++i) var[i] = i == 0 ? 0.25 : (f_.is_main(i) ? main_var : pair_var);
+    for (int i = 0; i < d; ++i) {
+      if (i == 0) {
+        var[i] = 0.25;
+      } else if (!f_.is_main(i)) {
+        var[i] = pair_var;
+      } else {
+        var[i] = only_held_grow && !held[static_cast<size_t>(i)] ? start_main_var : main_var;
+      }
+    }
     if (time_estimate) {
       mean[d] = 1.0;  // trust the textbook's proportions...
       var[d] = 0.1;   // ...within about 30%

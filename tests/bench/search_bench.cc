@@ -41,6 +41,7 @@
 // (learn_memory_sigma, 0 or 1), X_SIGW (memory_sigma_weight), X_EQUIV
 // (skip_equivalent, 0 or 1), X_GRADED (graded_fallback, 0 or 1), X_KEEP_FIT
 // (fallback_keeps_fit, 0 or 1), X_KNOB_SCALE (learned_knob_scale_floor),
+// X_STALL (stall_trials), X_STALL_UNTRIED (stall_grows_untried, 0 or 1),
 // X_PROBE (probe_untried_values, 0 or 1), X_PROBE_FIT, X_PROBE_BEAT
 // (probe_min_fit, probe_min_p_beat_baseline), X_EDGE_FIT, X_EDGE_EXP
 // (edge_probe_min_fit, edge_probe_min_expected), X_TREND (trend_var), and the rest
@@ -135,6 +136,7 @@ infrarsi::ModelOptimizer::Options ExperimentOptions() {
   if (const char* v = std::getenv("X_EQUIV")) o.skip_equivalent = std::atoi(v) != 0;
   if (const char* v = std::getenv("X_GRADED")) o.graded_fallback = std::atoi(v) != 0;
   if (const char* v = std::getenv("X_KEEP_FIT")) o.fallback_keeps_fit = std::atoi(v) != 0;
+  if (const char* v = std::getenv("X_STALL_UNTRIED")) o.stall_grows_untried = std::atoi(v) != 0;
   num("X_KNOB_SCALE", &o.learned_knob_scale_floor);
   return o;
 }

@@ -1510,6 +1510,71 @@ TEST_F(SimWorkloadModelsTest, FlashAttentionAndFusedKernelsOffArePredictedSlower
   EXPECT_NEAR(shift(process.ctx, process.planner, options_, "flash_attn"), 0.0, 1e-9);
 }
 
+// A stall doubles the prior variance of the main effects every
+// stall_trials finished trials since the best (Options::stall_trials), but
+// only of the values some trial held (Options::stall_grows_untried): an
+// untried value's doubt stays where it started, so undoing a switch the
+// baseline has on does not look promising from the stall alone. Here the
+// best (pp 8) ran second and eight slower settings near it followed, so
+// the growth is 2^(8 / 4) = 4x; sequence parallelism on and vpp 5 were
+// never held.
+TEST_F(SimWorkloadModelsTest, AStallGrowsTheDoubtOfTheValuesTheTrialsHeldNotOfUntriedOnes) {
+  auto run = [&](std::map<std::string, std::string> change, double step_time_s) {
+    Config c = spec_.baseline;
+    for (const auto& [k, v] : change) c[k] = v;
+    Observation o = SimulatedObservation(spec_, c);
+    o.status = "ok";  // the step times are this test's; the peaks the simulator's
+    o.step_time_s = step_time_s;
+    if (o.peak_mem_gib <= 0) o.peak_mem_gib = 60;
+    return o;
+  };
+  std::vector<Observation> h = {run({}, 10.0), run({{"pp", "8"}}, 8.0)};
+  for (const char* knob : {"recompute", "micro_batch", "dist_opt", "overlap_grad_reduce", "tp", "cp",
+                           "overlap_param_gather", "precision"}) {
+    const Knob* k = spec_.FindKnob(knob);
+    ASSERT_NE(k, nullptr) << knob;
+    const std::string& other = k->values[0] == spec_.baseline.at(knob) ? k->values[1] : k->values[0];
+    h.push_back(run({{"pp", "8"}, {knob, other}}, 9.0));
+  }
+  ASSERT_EQ(spec_.baseline.at("seq_par"), "false");
+  ModelOptimizer::Options o = options_;
+  o.learned_knob_scale_floor = 0;  // the knobs' own scales aside: the priors as set
+  ASSERT_EQ(o.stall_trials, 4);
+  ASSERT_FALSE(o.stall_grows_untried);
+  ModelOptimizer::Options everywhere = o, never = o;
+  everywhere.stall_grows_untried = true;
+  never.stall_trials = 0;
+  const model_internal::Models held_only(ctx_, planner_, h, o, nullptr);
+  const model_internal::Models all(ctx_, planner_, h, everywhere, nullptr);
+  const model_internal::Models none(ctx_, planner_, h, never, nullptr);
+  const double start_sd = std::sqrt(o.estimated_main_effect_var);
+  for (const auto& [knob, value] : {std::pair<std::string, std::string>{"seq_par", "true"}, {"vpp", "5"}}) {
+    // No row holds the value, so its weight's posterior is its prior.
+    const int i = held_only.features().MainIndex(knob, value);
+    ASSERT_GT(i, 0) << knob;
+    EXPECT_NEAR(held_only.time().WeightSd(i), start_sd, 1e-9 * start_sd) << knob;
+    EXPECT_NEAR(none.time().WeightSd(i), start_sd, 1e-9 * start_sd) << knob;
+    EXPECT_NEAR(all.time().WeightSd(i), 2.0 * start_sd, 1e-9 * start_sd) << knob;  // 4x the variance
+  }
+  // The values the trials held keep the growth: a wider prior leaves a
+  // wider posterior, however much the runs narrow it.
+  for (const auto& [knob, value] : {std::pair<std::string, std::string>{"pp", "8"}, {"dist_opt", "true"}}) {
+    const int i = held_only.features().MainIndex(knob, value);
+    ASSERT_GT(i, 0) << knob;
+    EXPECT_GT(held_only.time().WeightSd(i), none.time().WeightSd(i) * (1 + 1e-6)) << knob;
+    EXPECT_NEAR(held_only.time().WeightSd(i), all.time().WeightSd(i), 1e-3 * all.time().WeightSd(i)) << knob;
+  }
+  // A trial in flight holds its values too (its answer is coming), as the
+  // probes count them.
+  std::vector<Observation> with_flight = h;
+  with_flight.push_back(run({{"pp", "8"}, {"seq_par", "true"}}, 0));
+  with_flight.back().status = "running";
+  with_flight.back().step_time_s = 0;
+  const model_internal::Models flight(ctx_, planner_, with_flight, o, nullptr);
+  const int sp = flight.features().MainIndex("seq_par", "true");
+  EXPECT_NEAR(flight.time().WeightSd(sp), 2.0 * start_sd, 1e-9 * start_sd);
+}
+
 TEST(ModelOptimizerTest, ABankStartThatWouldNotFitLeadsToAFittingNeighbourOnce) {
   // The bank's best, from a GPU with more memory, does not fit here; a
   // setting one or two knobs away (a memory saver or two) does.
