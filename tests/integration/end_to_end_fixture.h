@@ -237,6 +237,44 @@ executor:
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ss.str();
   }
 
+  // For sessions of real training on a shared CPU (the tiny GPT, the
+  // framework trainers): beside other jobs its step times spread
+  // (a CV of 0.44 and a 76% floor were seen beside a parallel ctest), and
+  // past the doctor's own warning threshold (kNoisyFloor) nothing can clear
+  // the floor; or the doctor calibrated a quiet host and jobs landed beside
+  // the verification (pairs spreading 36% against a 4.7% CV were seen in
+  // CI). Nothing promoted is then the honest verdict, and the session must
+  // say why: checked here. Returns why the test stops there ("" when
+  // something was promoted or the host was quiet enough to expect it).
+  // The test's premise is a host as quiet as the doctor found it: pairs
+  // spreading half as much again as calibrated break it (a 1.3x candidate
+  // then no longer clears an 8% floor over four pairs), though the server
+  // tells the user only from three times (host_noisier), where it is sure.
+  std::string NothingPromotedOnALoadedHost(const v1::SessionReport& rep, const std::string& id) {
+    const auto& v = rep.verification();
+    if (v.promoted_rank() > 0) return "";
+    if (v.host_noisier()) {
+      EXPECT_NE(v.summary().find("busier during verification"), std::string::npos) << v.summary();
+      EXPECT_FALSE(client_->GetSession(id)->not_promoted().empty());
+      return absl::StrCat("the host got busier after the doctor (", v.summary(),
+                          "); the stages ran and the verdict says why");
+    }
+    double spread = 0;
+    for (const auto& c : v.candidates()) spread = std::max(spread, c.pair_spread());
+    EXPECT_GT(v.calibrated_pair_spread(), 0);
+    if (spread > 1.5 * v.calibrated_pair_spread()) {
+      EXPECT_FALSE(client_->GetSession(id)->not_promoted().empty());
+      return absl::StrCat("the host got busier after the doctor: pairs spread ", spread,
+                          " against a calibrated ", v.calibrated_pair_spread(),
+                          "; the stages ran and the verdict says why");
+    }
+    if (rep.doctor().noise_floor() < 0.10) return "";
+    EXPECT_NE(rep.doctor().warning().find("noisy"), std::string::npos) << rep.doctor().warning();
+    EXPECT_FALSE(client_->GetSession(id)->not_promoted().empty());
+    return absl::StrCat("a loaded host: noise floor ", rep.doctor().noise_floor(),
+                        " (promotion needs a quiet one); the stages ran and the verdict says why");
+  }
+
   std::string MakeRepo() {
     const std::string path = dir_ + "/target";
     EXPECT_FALSE(testing::MakeGitRepo(path, {{"train.py", "train\n"}}).empty());
