@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -250,9 +251,14 @@ executor:
   // spreading half as much again as calibrated break it (a 1.3x candidate
   // then no longer clears an 8% floor over four pairs), though the server
   // tells the user only from three times (host_noisier), where it is sure.
+  // Where nothing was promoted it prints the doctor's figures and each
+  // candidate's reason, so a failure that is not the host's shows what it was.
   std::string NothingPromotedOnALoadedHost(const v1::SessionReport& rep, const std::string& id) {
     const auto& v = rep.verification();
     if (v.promoted_rank() > 0) return "";
+    std::printf("noise floor %.4f, CV %.4f; %s\n", rep.doctor().noise_floor(), rep.baseline().cv(),
+                v.summary().c_str());
+    for (const auto& c : v.candidates()) std::printf("  c%d: %s\n", c.rank(), c.reason().c_str());
     if (v.host_noisier()) {
       EXPECT_NE(v.summary().find("busier during verification"), std::string::npos) << v.summary();
       EXPECT_FALSE(client_->GetSession(id)->not_promoted().empty());

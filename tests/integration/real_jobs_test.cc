@@ -5,7 +5,6 @@
 // Nothing in the script is edited and nothing in the spec is hand-written.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -74,9 +73,6 @@ TEST_P(RealJobsTest, DraftedFromTheLaunchCommandAndRunThroughAllFiveStages) {
   const auto& v = rep->verification();
   // The trainers run for real on this host's CPU: beside other jobs the
   // verification may honestly promote nothing, and must say why.
-  for (const auto& c : v.candidates()) {
-    if (v.promoted_rank() <= 0) std::printf("  c%d: %s\n", c.rank(), c.reason().c_str());
-  }
   if (const std::string loaded = NothingPromotedOnALoadedHost(*rep, id); !loaded.empty()) GTEST_SKIP() << loaded;
   ASSERT_GT(v.promoted_rank(), 0) << v.summary();
   std::map<std::string, const v1::IntegrityCheck*> checks;

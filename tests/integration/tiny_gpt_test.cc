@@ -216,11 +216,6 @@ TEST_F(TinyGptTest, DraftedSpecRunsAllFiveStagesUnchanged) {
                   t.status().c_str(), t.step_time_s(), t.error().c_str());
     }
   }
-  if (v.promoted_rank() <= 0) {
-    std::printf("noise floor %.4f, CV %.4f; %s\n", rep->doctor().noise_floor(),
-                rep->baseline().cv(), v.summary().c_str());
-    for (const auto& c : v.candidates()) std::printf("  c%d: %s\n", c.rank(), c.reason().c_str());
-  }
   if (const std::string loaded = NothingPromotedOnALoadedHost(*rep, id); !loaded.empty()) GTEST_SKIP() << loaded;
   ASSERT_GT(v.promoted_rank(), 0) << v.summary();
   ASSERT_EQ(Cli({"report", id}, &out, &err), 0) << err;
