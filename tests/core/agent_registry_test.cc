@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/core/requirement_testing.h"
+
 namespace infrarsi {
 namespace {
 
@@ -18,13 +20,7 @@ storage::AgentRecord Agent(const std::string& id, const std::string& gpu, int co
   return a;
 }
 
-TrialQueue::Requirement Req(const std::string& gpu, int count, const std::string& executor) {
-  TrialQueue::Requirement r;
-  r.gpu_model = gpu;
-  r.gpu_count = count;
-  r.executor = executor;
-  return r;
-}
+using ::infrarsi::testing::Req;
 
 TEST(AgentRegistryTest, IdsAreBoundToTheirToken) {
   AgentRegistry reg(absl::Seconds(90), /*started_ms=*/0);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/core/requirement_testing.h"
+
 namespace infrarsi {
 namespace {
 
@@ -15,14 +17,7 @@ storage::TrialRecord Trial(int64_t id, const std::string& session) {
   return t;
 }
 
-TrialQueue::Requirement Req(const std::string& gpu, int count = 1,
-                            const std::string& executor = "replay") {
-  TrialQueue::Requirement r;
-  r.gpu_model = gpu;
-  r.gpu_count = count;
-  r.executor = executor;
-  return r;
-}
+using ::infrarsi::testing::Req;
 
 TEST(TrialQueueTest, OldestAmongFittingRequirements) {
   TrialQueue q;

@@ -32,6 +32,7 @@
 #include "server/tokens.h"
 #include "storage/sqlite_storage.h"
 #include "tests/testing/subprocess.h"
+#include "tests/testing/test_certs.h"
 
 namespace infrarsi::server {
 namespace {
@@ -60,12 +61,7 @@ v1::InitRequest InitReq(const std::string& name) {
   return r;
 }
 
-std::string Pem(const std::string& name) {
-  std::ifstream in(std::string(INFRARSI_SOURCE_DIR) + "/tests/testing/certs/" + name);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::infrarsi::testing::Pem;
 
 class DashboardTest : public ::testing::Test {
  protected:

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include <unistd.h>
 #include "tests/testing/subprocess.h"
+#include "tests/testing/test_certs.h"
 
 namespace infrarsi::server {
 namespace {
@@ -278,12 +279,7 @@ TEST(InfraRsiServerTest, MetricsEndpointServesPrometheusText) {
   std::filesystem::remove_all(dir);
 }
 
-std::string Pem(const std::string& name) {
-  std::ifstream in(std::string(INFRARSI_SOURCE_DIR) + "/tests/testing/certs/" + name);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::infrarsi::testing::Pem;
 
 TEST(InfraRsiServerTest, PlaintextOnlyOnLoopbackUnlessInsecure) {
   EXPECT_TRUE(ResolvesToLoopbackOnly("127.0.0.1"));
