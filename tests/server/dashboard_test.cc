@@ -19,7 +19,6 @@
 #include <filesystem>
 #include <thread>
 #include <vector>
-#include <fstream>
 #include <sstream>
 
 #include "absl/strings/match.h"

@@ -3,18 +3,16 @@
 #ifndef INFRARSI_TESTS_TESTING_TEST_CERTS_H_
 #define INFRARSI_TESTS_TESTING_TEST_CERTS_H_
 
-#include <fstream>
-#include <sstream>
 #include <string>
+
+#include "base/file_util.h"
 
 namespace infrarsi::testing {
 
 // The PEM text of certs/`name`; empty where it cannot be read.
 inline std::string Pem(const std::string& name) {
-  std::ifstream in(std::string(INFRARSI_SOURCE_DIR) + "/tests/testing/certs/" + name);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return ReadRegularFile(std::string(INFRARSI_SOURCE_DIR) + "/tests/testing/certs/" + name, 1 << 20, "certificate")
+      .value_or("");
 }
 
 }  // namespace infrarsi::testing
