@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <future>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -233,6 +234,104 @@ class Features {
 
 inline double NormalCdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
 inline double NormalPdf(double z) { return std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI); }
+
+// How far the memory model's guesses at new settings err, learned from
+// its own trials (ModelOptimizer::Options::learn_memory_doubt). Each of
+// the newest `o.memory_doubt_rows` of the first `session_rows` rows of `x`
+// (the session's own, as Subsample ordered them; related rows follow) is
+// predicted as if it had not run (the newest OOMs among them up to half):
+// its row's curvature h at the mode (w / fit_sigma^2 for a measured peak,
+// w lambda (lambda - z) / fit_sigma^2 for an OOM at z = (capacity - mean)
+// / fit_sigma, lambda the normal hazard at z) taken out of the posterior, so its doubt q becomes
+// q / (1 - h q), and its gradient's pull undone (one Newton step): a
+// measured peak's residual e becomes e / (1 - h q), an OOM's mean drops by
+// that doubt times w lambda / fit_sigma. The share k of the doubt and the
+// residual sd s that make those predictions likeliest (a measured peak's
+// density, an OOM's chance of exceeding capacity, with variance k q + s^2)
+// are taken on a grid, with log-normal priors around
+// o.memory_doubt_scale and `sigma` (the residual sd learned in sample), sd
+// o.memory_doubt_log_sd each. A trial whose values other runs share has a
+// small q and speaks to s; one that tried something new says how far such
+// a guess errs; an OOM the model would not have foreseen widens both. A row
+// the fit all but interpolates (1 - h q < 0.01) is skipped, as the
+// division is unstable there. Without rows the priors' centres come back.
+struct MemoryDoubt {
+  double scale;        // the share of the weights' posterior variance
+  double residual_sd;  // of log peak, beside it
+};
+inline MemoryDoubt LearnedMemoryDoubt(const models::CensoredLinear& m, const Eigen::MatrixXd& x,
+                                      const Eigen::VectorXd& y, const Eigen::VectorXd& censored,
+                                      const Eigen::VectorXd& weights, Eigen::Index session_rows,
+                                      double fit_sigma, double sigma, const ModelOptimizer::Options& o) {
+  // The rows come as Subsample leaves them (each class newest first): the
+  // newest OOMs, up to half the rows, then the newest measured peaks.
+  std::vector<Eigen::Index> rows;
+  const Eigen::Index last = std::min(session_rows, x.rows());
+  const size_t cap = static_cast<size_t>(std::max(0, o.memory_doubt_rows));
+  for (Eigen::Index i = 0; i < last && rows.size() < cap / 2; ++i) {
+    if (censored[i] > 0.5 && weights[i] > 0) rows.push_back(i);
+  }
+  for (Eigen::Index i = 0; i < last && rows.size() < cap; ++i) {
+    if (censored[i] < 0.5 && weights[i] > 0) rows.push_back(i);
+  }
+  const Eigen::Index n = static_cast<Eigen::Index>(rows.size());
+  if (n == 0) return {o.memory_doubt_scale, sigma};
+  Eigen::MatrixXd xs(n, x.cols());
+  for (Eigen::Index j = 0; j < n; ++j) xs.row(j) = x.row(rows[static_cast<size_t>(j)]);
+  const Eigen::VectorXd q = m.MeanVarianceBatch(xs), mean = xs * m.weights();
+  const double f2 = fit_sigma * fit_sigma;
+  // Measured peaks: the left-out residual squared, doubt and weight; OOMs:
+  // capacity less the left-out mean, doubt and weight.
+  std::vector<double> e2, ql, w, gap, cq, cw;
+  for (Eigen::Index j = 0; j < n; ++j) {
+    const Eigen::Index i = rows[static_cast<size_t>(j)];
+    if (censored[i] > 0.5) {
+      const double z = (y[i] - mean[j]) / fit_sigma;
+      const double tail = std::max(1e-300, 1.0 - NormalCdf(z)), lambda = NormalPdf(z) / tail;
+      const double keep = 1.0 - weights[i] * lambda * (lambda - z) / f2 * q[j];
+      if (keep < 0.01) continue;
+      gap.push_back(y[i] - (mean[j] - q[j] / keep * weights[i] * lambda / fit_sigma));
+      cq.push_back(q[j] / keep);
+      cw.push_back(weights[i]);
+    } else {
+      const double keep = 1.0 - weights[i] * q[j] / f2;
+      if (keep < 0.01) continue;
+      const double e = (y[i] - mean[j]) / keep;
+      e2.push_back(e * e);
+      ql.push_back(q[j] / keep);
+      w.push_back(weights[i]);
+    }
+  }
+  if (w.empty() && cw.empty()) return {o.memory_doubt_scale, sigma};
+  const auto arr = [](std::vector<double>& v) {
+    return Eigen::Map<Eigen::ArrayXd>(v.data(), static_cast<Eigen::Index>(v.size()));
+  };
+  const Eigen::ArrayXd e2a = arr(e2), qla = arr(ql), wa = arr(w);
+  constexpr int kScales = 25, kSds = 15;
+  const double k_lo = std::log(o.min_memory_doubt_scale), k_prior = std::log(o.memory_doubt_scale);
+  const double s_lo = std::log(o.min_memory_sigma), s_hi = std::log(o.max_memory_sigma);
+  const double s_prior = std::log(std::clamp(sigma, o.min_memory_sigma, o.max_memory_sigma));
+  MemoryDoubt best{o.memory_doubt_scale, sigma};
+  double best_ll = -std::numeric_limits<double>::infinity();
+  for (int a = 0; a < kSds; ++a) {
+    const double log_s = s_lo + (s_hi - s_lo) * a / (kSds - 1), s2 = std::exp(2 * log_s);
+    const double zs = (log_s - s_prior) / o.memory_doubt_log_sd;
+    for (int b = 0; b < kScales; ++b) {
+      const double log_k = k_lo * (1.0 - static_cast<double>(b) / (kScales - 1));  // up to log 1
+      const double k = std::exp(log_k), zk = (log_k - k_prior) / o.memory_doubt_log_sd;
+      double ll = -0.5 * (zs * zs + zk * zk);
+      if (!w.empty()) {
+        const Eigen::ArrayXd v = k * qla + s2;
+        ll -= 0.5 * (wa * (v.log() + e2a / v)).sum();
+      }
+      for (size_t c = 0; c < cw.size(); ++c) {
+        ll += cw[c] * std::log(std::max(1e-300, 1.0 - NormalCdf(gap[c] / std::sqrt(k * cq[c] + s2))));
+      }
+      if (ll > best_ll) best_ll = ll, best = {k, std::exp(log_s)};
+    }
+  }
+  return best;
+}
 // E[max(0, X)] for X ~ N(mean, sd^2), sd > 0: expected improvement (mean =
 // best - mu) and the expected slowdown against the baseline (mu - base).
 inline double ExpectedPositivePart(double mean, double sd) {
@@ -641,6 +740,7 @@ class Models {
       memory_->Fit(xm, my, mc, mmean, mvar, o.memory_sigma, &mw, 30, &pattern, &start);
       MemoPut(ctx.memo, "memory", layout, memory_->weights());
       memory_sigma_ = o.memory_sigma;
+      double fit_sigma = o.memory_sigma;  // the sigma the posterior's covariance is at
       if (o.learn_memory_sigma) {
         const double sigma = LearnedMemorySigma(*memory_, xm, pattern, my, mc, mw, o);
         if (std::fabs(std::log(sigma / o.memory_sigma)) > 0.1) {  // refit where it moved
@@ -655,8 +755,15 @@ class Models {
           Eigen::VectorXd put(mem_dim_ + 1);
           put << memory_->weights(), sigma;
           MemoPut(ctx.memo, "memory-refit", layout, put);
+          fit_sigma = sigma;
         }
         memory_sigma_ = sigma;
+      }
+      if (estimate && o.learn_memory_doubt) {
+        const MemoryDoubt d = LearnedMemoryDoubt(*memory_, xm, my, mc, mw, static_cast<Eigen::Index>(sub.rows.size()),
+                                                 fit_sigma, memory_sigma_, o);
+        memory_doubt_ = d.scale;
+        fits_residual_sd_ = d.residual_sd;
       }
     }
     aside_fits.get();
@@ -741,8 +848,8 @@ class Models {
       const Eigen::VectorXd mean = xm.Times(memory_->weights());
       const Eigen::VectorXd doubt = memory_->MeanVarianceBatch(xm);
       const double cap = std::log(planner_.capacity_gib);
-      fit = memory_->ProbabilityBelow(mean, doubt, cap, memory_doubt_);
-      fit_doubt = memory_doubt_ == 1.0 ? fit : memory_->ProbabilityBelow(mean, doubt, cap, 1.0);
+      fit = memory_->ProbabilityBelow(mean, doubt, cap, memory_doubt_, fits_residual_sd_);
+      fit_doubt = memory_doubt_ == 1.0 && fits_residual_sd_ < 0 ? fit : memory_->ProbabilityBelow(mean, doubt, cap, 1.0);
     }
     time_pred.get();
     for (Eigen::Index i = 0; i < n; ++i) {
@@ -762,6 +869,10 @@ class Models {
     }
     return out;
   }
+  // The share of the weights' posterior variance P(fits) counts, and the
+  // residual sd beside it (-1: the fit's own).
+  double memory_doubt() const { return memory_doubt_; }
+  double fits_residual_sd() const { return fits_residual_sd_; }
   // Predicted peak memory (GiB); 0 without a memory model.
   double PeakGib(const Config& c) const { return memory_ ? std::exp(memory_->Mean(MemX(c))) : 0; }
   // The same for the setting at `index` of the space (ConfigAt), without
@@ -780,7 +891,7 @@ class Models {
     Eigen::VectorXd x = Eigen::VectorXd::Zero(mem_dim_);
     f_.EncodeAt(index, x, /*zeroed=*/true);
     if (mem_dim_ > f_.dim()) SetEstimateColumns(index, nullptr, x);
-    return memory_->ProbabilityBelow(x, std::log(planner_.capacity_gib), memory_doubt_);
+    return memory_->ProbabilityBelow(x, std::log(planner_.capacity_gib), memory_doubt_, fits_residual_sd_);
   }
   // The rows the step-time and memory models see for `c` (the bank
   // sources' offset columns stay 0: contrasts within this session).
@@ -920,8 +1031,11 @@ class Models {
   bool have_base_ = false;
   double base_log_ = 0, risk_weight_ = 0;
   // The share of the weights' posterior variance P(fits) counts
-  // (Options::memory_doubt_scale where the textbook estimate is a column).
+  // (Options::memory_doubt_scale where the textbook estimate is a column,
+  // or what the runs' peaks bear out: LearnedMemoryDoubt), and the
+  // residual sd beside it (-1: the fit's own).
   double memory_doubt_ = 1.0;
+  double fits_residual_sd_ = -1;
   double memory_sigma_ = 0;
   models::BayesLinear time_;
   bool fit_launch_ = false;

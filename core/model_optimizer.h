@@ -198,6 +198,27 @@ class ModelOptimizer : public Optimizer {
     // 1 -> 1446.7 / 61.1; 0.1 -> 1353.4 / 57.3; 0.03 -> 1290.6 / 60.8,
     // fewer targets met. docs/benchmarks.md.)
     double memory_doubt_scale = 0.1;
+    // Where the workload has a textbook memory estimate, learn that share
+    // and the residual sd P(fits) reads beside it from the session's own
+    // peaks: each of the newest memory_doubt_rows measured peaks predicted
+    // as if it had not run (model_internal::LearnedMemoryDoubt), the share
+    // within [min_memory_doubt_scale, 1] (prior: log-normal around
+    // memory_doubt_scale), the residual sd within [min, max]_memory_sigma
+    // (prior: around the one learned in sample), memory_doubt_log_sd each
+    // prior's sd in log. A fixed share was still under-confident where the
+    // estimate is good (picks at P(fits) 0.5-0.7 ran out of memory 2% of
+    // the time, not 38%) and cannot be trusted where it is not; the runs
+    // say which. The probes and the OOM retry keep the whole doubt at the
+    // fit's residual sd (Prediction::p_fit_doubt). false: memory_doubt_scale
+    // and the fit's residual sd as they are. (Held-out half, 10 seeds:
+    // summed means of trials to within 2% 96.7 -> 84.6, OOMs summed 2.6 ->
+    // 3.0; development suites 865.6 -> 828.6, OOMs 23.8 -> 29.6. A prior
+    // sd of 0.5 gave back most of the trials saved, for fewer OOMs.
+    // docs/benchmarks.md.)
+    bool learn_memory_doubt = true;
+    double min_memory_doubt_scale = 0.01;
+    double memory_doubt_log_sd = 1.0;
+    int memory_doubt_rows = 64;
     // Past this many finished trials, the run and memory models fit a
     // weighted subsample (the newest of each class), bounding a proposal's
     // cost; the step-time model always sees every trial.

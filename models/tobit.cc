@@ -138,8 +138,10 @@ double CensoredLinear::MeanVariance(const Eigen::VectorXd& x) const {
   return hessian_llt_.matrixL().solve(x).squaredNorm();
 }
 
-double CensoredLinear::ProbabilityBelow(const Eigen::VectorXd& x, double threshold, double doubt_scale) const {
-  const double sd = std::sqrt(sigma_ * sigma_ + doubt_scale * MeanVariance(x));
+double CensoredLinear::ProbabilityBelow(const Eigen::VectorXd& x, double threshold, double doubt_scale,
+                                        double residual_sd) const {
+  const double s = residual_sd >= 0 ? residual_sd : sigma_;
+  const double sd = std::sqrt(s * s + doubt_scale * MeanVariance(x));
   return 1.0 - UpperTail((threshold - Mean(x)) / sd);
 }
 
@@ -158,10 +160,11 @@ Eigen::VectorXd CensoredLinear::ProbabilityBelowBatch(const SparseRows& x, doubl
 }
 
 Eigen::VectorXd CensoredLinear::ProbabilityBelow(const Eigen::VectorXd& mu, const Eigen::VectorXd& q,
-                                                 double threshold, double doubt_scale) const {
+                                                 double threshold, double doubt_scale, double residual_sd) const {
+  const double s = residual_sd >= 0 ? residual_sd : sigma_;
   Eigen::VectorXd p(mu.size());
   for (Eigen::Index i = 0; i < mu.size(); ++i) {
-    const double sd = std::sqrt(sigma_ * sigma_ + doubt_scale * q[i]);
+    const double sd = std::sqrt(s * s + doubt_scale * q[i]);
     p[i] = 1.0 - UpperTail((threshold - mu[i]) / sd);
   }
   return p;

@@ -64,15 +64,19 @@ class CensoredLinear {
   // P(y <= threshold) for a new trial at x: the probability that it fits.
   // `doubt_scale` scales the weights' posterior variance in it (MeanVariance;
   // the residual's stays whole): a caller's recalibration of a doubt its
-  // wide priors overstate, with the fit (its mode) unchanged.
-  double ProbabilityBelow(const Eigen::VectorXd& x, double threshold, double doubt_scale = 1.0) const;
+  // wide priors overstate, with the fit (its mode) unchanged. `residual_sd`
+  // (where >= 0) is counted instead of the fit's own residual sd: the
+  // caller's estimate of how far a new setting's peak scatters about the
+  // mean.
+  double ProbabilityBelow(const Eigen::VectorXd& x, double threshold, double doubt_scale = 1.0,
+                          double residual_sd = -1) const;
   // ProbabilityBelow for every row of `x`.
   Eigen::VectorXd ProbabilityBelowBatch(const Eigen::MatrixXd& x, double threshold) const;
   Eigen::VectorXd ProbabilityBelowBatch(const SparseRows& x, double threshold, double doubt_scale = 1.0) const;
   // The same from each row's Mean and MeanVariance (`q`), found once for
   // several thresholds or scales.
   Eigen::VectorXd ProbabilityBelow(const Eigen::VectorXd& mu, const Eigen::VectorXd& q, double threshold,
-                                   double doubt_scale = 1.0) const;
+                                   double doubt_scale = 1.0, double residual_sd = -1) const;
   const Eigen::VectorXd& weights() const { return w_; }
   // Posterior sd of weight j (Laplace).
   double WeightSd(int j) const;

@@ -137,6 +137,10 @@ infrarsi::ModelOptimizer::Options ExperimentOptions() {
   if (const char* v = std::getenv("X_GRADED")) o.graded_fallback = std::atoi(v) != 0;
   if (const char* v = std::getenv("X_KEEP_FIT")) o.fallback_keeps_fit = std::atoi(v) != 0;
   if (const char* v = std::getenv("X_STALL_UNTRIED")) o.stall_grows_untried = std::atoi(v) != 0;
+  if (const char* v = std::getenv("X_LDOUBT")) o.learn_memory_doubt = std::atoi(v) != 0;
+  num("X_MINDOUBT", &o.min_memory_doubt_scale);
+  num("X_DOUBTSD", &o.memory_doubt_log_sd);
+  num("X_DOUBTROWS", &o.memory_doubt_rows);
   num("X_KNOB_SCALE", &o.learned_knob_scale_floor);
   return o;
 }

@@ -199,6 +199,9 @@ TEST(SearchGuardsTest, AfterOomsOnlySettingsLikelyToFitRunAndTheSearchStops) {
   ModelOptimizer::Options off;
   off.oom_caution = false;
   off.min_p_beat_baseline = 0;
+  // The search as it was: a fixed share of the memory model's doubt (with
+  // the doubt learned from the runs, no OOMs without the caution either).
+  off.learn_memory_doubt = false;
   const int ooms_on = OverSeeds(spec, ModelOptimizer::Options(), 3, 30).ooms;
   const int ooms_off = OverSeeds(spec, off, 3, 30).ooms;
   std::printf("OOMs in 3 sessions of 30 trials: %d with the caution, %d without\n", ooms_on, ooms_off);
@@ -288,7 +291,11 @@ TEST(SearchGuardsTest, AtTheMemoryEdgeThePicksLeanToSettingsLikelyToFit) {
   soft_opts.fused_off_prior = 0;
   // As it was measured: P(fits) with the memory model's whole doubt. With
   // a tenth of it (the default now) the picks tell the edge apart without
-  // the soft caution too (9 of 45 OOMs without it, 7 with), checked last.
+  // the soft caution too (9 of 45 OOMs without it, 7 with), checked last,
+  // and so with the doubt learned from the runs (the default now), which
+  // would hide the defect.
+  const ModelOptimizer::Options learned = soft_opts;
+  soft_opts.learn_memory_doubt = false;
   const ModelOptimizer::Options scaled = soft_opts;
   soft_opts.memory_doubt_scale = 1;
   ModelOptimizer::Options hard = soft_opts;  // the caution dropped where nothing passes
@@ -307,6 +314,9 @@ TEST(SearchGuardsTest, AtTheMemoryEdgeThePicksLeanToSettingsLikelyToFit) {
   const Session now = OverSeeds(spec, scaled, 4, 30);
   std::printf("With a tenth of the doubt: %d OOMs of %d trials\n", now.ooms, now.trials);
   EXPECT_LE(now.ooms, ooms_soft);
+  const Session sure = OverSeeds(spec, learned, 4, 30);
+  std::printf("With the doubt learned: %d OOMs of %d trials\n", sure.ooms, sure.trials);
+  EXPECT_LE(sure.ooms, ooms_soft);
 }
 
 TEST(SearchGuardsTest, WhereNothingPassesTheBaselineFloorASettingLikelyToFitRunsBeforeOneThatIsNot) {
@@ -501,6 +511,7 @@ TEST(SearchGuardsTest, AHandTunedBaselineKeepsWhatItHasRightInTheFirstPicks) {
   off.estimated_main_effect_var = 0.5;
   off.stall_trials = 0;
   off.oom_caution_start = 0;
+  off.learn_memory_doubt = false;
   int far_on = 0, far_off = 0;
   for (uint64_t seed = 1; seed <= 5; ++seed) {
     for (const auto& [opts, far] : {std::pair{ModelOptimizer::Options(), &far_on}, std::pair{off, &far_off}}) {
