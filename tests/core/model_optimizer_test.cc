@@ -1512,6 +1512,42 @@ TEST_F(SimWorkloadModelsTest, FlashAttentionAndFusedKernelsOffArePredictedSlower
 
 // A stall doubles the prior variance of the main effects every
 // stall_trials finished trials since the best (Options::stall_trials), but
+// An OOM the memory model was sure would fit is the strongest evidence
+// that it is too sure, so the learned doubt reads it however far in the
+// normal tail it lies (1 - NormalCdf(z) rounds to 0 from z = 8.3: such a
+// row was skipped as if the fit interpolated it). Three settings' peaks
+// measured three times each at a residual sd of 0.02; a fourth, which the
+// additive model puts at 3.0 in log, runs out of memory at a capacity of
+// 3.8. The same fit's doubt is learned with and without that row.
+TEST(LearnedMemoryDoubtTest, AnOomTheModelWasSureWouldFitWidensTheDoubt) {
+  // Columns: intercept, knob a, knob b, their interaction (prior sd 0.02:
+  // the OOM's pull goes there, not into the measured rows' residuals).
+  Eigen::MatrixXd x(10, 4);
+  x << 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0,
+      1, 1, 1, 1;
+  Eigen::VectorXd y(10), cens = Eigen::VectorXd::Zero(10), w = Eigen::VectorXd::Ones(10);
+  y << 3.0, 3.01, 2.99, 3.1, 3.11, 3.09, 2.9, 2.91, 2.89, 3.8;
+  cens[9] = 1;
+  const double sigma = 0.02;
+  const Eigen::Vector4d prior_mean(3, 0, 0, 0), prior_var(1, 0.25, 0.25, 0.0004);
+  models::CensoredLinear m;
+  m.Fit(x, y, cens, prior_mean, prior_var, sigma);
+  const double z = (y[9] - x.row(9).dot(m.weights())) / sigma;
+  ASSERT_GT(z, 8.3) << "the OOM is not where 1 - NormalCdf rounds to 0";
+  const ModelOptimizer::Options o;
+  Eigen::VectorXd left_out = w;
+  left_out[9] = 0;  // a weight of 0: not read
+  const model_internal::MemoryDoubt a = model_internal::LearnedMemoryDoubt(m, x, y, cens, w, 10, sigma, sigma, o);
+  const model_internal::MemoryDoubt b = model_internal::LearnedMemoryDoubt(m, x, y, cens, left_out, 10, sigma, sigma, o);
+  // The predictive variance each reads at the OOM's setting.
+  const double q = m.MeanVariance(x.row(9).transpose());
+  const double va = a.scale * q + a.residual_sd * a.residual_sd, vb = b.scale * q + b.residual_sd * b.residual_sd;
+  // Measured (z = 13.3): residual sd 0.247 with the OOM read, 0.114 without
+  // (the measured rows' residuals, moved by the OOM's pull on the fit).
+  EXPECT_GT(va, 2 * vb) << "scale " << a.scale << " sd " << a.residual_sd << " against " << b.scale << " "
+                        << b.residual_sd;
+}
+
 // P(fits) is as sure of a setting's peak as the runs' peaks bear out
 // (Options::learn_memory_doubt). Where the textbook estimate tracks the
 // simulator's peaks, settings near capacity are told apart better than with
