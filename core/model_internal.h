@@ -234,8 +234,6 @@ class Features {
 
 inline double NormalCdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
 inline double NormalPdf(double z) { return std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI); }
-// 1 - NormalCdf(z), without the cancellation in the far upper tail.
-inline double NormalUpperTail(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
 
 // How far the memory model's guesses at new settings err, learned from
 // its own trials (ModelOptimizer::Options::learn_memory_doubt). Each of
@@ -289,9 +287,10 @@ inline MemoryDoubt LearnedMemoryDoubt(const models::CensoredLinear& m, const Eig
     const Eigen::Index i = rows[static_cast<size_t>(j)];
     if (censored[i] > 0.5) {
       const double z = (y[i] - mean[j]) / fit_sigma;
-      // The upper tail by erfc: 1 - NormalCdf(z) rounds to 0 from z = 8.3,
-      // and the OOMs the model was surest would fit are the ones to read.
-      const double tail = std::max(1e-300, NormalUpperTail(z)), lambda = NormalPdf(z) / tail;
+      // The tail's hazard as the fit reads it (models::InverseMills): 1 -
+      // NormalCdf(z) rounds to 0 from z = 8.3, and the OOMs the model was
+      // surest would fit are the ones to read.
+      const double lambda = models::InverseMills(z);
       const double keep = 1.0 - weights[i] * lambda * (lambda - z) / f2 * q[j];
       if (keep < 0.01) continue;
       gap.push_back(y[i] - (mean[j] - q[j] / keep * weights[i] * lambda / fit_sigma));
@@ -329,7 +328,7 @@ inline MemoryDoubt LearnedMemoryDoubt(const models::CensoredLinear& m, const Eig
         ll -= 0.5 * (wa * (v.log() + e2a / v)).sum();
       }
       for (size_t c = 0; c < cw.size(); ++c) {
-        ll += cw[c] * std::log(std::max(1e-300, NormalUpperTail(gap[c] / std::sqrt(k * cq[c] + s2))));
+        ll += cw[c] * std::log(std::max(1e-300, models::UpperTail(gap[c] / std::sqrt(k * cq[c] + s2))));
       }
       if (ll > best_ll) best_ll = ll, best = {k, std::exp(log_s)};
     }

@@ -11,16 +11,16 @@ namespace infrarsi::models {
 namespace {
 
 double Pdf(double z) { return std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI); }
-double UpperTail(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }  // 1 - Phi(z)
 
-// phi(z) / (1 - Phi(z)), stable far in the tail where both vanish.
+}  // namespace
+
+double UpperTail(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
+
 double InverseMills(double z) {
   const double tail = UpperTail(z);
   if (z > 8.0 || tail < 1e-300) return z + 1.0 / z;  // asymptotic expansion
   return Pdf(z) / tail;
 }
-
-}  // namespace
 
 void CensoredLinear::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
                          const Eigen::VectorXd& censored, const Eigen::VectorXd& prior_mean,

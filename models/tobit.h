@@ -21,6 +21,13 @@
 
 namespace infrarsi::models {
 
+// 1 - Phi(z) for the standard normal, by erfc: no cancellation in the far
+// upper tail, where 1 - Phi(z) computed as such rounds to 0 from z = 8.3.
+double UpperTail(double z);
+// phi(z) / (1 - Phi(z)), the hazard of a censored row, stable far in the
+// tail where both vanish.
+double InverseMills(double z);
+
 class CensoredLinear {
  public:
   // Rows of `x` are trials. `y` holds the observed value where
