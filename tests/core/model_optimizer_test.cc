@@ -1544,6 +1544,8 @@ TEST(LearnedMemoryDoubtTest, AnOomTheModelWasSureWouldFitWidensTheDoubt) {
   const double va = a.scale * q + a.residual_sd * a.residual_sd, vb = b.scale * q + b.residual_sd * b.residual_sd;
   // Measured (z = 13.3): residual sd 0.247 with the OOM read, 0.114 without
   // (the measured rows' residuals, moved by the OOM's pull on the fit).
+  std::printf("z %.1f: with the OOM read scale %.4f, residual sd %.4f; without %.4f, %.4f\n", z, a.scale,
+              a.residual_sd, b.scale, b.residual_sd);
   EXPECT_GT(va, 2 * vb) << "scale " << a.scale << " sd " << a.residual_sd << " against " << b.scale << " "
                         << b.residual_sd;
 }
