@@ -24,7 +24,11 @@
 //                                 the cluster's run-to-run noise, seeded per session;
 //                                 SEARCH_BASELINE_RUNS=k: the doctor's k baseline runs;
 //                                 SEARCH_NO_GAIN_STOP=1: no expected-gain stop, the
-//                                 optimizer's own stops kept, to read what it costs)
+//                                 optimizer's own stops kept, to read what it costs;
+//                                 SEARCH_BLIND=1: the search sees each workload as a
+//                                 real job's, without the simulator's textbook estimates
+//                                 and launch rules: the path real jobs and the measured
+//                                 landscape take, to tune on without looking at those)
 //   search_bench --latency [history=2000] proposal latency with a long history, each
 //                proposal after the last one's pick ran, with the session's memo
 //                (LATENCY_N proposals, default 100; LATENCY_NO_MEMO=1: no memo;
@@ -1304,10 +1308,30 @@ int Estimates() {
 }
 
 // The generated suite's workload `w` as a bench.
+// SEARCH_BLIND=1 (read once; a bad value exits 2): the generated suite's
+// search sees each workload as a real job's (executor replay), so
+// PlannerFor gives it the GPU's capacity only: no textbook memory or time
+// estimate, no launch rules. Outcomes still come from the simulator
+// (evaluate holds its own copy of the spec). The search's path on real
+// jobs and on the measured landscape, which the project never tunes on.
+bool SearchBlind() {
+  static const bool blind = [] {
+    const char* s = std::getenv("SEARCH_BLIND");
+    if (s == nullptr) return false;
+    if (std::strcmp(s, "0") != 0 && std::strcmp(s, "1") != 0) {
+      std::fprintf(stderr, "SEARCH_BLIND must be 0 or 1, got '%s'\n", s);
+      std::exit(2);
+    }
+    return s[0] == '1';
+  }();
+  return blind;
+}
+
 Bench SuiteBench(const infrarsi::bench::SuiteWorkload& w) {
   Bench b = SimBench(Parse(w.yaml, "/", w.name), w.best_step_s);
   b.name = w.name;
   b.hand_tuned = w.hand_tuned;
+  if (SearchBlind()) b.spec.executor_kind = infrarsi::SessionSpec::ExecutorKind::kReplay;
   return b;
 }
 
@@ -1447,9 +1471,13 @@ int Generalize(int seeds, int budget, const std::string& which) {
       }
       const Bench b = SuiteBench(w);
       if (std::getenv("SEARCH_TRACE") != nullptr) {  // where the optimum is, against the baseline
-        // One enumeration: the 200 best for the count below, the first 5 printed.
-        auto land = infrarsi::EnumerateSimLandscape(b.spec, 200);
-        const infrarsi::Planner planner = infrarsi::PlannerFor(b.spec);
+        // One enumeration: the 200 best for the count below, the first 5
+        // printed; the estimates the simulator's spec gives (SEARCH_BLIND
+        // or not).
+        infrarsi::SessionSpec sim_spec = b.spec;
+        sim_spec.executor_kind = infrarsi::SessionSpec::ExecutorKind::kSim;
+        auto land = infrarsi::EnumerateSimLandscape(sim_spec, 200);
+        const infrarsi::Planner planner = infrarsi::PlannerFor(sim_spec);
         for (size_t top = 0; top < std::min<size_t>(5, land->best.size()); ++top) {
           const auto& p = land->best[top];
           std::string diff;
