@@ -460,6 +460,10 @@ struct SessionResult {
   // Over the whole budget: OOMs, and trials slower than the baseline or
   // failed (of `trials`).
   int ooms_total = 0, worse_than_baseline = 0, trials = 0;
+  int failed_total = 0;  // trials that neither ran nor ran out of memory (launch errors)
+  // Ended by the expected-gain stop reading an expected gain of 0: every
+  // setting's score zeroed by the OOM caution or the baseline's floor.
+  bool stopped_at_zero_gain = false;
   // Trials that ran within 1% of the fastest before them (the baseline
   // included), either way: they re-measure what was known.
   int remeasures = 0;
@@ -519,6 +523,7 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
     if (server_stop_rule && (!measuring.no_gain_stop || !proposal.stop.empty())) {
       if (const std::string why = infrarsi::SearchStopReason(b.spec, n - 1, proposal, b.noise_floor); !why.empty()) {
         r.ended_by = !proposal.stop.empty() ? SessionResult::kOomStop : SessionResult::kGainStop;
+        r.stopped_at_zero_gain = proposal.stop.empty() && proposal.expected_gain == 0;
         if (std::getenv("SEARCH_TRACE") != nullptr) {
           std::fprintf(stderr, "seed %llu stops before trial %d: %s\n", static_cast<unsigned long long>(seed), n,
                        why.c_str());
@@ -549,6 +554,7 @@ SessionResult RunSession(const Bench& b, infrarsi::Optimizer& opt, const infrars
     }
     ++r.trials;
     r.ooms_total += o.oom;
+    r.failed_total += !o.ok && !o.oom;
     if (!proposal.p_fit.empty() && proposal.p_fit[0] >= 0 && (o.ok || o.oom)) r.fits.push_back({proposal.p_fit[0], o.oom});
     r.worse_than_baseline += !o.ok || o.step_time_s > b.baseline;
     r.remeasures += o.ok && r.best_found > 0 && std::abs(o.step_time_s / r.best_found - 1) < 0.01;
@@ -1463,6 +1469,7 @@ int Generalize(int seeds, int budget, const std::string& which) {
     std::vector<int> bin_picks(fit_bins.size() - 1, 0), bin_ooms(fit_bins.size() - 1, 0);
     std::vector<double> bin_expected(fit_bins.size() - 1, 0.0);
     int ended[SessionResult::kEndings] = {}, ended_short[SessionResult::kEndings] = {};  // by ended_by
+    int zero_gain_stops = 0, outcome_ok = 0, outcome_oom = 0, outcome_failed = 0;
     for (const auto& w : *suite) {
       if (w.held_out != held_out) continue;
       // SEARCH_ONLY=substring: only those workloads (for diagnosis).
@@ -1531,6 +1538,10 @@ int Generalize(int seeds, int budget, const std::string& which) {
         }
         sum_trials += r.trials;
         ++ended[r.ended_by];
+        zero_gain_stops += r.stopped_at_zero_gain;
+        outcome_oom += r.ooms_total;
+        outcome_failed += r.failed_total;
+        outcome_ok += r.trials - r.ooms_total - r.failed_total;
         ended_short[r.ended_by] += r.trials_to_2pct > budget;
         if (r.trials_to_2pct <= budget) {
           sum_cost += r.gpu_s_to_2pct;
@@ -1600,6 +1611,9 @@ int Generalize(int seeds, int budget, const std::string& which) {
                 "the optimizer's stop (after OOMs, or nothing likely to fit and beat the baseline) %d (%d), "
                 "nothing left to propose %d (%d).\n",
                 ended[0], ended_short[0], ended[1], ended_short[1], ended[2], ended_short[2], ended[3], ended_short[3]);
+    std::printf("Of the expected-gain stops, at an expected gain of 0 (every score zeroed by the OOM caution or the "
+                "baseline's floor): %d. The search trials by outcome: ran %d, out of memory %d, failed to launch %d.\n",
+                zero_gain_stops, outcome_ok, outcome_oom, outcome_failed);
     std::printf("The memory model's P(fits) at the pick against the outcome (picks that ran or ran out of memory; "
                 "P range: picks, out of memory predicted / observed):");
     for (size_t k = 0; k < bin_picks.size(); ++k) {
