@@ -47,7 +47,19 @@ struct Observation {
   std::string status;
   double step_time_s = 0;
   double peak_mem_gib = 0;
+  // IndexOf(spec, config) under the spec of the session it belongs to,
+  // where the caller keeps its history between proposals (SearchHistory
+  // sets it once per trial: re-walking 2,000 Config maps was about a tenth
+  // of a proposal), or kIndexUnknown: the search computes it. A caller
+  // that sets it vouches that it is config's index under the spec it
+  // passes with the history (SpaceIndexer reads it unchecked).
+  static constexpr int64_t kIndexUnknown = -2;
+  int64_t space_index = kIndexUnknown;
 };
+
+// Sets obs->space_index to IndexOf(spec, obs->config), as a history kept
+// between proposals holds it.
+void KeepSpaceIndex(const SessionSpec& spec, Observation* obs);
 
 // What a session brings to the search besides its own trials.
 struct SearchContext {
@@ -160,10 +172,11 @@ class SpaceIndexer {
   explicit SpaceIndexer(const SessionSpec& spec);
   // IndexOf(spec, config).
   int64_t operator()(const Config& config) const;
-  // IndexOf of each observation's config, in order. A history's configs
-  // lie all over the heap, so walking one map at a time waits on a cache
-  // miss per node; these walk eight maps in step, whose misses overlap.
-  // A long history's halves are indexed on two threads.
+  // IndexOf of each observation's config, in order: its space_index where
+  // the caller kept one (Observation::space_index), else computed. A
+  // history's configs lie all over the heap, so walking one map at a time
+  // waits on a cache miss per node; these walk eight maps in step, whose
+  // misses overlap. Many to compute are split over two threads.
   std::vector<int64_t> operator()(const std::vector<Observation>& history) const;
 
  private:

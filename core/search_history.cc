@@ -34,6 +34,7 @@ absl::StatusOr<bool> SearchHistory::Apply(const std::vector<storage::TrialRecord
     std::optional<Observation> o;
     if (learns) {
       ASSIGN_OR_RETURN(o, SearchObservationOf(*spec_, t));
+      KeepSpaceIndex(*spec_, &*o);  // once per trial, not per proposal
     }
     const double gpu_s = TrialGpuSeconds(*spec_, t);
     if (known) {

@@ -41,8 +41,9 @@ class SearchHistory {
   absl::Status Update(std::shared_ptr<const SessionSpec> spec, const ReadChanged& read);
 
   // What SearchHistoryOf(spec, trials) returns for the session's trials as
-  // of the last Update, and the GPU-seconds it counts (the same sum, in
-  // the same order, bit for bit).
+  // of the last Update, each with its space_index under the spec kept
+  // (KeepSpaceIndex), and the GPU-seconds it counts (the same sum, in the
+  // same order, bit for bit).
   const std::vector<Observation>& observations() const { return observations_; }
   double GpuSeconds() const;
   // The highest rev applied (0: none).

@@ -31,7 +31,9 @@
 //                                 landscape take, to tune on without looking at those)
 //   search_bench --latency [history=2000] proposal latency with a long history, each
 //                proposal after the last one's pick ran, with the session's memo
+//                and the history's indices kept as the server keeps them
 //                (LATENCY_N proposals, default 100; LATENCY_NO_MEMO=1: no memo;
+//                LATENCY_NO_KEPT_INDEX=1: every proposal indexes the history;
 //                LATENCY_EARLY=1: an early session with two contract violations instead);
 //                then Optuna's TPE on the same landscapes (tpe_bench.py --latency), with
 //                the target's verdict: our p99 under a tenth of its median, per landscape
@@ -990,7 +992,9 @@ int Latency(int history_size) {
       "violation), 1 proposal of 1 setting each, as a session makes them: each after the\n"
       "last one's pick ran and joined the history, with the session's ProposalMemo (the\n"
       "fits start at the last proposal's modes; LATENCY_NO_MEMO=1: without; cold: the\n"
-      "first proposal, untimed in the rest, with an empty memo, as after a restart); then\n"
+      "first proposal, untimed in the rest, with an empty memo, as after a restart) and the\n"
+      "settings' indices kept as the server's kept history keeps them (LATENCY_NO_KEPT_INDEX=1:\n"
+      "each proposal indexes the whole history); then\n"
       "the same with the server's most of %zu bank trials of the workload from another GPU\n"
       "(SearchContext::related); cpu: the median CPU time of a proposal over all threads\n"
       "(the step-time and launch models are fitted on a second thread while the memory\n"
@@ -1059,9 +1063,16 @@ int Latency(int history_size) {
     // (its outcome joins the history), with the session's memo, as the
     // server keeps one (LATENCY_NO_MEMO: without).
     const bool use_memo = std::getenv("LATENCY_NO_MEMO") == nullptr;
+    // The history's settings indexed once per trial, as the server's kept
+    // history holds them (SearchHistory; LATENCY_NO_KEPT_INDEX: each
+    // proposal indexes all of them, as before).
+    const bool keep_index = std::getenv("LATENCY_NO_KEPT_INDEX") == nullptr;
     auto time = [&](infrarsi::SearchContext c, std::vector<double>* cpu, double* cold_ms) {
       std::vector<double> ms;
       std::vector<Observation> h = hist;
+      if (keep_index) {
+        for (Observation& o : h) infrarsi::KeepSpaceIndex(b.spec, &o);
+      }
       infrarsi::ProposalMemo memo;
       if (use_memo) c.memo = &memo;
       for (int i = -1; i < n; ++i) {
@@ -1078,6 +1089,7 @@ int Latency(int history_size) {
         }
         if (p.configs.empty()) break;
         h.push_back(Observe(b, p.configs[0]));
+        if (keep_index) infrarsi::KeepSpaceIndex(b.spec, &h.back());
       }
       return ms;
     };

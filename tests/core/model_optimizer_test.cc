@@ -596,6 +596,43 @@ TEST(ModelOptimizerTest, IndexOfInvertsConfigAt) {
     long_history.push_back(o);
   }
   EXPECT_GE(odd_in(long_history), 10);
+  // Indices kept by the caller (Observation::space_index, as SearchHistory
+  // keeps them) are read, not recomputed: every one, every third (kept and
+  // computed in the same lanes, odd settings among both), and a long
+  // history with most kept, all give IndexOf's answers.
+  for (int every : {1, 3}) {
+    for (std::vector<Observation>* h : {&history, &long_history}) {
+      std::vector<Observation> kept = *h;
+      for (size_t i = 0; i < kept.size(); i += static_cast<size_t>(every)) KeepSpaceIndex(spec, &kept[i]);
+      EXPECT_EQ(odd_in(kept), odd_in(*h)) << every;
+    }
+  }
+  // The index is read unchecked: a kept one is what the search uses.
+  std::vector<Observation> vouched = {history[0]};
+  vouched[0].space_index = 5;
+  EXPECT_EQ(index_of(vouched), std::vector<int64_t>{5});
+}
+
+// A history whose indices are kept between proposals (the server's
+// SearchHistory) gets the proposals a history without them gets.
+TEST(ModelOptimizerTest, KeptSpaceIndicesProposeWhatComputedOnesDo) {
+  const SessionSpec spec = ToySpec();
+  SearchContext ctx;
+  ctx.spec = &spec;
+  std::vector<Observation> plain = {MeasureMem(spec.baseline)}, kept = plain;
+  KeepSpaceIndex(spec, &kept[0]);
+  ModelOptimizer model;
+  for (uint64_t n = 1; n <= 12; ++n) {
+    const Proposal a = model.Propose(ctx, plain, 1, n), b = model.Propose(ctx, kept, 1, n);
+    ASSERT_EQ(a.configs, b.configs) << n;
+    ASSERT_EQ(a.reasons, b.reasons) << n;
+    if (a.configs.empty()) break;
+    plain.push_back(MeasureMem(a.configs[0]));
+    kept.push_back(plain.back());
+    KeepSpaceIndex(spec, &kept.back());
+    EXPECT_EQ(kept.back().space_index, IndexOf(spec, a.configs[0]));
+  }
+  EXPECT_GE(plain.size(), 8u);
 }
 
 // Names and values are compared a word at a time: one that differs from

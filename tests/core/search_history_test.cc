@@ -61,6 +61,8 @@ class SearchHistoryTest : public ::testing::Test {
       EXPECT_EQ(a.status, b.status) << i;
       EXPECT_EQ(a.step_time_s, b.step_time_s) << i;
       EXPECT_EQ(a.peak_mem_gib, b.peak_mem_gib) << i;
+      // Kept once per trial for the search (SpaceIndexer reads it unchecked).
+      EXPECT_EQ(a.space_index, IndexOf(spec, b.config)) << i;
     }
     EXPECT_EQ(h.GpuSeconds(), gpu_s);  // the same sum in the same order
   }
