@@ -42,7 +42,15 @@ Proposal ModelOptimizer::Propose(const SearchContext& ctx, const std::vector<Obs
   absl::flat_hash_set<int64_t> seen;
   std::vector<int64_t> tried;
   const SpaceIndexer index_of(spec);
-  const std::vector<int64_t> history_index = index_of(history);
+  // The caller's kept indices where they fit this history and space (a
+  // wrong one would index past the space's digits), else computed.
+  std::vector<int64_t> computed_index;
+  const int64_t space_size = spec.SpaceSize();
+  const bool kept_index = ctx.history_index != nullptr && ctx.history_index->size() == history.size() &&
+                          std::all_of(ctx.history_index->begin(), ctx.history_index->end(),
+                                      [&](int64_t i) { return i >= -1 && i < space_size; });
+  if (!kept_index) computed_index = index_of(history);
+  const std::vector<int64_t>& history_index = kept_index ? *ctx.history_index : computed_index;
   // -1 where a hand-built spec's baseline lies outside the space.
   const int64_t baseline_index = IndexOf(spec, spec.baseline);
   for (int64_t i : history_index) {

@@ -132,21 +132,12 @@ int64_t SpaceIndexer::operator()(const Config& config) const {
   return index;
 }
 
-void KeepSpaceIndex(const SessionSpec& spec, Observation* obs) { obs->space_index = IndexOf(spec, obs->config); }
-
 std::vector<int64_t> SpaceIndexer::operator()(const std::vector<Observation>& history) const {
   std::vector<int64_t> out(history.size(), 0);
-  const size_t to_compute = static_cast<size_t>(std::count_if(history.begin(), history.end(), [](const Observation& o) {
-    return o.space_index == Observation::kIndexUnknown;
-  }));
-  if (to_compute == 0) {
-    for (size_t i = 0; i < history.size(); ++i) out[i] = history[i].space_index;
-    return out;
-  }
   // A long history's second half on another core: a proposal indexes its
   // whole history first, before anything else can run beside it.
   constexpr size_t kSplitAt = 512;
-  if (to_compute < kSplitAt) {
+  if (history.size() < kSplitAt) {
     IndexRange(history, 0, history.size(), &out);
     return out;
   }
@@ -172,7 +163,7 @@ void SpaceIndexer::IndexRange(const std::vector<Observation>& history, size_t be
     bool fast[kLanes];
     for (size_t l = 0; l < lanes; ++l) {
       const Config& c = history[first + l].config;
-      fast[l] = c.size() == by_name_.size() && history[first + l].space_index == Observation::kIndexUnknown;
+      fast[l] = c.size() == by_name_.size();
       it[l] = c.begin();
     }
     for (size_t k : by_name_) {
@@ -195,9 +186,7 @@ void SpaceIndexer::IndexRange(const std::vector<Observation>& history, size_t be
       }
     }
     for (size_t l = 0; l < lanes; ++l) {
-      if (fast[l]) continue;
-      const Observation& o = history[first + l];
-      out[first + l] = o.space_index != Observation::kIndexUnknown ? o.space_index : (*this)(o.config);
+      if (!fast[l]) out[first + l] = (*this)(history[first + l].config);
     }
   }
 }

@@ -47,19 +47,7 @@ struct Observation {
   std::string status;
   double step_time_s = 0;
   double peak_mem_gib = 0;
-  // IndexOf(spec, config) under the spec of the session it belongs to,
-  // where the caller keeps its history between proposals (SearchHistory
-  // sets it once per trial: re-walking 2,000 Config maps was about a tenth
-  // of a proposal), or kIndexUnknown: the search computes it. A caller
-  // that sets it vouches that it is config's index under the spec it
-  // passes with the history (SpaceIndexer reads it unchecked).
-  static constexpr int64_t kIndexUnknown = -2;
-  int64_t space_index = kIndexUnknown;
 };
-
-// Sets obs->space_index to IndexOf(spec, obs->config), as a history kept
-// between proposals holds it.
-void KeepSpaceIndex(const SessionSpec& spec, Observation* obs);
 
 // What a session brings to the search besides its own trials.
 struct SearchContext {
@@ -91,6 +79,14 @@ struct SearchContext {
   // and update; null: none (each proposal starts its fits afresh). Not
   // owned.
   ProposalMemo* memo = nullptr;
+  // IndexOf(*spec, history[i].config) for each entry of the history passed
+  // with this context, where the caller keeps them between proposals
+  // (SearchHistory::space_indices: re-walking 2,000 Config maps was about
+  // a tenth of a proposal); null: the search computes them. Read as given:
+  // the caller vouches they are the history's under *spec. One of another
+  // length than the history, or holding a value outside [-1, SpaceSize()),
+  // is not read. Not owned.
+  const std::vector<int64_t>* history_index = nullptr;
 };
 
 struct Proposal {
@@ -172,11 +168,10 @@ class SpaceIndexer {
   explicit SpaceIndexer(const SessionSpec& spec);
   // IndexOf(spec, config).
   int64_t operator()(const Config& config) const;
-  // IndexOf of each observation's config, in order: its space_index where
-  // the caller kept one (Observation::space_index), else computed. A
-  // history's configs lie all over the heap, so walking one map at a time
-  // waits on a cache miss per node; these walk eight maps in step, whose
-  // misses overlap. Many to compute are split over two threads.
+  // IndexOf of each observation's config, in order. A history's configs
+  // lie all over the heap, so walking one map at a time waits on a cache
+  // miss per node; these walk eight maps in step, whose misses overlap.
+  // A long history's halves are indexed on two threads.
   std::vector<int64_t> operator()(const std::vector<Observation>& history) const;
 
  private:

@@ -102,6 +102,7 @@ absl::Status SearchDriver::ProposePending(const std::string& only, bool wait_for
     ctx.related = &in.related;
     ctx.stop_below = window->stop_below;
     ctx.memo = window->memo.get();
+    ctx.history_index = &kept->space_indices();
     const absl::Time began = absl::Now();
     const Proposal p = options_.optimizer->Propose(ctx, *history, window->room, seed);
     latency_.Observe(absl::ToDoubleSeconds(absl::Now() - began));

@@ -15,6 +15,7 @@ void SearchHistory::Clear() {
   gpu_s_.clear();
   slot_.clear();
   observations_.clear();
+  indices_.clear();
 }
 
 double SearchHistory::GpuSeconds() const {
@@ -34,17 +35,22 @@ absl::StatusOr<bool> SearchHistory::Apply(const std::vector<storage::TrialRecord
     std::optional<Observation> o;
     if (learns) {
       ASSIGN_OR_RETURN(o, SearchObservationOf(*spec_, t));
-      KeepSpaceIndex(*spec_, &*o);  // once per trial, not per proposal
     }
     const double gpu_s = TrialGpuSeconds(*spec_, t);
     if (known) {
       gpu_s_[i] = gpu_s;
-      if (learns) observations_[static_cast<size_t>(slot_[i])] = std::move(*o);
+      if (learns) {
+        indices_[static_cast<size_t>(slot_[i])] = IndexOf(*spec_, o->config);
+        observations_[static_cast<size_t>(slot_[i])] = std::move(*o);
+      }
     } else {
       ids_.push_back(t.id);
       gpu_s_.push_back(gpu_s);
       slot_.push_back(learns ? static_cast<int>(observations_.size()) : -1);
-      if (learns) observations_.push_back(std::move(*o));
+      if (learns) {
+        indices_.push_back(IndexOf(*spec_, o->config));  // once per trial, not per proposal
+        observations_.push_back(std::move(*o));
+      }
     }
     rev_ = std::max(rev_, t.rev);
   }

@@ -41,10 +41,12 @@ class SearchHistory {
   absl::Status Update(std::shared_ptr<const SessionSpec> spec, const ReadChanged& read);
 
   // What SearchHistoryOf(spec, trials) returns for the session's trials as
-  // of the last Update, each with its space_index under the spec kept
-  // (KeepSpaceIndex), and the GPU-seconds it counts (the same sum, in the
-  // same order, bit for bit).
+  // of the last Update, and the GPU-seconds it counts (the same sum, in
+  // the same order, bit for bit).
   const std::vector<Observation>& observations() const { return observations_; }
+  // IndexOf(spec, setting) of each of observations(), found once per trial
+  // read (SearchContext::history_index).
+  const std::vector<int64_t>& space_indices() const { return indices_; }
   double GpuSeconds() const;
   // The highest rev applied (0: none).
   int64_t rev() const { return rev_; }
@@ -66,6 +68,7 @@ class SearchHistory {
   std::vector<double> gpu_s_;
   std::vector<int> slot_;
   std::vector<Observation> observations_;
+  std::vector<int64_t> indices_;  // parallel to observations_
 };
 
 }  // namespace infrarsi

@@ -12,6 +12,11 @@ namespace {
 
 double Pdf(double z) { return std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI); }
 
+// P(y <= threshold) for y ~ N(mu, residual_sd^2 + doubt_scale * q).
+double Below(double mu, double q, double threshold, double doubt_scale, double residual_sd) {
+  return 1.0 - UpperTail((threshold - mu) / std::sqrt(residual_sd * residual_sd + doubt_scale * q));
+}
+
 }  // namespace
 
 double UpperTail(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
@@ -140,9 +145,7 @@ double CensoredLinear::MeanVariance(const Eigen::VectorXd& x) const {
 
 double CensoredLinear::ProbabilityBelow(const Eigen::VectorXd& x, double threshold, double doubt_scale,
                                         double residual_sd) const {
-  const double s = residual_sd >= 0 ? residual_sd : sigma_;
-  const double sd = std::sqrt(s * s + doubt_scale * MeanVariance(x));
-  return 1.0 - UpperTail((threshold - Mean(x)) / sd);
+  return Below(Mean(x), MeanVariance(x), threshold, doubt_scale, residual_sd >= 0 ? residual_sd : sigma_);
 }
 
 Eigen::VectorXd CensoredLinear::MeanVarianceBatch(const Eigen::MatrixXd& x) const {
@@ -163,10 +166,7 @@ Eigen::VectorXd CensoredLinear::ProbabilityBelow(const Eigen::VectorXd& mu, cons
                                                  double threshold, double doubt_scale, double residual_sd) const {
   const double s = residual_sd >= 0 ? residual_sd : sigma_;
   Eigen::VectorXd p(mu.size());
-  for (Eigen::Index i = 0; i < mu.size(); ++i) {
-    const double sd = std::sqrt(s * s + doubt_scale * q[i]);
-    p[i] = 1.0 - UpperTail((threshold - mu[i]) / sd);
-  }
+  for (Eigen::Index i = 0; i < mu.size(); ++i) p[i] = Below(mu[i], q[i], threshold, doubt_scale, s);
   return p;
 }
 

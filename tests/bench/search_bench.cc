@@ -1070,8 +1070,10 @@ int Latency(int history_size) {
     auto time = [&](infrarsi::SearchContext c, std::vector<double>* cpu, double* cold_ms) {
       std::vector<double> ms;
       std::vector<Observation> h = hist;
+      std::vector<int64_t> kept;  // parallel to h, as SearchHistory::space_indices
       if (keep_index) {
-        for (Observation& o : h) infrarsi::KeepSpaceIndex(b.spec, &o);
+        for (const Observation& o : h) kept.push_back(infrarsi::IndexOf(b.spec, o.config));
+        c.history_index = &kept;
       }
       infrarsi::ProposalMemo memo;
       if (use_memo) c.memo = &memo;
@@ -1089,7 +1091,7 @@ int Latency(int history_size) {
         }
         if (p.configs.empty()) break;
         h.push_back(Observe(b, p.configs[0]));
-        if (keep_index) infrarsi::KeepSpaceIndex(b.spec, &h.back());
+        if (keep_index) kept.push_back(infrarsi::IndexOf(b.spec, h.back().config));
       }
       return ms;
     };

@@ -596,43 +596,59 @@ TEST(ModelOptimizerTest, IndexOfInvertsConfigAt) {
     long_history.push_back(o);
   }
   EXPECT_GE(odd_in(long_history), 10);
-  // Indices kept by the caller (Observation::space_index, as SearchHistory
-  // keeps them) are read, not recomputed: every one, every third (kept and
-  // computed in the same lanes, odd settings among both), and a long
-  // history with most kept, all give IndexOf's answers.
-  for (int every : {1, 3}) {
-    for (std::vector<Observation>* h : {&history, &long_history}) {
-      std::vector<Observation> kept = *h;
-      for (size_t i = 0; i < kept.size(); i += static_cast<size_t>(every)) KeepSpaceIndex(spec, &kept[i]);
-      EXPECT_EQ(odd_in(kept), odd_in(*h)) << every;
-    }
-  }
-  // The index is read unchecked: a kept one is what the search uses.
-  std::vector<Observation> vouched = {history[0]};
-  vouched[0].space_index = 5;
-  EXPECT_EQ(index_of(vouched), std::vector<int64_t>{5});
 }
 
 // A history whose indices are kept between proposals (the server's
-// SearchHistory) gets the proposals a history without them gets.
+// SearchHistory, passed as SearchContext::history_index) gets the
+// proposals a history without them gets; one of another length than the
+// history, or with an index outside the space, is not read.
 TEST(ModelOptimizerTest, KeptSpaceIndicesProposeWhatComputedOnesDo) {
   const SessionSpec spec = ToySpec();
-  SearchContext ctx;
-  ctx.spec = &spec;
-  std::vector<Observation> plain = {MeasureMem(spec.baseline)}, kept = plain;
-  KeepSpaceIndex(spec, &kept[0]);
+  SearchContext plain_ctx, kept_ctx, short_ctx, outside_ctx;
+  plain_ctx.spec = kept_ctx.spec = short_ctx.spec = outside_ctx.spec = &spec;
+  std::vector<Observation> history = {MeasureMem(spec.baseline)};
+  std::vector<int64_t> kept = {IndexOf(spec, spec.baseline)}, too_short;
+  kept_ctx.history_index = &kept;
+  short_ctx.history_index = &too_short;
+  std::vector<int64_t> outside;
+  outside_ctx.history_index = &outside;
   ModelOptimizer model;
   for (uint64_t n = 1; n <= 12; ++n) {
-    const Proposal a = model.Propose(ctx, plain, 1, n), b = model.Propose(ctx, kept, 1, n);
-    ASSERT_EQ(a.configs, b.configs) << n;
-    ASSERT_EQ(a.reasons, b.reasons) << n;
+    const Proposal a = model.Propose(plain_ctx, history, 1, n);
+    outside = kept;
+    outside.back() = spec.SpaceSize();
+    for (const SearchContext* ctx : {&kept_ctx, &short_ctx, &outside_ctx}) {
+      const Proposal b = model.Propose(*ctx, history, 1, n);
+      ASSERT_EQ(a.configs, b.configs) << n;
+      ASSERT_EQ(a.reasons, b.reasons) << n;
+    }
     if (a.configs.empty()) break;
-    plain.push_back(MeasureMem(a.configs[0]));
-    kept.push_back(plain.back());
-    KeepSpaceIndex(spec, &kept.back());
-    EXPECT_EQ(kept.back().space_index, IndexOf(spec, a.configs[0]));
+    history.push_back(MeasureMem(a.configs[0]));
+    kept.push_back(IndexOf(spec, a.configs[0]));
   }
-  EXPECT_GE(plain.size(), 8u);
+  EXPECT_GE(history.size(), 8u);
+}
+
+// The kept indices are read as given, not recomputed: in a space of two
+// settings, a history of the baseline whose kept index names the other
+// setting leaves the baseline untried, and it is what is proposed.
+TEST(ModelOptimizerTest, KeptSpaceIndicesAreReadAsGiven) {
+  SessionSpec spec;
+  spec.name = "two";
+  spec.gpu = "H200";
+  spec.knobs = {{"flash", {"false", "true"}}};
+  spec.baseline = {{"flash", "false"}};
+  const Config other = {{"flash", "true"}};
+  SearchContext ctx;
+  ctx.spec = &spec;
+  const std::vector<Observation> history = {{spec.baseline, "ok", 1.0, 10.0}};
+  ModelOptimizer model;
+  const Proposal computed = model.Propose(ctx, history, 1, 1);
+  ASSERT_EQ(computed.configs, std::vector<Config>{other});
+  const std::vector<int64_t> vouched = {IndexOf(spec, other)};
+  ctx.history_index = &vouched;
+  const Proposal read = model.Propose(ctx, history, 1, 1);
+  EXPECT_NE(read.configs, std::vector<Config>{other});
 }
 
 // Names and values are compared a word at a time: one that differs from

@@ -55,14 +55,15 @@ class SearchHistoryTest : public ::testing::Test {
     auto full = SearchHistoryOf(spec, *all, &gpu_s);
     ASSERT_TRUE(full.ok()) << full.status();
     ASSERT_EQ(h.observations().size(), full->size());
+    ASSERT_EQ(h.space_indices().size(), full->size());
     for (size_t i = 0; i < full->size(); ++i) {
       const Observation &a = h.observations()[i], &b = (*full)[i];
       EXPECT_EQ(a.config, b.config) << i;
       EXPECT_EQ(a.status, b.status) << i;
       EXPECT_EQ(a.step_time_s, b.step_time_s) << i;
       EXPECT_EQ(a.peak_mem_gib, b.peak_mem_gib) << i;
-      // Kept once per trial for the search (SpaceIndexer reads it unchecked).
-      EXPECT_EQ(a.space_index, IndexOf(spec, b.config)) << i;
+      // Kept once per trial for the search (SearchContext::history_index).
+      EXPECT_EQ(h.space_indices()[i], IndexOf(spec, b.config)) << i;
     }
     EXPECT_EQ(h.GpuSeconds(), gpu_s);  // the same sum in the same order
   }
