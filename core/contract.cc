@@ -203,6 +203,7 @@ double SpecFlopsPerToken(const SessionSpec& spec) {
   if (spec.Executor().simulated) {
     return models::sim::ModelFlopsPerToken(spec.sim.model);
   }
+  if (spec.shape) return models::sim::ModelFlopsPerToken(spec.shape->model);
   return 0;
 }
 
@@ -216,6 +217,11 @@ double PeakFlopsPerGpu(const SessionSpec& spec) {
   if (may.empty()) may = spec.contract.precision;
   if (auto it = spec.sim.fixed.find("precision"); may.empty() && it != spec.sim.fixed.end()) {
     may = {it->second};
+  }
+  if (spec.shape) {
+    if (auto it = spec.shape->fixed.find("precision"); may.empty() && it != spec.shape->fixed.end()) {
+      may = {it->second};
+    }
   }
   bool fp8 = may.empty();
   for (const std::string& p : may) {

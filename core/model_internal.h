@@ -394,6 +394,7 @@ class Models {
     const int d = f_.dim();
     const bool memory = planner_.capacity_gib > 0;
     const bool estimate = static_cast<bool>(planner_.memory_estimate_gib);
+    rules_hint_ = static_cast<bool>(planner_.rules_refuse_at) && o.rules_hint_logit != 0;
     share_ = estimate && planner_.memory_estimate_parts && planner_.memory_estimate_parts_at;
     mem_dim_ = d + (estimate ? 1 : 0) + (share_ ? 1 : 0);
     if (estimate) memory_doubt_ = o.memory_doubt_scale;
@@ -576,14 +577,15 @@ class Models {
                                    : 0.0;
     // What the textbook estimate leaves out but is known: flash attention
     // and fused kernels make a step faster (the session's priors, below,
-    // override this). Only simulator specs have an estimate, and the
-    // simulator spells these switches true / false (ParseSpec checks).
+    // override this). Only specs with a model shape (the simulator's, or
+    // a real job's declared one) have an estimate; their switches are
+    // true / false (ParseSpec checks), a process's maybe spelled True.
     if (time_estimate) {
       for (const Knob& k : spec_.knobs) {
         const double off = k.name == "flash_attn" ? o.flash_off_prior : k.name == "fused_kernels" ? o.fused_off_prior : 0.0;
         if (off == 0.0) continue;
         for (const std::string& v : k.values) {
-          if (const int i = f_.MainIndex(k.name, v); i >= 0) mean[i] = v == "false" ? off : -off;
+          if (const int i = f_.MainIndex(k.name, v); i >= 0) mean[i] = NormalizedKnobValue(v) == "false" ? off : -off;
         }
       }
     }
@@ -667,20 +669,31 @@ class Models {
           launched.push_back(Ran(h) || (h.status == trial_status::kOom && memory) ? 1.0 : 0.0);
         }
       }
-      fit_launch_ = std::find(launched.begin(), launched.end(), 0.0) != launched.end();
+      // With the rules' hint the model speaks before any failure: its
+      // prior alone starts a refused setting's chance low.
+      fit_launch_ = rules_hint_ || std::find(launched.begin(), launched.end(), 0.0) != launched.end();
       if (!fit_launch_) return;
-      Eigen::VectorXd lmean = Eigen::VectorXd::Zero(d), lvar(d);
+      const int ld = d + (rules_hint_ ? 1 : 0);
+      Eigen::VectorXd lmean = Eigen::VectorXd::Zero(ld), lvar(ld);
       lmean[0] = 3.0;
       for (int i = 0; i < d; ++i) lvar[i] = i == 0 ? 2.0 : (f_.is_main(i) ? 4.0 : 1.0);
+      if (rules_hint_) {
+        lmean[d] = o.rules_hint_logit;
+        lvar[d] = o.rules_hint_var;
+      }
       std::vector<bool> rare;
       for (double l : launched) rare.push_back(l == 0.0);
       const Sample sub = Subsample(rare, static_cast<size_t>(o.max_fit_rows));
-      Eigen::MatrixXd xl = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(sub.rows.size()), d);
+      Eigen::MatrixXd xl = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(sub.rows.size()), ld);
       for (size_t i = 0; i < sub.rows.size(); ++i) {
-        encode(launch_rows[sub.rows[i]], xl.row(static_cast<Eigen::Index>(i)));
+        const size_t r = launch_rows[sub.rows[i]];
+        encode(r, xl.row(static_cast<Eigen::Index>(i)));
+        if (rules_hint_ && done_index[r] >= 0 && planner_.rules_refuse_at(done_index[r])) {
+          xl(static_cast<Eigen::Index>(i), d) = 1.0;
+        }
       }
       // Started where the session's last proposal left the mode.
-      const uint64_t layout = MemoLayout(spec_, d);
+      const uint64_t layout = MemoLayout(spec_, ld);
       const Eigen::VectorXd start = MemoStart(ctx.memo, "launch", layout);
       launch_.Fit(xl, Vec(Pick(launched, sub.rows)), lmean, lvar, &sub.weights, 30, &start);
       MemoPut(ctx.memo, "launch", layout, launch_.weights());
@@ -835,6 +848,7 @@ class Models {
           if (memory_) xm.Add(c, 1.0);
           if (fit_launch_) logit += launch_.weights()[c];
         });
+        if (fit_launch_ && rules_hint_ && planner_.rules_refuse_at(index)) logit += launch_.weights()[d];
         if (memory_) {
           if (mem_dim_ > d) {
             const auto [log_estimate, share] = EstimateColumns(index, nullptr);
@@ -1042,6 +1056,9 @@ class Models {
   double memory_sigma_ = 0;
   models::BayesLinear time_;
   bool fit_launch_ = false;
+  // Whether the launch model has the planner's rules hint as a column (the
+  // last; Planner::rules_refuse_at, Options::rules_hint_logit).
+  bool rules_hint_ = false;
   models::BayesLogistic launch_;
   std::optional<models::CensoredLinear> memory_;
 };

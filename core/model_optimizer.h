@@ -14,7 +14,10 @@
 //    that the peak exceeded the device (models/tobit). It gives P(fits) for
 //    any setting and each knob value's memory price;
 //  - launching: a Bayesian logistic model of the other failures (crashes,
-//    launcher errors, timeouts, contract violations).
+//    launcher errors, timeouts, contract violations), plus, where a real
+//    job declares its model shape but not its launcher's rules, whether
+//    the simulator's rules refuse the setting (Planner::rules_refuse_at),
+//    whose weight starts at rules_hint_logit and is learned.
 // Settings the launcher's known rules refuse are never proposed.
 //
 // Start: the bank's best settings of similar workloads (kept apart); where
@@ -243,6 +246,19 @@ class ModelOptimizer : public Optimizer {
     // Settings the planner says run at the step time of one that ran or is
     // running (Planner::step_time_representative_at) are not proposed.
     bool skip_equivalent = true;
+    // The launch model's prior on the planner's rules hint
+    // (Planner::rules_refuse_at: a real job's declared shape without its
+    // launcher's rules), in log odds: a refused setting starts at
+    // logistic(3 + rules_hint_logit) to launch (0.12 at -5), within a prior
+    // variance of rules_hint_var, and the runs move it. 0: no hint. (The
+    // generated suite's tuning half seen as such jobs, SEARCH_BLIND=shape,
+    // 10 seeds: summed means of trials to within 2% 243.7 without, 117.5
+    // / 112.6 / 106.9 / 106.3 at -3 / -4 / -5 / -6, launch failures 1,362
+    // -> 309 at -5; with the shape a layer off, SEARCH_BLIND=shape-wrong,
+    // so that the hint refuses pipeline depths that launch: 245.0
+    // without, 198.1 / 200.7 / 208.4 at -4 / -5 / -6. docs/benchmarks.md.)
+    double rules_hint_logit = -5;
+    double rules_hint_var = 4;
     // Picks stay within this many knobs of the incumbent (the fastest that
     // ran), one more per two trials without a better one; 0: no region.
     int trust_radius = 3;

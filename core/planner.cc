@@ -11,7 +11,8 @@ Planner PlannerFor(const SessionSpec& spec) {
   namespace ms = models::sim;
   Planner p;
   if (const ms::GpuSpec* g = ms::FindGpu(spec.gpu); g != nullptr) p.capacity_gib = g->memory_gib;
-  if (!spec.Executor().simulated) {
+  const bool simulated = spec.Executor().simulated;
+  if (!simulated && !spec.shape) {
     if (spec.patch_conflicts.empty()) return p;
     // Conflicting patches are never combined.
     auto s = std::make_shared<const SessionSpec>(spec);
@@ -19,31 +20,61 @@ Planner PlannerFor(const SessionSpec& spec) {
     p.launches_at = [s](int64_t index) { return s->PatchConflict(ConfigAt(*s, index)).empty(); };
     return p;
   }
-  p.capacity_gib = spec.sim.cluster.gpu.memory_gib;
+  // The model, cluster and held knobs the estimates read: the simulator's,
+  // or those a real job declares (workload.shape).
+  struct Shape {
+    ms::ModelShape model;
+    ms::ClusterShape cluster;
+    Config fixed;
+  };
+  auto sh = std::make_shared<const Shape>(simulated ? Shape{spec.sim.model, spec.sim.cluster, spec.sim.fixed}
+                                                    : Shape{spec.shape->model, spec.shape->cluster, spec.shape->fixed});
+  p.capacity_gib = sh->cluster.gpu.memory_gib;
   auto s = std::make_shared<const SessionSpec>(spec);
-  p.launch_check = [s](const Config& c) {
-    return ms::LaunchCheck(s->sim.model, s->sim.cluster, SimKnobs(*s, c));
+  // A setting's simulator knobs: the held ones, then the setting's (a knob
+  // that is no simulator knob changes nothing; ParseSpec validated those
+  // that are).
+  auto knobs_of = [sh](const Config& c) {
+    ms::LaunchKnobs k;
+    std::string unused;
+    for (const auto& [name, value] : sh->fixed) ms::SetKnob(&k, name, value, &unused);
+    for (const auto& [name, value] : c) ms::SetKnob(&k, name, NormalizedKnobValue(value), &unused);
+    return k;
   };
-  p.memory_estimate_gib = [s](const Config& c) {
-    return ms::TextbookMemoryGib(s->sim.model, s->sim.cluster, SimKnobs(*s, c));
+  // A real job's launcher is the simulator's only where its spec says so
+  // (ShapeSpec::launch_rules: its held parallel sizes are then in
+  // `fixed`); else only the patch conflicts refuse a setting and the
+  // launch model learns the rest from the runs.
+  const bool rules = simulated || spec.shape->launch_rules;
+  if (rules) {
+    p.launch_check = [s, sh, knobs_of](const Config& c) {
+      std::string why = ms::LaunchCheck(sh->model, sh->cluster, knobs_of(c));
+      return why.empty() ? s->PatchConflict(c) : why;
+    };
+  } else if (!spec.patch_conflicts.empty()) {
+    p.launch_check = [s](const Config& c) { return s->PatchConflict(c); };
+    p.launches_at = [s](int64_t index) { return s->PatchConflict(ConfigAt(*s, index)).empty(); };
+  }
+  p.memory_estimate_gib = [sh, knobs_of](const Config& c) {
+    return ms::TextbookMemoryGib(sh->model, sh->cluster, knobs_of(c));
   };
-  p.memory_estimate_parts = [s](const Config& c) {
-    const ms::TextbookMemoryParts parts = ms::TextbookMemory(s->sim.model, s->sim.cluster, SimKnobs(*s, c));
+  p.memory_estimate_parts = [sh, knobs_of](const Config& c) {
+    const ms::TextbookMemoryParts parts = ms::TextbookMemory(sh->model, sh->cluster, knobs_of(c));
     return Planner::MemoryEstimate{parts.total_gib, parts.activation_share()};
   };
-  p.time_estimate_s = [s](const Config& c) {
-    return ms::TextbookStepTimeS(s->sim.model, s->sim.cluster, SimKnobs(*s, c));
+  p.time_estimate_s = [sh, knobs_of](const Config& c) {
+    return ms::TextbookStepTimeS(sh->model, sh->cluster, knobs_of(c));
   };
   // Knobs at an index: the fixed values, then each knob's value by digit
   // (each knob sets its own field, so the order does not matter). Values
   // are parsed once here; ParseSpec has validated them.
-  auto base = std::make_shared<const ms::LaunchKnobs>(SimKnobs(*s, {}));
+  auto base = std::make_shared<const ms::LaunchKnobs>(knobs_of({}));
   auto setters = std::make_shared<std::vector<std::vector<ms::KnobSetter>>>();
   for (const Knob& k : s->knobs) {
     std::vector<ms::KnobSetter> row;
     for (const std::string& v : k.values) {
       std::string unused;
-      ms::KnobSetter set = ms::CompileKnob(k.name, v, &unused);
+      ms::KnobSetter set = ms::CompileKnob(k.name, NormalizedKnobValue(v), &unused);
       row.push_back(set ? std::move(set) : [](ms::LaunchKnobs*) {});
     }
     setters->push_back(std::move(row));
@@ -58,18 +89,27 @@ Planner PlannerFor(const SessionSpec& spec) {
     }
     return k;
   };
-  p.launches_at = [s, knobs_at](int64_t index) {
-    return ms::Launches(s->sim.model, s->sim.cluster, knobs_at(index));
+  if (rules) {
+    const bool patches = !s->patch_conflicts.empty();
+    p.launches_at = [s, sh, knobs_at, patches](int64_t index) {
+      return ms::Launches(sh->model, sh->cluster, knobs_at(index)) &&
+             (!patches || s->PatchConflict(ConfigAt(*s, index)).empty());
+    };
+  }
+  if (!rules) {
+    p.rules_refuse_at = [sh, knobs_at](int64_t index) {
+      return !ms::Launches(sh->model, sh->cluster, knobs_at(index));
+    };
+  }
+  p.memory_estimate_gib_at = [sh, knobs_at](int64_t index) {
+    return ms::TextbookMemoryGib(sh->model, sh->cluster, knobs_at(index));
   };
-  p.memory_estimate_gib_at = [s, knobs_at](int64_t index) {
-    return ms::TextbookMemoryGib(s->sim.model, s->sim.cluster, knobs_at(index));
-  };
-  p.memory_estimate_parts_at = [s, knobs_at](int64_t index) {
-    const ms::TextbookMemoryParts parts = ms::TextbookMemory(s->sim.model, s->sim.cluster, knobs_at(index));
+  p.memory_estimate_parts_at = [sh, knobs_at](int64_t index) {
+    const ms::TextbookMemoryParts parts = ms::TextbookMemory(sh->model, sh->cluster, knobs_at(index));
     return Planner::MemoryEstimate{parts.total_gib, parts.activation_share()};
   };
-  p.time_estimate_s_at = [s, knobs_at](int64_t index) {
-    return ms::TextbookStepTimeS(s->sim.model, s->sim.cluster, knobs_at(index));
+  p.time_estimate_s_at = [sh, knobs_at](int64_t index) {
+    return ms::TextbookStepTimeS(sh->model, sh->cluster, knobs_at(index));
   };
   // Knobs that act only across data-parallel ranks, by position; their
   // representative values are the baseline's.
@@ -86,9 +126,10 @@ Planner PlannerFor(const SessionSpec& spec) {
   const Knob* seq_par_knob = s->FindKnob("seq_par");
   const int seq_par = seq_par_knob ? static_cast<int>(seq_par_knob - s->knobs.data()) : -1;
   const int64_t base_index = IndexOf(*s, s->baseline);
-  if ((!across_ranks.empty() || seq_par >= 0) && base_index >= 0) {
+  // Only for the simulator, whose rules these are.
+  if (simulated && (!across_ranks.empty() || seq_par >= 0) && base_index >= 0) {
     const Space space(*s);
-    const int world = s->sim.cluster.world();
+    const int world = sh->cluster.world();
     p.step_time_representative_at = [space, base = base_index, world, across_ranks, seq_par,
                                      knobs_at](int64_t index) {
       const ms::LaunchKnobs k = knobs_at(index);

@@ -1,8 +1,11 @@
 // What the search can know about a setting before running it: whether the
 // launcher accepts it, a textbook memory estimate, and the device's memory.
-// Only the simulator executor's specs carry a model shape and cluster, so
-// only they get launch rules and estimates; every spec naming a catalog GPU
-// gets a capacity.
+// The simulator executor's specs carry a model shape and cluster, and a
+// real job's spec may declare one (workload.shape): both get the textbook
+// estimates; the launch rules refuse settings of the simulator's and of a
+// real job that says its launcher has them (ShapeSpec::launch_rules), and
+// are a hint for other real jobs with a shape (rules_refuse_at). Every spec
+// naming a catalog GPU gets a capacity.
 #ifndef INFRARSI_CORE_PLANNER_H_
 #define INFRARSI_CORE_PLANNER_H_
 
@@ -54,6 +57,13 @@ struct Planner {
   // open.
   // Null: no such rules.
   std::function<int64_t(int64_t index)> step_time_representative_at;
+  // Where a real job declares its model shape but not its launcher's rules
+  // (ShapeSpec::launch_rules false): whether the simulator's rules would
+  // refuse the setting at `index`. A hint, not a verdict: the launch model
+  // starts such a setting's chance to launch low and learns from the runs
+  // how far the job's launcher follows them. Null: none (the rules are
+  // verdicts, through launch_check, or unknown).
+  std::function<bool(int64_t index)> rules_refuse_at;
 };
 
 // Precondition: `spec` passed ParseSpec. The functions hold a copy of what

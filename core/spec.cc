@@ -171,21 +171,22 @@ std::vector<std::string> Placeholders(const std::string& arg) {
 }
 
 
-absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
-  namespace ms = models::sim;
-  const std::string f = "executor.sim";
-  RETURN_IF_ERROR(CheckKeys(sim, f, {"model", "cluster", "fixed", "warmup_steps", "timed_steps"}));
-  SimExecutorSpec& out = spec.sim;
-  ASSIGN_OR_RETURN(YAML::Node m, RequireMap(sim, "model", f + ".model", true));
-  RETURN_IF_ERROR(CheckKeys(m, f + ".model",
-                            {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "swiglu",
-                             "dropout", "tied_embeddings", "experts", "topk", "expert_ffn",
-                             "head_dim", "q_lora_rank", "kv_lora_rank", "rope_head_dim",
-                             "v_head_dim", "shared_expert_ffn", "dense_layers", "window",
-                             "global_every"}));
+// The model keys of a shape (executor.sim.model, workload.shape).
+const std::set<std::string>& ModelShapeKeys() {
+  static const std::set<std::string> keys = {
+      "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "swiglu", "dropout", "tied_embeddings",
+      "experts", "topk", "expert_ffn", "head_dim", "q_lora_rank", "kv_lora_rank", "rope_head_dim",
+      "v_head_dim", "shared_expert_ffn", "dense_layers", "window", "global_every"};
+  return keys;
+}
+
+// Reads the model keys of `m` (field `f`) into `mm`, seq_len and
+// global_batch from the workload. The caller has checked `m`'s keys.
+absl::Status ParseModelShape(const YAML::Node& m, const std::string& f, const SessionSpec& spec,
+                             models::sim::ModelShape& mm) {
   auto int_field = [&](const char* key, int64_t lo, int64_t hi,
                        std::optional<int64_t> dflt) -> absl::StatusOr<int64_t> {
-    return ReadInt(m, key, f + ".model." + key, lo, hi, dflt);
+    return ReadInt(m, key, f + "." + key, lo, hi, dflt);
   };
   auto bool_field = [&](const YAML::Node& n, const std::string& key, const std::string& field,
                         bool dflt) -> absl::StatusOr<bool> {
@@ -195,7 +196,6 @@ absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
     if (t != "true" && t != "false") return FieldError(field, "must be true or false");
     return t == "true";
   };
-  ms::ModelShape& mm = out.model;
   ASSIGN_OR_RETURN(int64_t layers, int_field("layers", 1, 10000, std::nullopt));
   ASSIGN_OR_RETURN(int64_t hidden, int_field("hidden", 1, 1 << 20, std::nullopt));
   ASSIGN_OR_RETURN(int64_t heads, int_field("heads", 1, 1 << 14, std::nullopt));
@@ -234,22 +234,22 @@ absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
     ASSIGN_OR_RETURN(int64_t v, int_field(o.key, 0, o.hi, 0));
     *o.dest = static_cast<int>(v);
   }
-  ASSIGN_OR_RETURN(mm.swiglu, bool_field(m, "swiglu", f + ".model.swiglu", true));
-  ASSIGN_OR_RETURN(mm.dropout, bool_field(m, "dropout", f + ".model.dropout", false));
+  ASSIGN_OR_RETURN(mm.swiglu, bool_field(m, "swiglu", f + ".swiglu", true));
+  ASSIGN_OR_RETURN(mm.dropout, bool_field(m, "dropout", f + ".dropout", false));
   ASSIGN_OR_RETURN(mm.tied_embeddings,
-                   bool_field(m, "tied_embeddings", f + ".model.tied_embeddings", false));
+                   bool_field(m, "tied_embeddings", f + ".tied_embeddings", false));
   const bool mla = mm.kv_lora_rank > 0;
   if (mm.head_dim == 0 && mm.hidden % mm.heads != 0) {
-    return FieldError(f + ".model.hidden", "must be a multiple of heads (or set head_dim)");
+    return FieldError(f + ".hidden", "must be a multiple of heads (or set head_dim)");
   }
   if (mla) {
     if (mm.head_dim == 0) {
-      return FieldError(f + ".model.head_dim",
+      return FieldError(f + ".head_dim",
                         "is required with multi-head latent attention (kv_lora_rank): the "
                         "query/key head width without its RoPE part");
     }
     if (mm.kv_heads != 0 && mm.kv_heads != mm.heads) {
-      return FieldError(f + ".model.kv_heads",
+      return FieldError(f + ".kv_heads",
                         "must be 0 or heads with multi-head latent attention (every head has "
                         "its own keys, decompressed from the latent)");
     }
@@ -258,47 +258,59 @@ absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
                           std::pair{"rope_head_dim", mm.rope_head_dim},
                           std::pair{"v_head_dim", mm.v_head_dim}}) {
       if (v > 0) {
-        return FieldError(f + ".model." + key,
+        return FieldError(f + "." + key,
                           "applies to multi-head latent attention only (set kv_lora_rank)");
       }
     }
   }
   if (mm.experts == 0) {
     if (mm.shared_expert_ffn > 0) {
-      return FieldError(f + ".model.shared_expert_ffn", "applies to a MoE model only (experts)");
+      return FieldError(f + ".shared_expert_ffn", "applies to a MoE model only (experts)");
     }
     if (mm.dense_layers > 0) {
-      return FieldError(f + ".model.dense_layers", "applies to a MoE model only (experts)");
+      return FieldError(f + ".dense_layers", "applies to a MoE model only (experts)");
     }
   } else if (mm.dense_layers > 0) {
     if (mm.dense_layers >= mm.layers) {
-      return FieldError(f + ".model.dense_layers", "must leave at least one MoE layer (< layers)");
+      return FieldError(f + ".dense_layers", "must leave at least one MoE layer (< layers)");
     }
     if (mm.ffn < 1) {
-      return FieldError(f + ".model.ffn", "is required for the dense layers (dense_layers > 0)");
+      return FieldError(f + ".ffn", "is required for the dense layers (dense_layers > 0)");
     }
   }
   if (mm.global_every > 0) {
     if (mm.window == 0) {
-      return FieldError(f + ".model.global_every", "needs a sliding window (window > 0)");
+      return FieldError(f + ".global_every", "needs a sliding window (window > 0)");
     }
     if (mm.global_every > mm.layers) {
-      return FieldError(f + ".model.global_every", "must be at most layers");
+      return FieldError(f + ".global_every", "must be at most layers");
     }
   }
   if (mm.kv_heads > 0 && mm.heads % mm.kv_heads != 0) {
-    return FieldError(f + ".model.kv_heads", "must divide heads");
+    return FieldError(f + ".kv_heads", "must divide heads");
   }
   if (mm.experts > 0) {
     if (mm.topk < 1 || mm.topk > mm.experts) {
-      return FieldError(f + ".model.topk", "must be in [1, experts] for a MoE model");
+      return FieldError(f + ".topk", "must be in [1, experts] for a MoE model");
     }
-    if (mm.expert_ffn < 1) return FieldError(f + ".model.expert_ffn", "is required for a MoE model");
+    if (mm.expert_ffn < 1) return FieldError(f + ".expert_ffn", "is required for a MoE model");
   } else if (mm.ffn < 1) {
-    return FieldError(f + ".model.ffn", "is required for a dense model");
+    return FieldError(f + ".ffn", "is required for a dense model");
   }
   mm.seq_len = static_cast<int>(spec.seq_len);
   mm.global_batch = spec.global_batch;
+
+  return absl::OkStatus();
+}
+
+absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
+  namespace ms = models::sim;
+  const std::string f = "executor.sim";
+  RETURN_IF_ERROR(CheckKeys(sim, f, {"model", "cluster", "fixed", "warmup_steps", "timed_steps"}));
+  SimExecutorSpec& out = spec.sim;
+  ASSIGN_OR_RETURN(YAML::Node m, RequireMap(sim, "model", f + ".model", true));
+  RETURN_IF_ERROR(CheckKeys(m, f + ".model", ModelShapeKeys()));
+  RETURN_IF_ERROR(ParseModelShape(m, f + ".model", spec, out.model));
 
   const ms::GpuSpec* gpu = ms::FindGpu(spec.gpu);
   if (gpu == nullptr) {
@@ -377,6 +389,79 @@ absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
       out.fixed[name] = value;
     }
   }
+  return absl::OkStatus();
+}
+
+// workload.shape: a real job's model shape (ShapeSpec), read after the
+// executor (the simulator's spec has its own) and the knobs.
+absl::Status ParseWorkloadShape(const YAML::Node& wl, SessionSpec& spec) {
+  namespace ms = models::sim;
+  const std::string f = "workload.shape";
+  if (!wl["shape"] || wl["shape"].IsNull()) return absl::OkStatus();
+  if (spec.Executor().simulated) {
+    return FieldError(f, "is for real jobs: the simulator's model shape is executor.sim.model");
+  }
+  ASSIGN_OR_RETURN(YAML::Node sh, RequireMap(wl, "shape", f, true));
+  std::set<std::string> keys = ModelShapeKeys();
+  keys.insert({"gpus_per_node", "fixed", "launch_rules"});
+  RETURN_IF_ERROR(CheckKeys(sh, f, keys));
+  ShapeSpec out;
+  RETURN_IF_ERROR(ParseModelShape(sh, f, spec, out.model));
+  const ms::GpuSpec* gpu = ms::FindGpu(spec.gpu);
+  if (gpu == nullptr) {
+    return FieldError("hardware.gpu",
+                      absl::StrCat("'", spec.gpu, "' is not in the simulator's catalog (",
+                                   absl::StrJoin(ms::GpuNames(), ", "),
+                                   "): workload.shape's estimates need the GPU's figures"));
+  }
+  ms::ClusterShape& c = out.cluster;
+  c.gpu = *gpu;
+  if (gpu->nvlink_gbps > 0) c.nvlink_gbps = gpu->nvlink_gbps;
+  ASSIGN_OR_RETURN(int64_t per_node, ReadInt(sh, "gpus_per_node", f + ".gpus_per_node", 1, 64,
+                                             std::min<int64_t>(spec.gpu_count, 8)));
+  if (spec.gpu_count % per_node != 0) {
+    return FieldError(f + ".gpus_per_node", absl::StrCat("hardware.count ", spec.gpu_count,
+                                                        " is not a whole number of nodes of ",
+                                                        per_node, " GPUs"));
+  }
+  c.gpus_per_node = static_cast<int>(per_node);
+  c.nodes = static_cast<int>(spec.gpu_count / per_node);
+  if (gpu->nvlink_domain > c.gpus_per_node) c.nvlink_domain = gpu->nvlink_domain;
+  // A searched knob named as a simulator knob is read as one, so its
+  // values must be the simulator's; other knobs stay out of the estimates.
+  ms::LaunchKnobs probe;
+  std::string err;
+  const std::vector<std::string>& names = ms::KnobNames();
+  for (const Knob& k : spec.knobs) {
+    if (std::find(names.begin(), names.end(), k.name) == names.end()) continue;
+    for (const std::string& v : k.values) {
+      if (!ms::SetKnob(&probe, k.name, NormalizeScalar(v), &err)) {
+        return FieldError(absl::StrCat("knobs.", k.name),
+                          absl::StrCat(err, " (with workload.shape, a knob named as a simulator knob is "
+                                            "read as one)"));
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(YAML::Node fixed, RequireMap(sh, "fixed", f + ".fixed", false));
+  if (fixed) {
+    for (const auto& kv : fixed) {
+      const std::string name = kv.first.as<std::string>();
+      const std::string field = absl::StrCat(f, ".fixed.", name);
+      if (spec.FindKnob(name)) return FieldError(field, "is also a searched knob");
+      if (!kv.second.IsScalar()) return FieldError(field, "must be a scalar");
+      const std::string value = NormalizeScalar(kv.second.Scalar());
+      if (!ms::SetKnob(&probe, name, value, &err)) {
+        return FieldError(field, absl::StrCat(err, " (simulator knobs: ", absl::StrJoin(names, ", "), ")"));
+      }
+      out.fixed[name] = value;
+    }
+  }
+  if (sh["launch_rules"] && !sh["launch_rules"].IsNull()) {
+    const std::string v = sh["launch_rules"].IsScalar() ? NormalizeScalar(sh["launch_rules"].Scalar()) : "";
+    if (v != "true" && v != "false") return FieldError(f + ".launch_rules", "must be true or false");
+    out.launch_rules = v == "true";
+  }
+  spec.shape = std::move(out);
   return absl::OkStatus();
 }
 
@@ -986,7 +1071,7 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
 
   ASSIGN_OR_RETURN(YAML::Node wl, RequireMap(root, "workload", "workload", true));
   RETURN_IF_ERROR(CheckKeys(wl, "workload",
-                            {"model", "global_batch", "seq_len", "params", "flops_per_token"}));
+                            {"model", "global_batch", "seq_len", "params", "flops_per_token", "shape"}));
   ASSIGN_OR_RETURN(spec.model, RequireString(wl, "model", "workload.model"));
   ASSIGN_OR_RETURN(spec.global_batch,
                    ReadInt(wl, "global_batch", "workload.global_batch", 1, 1 << 24, std::nullopt));
@@ -1103,6 +1188,7 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
     }
     NormalizeKnobValues(spec);
   }
+  RETURN_IF_ERROR(ParseWorkloadShape(wl, spec));
   RETURN_IF_ERROR(ParseRepository(root, options, spec));
   if (spec.executor_kind == SessionSpec::ExecutorKind::kProcess && spec.repository.url.empty() &&
       spec.process.workdir.empty()) {
@@ -1120,6 +1206,8 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
 }
 
 }  // namespace
+
+std::string NormalizedKnobValue(const std::string& value) { return NormalizeScalar(value); }
 
 bool IsRemoteRepositoryUrl(const std::string& url) {
   const size_t colon = url.find(':');

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -90,6 +91,19 @@ struct SimExecutorSpec {
   Config fixed;  // simulator knobs held constant (not searched)
   int32_t warmup_steps = 1;
   int32_t timed_steps = 5;
+};
+
+// A real job's model shape as its spec declares it (workload.shape): what
+// the search's textbook memory and step-time estimates read (core/
+// planner.h). The simulator's spec carries its own (SimExecutorSpec).
+struct ShapeSpec {
+  models::sim::ModelShape model;      // seq_len, global_batch from workload
+  models::sim::ClusterShape cluster;  // gpu from hardware.gpu, nodes from hardware.count
+  Config fixed;  // simulator knobs the job holds at a value other than the default
+  // Whether the launcher refuses what the simulator's does (Megatron-LM's
+  // parallel-size assertions: tp divides the heads, pp the layers, and so
+  // on): only right where `fixed` holds every parallel size the job sets.
+  bool launch_rules = false;
 };
 
 // The task contract: what decides whether a trial counts. Locked at Init.
@@ -194,6 +208,8 @@ struct SessionSpec {
   ReplayExecutorSpec replay;
   ProcessExecutorSpec process;
   SimExecutorSpec sim;
+  // Declared by a real job (never with the simulator's executor).
+  std::optional<ShapeSpec> shape;
   SlurmPlacementSpec slurm;
 
   // "gpt-354m/gb16/seq2048": identifies "the same training job" in the bank.
@@ -263,6 +279,12 @@ inline constexpr size_t kMaxSpecFilesBytes = 12 << 20; // all of them
 
 // Parses and validates a YAML spec. INVALID_ARGUMENT names the bad field.
 absl::StatusOr<SessionSpec> ParseSpec(const std::string& yaml, const SpecParseOptions& options);
+
+// A knob value with the YAML booleans in one spelling ("True", "TRUE" ->
+// "true"; the same for false), other values as they are: how ParseSpec
+// stores every executor's values but a process's (whose command gets them
+// as written), and how the simulator reads them.
+std::string NormalizedKnobValue(const std::string& value);
 
 // Whether git reads `url` over a transport (scheme://... or scp-like
 // [user@]host:path, a ':' before any '/'), not as a local path.

@@ -137,6 +137,8 @@ infrarsi::ModelOptimizer::Options ExperimentOptions() {
   num("X_TRUST", &o.trust_radius);
   num("X_PBASE", &o.min_p_beat_baseline);
   num("X_POOL", &o.pool_size);
+  num("X_HINT", &o.rules_hint_logit);
+  num("X_HINTV", &o.rules_hint_var);
   if (const char* v = std::getenv("X_LEARNSIG")) o.learn_memory_sigma = std::atoi(v) != 0;
   if (const char* v = std::getenv("X_OOMC")) o.oom_caution = std::atoi(v) != 0;
   if (const char* v = std::getenv("X_EQUIV")) o.skip_equivalent = std::atoi(v) != 0;
@@ -1334,15 +1336,24 @@ int Estimates() {
 // estimate, no launch rules. Outcomes still come from the simulator
 // (evaluate holds its own copy of the spec). The search's path on real
 // jobs and on the measured landscape, which the project never tunes on.
-bool SearchBlind() {
-  static const bool blind = [] {
+// SEARCH_BLIND=shape: real jobs' specs that declare their model shape
+// (workload.shape: the simulator's model, cluster and held knobs), so
+// PlannerFor gives the textbook estimates but no launch rules; shape+rules:
+// with the launcher's rules too (workload.shape.launch_rules); shape-wrong:
+// the shape declared one layer off, so the rules' hint (Planner::
+// rules_refuse_at) refuses pipeline depths that launch and passes ones
+// that do not (how a wrong hint costs).
+enum class Blind { kNo, kYes, kShape, kShapeRules, kShapeWrong };
+Blind SearchBlind() {
+  static const Blind blind = [] {
     const char* s = std::getenv("SEARCH_BLIND");
-    if (s == nullptr) return false;
-    if (std::strcmp(s, "0") != 0 && std::strcmp(s, "1") != 0) {
-      std::fprintf(stderr, "SEARCH_BLIND must be 0 or 1, got '%s'\n", s);
-      std::exit(2);
-    }
-    return s[0] == '1';
+    if (s == nullptr || std::strcmp(s, "0") == 0) return Blind::kNo;
+    if (std::strcmp(s, "1") == 0) return Blind::kYes;
+    if (std::strcmp(s, "shape") == 0) return Blind::kShape;
+    if (std::strcmp(s, "shape+rules") == 0) return Blind::kShapeRules;
+    if (std::strcmp(s, "shape-wrong") == 0) return Blind::kShapeWrong;
+    std::fprintf(stderr, "SEARCH_BLIND must be 0, 1, shape, shape+rules or shape-wrong, got '%s'\n", s);
+    std::exit(2);
   }();
   return blind;
 }
@@ -1351,7 +1362,11 @@ Bench SuiteBench(const infrarsi::bench::SuiteWorkload& w) {
   Bench b = SimBench(Parse(w.yaml, "/", w.name), w.best_step_s);
   b.name = w.name;
   b.hand_tuned = w.hand_tuned;
-  if (SearchBlind()) b.spec.executor_kind = infrarsi::SessionSpec::ExecutorKind::kReplay;
+  if (SearchBlind() != Blind::kNo) b.spec.executor_kind = infrarsi::SessionSpec::ExecutorKind::kReplay;
+  if (SearchBlind() == Blind::kShape || SearchBlind() == Blind::kShapeRules || SearchBlind() == Blind::kShapeWrong) {
+    b.spec.shape = {b.spec.sim.model, b.spec.sim.cluster, b.spec.sim.fixed, SearchBlind() == Blind::kShapeRules};
+    if (SearchBlind() == Blind::kShapeWrong) ++b.spec.shape->model.layers;
+  }
   return b;
 }
 

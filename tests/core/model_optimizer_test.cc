@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <random>
@@ -2282,6 +2283,158 @@ TEST(ModelOptimizerTest, WhereNothingPassesTheOomCautionItStepsDownBeforeGivingU
   // 46 + 22 against 68 + 22 at 0.005. At most four fifths leaves room for
   // how the models round.
   EXPECT_LE(5 * graded, 4 * all_at_once);
+}
+
+// A real job's spec seen as the search sees it: the simulator workload's
+// shape declared (workload.shape), the simulator's own spec emptied, and
+// its boolean knobs spelled as a process's command may write them.
+SessionSpec DeclaredShapeJob(const SessionSpec& sim, bool launch_rules) {
+  SessionSpec real = sim;
+  real.executor_kind = SessionSpec::ExecutorKind::kProcess;
+  real.shape = ShapeSpec{sim.sim.model, sim.sim.cluster, sim.sim.fixed, launch_rules};
+  real.sim = SimExecutorSpec{};
+  auto spelled = [](std::string& v) {
+    if (v == "true") v = "True";
+    if (v == "false") v = "False";
+  };
+  for (Knob& k : real.knobs) {
+    for (std::string& v : k.values) spelled(v);
+  }
+  for (auto& [name, v] : real.baseline) spelled(v);
+  return real;
+}
+
+// A real job that declares its model shape gets the simulator's textbook
+// estimates for every setting (its simulator-named knobs read as the
+// simulator's, `True` as `true`), but not the simulator's launch rules
+// unless it opts in (its launcher's rules and held flags are its own).
+TEST(PlannerTest, ARealJobsDeclaredShapeGivesTheTextbookEstimates) {
+  for (const char* name : {"dense-70b-4x8-h100", "dense-8b-32k-1x8-h200"}) {
+    const SessionSpec sim = WorkloadSpec(name);
+    const SessionSpec real = DeclaredShapeJob(sim, false);
+    const Planner ps = PlannerFor(sim), pr = PlannerFor(real);
+    ASSERT_TRUE(pr.memory_estimate_gib && pr.memory_estimate_gib_at && pr.time_estimate_s &&
+                pr.time_estimate_s_at && pr.memory_estimate_parts && pr.memory_estimate_parts_at)
+        << name;
+    EXPECT_EQ(pr.capacity_gib, ps.capacity_gib) << name;
+    EXPECT_FALSE(static_cast<bool>(pr.launch_check)) << name;
+    EXPECT_FALSE(static_cast<bool>(pr.launches_at)) << name;
+    EXPECT_FALSE(static_cast<bool>(pr.step_time_representative_at)) << name;
+    ASSERT_TRUE(static_cast<bool>(pr.rules_refuse_at)) << name;  // a hint instead
+    EXPECT_FALSE(static_cast<bool>(ps.rules_refuse_at)) << name;
+    const int64_t size = sim.SpaceSize();
+    int refused = 0;
+    for (int64_t i = 0; i < size; i += std::max<int64_t>(1, size / 300)) {
+      const Config rc = ConfigAt(real, i);
+      ASSERT_DOUBLE_EQ(pr.memory_estimate_gib_at(i), ps.memory_estimate_gib_at(i)) << name << " " << i;
+      ASSERT_DOUBLE_EQ(pr.memory_estimate_gib(rc), ps.memory_estimate_gib_at(i)) << name << " " << i;
+      ASSERT_DOUBLE_EQ(pr.time_estimate_s_at(i), ps.time_estimate_s_at(i)) << name << " " << i;
+      ASSERT_DOUBLE_EQ(pr.time_estimate_s(rc), ps.time_estimate_s_at(i)) << name << " " << i;
+      ASSERT_DOUBLE_EQ(pr.memory_estimate_parts_at(i).activation_share,
+                       ps.memory_estimate_parts_at(i).activation_share) << name << " " << i;
+      refused += !ps.launches_at(i);
+      ASSERT_EQ(pr.rules_refuse_at(i), !ps.launches_at(i)) << name << " " << i;
+    }
+    EXPECT_GT(refused, 0) << name << ": the sample tells nothing of the rules";
+    // Opted in, the launcher refuses what the simulator's does.
+    const SessionSpec ruled = DeclaredShapeJob(sim, true);
+    const Planner pl = PlannerFor(ruled);
+    ASSERT_TRUE(pl.launch_check && pl.launches_at) << name;
+    EXPECT_FALSE(static_cast<bool>(pl.rules_refuse_at)) << name;
+    for (int64_t i = 0; i < size; i += std::max<int64_t>(1, size / 300)) {
+      ASSERT_EQ(pl.launches_at(i), ps.launches_at(i)) << name << " " << i;
+      ASSERT_EQ(pl.launch_check(ConfigAt(ruled, i)), ps.launch_check(ConfigAt(sim, i))) << name << " " << i;
+    }
+  }
+}
+
+// What the declared shape is for: a real job's session searches as the
+// simulator's does. Opted into the launch rules, it proposes what the
+// simulator's spec proposes (step-time twins aside, a rule of the
+// simulator's only); without a shape it runs out of memory far more.
+// A session of `trials` search trials of the simulator workload `sim` as a
+// spec `seen` shows it to the search (a real job's spelling: the simulator
+// answers in its own). Each trial's history entry in `seen`'s spelling.
+std::vector<Observation> SessionAsSeen(const SessionSpec& sim, const SessionSpec& seen, ModelOptimizer& opt,
+                                       uint64_t seed, int trials) {
+  auto unspell = [](Config c) {
+    for (auto& [name, v] : c) v = NormalizedKnobValue(v);
+    return c;
+  };
+  SearchContext ctx;
+  ctx.spec = &seen;
+  std::vector<Observation> history = {SimulatedObservation(sim, sim.baseline)};
+  history.back().config = seen.baseline;
+  for (int n = 1; n <= trials; ++n) {
+    const std::vector<Config> next = opt.Propose(ctx, history, 1, seed * 1000 + n).configs;
+    if (next.empty()) break;
+    history.push_back(SimulatedObservation(sim, unspell(next[0])));
+    history.back().config = next[0];
+  }
+  return history;
+}
+
+int CountStatus(const std::vector<Observation>& h, const std::string& status) {
+  return static_cast<int>(std::count_if(h.begin(), h.end(), [&](const Observation& o) { return o.status == status; }));
+}
+
+TEST(ModelOptimizerTest, ARealJobWithADeclaredShapeSearchesAsTheSimulatorsSpecDoes) {
+  const SessionSpec sim = WorkloadSpec("dense-70b-4x8-h100");
+  const SessionSpec shaped = DeclaredShapeJob(sim, true);
+  SessionSpec unshaped = shaped;
+  unshaped.shape.reset();
+  ModelOptimizer::Options o;
+  o.skip_equivalent = false;
+  ModelOptimizer opt(o);
+  int ooms_sim = 0, ooms_shaped = 0, ooms_unshaped = 0;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    const std::vector<Observation> a = SessionAsSeen(sim, sim, opt, seed, 12);
+    const std::vector<Observation> b = SessionAsSeen(sim, shaped, opt, seed, 12);
+    ASSERT_GT(a.size(), 1u);
+    ASSERT_EQ(a.size(), b.size()) << "seed " << seed;
+    for (size_t i = 0; i < a.size(); ++i) {
+      Config spelled = b[i].config;
+      for (auto& [name, v] : spelled) v = NormalizedKnobValue(v);
+      EXPECT_EQ(a[i].config, spelled) << "seed " << seed << " trial " << i;
+    }
+    ooms_sim += CountStatus(a, "oom");
+    ooms_shaped += CountStatus(b, "oom");
+    ooms_unshaped += CountStatus(SessionAsSeen(sim, unshaped, opt, seed, 12), "oom");
+  }
+  EXPECT_EQ(ooms_shaped, ooms_sim);
+  std::printf("OOMs in 3 sessions of 12 trials: %d with the declared shape, %d without\n", ooms_shaped, ooms_unshaped);
+  EXPECT_LT(ooms_shaped + 3, ooms_unshaped);
+}
+
+// Without its launcher's rules, a declared shape still hints at them
+// (Planner::rules_refuse_at): settings the simulator's rules refuse start
+// unlikely to launch, and the search runs fewer that fail. A hint the
+// runs contradict loses its hold: with the shape declared a layer off
+// (81 of 80), the hint refuses every pipeline depth above 1, and the
+// search still runs settings it refuses (the baseline's pp 4 launched).
+TEST(ModelOptimizerTest, TheRulesHintCutsLaunchFailuresAndTheRunsOverturnAWrongOne) {
+  const SessionSpec sim = WorkloadSpec("dense-70b-4x8-h100");
+  const SessionSpec shaped = DeclaredShapeJob(sim, false);
+  SessionSpec wrong = shaped;
+  ++wrong.shape->model.layers;
+  ModelOptimizer::Options no_hint;
+  no_hint.rules_hint_logit = 0;
+  ModelOptimizer hinted{ModelOptimizer::Options{}}, blind{no_hint};
+  const Planner wrong_planner = PlannerFor(wrong);
+  ASSERT_TRUE(static_cast<bool>(wrong_planner.rules_refuse_at));
+  int failed_hinted = 0, failed_blind = 0, ran_against_hint = 0;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    failed_hinted += CountStatus(SessionAsSeen(sim, shaped, hinted, seed, 15), "failed");
+    failed_blind += CountStatus(SessionAsSeen(sim, shaped, blind, seed, 15), "failed");
+    const std::vector<Observation> h = SessionAsSeen(sim, wrong, hinted, seed, 15);
+    for (size_t i = 1; i < h.size(); ++i) {
+      ran_against_hint += h[i].status == "ok" && wrong_planner.rules_refuse_at(IndexOf(wrong, h[i].config));
+    }
+  }
+  std::printf("launch failures in 3 sessions of 15 trials: %d with the hint, %d without; "
+              "settings a wrong hint refused that ran: %d\n", failed_hinted, failed_blind, ran_against_hint);
+  EXPECT_LT(2 * failed_hinted, failed_blind);
+  EXPECT_GE(ran_against_hint, 3);
 }
 
 // A setting whose step time is that of a setting that ran is not proposed

@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 
 #include "absl/strings/str_replace.h"
+#include "core/contract.h"
+#include "core/planner.h"
 
 namespace infrarsi {
 namespace {
@@ -466,6 +468,110 @@ TEST(SpecTest, SimExecutorErrorsNameTheField) {
     ASSERT_FALSE(spec.ok()) << c.field;
     EXPECT_EQ(spec.status().message().substr(0, c.field.size()), c.field) << spec.status();
   }
+}
+
+// A real job (here a process) may declare its model shape for the search's
+// textbook estimates: the simulator's model keys, how its GPUs make nodes,
+// the simulator knobs it holds.
+constexpr char kShaped[] = R"yaml(
+name: shaped-job
+workload:
+  model: llama-8b
+  global_batch: 64
+  seq_len: 4096
+  shape:
+    layers: 32
+    hidden: 4096
+    heads: 32
+    kv_heads: 8
+    ffn: 14336
+    vocab: 128256
+    gpus_per_node: 8
+    fixed: {flash_attn: true}
+hardware: {gpu: H100, count: 16}
+knobs:
+  tp: [1, 2, 4, 8]
+  recompute: [none, full]
+  bias: [True, False]
+baseline: {tp: 8, recompute: full, bias: True}
+budget: {max_trials: 10}
+executor:
+  process:
+    command: "torchrun train.py --tp={tp} --recompute={recompute} --bias={bias}"
+    workdir: job
+)yaml";
+
+TEST(SpecTest, ARealJobMayDeclareItsModelShape) {
+  auto spec = ParseSpec(kShaped, Opts());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(spec->shape.has_value());
+  EXPECT_EQ(spec->shape->model.layers, 32);
+  EXPECT_EQ(spec->shape->model.kv_heads, 8);
+  EXPECT_EQ(spec->shape->model.seq_len, 4096);      // from the workload
+  EXPECT_EQ(spec->shape->model.global_batch, 64);
+  EXPECT_EQ(spec->shape->cluster.gpu.name, "H100");  // from hardware.gpu
+  EXPECT_EQ(spec->shape->cluster.gpus_per_node, 8);
+  EXPECT_EQ(spec->shape->cluster.nodes, 2);          // hardware.count / gpus_per_node
+  EXPECT_EQ(spec->shape->fixed.at("flash_attn"), "true");
+  EXPECT_FALSE(spec->shape->launch_rules);           // opt-in
+  EXPECT_EQ(spec->sim.model.layers, 0);              // the simulator's stays empty
+  // The search's estimates read the simulator-named knobs; `bias` is none
+  // of the simulator's and changes nothing in them.
+  const Planner planner = PlannerFor(*spec);
+  ASSERT_TRUE(planner.memory_estimate_gib && planner.time_estimate_s);
+  EXPECT_FALSE(static_cast<bool>(planner.launch_check));
+  Config c = spec->baseline, other = spec->baseline;
+  other["bias"] = "False";
+  EXPECT_DOUBLE_EQ(planner.memory_estimate_gib(c), planner.memory_estimate_gib(other));
+  EXPECT_DOUBLE_EQ(planner.time_estimate_s(c), planner.time_estimate_s(other));
+  other = c;
+  other["tp"] = "2";
+  EXPECT_GT(planner.memory_estimate_gib(other), planner.memory_estimate_gib(c));
+  // ... and the contract's FLOPs per token come from the shape.
+  EXPECT_GT(SpecFlopsPerToken(*spec), 6 * 7e9);
+  EXPECT_EQ(SpecFlopsPerToken(*ParseSpec(kProcessSpec, Opts())), 0);
+  // Without gpus_per_node: the count up to a node of 8.
+  auto small = ParseSpec(absl::StrReplaceAll(kShaped, {{"    gpus_per_node: 8\n", ""}, {"count: 16", "count: 4"}}), Opts());
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(small->shape->cluster.gpus_per_node, 4);
+  EXPECT_EQ(small->shape->cluster.nodes, 1);
+  auto rules = ParseSpec(absl::StrReplaceAll(kShaped, {{"    gpus_per_node: 8\n", "    launch_rules: true\n"}}), Opts());
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  EXPECT_TRUE(rules->shape->launch_rules);
+  // Without one, nothing is declared.
+  auto none = ParseSpec(kProcessSpec, Opts());
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->shape.has_value());
+}
+
+TEST(SpecTest, DeclaredShapeErrorsNameTheField) {
+  struct Case {
+    std::string from, to, field;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"    layers: 32\n", "", "workload.shape.layers"},
+           {"    layers: 32\n", "    layers: 32\n    depth: 3\n", "workload.shape.depth"},
+           {"    heads: 32\n", "    heads: 30\n", "workload.shape.hidden"},
+           {"    gpus_per_node: 8\n", "    gpus_per_node: 3\n", "workload.shape.gpus_per_node"},
+           {"    gpus_per_node: 8\n", "    gpus_per_node: 0\n", "workload.shape.gpus_per_node"},
+           {"    gpus_per_node: 8\n", "    launch_rules: maybe\n", "workload.shape.launch_rules"},
+           {"fixed: {flash_attn: true}", "fixed: {tp: 2}", "workload.shape.fixed.tp"},
+           {"fixed: {flash_attn: true}", "fixed: {warp: 2}", "workload.shape.fixed.warp"},
+           {"fixed: {flash_attn: true}", "fixed: {flash_attn: maybe}", "workload.shape.fixed.flash_attn"},
+           {"gpu: H100, count: 16", "gpu: TPUv5, count: 16", "hardware.gpu"},
+           // A knob named as a simulator knob is read as one.
+           {"recompute: [none, full]", "recompute: [none, full, sometimes]", "knobs.recompute"},
+       }) {
+    const std::string yaml = absl::StrReplaceAll(kShaped, {{c.from, c.to}});
+    ASSERT_NE(yaml, kShaped) << c.field;
+    auto spec = ParseSpec(yaml, Opts());
+    ASSERT_FALSE(spec.ok()) << c.field;
+    EXPECT_EQ(spec.status().message().substr(0, c.field.size()), c.field) << spec.status();
+  }
+  // The simulator's spec has its own shape.
+  auto sim = ParseSpec(absl::StrReplaceAll(kSim, {{"seq_len: 4096}", "seq_len: 4096, shape: {layers: 2}}"}}), Opts());
+  ASSERT_FALSE(sim.ok());
+  EXPECT_EQ(sim.status().message().rfind("workload.shape: is for real jobs", 0), 0u) << sim.status();
 }
 
 // A repository whose patches apply unless they say "CONFLICT" after another
