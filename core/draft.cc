@@ -21,6 +21,7 @@
 #include "core/log_readers.h"
 #include "core/script_flags.h"
 #include "core/spec.h"
+#include "models/cluster_sim.h"
 
 namespace infrarsi {
 namespace {
@@ -479,6 +480,31 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
     d.params = static_cast<double>(layers) * (attn + mlp) +
                static_cast<double>(vocab) * static_cast<double>(hidden);
   }
+  // The shape, for the search's textbook estimates: a dense model whose
+  // every width the command states (a GPT-2 vocabulary file counts as its
+  // 50,257 tokens), on a GPU the simulator knows.
+  {
+    int64_t vocab_known = vocab;
+    if (const Arg* vf = FindArg(args, {"--vocab-file", "--vocab_file"});
+        vocab_known == 0 && vf != nullptr && absl::StrContains(absl::AsciiStrToLower(vf->value), "gpt2")) {
+      vocab_known = 50257;
+    }
+    const bool explicit_ffn = FindArg(args, kFfn) != nullptr || !swiglu;  // GeLU's 4h default
+    if (layers > 0 && hidden > 0 && heads > 0 && groups > 0 && heads % groups == 0 && hidden % heads == 0 &&
+        experts == 0 && vocab_known > 0 && explicit_ffn && models::sim::FindGpu(in.gpu) != nullptr) {
+      Draft::Shape s;
+      s.layers = layers;
+      s.hidden = hidden;
+      s.heads = heads;
+      s.kv_heads = groups;
+      s.ffn = ffn;
+      s.vocab = vocab_known;
+      s.swiglu = swiglu;
+      const Arg* backend = FindArg(args, {"--attention-backend", "--attention_backend"});
+      s.flash = !(backend != nullptr && (backend->value == "unfused" || backend->value == "local"));
+      d.shape = s;
+    }
+  }
   // Precision is the contract's: the dtypes the command computes in.
   // A flag that is on: bare, or a true value (`--bf16 True`, HF's way).
   auto on = [&](const std::vector<std::string>& spellings) {
@@ -839,6 +865,66 @@ absl::StatusOr<Draft> DraftSpec(const DraftInput& in) {
   return d;
 }
 
+namespace {
+
+// Megatron's flags whose knobs the simulator reads (workload.shape.knobs),
+// by the flag's name with dashes.
+const std::map<std::string, std::string>& SimKnobOfFlag() {
+  static const auto* m = new std::map<std::string, std::string>{
+      {"--tensor-model-parallel-size", "tp"},
+      {"--pipeline-model-parallel-size", "pp"},
+      {"--context-parallel-size", "cp"},
+      {"--micro-batch-size", "micro_batch"},
+      {"--recompute-granularity", "recompute"},
+      {"--use-distributed-optimizer", "dist_opt"},
+      {"--sequence-parallel", "seq_par"},
+      {"--overlap-grad-reduce", "overlap_grad_reduce"},
+      {"--overlap-param-gather", "overlap_param_gather"},
+      {"--grad-reduce-in-bf16", "grad_reduce_bf16"},
+      {"--use-flash-attn", "flash_attn"},
+  };
+  return *m;
+}
+
+// The draft's workload.shape block (indented under workload's flow map),
+// or nothing where the draft has no shape or a knob named as a simulator
+// knob cannot be read as one (the spec would be refused).
+std::vector<std::string> ShapeLines(const Draft& d) {
+  if (!d.shape) return {};
+  namespace ms = models::sim;
+  const std::vector<std::string>& names = ms::KnobNames();
+  auto reads_as = [](const DraftKnob& k, const std::string& sim) {
+    ms::LaunchKnobs probe;
+    std::string err;
+    for (const std::string& v : k.values) {
+      if (!ms::SetKnob(&probe, sim, NormalizedKnobValue(v), &err)) return false;
+    }
+    return true;
+  };
+  std::vector<std::string> mapped;
+  std::set<std::string> read;  // simulator knobs a searched knob is read as
+  for (const DraftKnob& k : d.knobs) {
+    if (std::find(names.begin(), names.end(), k.name) != names.end()) {
+      if (!reads_as(k, k.name) || !read.insert(k.name).second) return {};
+      continue;
+    }
+    const auto it = SimKnobOfFlag().find(absl::StrReplaceAll(k.flag, {{"_", "-"}}));
+    if (it == SimKnobOfFlag().end() || read.count(it->second) || !reads_as(k, it->second)) continue;
+    read.insert(it->second);
+    mapped.push_back(absl::StrCat(k.name, ": ", it->second));
+  }
+  const Draft::Shape& s = *d.shape;
+  std::vector<std::string> out = {
+      absl::StrCat("  shape: {layers: ", s.layers, ", hidden: ", s.hidden, ", heads: ", s.heads,
+                   ", kv_heads: ", s.kv_heads, ", ffn: ", s.ffn, ", vocab: ", s.vocab,
+                   ", swiglu: ", s.swiglu ? "true" : "false", ", gpus_per_node: ", d.gpus_per_node,
+                   read.count("flash_attn") ? "" : absl::StrCat(", fixed: {flash_attn: ", s.flash ? "true" : "false", "}"),
+                   mapped.empty() ? "" : absl::StrCat(",\n          knobs: {", absl::StrJoin(mapped, ", "), "}"), "}}")};
+  return out;
+}
+
+}  // namespace
+
 std::string DraftYaml(const Draft& d) {
   std::string y;
   auto line = [&](const std::string& s) { absl::StrAppend(&y, s, "\n"); };
@@ -851,7 +937,15 @@ std::string DraftYaml(const Draft& d) {
   std::string workload = absl::StrCat("workload: {model: ", Y(d.model), ", global_batch: ", d.global_batch,
                                       ", seq_len: ", d.seq_len);
   if (d.params > 0) absl::StrAppend(&workload, ", params: ", static_cast<int64_t>(d.params));
-  line(workload + "}");
+  const std::vector<std::string> shape = ShapeLines(d);
+  if (shape.empty()) {
+    line(workload + "}");
+  } else {
+    line("# shape: the model's, from its flags; the search's textbook estimates of memory and");
+    line("# step time read it, and knobs of Megatron's parallel and memory flags as the simulator's.");
+    line(workload + ",");
+    for (const std::string& s : shape) line(s);
+  }
   if (d.params > 0) line("# params: dense weights estimated from the model flags (for the MFU check).");
   line(absl::StrCat("hardware: {gpu: ", Y(d.gpu), ", count: ", d.gpus, "}",
                     d.nodes > 1 ? absl::StrCat("   # ", d.nodes, " nodes of ", d.gpus_per_node) : ""));

@@ -114,6 +114,17 @@ struct Draft {
   int timeout_s = 0;
   int max_trials = 0, doctor_repeats = 0, verify_candidates = 0, verify_runs = 0;
   std::vector<std::string> notes;  // what was kept fixed and why; refusals
+  // The model's shape from its flags (a dense model whose layers, width,
+  // heads, MLP width and vocabulary the command states, on a GPU of the
+  // simulator's catalog): written as workload.shape, so the search gets
+  // the textbook estimates; knobs of Megatron's parallel and memory flags
+  // are read as the simulator's (DraftYaml). Empty: not all of it known.
+  struct Shape {
+    int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0;
+    bool swiglu = false;
+    bool flash = true;  // a fused/flash attention kernel (the frameworks' default)
+  };
+  std::optional<Shape> shape;
 };
 
 // INVALID_ARGUMENT naming the field (argv, gpu, gpus, global_batch,

@@ -1,5 +1,6 @@
 #include "core/planner.h"
 
+#include <map>
 #include <memory>
 
 #include "core/optimizer.h"
@@ -31,14 +32,24 @@ Planner PlannerFor(const SessionSpec& spec) {
                                                     : Shape{spec.shape->model, spec.shape->cluster, spec.shape->fixed});
   p.capacity_gib = sh->cluster.gpu.memory_gib;
   auto s = std::make_shared<const SessionSpec>(spec);
+  // The simulator knob each searched knob is read as ("" for none): its own
+  // name in the simulator's spec, a real job's declared mapping else.
+  auto sim_name = std::make_shared<std::map<std::string, std::string>>();
+  for (const Knob& k : spec.knobs) (*sim_name)[k.name] = simulated ? k.name : spec.shape->SimKnobOf(k.name);
   // A setting's simulator knobs: the held ones, then the setting's (a knob
   // that is no simulator knob changes nothing; ParseSpec validated those
   // that are).
-  auto knobs_of = [sh](const Config& c) {
+  // (A simulator spec's setting from elsewhere, a related session's with
+  // other knobs, sets what it names, as the simulator would run it.)
+  auto knobs_of = [sh, sim_name, simulated](const Config& c) {
     ms::LaunchKnobs k;
     std::string unused;
     for (const auto& [name, value] : sh->fixed) ms::SetKnob(&k, name, value, &unused);
-    for (const auto& [name, value] : c) ms::SetKnob(&k, name, NormalizedKnobValue(value), &unused);
+    for (const auto& [name, value] : c) {
+      const auto it = sim_name->find(name);
+      const std::string as = it != sim_name->end() ? it->second : simulated ? name : std::string();
+      if (!as.empty()) ms::SetKnob(&k, as, NormalizedKnobValue(value), &unused);
+    }
     return k;
   };
   // A real job's launcher is the simulator's only where its spec says so
@@ -74,7 +85,8 @@ Planner PlannerFor(const SessionSpec& spec) {
     std::vector<ms::KnobSetter> row;
     for (const std::string& v : k.values) {
       std::string unused;
-      ms::KnobSetter set = ms::CompileKnob(k.name, NormalizedKnobValue(v), &unused);
+      const std::string& as = sim_name->at(k.name);
+      ms::KnobSetter set = as.empty() ? nullptr : ms::CompileKnob(as, NormalizedKnobValue(v), &unused);
       row.push_back(set ? std::move(set) : [](ms::LaunchKnobs*) {});
     }
     setters->push_back(std::move(row));

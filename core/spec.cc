@@ -403,7 +403,7 @@ absl::Status ParseWorkloadShape(const YAML::Node& wl, SessionSpec& spec) {
   }
   ASSIGN_OR_RETURN(YAML::Node sh, RequireMap(wl, "shape", f, true));
   std::set<std::string> keys = ModelShapeKeys();
-  keys.insert({"gpus_per_node", "fixed", "launch_rules"});
+  keys.insert({"gpus_per_node", "fixed", "launch_rules", "knobs"});
   RETURN_IF_ERROR(CheckKeys(sh, f, keys));
   ShapeSpec out;
   RETURN_IF_ERROR(ParseModelShape(sh, f, spec, out.model));
@@ -427,18 +427,36 @@ absl::Status ParseWorkloadShape(const YAML::Node& wl, SessionSpec& spec) {
   c.gpus_per_node = static_cast<int>(per_node);
   c.nodes = static_cast<int>(spec.gpu_count / per_node);
   if (gpu->nvlink_domain > c.gpus_per_node) c.nvlink_domain = gpu->nvlink_domain;
-  // A searched knob named as a simulator knob is read as one, so its
-  // values must be the simulator's; other knobs stay out of the estimates.
+  const std::vector<std::string>& names = ms::KnobNames();
+  auto is_sim_knob = [&](const std::string& n) { return std::find(names.begin(), names.end(), n) != names.end(); };
+  ASSIGN_OR_RETURN(YAML::Node mapped, RequireMap(sh, "knobs", f + ".knobs", false));
+  std::map<std::string, std::string> read_as;  // simulator knob -> the searched knob read as it
+  if (mapped) {
+    for (const auto& kv : mapped) {
+      const std::string name = kv.first.as<std::string>();
+      const std::string field = absl::StrCat(f, ".knobs.", name);
+      if (!spec.FindKnob(name)) return FieldError(field, "is not a searched knob (not in knobs)");
+      if (!kv.second.IsScalar() || !is_sim_knob(kv.second.Scalar())) {
+        return FieldError(field, absl::StrCat("must name a simulator knob (", absl::StrJoin(names, ", "), ")"));
+      }
+      out.knobs[name] = kv.second.Scalar();
+    }
+  }
+  // A searched knob read as a simulator knob (mapped, or of its name) must
+  // have the simulator's values; other knobs stay out of the estimates.
   ms::LaunchKnobs probe;
   std::string err;
-  const std::vector<std::string>& names = ms::KnobNames();
   for (const Knob& k : spec.knobs) {
-    if (std::find(names.begin(), names.end(), k.name) == names.end()) continue;
+    const std::string sim_name = out.SimKnobOf(k.name);
+    if (sim_name.empty()) continue;
+    const std::string field = out.knobs.count(k.name) ? absl::StrCat(f, ".knobs.", k.name) : absl::StrCat("knobs.", k.name);
+    if (auto [it, fresh] = read_as.emplace(sim_name, k.name); !fresh) {
+      return FieldError(field, absl::StrCat("is read as the simulator's ", sim_name, ", and so is knob ", it->second));
+    }
     for (const std::string& v : k.values) {
-      if (!ms::SetKnob(&probe, k.name, NormalizeScalar(v), &err)) {
-        return FieldError(absl::StrCat("knobs.", k.name),
-                          absl::StrCat(err, " (with workload.shape, a knob named as a simulator knob is "
-                                            "read as one)"));
+      if (!ms::SetKnob(&probe, sim_name, NormalizeScalar(v), &err)) {
+        return FieldError(field, absl::StrCat(err, " (with workload.shape, knob ", k.name,
+                                              " is read as the simulator's ", sim_name, ")"));
       }
     }
   }
@@ -448,6 +466,7 @@ absl::Status ParseWorkloadShape(const YAML::Node& wl, SessionSpec& spec) {
       const std::string name = kv.first.as<std::string>();
       const std::string field = absl::StrCat(f, ".fixed.", name);
       if (spec.FindKnob(name)) return FieldError(field, "is also a searched knob");
+      if (read_as.count(name)) return FieldError(field, absl::StrCat("is searched as knob ", read_as[name]));
       if (!kv.second.IsScalar()) return FieldError(field, "must be a scalar");
       const std::string value = NormalizeScalar(kv.second.Scalar());
       if (!ms::SetKnob(&probe, name, value, &err)) {
@@ -1208,6 +1227,12 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
 }  // namespace
 
 std::string NormalizedKnobValue(const std::string& value) { return NormalizeScalar(value); }
+
+std::string ShapeSpec::SimKnobOf(const std::string& name) const {
+  if (auto it = knobs.find(name); it != knobs.end()) return it->second;
+  const std::vector<std::string>& names = models::sim::KnobNames();
+  return std::find(names.begin(), names.end(), name) != names.end() ? name : "";
+}
 
 bool IsRemoteRepositoryUrl(const std::string& url) {
   const size_t colon = url.find(':');

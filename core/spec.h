@@ -100,6 +100,12 @@ struct ShapeSpec {
   models::sim::ModelShape model;      // seq_len, global_batch from workload
   models::sim::ClusterShape cluster;  // gpu from hardware.gpu, nodes from hardware.count
   Config fixed;  // simulator knobs the job holds at a value other than the default
+  // Searched knobs read as the simulator knob named here (a drafted
+  // Megatron spec's tensor_model_parallel_size is tp); a knob not listed is
+  // read as the simulator knob of its own name, if there is one.
+  std::map<std::string, std::string> knobs;
+  // The simulator knob the searched knob `name` is read as; "" for none.
+  std::string SimKnobOf(const std::string& name) const;
   // Whether the launcher refuses what the simulator's does (Megatron-LM's
   // parallel-size assertions: tp divides the heads, pp the layers, and so
   // on): only right where `fixed` holds every parallel size the job sets.

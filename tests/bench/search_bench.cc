@@ -1364,7 +1364,12 @@ Bench SuiteBench(const infrarsi::bench::SuiteWorkload& w) {
   b.hand_tuned = w.hand_tuned;
   if (SearchBlind() != Blind::kNo) b.spec.executor_kind = infrarsi::SessionSpec::ExecutorKind::kReplay;
   if (SearchBlind() == Blind::kShape || SearchBlind() == Blind::kShapeRules || SearchBlind() == Blind::kShapeWrong) {
-    b.spec.shape = {b.spec.sim.model, b.spec.sim.cluster, b.spec.sim.fixed, SearchBlind() == Blind::kShapeRules};
+    infrarsi::ShapeSpec shape;
+    shape.model = b.spec.sim.model;
+    shape.cluster = b.spec.sim.cluster;
+    shape.fixed = b.spec.sim.fixed;
+    shape.launch_rules = SearchBlind() == Blind::kShapeRules;
+    b.spec.shape = shape;
     if (SearchBlind() == Blind::kShapeWrong) ++b.spec.shape->model.layers;
   }
   return b;

@@ -11,7 +11,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "core/planner.h"
 #include "core/spec.h"
 
 namespace infrarsi {
@@ -144,6 +146,69 @@ TEST(DraftTest, Gpt3On128GpusFromMegatronsExample) {
   ExpectParses(*d);
   // Deterministic.
   EXPECT_EQ(DraftYaml(*DraftSpec(in)), yaml);
+}
+
+// A dense model whose widths the command states, on a GPU the simulator
+// knows, is drafted with its shape (workload.shape): the search then gets
+// the textbook estimates, Megatron's parallel and memory flags' knobs read
+// as the simulator's.
+TEST(DraftTest, ADenseModelsShapeIsDraftedForTheSearchsEstimates) {
+  DraftInput in;
+  in.argv = Words(kLlama3);
+  in.gpu = "H100";
+  auto d = DraftSpec(in);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_TRUE(d->shape.has_value());
+  EXPECT_EQ(d->shape->layers, 32);
+  EXPECT_EQ(d->shape->kv_heads, 8);
+  EXPECT_EQ(d->shape->ffn, 14336);
+  EXPECT_EQ(d->shape->vocab, 128256);
+  EXPECT_TRUE(d->shape->swiglu);
+  ExpectParses(*d);
+  SpecParseOptions o;
+  o.spec_dir = "/specs";
+  auto spec = ParseSpec(DraftYaml(*d), o);
+  ASSERT_TRUE(spec.ok()) << spec.status() << DraftYaml(*d);
+  ASSERT_TRUE(spec->shape.has_value()) << DraftYaml(*d);
+  EXPECT_EQ(spec->shape->model.hidden, 4096);
+  EXPECT_EQ(spec->shape->cluster.world(), 8);
+  EXPECT_EQ(spec->shape->fixed.at("flash_attn"), "true");  // --attention-backend fused
+  EXPECT_FALSE(spec->shape->launch_rules);
+  for (const auto& [knob, sim] : std::map<std::string, std::string>{
+           {"tensor_model_parallel_size", "tp"}, {"context_parallel_size", "cp"},
+           {"micro_batch_size", "micro_batch"}, {"use_distributed_optimizer", "dist_opt"},
+           {"sequence_parallel", "seq_par"}, {"overlap_grad_reduce", "overlap_grad_reduce"},
+           {"grad_reduce_in_bf16", "grad_reduce_bf16"}, {"manual_gc", ""}}) {
+    EXPECT_EQ(spec->shape->SimKnobOf(knob), sim) << knob;
+  }
+  const Planner planner = PlannerFor(*spec);
+  ASSERT_TRUE(planner.memory_estimate_gib && planner.time_estimate_s);
+  Config tp8 = spec->baseline;
+  tp8["tensor_model_parallel_size"] = "8";
+  EXPECT_LT(planner.memory_estimate_gib(tp8), planner.memory_estimate_gib(spec->baseline));  // tp 1 -> 8
+
+  // GPT-3's example: a GPT-2 vocabulary file, GeLU's 4h MLP.
+  in.argv = Words(kGpt3);
+  in.gpu = "A100-80GB";
+  auto gpt3 = DraftSpec(in);
+  ASSERT_TRUE(gpt3.ok()) << gpt3.status();
+  ASSERT_TRUE(gpt3->shape.has_value());
+  EXPECT_EQ(gpt3->shape->vocab, 50257);
+  EXPECT_EQ(gpt3->shape->ffn, 4 * 12288);
+  EXPECT_FALSE(gpt3->shape->swiglu);
+  ExpectParses(*gpt3);
+  // Not all of it known, or no GPU the simulator knows: no shape.
+  in.argv = Words(absl::StrReplaceAll(kLlama3, {{"--vocab-size 128256 ", ""}}));
+  in.gpu = "H100";
+  auto no_vocab = DraftSpec(in);
+  ASSERT_TRUE(no_vocab.ok()) << no_vocab.status();
+  EXPECT_FALSE(no_vocab->shape.has_value());
+  EXPECT_EQ(DraftYaml(*no_vocab).find("shape:"), std::string::npos);
+  in.argv = Words(kLlama3);
+  in.gpu = "TPUv5";
+  auto other_gpu = DraftSpec(in);
+  ASSERT_TRUE(other_gpu.ok()) << other_gpu.status();
+  EXPECT_FALSE(other_gpu->shape.has_value());
 }
 
 TEST(DraftTest, Llama3Fp8OnOneNodeWithItsSwitches) {

@@ -2291,7 +2291,12 @@ TEST(ModelOptimizerTest, WhereNothingPassesTheOomCautionItStepsDownBeforeGivingU
 SessionSpec DeclaredShapeJob(const SessionSpec& sim, bool launch_rules) {
   SessionSpec real = sim;
   real.executor_kind = SessionSpec::ExecutorKind::kProcess;
-  real.shape = ShapeSpec{sim.sim.model, sim.sim.cluster, sim.sim.fixed, launch_rules};
+  ShapeSpec shape;
+  shape.model = sim.sim.model;
+  shape.cluster = sim.sim.cluster;
+  shape.fixed = sim.sim.fixed;
+  shape.launch_rules = launch_rules;
+  real.shape = shape;
   real.sim = SimExecutorSpec{};
   auto spelled = [](std::string& v) {
     if (v == "true") v = "True";

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_replace.h"
 #include "core/contract.h"
+#include "core/optimizer.h"
 #include "core/planner.h"
 
 namespace infrarsi {
@@ -527,6 +528,30 @@ TEST(SpecTest, ARealJobMayDeclareItsModelShape) {
   other = c;
   other["tp"] = "2";
   EXPECT_GT(planner.memory_estimate_gib(other), planner.memory_estimate_gib(c));
+  // A knob of another name is read as the simulator knob the shape maps it
+  // to: the same estimates.
+  auto renamed = ParseSpec(
+      absl::StrReplaceAll(kShaped, {{"  tp: [1, 2, 4, 8]", "  tensor_model_parallel_size: [1, 2, 4, 8]"},
+                                    {"baseline: {tp: 8", "baseline: {tensor_model_parallel_size: 8"},
+                                    {"--tp={tp}", "--tp={tensor_model_parallel_size}"},
+                                    {"    fixed: {flash_attn: true}\n",
+                                     "    fixed: {flash_attn: true}\n    knobs: {tensor_model_parallel_size: tp}\n"}}),
+      Opts());
+  ASSERT_TRUE(renamed.ok()) << renamed.status();
+  EXPECT_EQ(renamed->shape->SimKnobOf("tensor_model_parallel_size"), "tp");
+  EXPECT_EQ(renamed->shape->SimKnobOf("recompute"), "recompute");
+  EXPECT_EQ(renamed->shape->SimKnobOf("bias"), "");
+  const Planner renamed_planner = PlannerFor(*renamed);
+  for (const char* tp : {"1", "2", "4", "8"}) {
+    Config a = spec->baseline, b = renamed->baseline;
+    a["tp"] = tp;
+    b["tensor_model_parallel_size"] = tp;
+    EXPECT_DOUBLE_EQ(planner.memory_estimate_gib(a), renamed_planner.memory_estimate_gib(b)) << tp;
+    EXPECT_DOUBLE_EQ(planner.time_estimate_s(a), renamed_planner.time_estimate_s(b)) << tp;
+    const int64_t i = IndexOf(*spec, a), j = IndexOf(*renamed, b);
+    EXPECT_DOUBLE_EQ(planner.memory_estimate_gib_at(i), renamed_planner.memory_estimate_gib_at(j)) << tp;
+    EXPECT_EQ(planner.rules_refuse_at(i), renamed_planner.rules_refuse_at(j)) << tp;
+  }
   // ... and the contract's FLOPs per token come from the shape.
   EXPECT_GT(SpecFlopsPerToken(*spec), 6 * 7e9);
   EXPECT_EQ(SpecFlopsPerToken(*ParseSpec(kProcessSpec, Opts())), 0);
@@ -561,6 +586,12 @@ TEST(SpecTest, DeclaredShapeErrorsNameTheField) {
            {"gpu: H100, count: 16", "gpu: TPUv5, count: 16", "hardware.gpu"},
            // A knob named as a simulator knob is read as one.
            {"recompute: [none, full]", "recompute: [none, full, sometimes]", "knobs.recompute"},
+           // Knobs read as the simulator's under another name.
+           {"    gpus_per_node: 8\n", "    knobs: {nothing_here: tp}\n", "workload.shape.knobs.nothing_here"},
+           {"    gpus_per_node: 8\n", "    knobs: {bias: warp}\n", "workload.shape.knobs.bias"},
+           {"    gpus_per_node: 8\n", "    knobs: {bias: tp}\n", "workload.shape.knobs.bias"},
+           {"    gpus_per_node: 8\n", "    knobs: {bias: micro_batch}\n", "workload.shape.knobs.bias"},
+           {"    gpus_per_node: 8\n", "    knobs: {bias: flash_attn}\n", "workload.shape.fixed.flash_attn"},
        }) {
     const std::string yaml = absl::StrReplaceAll(kShaped, {{c.from, c.to}});
     ASSERT_NE(yaml, kShaped) << c.field;
