@@ -203,7 +203,9 @@ double SpecFlopsPerToken(const SessionSpec& spec) {
   if (spec.Executor().simulated) {
     return models::sim::ModelFlopsPerToken(spec.sim.model);
   }
-  if (spec.shape) return models::sim::ModelFlopsPerToken(spec.shape->model);
+  // Not a real job's declared shape: the textbook's count (attention
+  // included) is the simulator's own, and over a real trainer's kernels a
+  // count that runs high would call honest steps impossible.
   return 0;
 }
 
@@ -211,7 +213,7 @@ double PeakFlopsPerGpu(const SessionSpec& spec) {
   const models::sim::GpuSpec* gpu = models::sim::FindGpu(spec.gpu);
   if (gpu == nullptr) return 0;
   // The precisions trials may run at: the knob's values, the contract's
-  // list, the simulator's fixed setting.
+  // list, the simulator's or the declared shape's fixed setting.
   std::vector<std::string> may;
   if (const Knob* k = spec.FindKnob("precision")) may = k->values;
   if (may.empty()) may = spec.contract.precision;

@@ -121,8 +121,7 @@ std::string EncodeStepExtra(const StepEvidence& s);
 void DecodeStepExtra(const std::string& json, StepEvidence* s);
 
 // Model FLOPs per token the spec states (flops_per_token, else 6 x params),
-// or the model shape's count (the simulator's, or the one a real job
-// declares in workload.shape); 0 when unknown.
+// or the simulator's count for a sim session; 0 when unknown.
 double SpecFlopsPerToken(const SessionSpec& spec);
 // The dense peak of one GPU of `gpu` for the precisions a session may use,
 // FLOP/s: fp8's where the space or the contract allows fp8 (or says

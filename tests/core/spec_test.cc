@@ -552,9 +552,9 @@ TEST(SpecTest, ARealJobMayDeclareItsModelShape) {
     EXPECT_DOUBLE_EQ(planner.memory_estimate_gib_at(i), renamed_planner.memory_estimate_gib_at(j)) << tp;
     EXPECT_EQ(planner.rules_refuse_at(i), renamed_planner.rules_refuse_at(j)) << tp;
   }
-  // ... and the contract's FLOPs per token come from the shape.
-  EXPECT_GT(SpecFlopsPerToken(*spec), 6 * 7e9);
-  EXPECT_EQ(SpecFlopsPerToken(*ParseSpec(kProcessSpec, Opts())), 0);
+  // The MFU check does not read the shape (a textbook count that runs high
+  // over a real trainer would call honest steps impossible): params do.
+  EXPECT_EQ(SpecFlopsPerToken(*spec), 0);
   // Without gpus_per_node: the count up to a node of 8.
   auto small = ParseSpec(absl::StrReplaceAll(kShaped, {{"    gpus_per_node: 8\n", ""}, {"count: 16", "count: 4"}}), Opts());
   ASSERT_TRUE(small.ok()) << small.status();
