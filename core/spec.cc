@@ -303,6 +303,33 @@ absl::Status ParseModelShape(const YAML::Node& m, const std::string& f, const Se
   return absl::OkStatus();
 }
 
+// `node`'s optional `fixed` map (field f.fixed): simulator knobs held at a
+// value, none of them searched, or read as a searched knob (`taken`:
+// simulator knob -> that knob).
+absl::Status ParseFixedKnobs(const YAML::Node& node, const std::string& f, const SessionSpec& spec,
+                             const std::map<std::string, std::string>& taken, Config& out) {
+  namespace ms = models::sim;
+  ASSIGN_OR_RETURN(YAML::Node fixed, RequireMap(node, "fixed", f + ".fixed", false));
+  if (!fixed) return absl::OkStatus();
+  ms::LaunchKnobs probe;
+  std::string err;
+  for (const auto& kv : fixed) {
+    const std::string name = kv.first.as<std::string>();
+    const std::string field = absl::StrCat(f, ".fixed.", name);
+    if (spec.FindKnob(name)) return FieldError(field, "is also a searched knob");
+    if (auto it = taken.find(name); it != taken.end()) {
+      return FieldError(field, absl::StrCat("is searched as knob ", it->second));
+    }
+    if (!kv.second.IsScalar()) return FieldError(field, "must be a scalar");
+    const std::string value = NormalizeScalar(kv.second.Scalar());
+    if (!ms::SetKnob(&probe, name, value, &err)) {
+      return FieldError(field, absl::StrCat(err, " (simulator knobs: ", absl::StrJoin(ms::KnobNames(), ", "), ")"));
+    }
+    out[name] = value;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
   namespace ms = models::sim;
   const std::string f = "executor.sim";
@@ -377,19 +404,7 @@ absl::Status ParseSimExecutor(const YAML::Node& sim, SessionSpec& spec) {
       }
     }
   }
-  ASSIGN_OR_RETURN(YAML::Node fixed, RequireMap(sim, "fixed", f + ".fixed", false));
-  if (fixed) {
-    for (const auto& kv : fixed) {
-      const std::string name = kv.first.as<std::string>();
-      const std::string field = absl::StrCat(f, ".fixed.", name);
-      if (spec.FindKnob(name)) return FieldError(field, "is also a searched knob");
-      if (!kv.second.IsScalar()) return FieldError(field, "must be a scalar");
-      const std::string value = NormalizeScalar(kv.second.Scalar());
-      if (!ms::SetKnob(&probe, name, value, &err)) return FieldError(field, err);
-      out.fixed[name] = value;
-    }
-  }
-  return absl::OkStatus();
+  return ParseFixedKnobs(sim, f, spec, {}, out.fixed);
 }
 
 // workload.shape: a real job's model shape (ShapeSpec), read after the
@@ -460,21 +475,7 @@ absl::Status ParseWorkloadShape(const YAML::Node& wl, SessionSpec& spec) {
       }
     }
   }
-  ASSIGN_OR_RETURN(YAML::Node fixed, RequireMap(sh, "fixed", f + ".fixed", false));
-  if (fixed) {
-    for (const auto& kv : fixed) {
-      const std::string name = kv.first.as<std::string>();
-      const std::string field = absl::StrCat(f, ".fixed.", name);
-      if (spec.FindKnob(name)) return FieldError(field, "is also a searched knob");
-      if (read_as.count(name)) return FieldError(field, absl::StrCat("is searched as knob ", read_as[name]));
-      if (!kv.second.IsScalar()) return FieldError(field, "must be a scalar");
-      const std::string value = NormalizeScalar(kv.second.Scalar());
-      if (!ms::SetKnob(&probe, name, value, &err)) {
-        return FieldError(field, absl::StrCat(err, " (simulator knobs: ", absl::StrJoin(names, ", "), ")"));
-      }
-      out.fixed[name] = value;
-    }
-  }
+  RETURN_IF_ERROR(ParseFixedKnobs(sh, f, spec, read_as, out.fixed));
   if (sh["launch_rules"] && !sh["launch_rules"].IsNull()) {
     const std::string v = sh["launch_rules"].IsScalar() ? NormalizeScalar(sh["launch_rules"].Scalar()) : "";
     if (v != "true" && v != "false") return FieldError(f + ".launch_rules", "must be true or false");
