@@ -41,14 +41,17 @@ Planner PlannerFor(const SessionSpec& spec) {
   // that are).
   // (A simulator spec's setting from elsewhere, a related session's with
   // other knobs, sets what it names, as the simulator would run it.)
-  auto knobs_of = [sh, sim_name, simulated](const Config& c) {
+  auto sim_value = [s, simulated](const std::string& name, const std::string& value) {
+    return simulated ? NormalizedKnobValue(value) : s->shape->SimValueOf(name, value);
+  };
+  auto knobs_of = [sh, sim_name, simulated, sim_value](const Config& c) {
     ms::LaunchKnobs k;
     std::string unused;
     for (const auto& [name, value] : sh->fixed) ms::SetKnob(&k, name, value, &unused);
     for (const auto& [name, value] : c) {
       const auto it = sim_name->find(name);
       const std::string as = it != sim_name->end() ? it->second : simulated ? name : std::string();
-      if (!as.empty()) ms::SetKnob(&k, as, NormalizedKnobValue(value), &unused);
+      if (!as.empty()) ms::SetKnob(&k, as, sim_value(name, value), &unused);
     }
     return k;
   };
@@ -86,7 +89,7 @@ Planner PlannerFor(const SessionSpec& spec) {
     for (const std::string& v : k.values) {
       std::string unused;
       const std::string& as = sim_name->at(k.name);
-      ms::KnobSetter set = as.empty() ? nullptr : ms::CompileKnob(as, NormalizedKnobValue(v), &unused);
+      ms::KnobSetter set = as.empty() ? nullptr : ms::CompileKnob(as, sim_value(k.name, v), &unused);
       row.push_back(set ? std::move(set) : [](ms::LaunchKnobs*) {});
     }
     setters->push_back(std::move(row));

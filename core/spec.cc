@@ -450,11 +450,47 @@ absl::Status ParseWorkloadShape(const YAML::Node& wl, SessionSpec& spec) {
     for (const auto& kv : mapped) {
       const std::string name = kv.first.as<std::string>();
       const std::string field = absl::StrCat(f, ".knobs.", name);
-      if (!spec.FindKnob(name)) return FieldError(field, "is not a searched knob (not in knobs)");
-      if (!kv.second.IsScalar() || !is_sim_knob(kv.second.Scalar())) {
-        return FieldError(field, absl::StrCat("must name a simulator knob (", absl::StrJoin(names, ", "), ")"));
+      const Knob* knob = spec.FindKnob(name);
+      if (knob == nullptr) return FieldError(field, "is not a searched knob (not in knobs)");
+      ShapeSpec::KnobAs as;
+      // The simulator knob named: the entry itself, or its `as` (looked up
+      // through a const node: a missing key is then undefined, not a zombie).
+      const YAML::Node entry = kv.second;
+      std::optional<std::string> sim_text;
+      if (entry.IsScalar()) sim_text = entry.Scalar();
+      if (entry.IsMap()) {
+        const YAML::Node& const_entry = entry;
+        const YAML::Node as_node = const_entry["as"];
+        if (as_node.IsDefined() && as_node.IsScalar()) sim_text = as_node.Scalar();
       }
-      out.knobs[name] = kv.second.Scalar();
+      if (kv.second.IsMap()) {  // {as: KNOB, values: {VALUE: SIMULATOR VALUE, ...}}
+        RETURN_IF_ERROR(CheckKeys(kv.second, field, {"as", "values"}));
+        ASSIGN_OR_RETURN(YAML::Node values, RequireMap(kv.second, "values", field + ".values", true));
+        for (const auto& vv : values) {
+          const std::string value = NormalizeScalar(vv.first.as<std::string>());
+          const std::string vfield = absl::StrCat(field, ".values.", vv.first.as<std::string>());
+          const bool listed = std::any_of(knob->values.begin(), knob->values.end(),
+                                          [&](const std::string& v) { return NormalizeScalar(v) == value; });
+          if (!listed) return FieldError(vfield, absl::StrCat("is not a value of knobs.", name));
+          if (!vv.second.IsScalar()) return FieldError(vfield, "must be a scalar");
+          as.values[value] = NormalizeScalar(vv.second.Scalar());
+        }
+        for (const std::string& v : knob->values) {
+          if (!as.values.count(NormalizeScalar(v))) {
+            return FieldError(field + ".values", absl::StrCat("has no simulator value for '", v, "'"));
+          }
+        }
+      }
+      if (kv.second.IsNull()) {  // read as no simulator knob, whatever its name
+        out.knobs[name] = std::move(as);
+        continue;
+      }
+      const std::string sim_field = kv.second.IsMap() ? field + ".as" : field;
+      if (!sim_text || !is_sim_knob(*sim_text)) {
+        return FieldError(sim_field, absl::StrCat("must name a simulator knob (", absl::StrJoin(names, ", "), ")"));
+      }
+      as.sim = *sim_text;
+      out.knobs[name] = std::move(as);
     }
   }
   // A searched knob read as a simulator knob (mapped, or of its name) must
@@ -469,7 +505,7 @@ absl::Status ParseWorkloadShape(const YAML::Node& wl, SessionSpec& spec) {
       return FieldError(field, absl::StrCat("is read as the simulator's ", sim_name, ", and so is knob ", it->second));
     }
     for (const std::string& v : k.values) {
-      if (!ms::SetKnob(&probe, sim_name, NormalizeScalar(v), &err)) {
+      if (!ms::SetKnob(&probe, sim_name, out.SimValueOf(k.name, v), &err)) {
         return FieldError(field, absl::StrCat(err, " (with workload.shape, knob ", k.name,
                                               " is read as the simulator's ", sim_name, ")"));
       }
@@ -1229,8 +1265,16 @@ absl::StatusOr<SessionSpec> ParseSpecNode(const YAML::Node& root,
 
 std::string NormalizedKnobValue(const std::string& value) { return NormalizeScalar(value); }
 
+std::string ShapeSpec::SimValueOf(const std::string& name, const std::string& value) const {
+  const std::string v = NormalizeScalar(value);
+  if (auto it = knobs.find(name); it != knobs.end()) {
+    if (auto jt = it->second.values.find(v); jt != it->second.values.end()) return jt->second;
+  }
+  return v;
+}
+
 std::string ShapeSpec::SimKnobOf(const std::string& name) const {
-  if (auto it = knobs.find(name); it != knobs.end()) return it->second;
+  if (auto it = knobs.find(name); it != knobs.end()) return it->second.sim;
   const std::vector<std::string>& names = models::sim::KnobNames();
   return std::find(names.begin(), names.end(), name) != names.end() ? name : "";
 }

@@ -101,11 +101,21 @@ struct ShapeSpec {
   models::sim::ClusterShape cluster;  // gpu from hardware.gpu, nodes from hardware.count
   Config fixed;  // simulator knobs the job holds at a value other than the default
   // Searched knobs read as the simulator knob named here (a drafted
-  // Megatron spec's tensor_model_parallel_size is tp); a knob not listed is
-  // read as the simulator knob of its own name, if there is one.
-  std::map<std::string, std::string> knobs;
+  // Megatron spec's tensor_model_parallel_size is tp), each of their values
+  // as the simulator value `values` maps it to (none listed: as written;
+  // an HF script's attn_implementation sdpa is flash_attn true); a knob not
+  // listed is read as the simulator knob of its own name, if there is one;
+  // one listed with no simulator knob (null) as none.
+  struct KnobAs {
+    std::string sim;
+    std::map<std::string, std::string> values;
+  };
+  std::map<std::string, KnobAs> knobs;
   // The simulator knob the searched knob `name` is read as; "" for none.
   std::string SimKnobOf(const std::string& name) const;
+  // The simulator's value for the searched knob `name` at `value` (its
+  // boolean spellings normalised).
+  std::string SimValueOf(const std::string& name, const std::string& value) const;
   // Whether the launcher refuses what the simulator's does (Megatron-LM's
   // parallel-size assertions: tp divides the heads, pp the layers, and so
   // on): only right where `fixed` holds every parallel size the job sets.

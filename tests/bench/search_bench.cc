@@ -350,6 +350,11 @@ std::vector<Bench> Landscapes() {
     b.name = "h200-gpt-354m (measured)";
     const std::string path = root + "/data/specs/demo-h200-gpt-354m.yaml";
     b.spec = Parse(Read(path), root + "/data/specs", path);
+    // SEARCH_H200_NO_SHAPE=1: as if the spec declared no model shape (the
+    // search's path for a real job that does not).
+    if (const char* s = std::getenv("SEARCH_H200_NO_SHAPE"); s != nullptr && std::strcmp(s, "1") == 0) {
+      b.spec.shape.reset();
+    }
     auto land = std::make_shared<infrarsi::client::Landscape>(
         *infrarsi::client::Landscape::Load(root + "/data/landscapes/h200-gpt-354m-seq2048.jsonl"));
     b.evaluate = [land](const Config& c) {

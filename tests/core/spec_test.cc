@@ -569,6 +569,87 @@ TEST(SpecTest, ARealJobMayDeclareItsModelShape) {
   EXPECT_FALSE(none->shape.has_value());
 }
 
+// A script's own knob vocabulary read as the simulator's: values mapped
+// (attn's sdpa is flash attention; ckpt true is full recompute), a knob
+// named as a simulator knob but with values the simulator has not (tf32)
+// left out by mapping it to none.
+constexpr char kMappedShape[] = R"(
+name: gpt-354m-h200
+workload:
+  model: gpt-354m
+  global_batch: 16
+  seq_len: 2048
+  shape:
+    layers: 24
+    hidden: 1024
+    heads: 16
+    ffn: 4096
+    vocab: 50304
+    swiglu: false
+    tied_embeddings: true
+    knobs:
+      attn: {as: flash_attn, values: {math: false, sdpa: true}}
+      ckpt: {as: recompute, values: {false: none, true: full}}
+      fused_adam: fused_kernels
+      precision: null
+hardware: {gpu: H200, count: 1}
+knobs:
+  micro_batch: [1, 2, 4, 8, 16]
+  attn: [math, sdpa]
+  ckpt: [False, True]
+  precision: [bf16, tf32]
+  fused_adam: [false, true]
+baseline: {micro_batch: 2, attn: math, ckpt: false, precision: tf32, fused_adam: false}
+budget: {max_trials: 40}
+executor:
+  replay: {landscape: data/land.jsonl}
+)";
+
+TEST(SpecTest, DeclaredShapeMapsAScriptsValuesToTheSimulators) {
+  auto spec = ParseSpec(kMappedShape, Opts());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const ShapeSpec& shape = *spec->shape;
+  EXPECT_EQ(shape.SimKnobOf("attn"), "flash_attn");
+  EXPECT_EQ(shape.SimValueOf("attn", "sdpa"), "true");
+  EXPECT_EQ(shape.SimValueOf("ckpt", "True"), "full");  // as written in a knob list
+  EXPECT_EQ(shape.SimKnobOf("precision"), "");          // mapped to none
+  EXPECT_EQ(shape.SimKnobOf("micro_batch"), "micro_batch");
+  EXPECT_EQ(shape.SimValueOf("micro_batch", "4"), "4");
+  const Planner planner = PlannerFor(*spec);
+  ASSERT_TRUE(planner.memory_estimate_gib);
+  auto peak = [&](const std::string& knob, const std::string& value) {
+    Config c = spec->baseline;
+    c[knob] = value;
+    return planner.memory_estimate_gib(c);
+  };
+  EXPECT_LT(peak("attn", "sdpa"), peak("attn", "math"));   // no attention scores kept
+  EXPECT_LT(peak("ckpt", "true"), peak("ckpt", "false"));  // full recompute
+  EXPECT_DOUBLE_EQ(peak("precision", "bf16"), peak("precision", "tf32"));  // left out
+  for (int64_t i = 0; i < spec->SpaceSize(); ++i) {
+    EXPECT_DOUBLE_EQ(planner.memory_estimate_gib_at(i), planner.memory_estimate_gib(ConfigAt(*spec, i))) << i;
+    EXPECT_DOUBLE_EQ(planner.time_estimate_s_at(i), planner.time_estimate_s(ConfigAt(*spec, i))) << i;
+  }
+  struct Case {
+    std::string from, to, field;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"values: {math: false, sdpa: true}", "values: {math: false}", "workload.shape.knobs.attn.values"},
+           {"values: {math: false, sdpa: true}", "values: {math: false, sdpa: true, flash: true}",
+            "workload.shape.knobs.attn.values.flash"},
+           {"values: {math: false, sdpa: true}", "values: {math: false, sdpa: maybe}", "workload.shape.knobs.attn"},
+           {"{as: flash_attn, values:", "{as: warp, values:", "workload.shape.knobs.attn.as"},
+           {"{as: flash_attn, values:", "{values:", "workload.shape.knobs.attn.as"},
+           {"{as: flash_attn, values:", "{as: flash_attn, kind: x, values:", "workload.shape.knobs.attn.kind"},
+           {"      precision: null\n", "", "knobs.precision"},  // tf32 is no simulator precision
+       }) {
+    const std::string yaml = absl::StrReplaceAll(kMappedShape, {{c.from, c.to}});
+    ASSERT_NE(yaml, kMappedShape) << c.field;
+    auto bad = ParseSpec(yaml, Opts());
+    ASSERT_FALSE(bad.ok()) << c.field;
+    EXPECT_EQ(bad.status().message().substr(0, c.field.size()), c.field) << bad.status();
+  }
+}
+
 TEST(SpecTest, DeclaredShapeErrorsNameTheField) {
   struct Case {
     std::string from, to, field;
