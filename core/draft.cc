@@ -886,11 +886,11 @@ const std::map<std::string, std::string>& SimKnobOfFlag() {
   return *m;
 }
 
-// The draft's workload.shape block (indented under workload's flow map),
-// or nothing where the draft has no shape or a knob named as a simulator
-// knob cannot be read as one (the spec would be refused).
-std::vector<std::string> ShapeLines(const Draft& d) {
-  if (!d.shape) return {};
+// The draft's workload.shape entry (inside workload's flow map), or ""
+// where the draft has no shape or a knob named as a simulator knob cannot
+// be read as one (the spec would be refused).
+std::string ShapeEntry(const Draft& d) {
+  if (!d.shape) return "";
   namespace ms = models::sim;
   const std::vector<std::string>& names = ms::KnobNames();
   auto reads_as = [](const DraftKnob& k, const std::string& sim) {
@@ -905,7 +905,7 @@ std::vector<std::string> ShapeLines(const Draft& d) {
   std::set<std::string> read;  // simulator knobs a searched knob is read as
   for (const DraftKnob& k : d.knobs) {
     if (std::find(names.begin(), names.end(), k.name) != names.end()) {
-      if (!reads_as(k, k.name) || !read.insert(k.name).second) return {};
+      if (!reads_as(k, k.name) || !read.insert(k.name).second) return "";
       continue;
     }
     const auto it = SimKnobOfFlag().find(absl::StrReplaceAll(k.flag, {{"_", "-"}}));
@@ -914,13 +914,11 @@ std::vector<std::string> ShapeLines(const Draft& d) {
     mapped.push_back(absl::StrCat(k.name, ": ", it->second));
   }
   const Draft::Shape& s = *d.shape;
-  std::vector<std::string> out = {
-      absl::StrCat("  shape: {layers: ", s.layers, ", hidden: ", s.hidden, ", heads: ", s.heads,
+  return absl::StrCat("  shape: {layers: ", s.layers, ", hidden: ", s.hidden, ", heads: ", s.heads,
                    ", kv_heads: ", s.kv_heads, ", ffn: ", s.ffn, ", vocab: ", s.vocab,
                    ", swiglu: ", s.swiglu ? "true" : "false", ", gpus_per_node: ", d.gpus_per_node,
                    read.count("flash_attn") ? "" : absl::StrCat(", fixed: {flash_attn: ", s.flash ? "true" : "false", "}"),
-                   mapped.empty() ? "" : absl::StrCat(",\n          knobs: {", absl::StrJoin(mapped, ", "), "}"), "}}")};
-  return out;
+                   mapped.empty() ? "" : absl::StrCat(",\n          knobs: {", absl::StrJoin(mapped, ", "), "}"), "}}");
 }
 
 }  // namespace
@@ -937,14 +935,14 @@ std::string DraftYaml(const Draft& d) {
   std::string workload = absl::StrCat("workload: {model: ", Y(d.model), ", global_batch: ", d.global_batch,
                                       ", seq_len: ", d.seq_len);
   if (d.params > 0) absl::StrAppend(&workload, ", params: ", static_cast<int64_t>(d.params));
-  const std::vector<std::string> shape = ShapeLines(d);
+  const std::string shape = ShapeEntry(d);
   if (shape.empty()) {
     line(workload + "}");
   } else {
     line("# shape: the model's, from its flags; the search's textbook estimates of memory and");
     line("# step time read it, and knobs of Megatron's parallel and memory flags as the simulator's.");
     line(workload + ",");
-    for (const std::string& s : shape) line(s);
+    line(shape);
   }
   if (d.params > 0) line("# params: dense weights estimated from the model flags (for the MFU check).");
   line(absl::StrCat("hardware: {gpu: ", Y(d.gpu), ", count: ", d.gpus, "}",

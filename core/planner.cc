@@ -110,8 +110,7 @@ Planner PlannerFor(const SessionSpec& spec) {
       return ms::Launches(sh->model, sh->cluster, knobs_at(index)) &&
              (!patches || s->PatchConflict(ConfigAt(*s, index)).empty());
     };
-  }
-  if (!rules) {
+  } else {
     p.rules_refuse_at = [sh, knobs_at](int64_t index) {
       return !ms::Launches(sh->model, sh->cluster, knobs_at(index));
     };

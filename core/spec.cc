@@ -115,6 +115,12 @@ std::string NormalizeScalar(const std::string& s) {
   return s;
 }
 
+// Whether `name` is a knob the simulator reads (models::sim::KnobNames).
+bool IsSimulatorKnob(const std::string& name) {
+  const std::vector<std::string>& names = models::sim::KnobNames();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 bool ValidIdentifier(const std::string& s) {
   if (s.empty() || s.size() > 64) return false;
   if (!(absl::ascii_isalpha(s[0]) || s[0] == '_')) return false;
@@ -443,7 +449,6 @@ absl::Status ParseWorkloadShape(const YAML::Node& wl, SessionSpec& spec) {
   c.nodes = static_cast<int>(spec.gpu_count / per_node);
   if (gpu->nvlink_domain > c.gpus_per_node) c.nvlink_domain = gpu->nvlink_domain;
   const std::vector<std::string>& names = ms::KnobNames();
-  auto is_sim_knob = [&](const std::string& n) { return std::find(names.begin(), names.end(), n) != names.end(); };
   ASSIGN_OR_RETURN(YAML::Node mapped, RequireMap(sh, "knobs", f + ".knobs", false));
   std::map<std::string, std::string> read_as;  // simulator knob -> the searched knob read as it
   if (mapped) {
@@ -486,7 +491,7 @@ absl::Status ParseWorkloadShape(const YAML::Node& wl, SessionSpec& spec) {
         continue;
       }
       const std::string sim_field = kv.second.IsMap() ? field + ".as" : field;
-      if (!sim_text || !is_sim_knob(*sim_text)) {
+      if (!sim_text || !IsSimulatorKnob(*sim_text)) {
         return FieldError(sim_field, absl::StrCat("must name a simulator knob (", absl::StrJoin(names, ", "), ")"));
       }
       as.sim = *sim_text;
@@ -1275,8 +1280,7 @@ std::string ShapeSpec::SimValueOf(const std::string& name, const std::string& va
 
 std::string ShapeSpec::SimKnobOf(const std::string& name) const {
   if (auto it = knobs.find(name); it != knobs.end()) return it->second.sim;
-  const std::vector<std::string>& names = models::sim::KnobNames();
-  return std::find(names.begin(), names.end(), name) != names.end() ? name : "";
+  return IsSimulatorKnob(name) ? name : "";
 }
 
 bool IsRemoteRepositoryUrl(const std::string& url) {
